@@ -1,0 +1,402 @@
+"""`ConversationStore`: per-user, per-session message history in SQL, sync and async.
+
+The storage core of the package. It does not depend on ``langchain_core.chat_history`` (which
+langchain-core deprecates for 2.0): :class:`~langmem_sqlite.SQLChatMessageHistory` is a thin
+adapter over it, and LangGraph nodes use it directly.
+
+Every operation is written once as a :data:`~langmem_sqlite.db.Plan`; the sync method runs it
+with :meth:`Database.drive` and its ``a``-prefixed twin with :meth:`Database.adrive`.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Sequence
+from typing import Any
+
+from langchain_core.messages import BaseMessage
+
+from . import conversations as sql
+from .conversations import MessageRow, SessionInfo, SessionKey
+from .counting import MessageCounter, resolve_message_counter
+from .db import Database, DatabaseLike, Plan, Step, get_database
+from .message_codec import decode_message, encode_message, message_text
+from .migrate import schema_plan
+from .schema import DEFAULT_PREFIX, Tables, get_tables
+from .validation import IdLike, check_id, check_optional_id, check_positive
+from .windows import drop_leading_orphans
+
+__all__ = ["DEFAULT_DATABASE", "DEFAULT_MAX_MESSAGE_BYTES", "ConversationStore", "SessionInfo"]
+
+DEFAULT_DATABASE = "langmem.db"
+"""The SQLite file used when no connection is given (overridden by ``LANGMEM_SQLITE_URL``)."""
+
+DEFAULT_MAX_MESSAGE_BYTES = 32 * 1024 * 1024
+"""Largest serialized message accepted by default (MariaDB's default packet limit is 16 MiB
+per statement for a single value; raise ``max_allowed_packet`` there for larger messages)."""
+
+_DAY_MS = 86_400_000
+
+
+def _now_ms() -> int:
+    return time.time_ns() // 1_000_000
+
+
+def default_connection() -> str:
+    """``$LANGMEM_SQLITE_URL`` if set, else the SQLite file ``langmem.db``."""
+    return os.environ.get("LANGMEM_SQLITE_URL") or DEFAULT_DATABASE
+
+
+class ConversationStore:
+    """Conversation history for many users and sessions in one database.
+
+    Args:
+        connection: a URL (``"postgresql://..."``), a path (``"memory.db"`` is a SQLite file), an
+            ``Engine`` or an ``AsyncEngine``. Defaults to ``$LANGMEM_SQLITE_URL`` or
+            ``langmem.db``. Engines and pools are shared per URL across stores.
+        table_prefix: prefix of every table name (letters, digits, ``_``).
+        schema: PostgreSQL schema (created if missing); on other dialects, a schema they know.
+        token_counter: how stored token counts are computed: ``"approximate"`` (default), or a
+            callable ``message -> int``.
+        max_message_bytes: largest serialized message accepted.
+
+    Both sync and async methods work whatever ``connection`` is: the package builds the twin
+    engine for the same database.
+    """
+
+    def __init__(
+        self,
+        connection: DatabaseLike | Database | None = None,
+        *,
+        table_prefix: str = DEFAULT_PREFIX,
+        schema: str | None = None,
+        token_counter: str | MessageCounter | None = None,
+        max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES,
+        engine_args: dict[str, Any] | None = None,
+    ) -> None:
+        self.db: Database = get_database(
+            default_connection() if connection is None else connection, engine_args=engine_args
+        )
+        self.tables: Tables = get_tables(table_prefix, schema)
+        self.count_tokens: MessageCounter = resolve_message_counter(token_counter)
+        self.max_message_bytes = check_positive(max_message_bytes, "max_message_bytes")
+
+    # -- helpers -------------------------------------------------------------------------------
+
+    def key(self, session_id: IdLike, user_id: IdLike | None = None) -> SessionKey:
+        """Validate and normalise a (session, user) pair."""
+        return SessionKey(check_optional_id(user_id, "user_id"), check_id(session_id, "session_id"))
+
+    def _op(self, fn: Any, *args: Any, write: bool = False) -> Plan[Any]:
+        yield from schema_plan(self.db, self.tables)
+        return (yield Step(fn, (self.tables, *args), write=write))
+
+    def _rows(self, messages: Sequence[BaseMessage]) -> list[MessageRow]:
+        if isinstance(messages, BaseMessage) or not isinstance(messages, Sequence):
+            raise TypeError("messages: expected a sequence of BaseMessage")
+        rows = []
+        for message in messages:
+            body = encode_message(message)
+            size = len(body.encode("utf-8", "surrogatepass"))
+            if size > self.max_message_bytes:
+                raise ValueError(
+                    f"messages: a {message.type} message serializes to {size} bytes, over "
+                    f"max_message_bytes={self.max_message_bytes}"
+                )
+            count = self.count_tokens(message)
+            if isinstance(count, bool) or not isinstance(count, int) or count < 0:
+                raise ValueError(f"token_counter: returned {count!r}, expected an int >= 0")
+            rows.append(
+                MessageRow(
+                    type=message.type,
+                    message_id=check_id(message.id, "message.id") if message.id else None,
+                    content_text=message_text(message),
+                    body=body,
+                    token_count=count,
+                )
+            )
+        return rows
+
+    # -- plans (each operation once) -------------------------------------------------------------
+
+    def _get_plan(
+        self, key: SessionKey, limit: int | None, max_seq: int | None = None
+    ) -> Plan[list[tuple[int, BaseMessage]]]:
+        if limit is not None:
+            check_positive(limit, "limit")
+        rows = yield from self._op(sql.read_messages, key, limit, max_seq)
+        return [(seq, decode_message(body)) for seq, body in rows]
+
+    def _window_plan(
+        self, key: SessionKey, max_tokens: int, max_seq: int | None = None
+    ) -> Plan[list[tuple[int, BaseMessage]]]:
+        check_positive(max_tokens, "max_tokens", allow_zero=True)
+        rows = yield from self._op(sql.read_token_window, key, max_tokens, max_seq)
+        start = 0
+        while start < len(rows) and rows[start][1] in ("tool", "function", "ToolMessageChunk"):
+            start += 1
+        return [(seq, decode_message(body)) for seq, _, body, _ in rows[start:]]
+
+    def _load_plan(
+        self, key: SessionKey, limit: int | None, max_tokens: int | None
+    ) -> Plan[list[BaseMessage]]:
+        if max_tokens is None:
+            pairs = yield from self._get_plan(key, limit)
+        else:
+            pairs = yield from self._window_plan(key, max_tokens)
+            if limit is not None:
+                pairs = pairs[-check_positive(limit, "limit") :]
+        return drop_leading_orphans([m for _, m in pairs])
+
+    def _add_plan(
+        self, key: SessionKey, messages: Sequence[BaseMessage], dedupe: bool
+    ) -> Plan[int]:
+        rows = self._rows(messages)
+        if dedupe:
+            ids = [r.message_id for r in rows if r.message_id]
+            seen = yield from self._op(sql.existing_message_ids, key, ids)
+            fresh, kept = set(), []
+            for r in rows:
+                if r.message_id is None or (r.message_id not in seen and r.message_id not in fresh):
+                    kept.append(r)
+                    if r.message_id:
+                        fresh.add(r.message_id)
+            rows = kept
+        if not rows:
+            return 0
+        yield from self._op(sql.add_messages, key, rows, _now_ms(), write=True)
+        return len(rows)
+
+    def _list_plan(
+        self, user_id: IdLike | None, limit: int | None, offset: int
+    ) -> Plan[list[SessionInfo]]:
+        uid = None if user_id is None else check_id(user_id, "user_id")
+        if limit is not None:
+            check_positive(limit, "limit")
+        check_positive(offset, "offset", allow_zero=True)
+        return (yield from self._op(sql.list_sessions, uid, limit, offset))
+
+    def _prune_plan(self, days: float, user_id: IdLike | None) -> Plan[int]:
+        if isinstance(days, bool) or not isinstance(days, int | float) or days < 0:
+            raise ValueError(f"days: expected a number >= 0, got {days!r}")
+        uid = None if user_id is None else check_id(user_id, "user_id")
+        cutoff = _now_ms() - int(days * _DAY_MS)
+        return (yield from self._op(sql.delete_idle_sessions, cutoff, uid, write=True))
+
+    # -- reading ---------------------------------------------------------------------------------
+
+    def get_messages(
+        self, session_id: IdLike, *, user_id: IdLike | None = None, limit: int | None = None
+    ) -> list[BaseMessage]:
+        """The session's messages in order; only the most recent ``limit`` if given (in SQL)."""
+        return [m for _, m in self.db.drive(self._get_plan(self.key(session_id, user_id), limit))]
+
+    async def aget_messages(
+        self, session_id: IdLike, *, user_id: IdLike | None = None, limit: int | None = None
+    ) -> list[BaseMessage]:
+        """Async :meth:`get_messages`."""
+        plan = self._get_plan(self.key(session_id, user_id), limit)
+        return [m for _, m in await self.db.adrive(plan)]
+
+    def get_token_window(
+        self, session_id: IdLike, max_tokens: int, *, user_id: IdLike | None = None
+    ) -> list[BaseMessage]:
+        """The longest recent run of messages whose stored token counts fit ``max_tokens``.
+
+        Computed in SQL from the counts stored at write time (the whole session is never
+        loaded). The window never starts on a tool result whose call was cut off.
+        """
+        plan = self._window_plan(self.key(session_id, user_id), max_tokens)
+        return [m for _, m in self.db.drive(plan)]
+
+    async def aget_token_window(
+        self, session_id: IdLike, max_tokens: int, *, user_id: IdLike | None = None
+    ) -> list[BaseMessage]:
+        """Async :meth:`get_token_window`."""
+        plan = self._window_plan(self.key(session_id, user_id), max_tokens)
+        return [m for _, m in await self.db.adrive(plan)]
+
+    def load_window(
+        self,
+        session_id: IdLike,
+        *,
+        user_id: IdLike | None = None,
+        limit: int | None = None,
+        max_tokens: int | None = None,
+    ) -> list[BaseMessage]:
+        """Recent messages for a model call: the last ``limit`` and/or those within
+        ``max_tokens`` (stored counts), never starting on an orphan tool result."""
+        return self.db.drive(self._load_plan(self.key(session_id, user_id), limit, max_tokens))
+
+    async def aload_window(
+        self,
+        session_id: IdLike,
+        *,
+        user_id: IdLike | None = None,
+        limit: int | None = None,
+        max_tokens: int | None = None,
+    ) -> list[BaseMessage]:
+        """Async :meth:`load_window`."""
+        plan = self._load_plan(self.key(session_id, user_id), limit, max_tokens)
+        return await self.db.adrive(plan)
+
+    def count_messages(self, session_id: IdLike, *, user_id: IdLike | None = None) -> int:
+        """Number of messages stored for the session."""
+        return self.db.drive(self._op(sql.count_messages, self.key(session_id, user_id)))
+
+    async def acount_messages(self, session_id: IdLike, *, user_id: IdLike | None = None) -> int:
+        """Async :meth:`count_messages`."""
+        return await self.db.adrive(self._op(sql.count_messages, self.key(session_id, user_id)))
+
+    # -- writing ---------------------------------------------------------------------------------
+
+    def add_messages(
+        self,
+        session_id: IdLike,
+        messages: Sequence[BaseMessage],
+        *,
+        user_id: IdLike | None = None,
+    ) -> int:
+        """Append messages in one transaction; return how many were written.
+
+        Every message is validated and serialized before anything is written.
+        """
+        return self.db.drive(self._add_plan(self.key(session_id, user_id), messages, False))
+
+    async def aadd_messages(
+        self,
+        session_id: IdLike,
+        messages: Sequence[BaseMessage],
+        *,
+        user_id: IdLike | None = None,
+    ) -> int:
+        """Async :meth:`add_messages`."""
+        return await self.db.adrive(self._add_plan(self.key(session_id, user_id), messages, False))
+
+    def append_new(
+        self,
+        session_id: IdLike,
+        messages: Sequence[BaseMessage],
+        *,
+        user_id: IdLike | None = None,
+    ) -> int:
+        """Append only messages whose ``id`` the session does not hold yet (messages without an
+        id are always appended); return how many were written. For LangGraph nodes that see the
+        whole state on every step."""
+        return self.db.drive(self._add_plan(self.key(session_id, user_id), messages, True))
+
+    async def aappend_new(
+        self,
+        session_id: IdLike,
+        messages: Sequence[BaseMessage],
+        *,
+        user_id: IdLike | None = None,
+    ) -> int:
+        """Async :meth:`append_new`."""
+        return await self.db.adrive(self._add_plan(self.key(session_id, user_id), messages, True))
+
+    def clear(self, session_id: IdLike, *, user_id: IdLike | None = None) -> int:
+        """Delete the session's messages (and summary), keep the session; return the count."""
+        key = self.key(session_id, user_id)
+        return self.db.drive(self._op(sql.clear_session, key, _now_ms(), write=True))
+
+    async def aclear(self, session_id: IdLike, *, user_id: IdLike | None = None) -> int:
+        """Async :meth:`clear`."""
+        key = self.key(session_id, user_id)
+        return await self.db.adrive(self._op(sql.clear_session, key, _now_ms(), write=True))
+
+    # -- sessions --------------------------------------------------------------------------------
+
+    def list_sessions(
+        self, user_id: IdLike | None = None, *, limit: int | None = None, offset: int = 0
+    ) -> list[SessionInfo]:
+        """Sessions, most recently active first, with title, counts and times (ms since epoch).
+
+        With ``user_id``, only that user's sessions; without, every session.
+        """
+        return self.db.drive(self._list_plan(user_id, limit, offset))
+
+    async def alist_sessions(
+        self, user_id: IdLike | None = None, *, limit: int | None = None, offset: int = 0
+    ) -> list[SessionInfo]:
+        """Async :meth:`list_sessions`."""
+        return await self.db.adrive(self._list_plan(user_id, limit, offset))
+
+    def get_session(
+        self, session_id: IdLike, *, user_id: IdLike | None = None
+    ) -> SessionInfo | None:
+        """One session's details, or ``None`` if it does not exist."""
+        return self.db.drive(self._op(sql.get_session, self.key(session_id, user_id)))
+
+    async def aget_session(
+        self, session_id: IdLike, *, user_id: IdLike | None = None
+    ) -> SessionInfo | None:
+        """Async :meth:`get_session`."""
+        return await self.db.adrive(self._op(sql.get_session, self.key(session_id, user_id)))
+
+    def rename_session(
+        self, session_id: IdLike, title: str | None, *, user_id: IdLike | None = None
+    ) -> bool:
+        """Set a session's title; ``False`` if the session does not exist."""
+        if title is not None and not isinstance(title, str):
+            raise TypeError(f"title: expected str or None, got {type(title).__name__}")
+        key = self.key(session_id, user_id)
+        return self.db.drive(self._op(sql.rename_session, key, title, write=True))
+
+    async def arename_session(
+        self, session_id: IdLike, title: str | None, *, user_id: IdLike | None = None
+    ) -> bool:
+        """Async :meth:`rename_session`."""
+        if title is not None and not isinstance(title, str):
+            raise TypeError(f"title: expected str or None, got {type(title).__name__}")
+        key = self.key(session_id, user_id)
+        return await self.db.adrive(self._op(sql.rename_session, key, title, write=True))
+
+    def delete_session(self, session_id: IdLike, *, user_id: IdLike | None = None) -> bool:
+        """Delete a session and its messages; ``False`` if it did not exist."""
+        key = self.key(session_id, user_id)
+        return self.db.drive(self._op(sql.delete_session, key, write=True))
+
+    async def adelete_session(self, session_id: IdLike, *, user_id: IdLike | None = None) -> bool:
+        """Async :meth:`delete_session`."""
+        key = self.key(session_id, user_id)
+        return await self.db.adrive(self._op(sql.delete_session, key, write=True))
+
+    def delete_sessions_older_than(self, days: float, *, user_id: IdLike | None = None) -> int:
+        """Delete sessions not active for ``days`` days (one user's, if given); return the count."""
+        return self.db.drive(self._prune_plan(days, user_id))
+
+    async def adelete_sessions_older_than(
+        self, days: float, *, user_id: IdLike | None = None
+    ) -> int:
+        """Async :meth:`delete_sessions_older_than`."""
+        return await self.db.adrive(self._prune_plan(days, user_id))
+
+    # -- running summary (used by the context-window policy) -------------------------------------
+
+    def get_summary(self, session_id: IdLike, *, user_id: IdLike | None = None) -> str | None:
+        """The session's stored summary record (JSON text), if any."""
+        info = self.get_session(session_id, user_id=user_id)
+        return None if info is None else info.summary
+
+    async def aget_summary(
+        self, session_id: IdLike, *, user_id: IdLike | None = None
+    ) -> str | None:
+        """Async :meth:`get_summary`."""
+        info = await self.aget_session(session_id, user_id=user_id)
+        return None if info is None else info.summary
+
+    def set_summary(
+        self, session_id: IdLike, summary: str | None, *, user_id: IdLike | None = None
+    ) -> None:
+        """Store the session's summary record (JSON text), creating the session if needed."""
+        key = self.key(session_id, user_id)
+        self.db.drive(self._op(sql.set_summary, key, summary, _now_ms(), write=True))
+
+    async def aset_summary(
+        self, session_id: IdLike, summary: str | None, *, user_id: IdLike | None = None
+    ) -> None:
+        """Async :meth:`set_summary`."""
+        key = self.key(session_id, user_id)
+        await self.db.adrive(self._op(sql.set_summary, key, summary, _now_ms(), write=True))

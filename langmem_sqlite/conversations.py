@@ -1,0 +1,340 @@
+"""The SQL of the conversation store: sessions and their messages.
+
+Every function here takes a sync :class:`~sqlalchemy.engine.Connection` already inside a
+transaction and the :class:`~langmem_sqlite.schema.Tables` to use. They are written once and
+run by :meth:`Database.run` (sync) or :meth:`Database.arun` (async, via ``run_sync``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from sqlalchemy import and_, delete, insert, select, update
+from sqlalchemy.dialects import mysql, postgresql, sqlite
+from sqlalchemy.engine import Connection
+from sqlalchemy.sql.elements import ColumnElement
+
+from .schema import Tables
+
+__all__ = [
+    "MessageRow",
+    "SessionInfo",
+    "SessionKey",
+    "add_messages",
+    "clear_session",
+    "count_messages",
+    "delete_idle_sessions",
+    "delete_session",
+    "existing_message_ids",
+    "get_session",
+    "list_sessions",
+    "read_messages",
+    "read_token_window",
+    "rename_session",
+    "set_summary",
+]
+
+
+@dataclass(frozen=True)
+class SessionKey:
+    """A conversation: ``session_id`` within ``user_id`` (``""`` when there is no user)."""
+
+    user_id: str
+    session_id: str
+
+
+@dataclass(frozen=True)
+class MessageRow:
+    """One message ready to insert (its position is assigned by :func:`add_messages`)."""
+
+    type: str
+    message_id: str | None
+    content_text: str
+    body: str
+    token_count: int
+
+
+@dataclass(frozen=True)
+class SessionInfo:
+    """A session as listed by :func:`list_sessions` (no message bodies are read)."""
+
+    user_id: str | None
+    session_id: str
+    title: str | None
+    created_at: int
+    updated_at: int
+    message_count: int
+    token_total: int
+    metadata: dict[str, Any] | None
+    summary: str | None = None
+
+
+def _match(t: Tables, key: SessionKey) -> ColumnElement[bool]:
+    s = t.sessions.c
+    return and_(s.user_id == key.user_id, s.session_id == key.session_id)
+
+
+def _session_pk(t: Tables, key: SessionKey) -> Any:
+    return select(t.sessions.c.id).where(_match(t, key)).scalar_subquery()
+
+
+def _insert_ignore(conn: Connection, t: Tables, values: dict[str, Any]) -> None:
+    """Create a session row unless it exists (another writer may create it concurrently)."""
+    name = conn.dialect.name
+    if name == "postgresql":
+        stmt: Any = postgresql.insert(t.sessions).values(values).on_conflict_do_nothing()
+    elif name == "sqlite":
+        stmt = sqlite.insert(t.sessions).values(values).on_conflict_do_nothing()
+    elif name == "mysql":
+        stmt = mysql.insert(t.sessions).values(values)
+        stmt = stmt.on_duplicate_key_update(id=stmt.table.c.id)
+    else:  # pragma: no cover - other dialects: plain insert (unique violation re-raised)
+        stmt = insert(t.sessions).values(values)
+    conn.execute(stmt)
+
+
+def _bump(conn: Connection, t: Tables, key: SessionKey, n: int, tokens: int, now: int) -> Any:
+    """Reserve ``n`` positions in the session; return (pk, count_after, tokens_after) or None."""
+    s = t.sessions.c
+    stmt = (
+        update(t.sessions)
+        .where(_match(t, key))
+        .values(
+            message_count=s.message_count + n,
+            token_total=s.token_total + tokens,
+            updated_at=now,
+        )
+    )
+    if conn.dialect.update_returning:
+        return conn.execute(stmt.returning(s.id, s.message_count, s.token_total)).first()
+    if conn.execute(stmt).rowcount == 0:
+        return None
+    return conn.execute(select(s.id, s.message_count, s.token_total).where(_match(t, key))).first()
+
+
+def add_messages(
+    conn: Connection,
+    t: Tables,
+    key: SessionKey,
+    rows: Sequence[MessageRow],
+    now: int,
+    metadata: dict[str, Any] | None = None,
+) -> int:
+    """Append ``rows`` to the session (created if missing); return the new message count.
+
+    One session update reserves the positions (and locks the session row), then one
+    executemany insert writes the messages.
+    """
+    tokens = sum(r.token_count for r in rows)
+    got = _bump(conn, t, key, len(rows), tokens, now)
+    if got is None:
+        _insert_ignore(
+            conn,
+            t,
+            {
+                "user_id": key.user_id,
+                "session_id": key.session_id,
+                "created_at": now,
+                "updated_at": now,
+                "metadata": metadata,
+                "message_count": 0,
+                "token_total": 0,
+            },
+        )
+        got = _bump(conn, t, key, len(rows), tokens, now)
+    pk, count_after, tokens_after = got
+    if rows:
+        seq = count_after - len(rows)
+        before = tokens_after - tokens
+        params = []
+        for r in rows:
+            params.append(
+                {
+                    "session_pk": pk,
+                    "seq": seq,
+                    "type": r.type,
+                    "message_id": r.message_id,
+                    "content_text": r.content_text,
+                    "body": r.body,
+                    "token_count": r.token_count,
+                    "tokens_before": before,
+                    "created_at": now,
+                }
+            )
+            seq += 1
+            before += r.token_count
+        conn.execute(insert(t.messages), params)
+    return int(count_after)
+
+
+def read_messages(
+    conn: Connection,
+    t: Tables,
+    key: SessionKey,
+    limit: int | None = None,
+    max_seq: int | None = None,
+) -> list[tuple[int, str]]:
+    """``(seq, body)`` of the session's messages in order; the last ``limit`` if given.
+
+    ``max_seq`` hides messages added after a snapshot.
+    """
+    m = t.messages.c
+    cond = m.session_pk == _session_pk(t, key)
+    if max_seq is not None:
+        cond = and_(cond, m.seq <= max_seq)
+    if limit is None:
+        rows = conn.execute(select(m.seq, m.body).where(cond).order_by(m.seq)).all()
+        return [(r[0], r[1]) for r in rows]
+    rows = conn.execute(select(m.seq, m.body).where(cond).order_by(m.seq.desc()).limit(limit)).all()
+    return [(r[0], r[1]) for r in reversed(rows)]
+
+
+def read_token_window(
+    conn: Connection, t: Tables, key: SessionKey, budget: int, max_seq: int | None = None
+) -> list[tuple[int, str, str, int]]:
+    """``(seq, type, body, token_count)`` of the longest recent suffix whose stored token counts
+    sum to at most ``budget``; found through the ``tokens_before`` index, not by a scan."""
+    s, m = t.sessions.c, t.messages.c
+    if max_seq is None:
+        total = select(s.token_total).where(_match(t, key)).scalar_subquery()
+    else:
+        total = (
+            select(m.tokens_before + m.token_count)
+            .where(m.session_pk == _session_pk(t, key), m.seq == max_seq)
+            .scalar_subquery()
+        )
+    cond = and_(m.session_pk == _session_pk(t, key), m.tokens_before >= total - budget)
+    if max_seq is not None:
+        cond = and_(cond, m.seq <= max_seq)
+    rows = conn.execute(
+        select(m.seq, m.type, m.body, m.token_count).where(cond).order_by(m.seq)
+    ).all()
+    return [(r[0], r[1], r[2], r[3]) for r in rows]
+
+
+def existing_message_ids(
+    conn: Connection, t: Tables, key: SessionKey, message_ids: Sequence[str]
+) -> set[str]:
+    """Which of ``message_ids`` the session already holds."""
+    if not message_ids:
+        return set()
+    m = t.messages.c
+    rows = conn.execute(
+        select(m.message_id).where(
+            m.session_pk == _session_pk(t, key), m.message_id.in_(list(message_ids))
+        )
+    ).scalars()
+    return set(rows)
+
+
+def clear_session(conn: Connection, t: Tables, key: SessionKey, now: int) -> int:
+    """Delete the session's messages (the session row stays); return how many were deleted."""
+    n = conn.execute(delete(t.messages).where(t.messages.c.session_pk == _session_pk(t, key)))
+    conn.execute(
+        update(t.sessions)
+        .where(_match(t, key))
+        .values(message_count=0, token_total=0, summary=None, updated_at=now)
+    )
+    return int(n.rowcount)
+
+
+def _delete_sessions(conn: Connection, t: Tables, where: ColumnElement[bool]) -> int:
+    """Delete sessions and their messages (explicitly: SQLite may run without foreign keys)."""
+    pks = select(t.sessions.c.id).where(where)
+    if conn.dialect.name == "mysql":  # MySQL cannot delete from a table it subqueries
+        ids = list(conn.execute(pks).scalars())
+        if not ids:
+            return 0
+        conn.execute(delete(t.messages).where(t.messages.c.session_pk.in_(ids)))
+        return int(conn.execute(delete(t.sessions).where(t.sessions.c.id.in_(ids))).rowcount)
+    conn.execute(delete(t.messages).where(t.messages.c.session_pk.in_(pks)))
+    return int(conn.execute(delete(t.sessions).where(where)).rowcount)
+
+
+def delete_session(conn: Connection, t: Tables, key: SessionKey) -> bool:
+    """Delete one session and its messages; ``False`` if it did not exist."""
+    return _delete_sessions(conn, t, _match(t, key)) > 0
+
+
+def delete_idle_sessions(
+    conn: Connection, t: Tables, cutoff: int, user_id: str | None = None
+) -> int:
+    """Delete sessions last active before ``cutoff`` (ms); return how many."""
+    where = t.sessions.c.updated_at < cutoff
+    if user_id is not None:
+        where = and_(where, t.sessions.c.user_id == user_id)
+    return _delete_sessions(conn, t, where)
+
+
+def rename_session(conn: Connection, t: Tables, key: SessionKey, title: str | None) -> bool:
+    """Set the session's title; ``False`` if it does not exist."""
+    res = conn.execute(update(t.sessions).where(_match(t, key)).values(title=title))
+    return bool(res.rowcount)
+
+
+def set_summary(
+    conn: Connection, t: Tables, key: SessionKey, summary: str | None, now: int
+) -> bool:
+    """Store the running-summary record (JSON text) on the session row, creating the session."""
+    res = conn.execute(update(t.sessions).where(_match(t, key)).values(summary=summary))
+    if res.rowcount:
+        return True
+    _insert_ignore(
+        conn,
+        t,
+        {
+            "user_id": key.user_id,
+            "session_id": key.session_id,
+            "created_at": now,
+            "updated_at": now,
+            "message_count": 0,
+            "token_total": 0,
+            "summary": summary,
+        },
+    )
+    return True
+
+
+def _info(row: Any) -> SessionInfo:
+    return SessionInfo(
+        user_id=row.user_id or None,
+        session_id=row.session_id,
+        title=row.title,
+        created_at=int(row.created_at),
+        updated_at=int(row.updated_at),
+        message_count=int(row.message_count),
+        token_total=int(row.token_total),
+        metadata=row.metadata,
+        summary=row.summary,
+    )
+
+
+def get_session(conn: Connection, t: Tables, key: SessionKey) -> SessionInfo | None:
+    """One session's row, or ``None``."""
+    row = conn.execute(select(t.sessions).where(_match(t, key))).first()
+    return None if row is None else _info(row)
+
+
+def list_sessions(
+    conn: Connection,
+    t: Tables,
+    user_id: str | None,
+    limit: int | None,
+    offset: int,
+) -> list[SessionInfo]:
+    """Sessions, most recently active first; one user's when ``user_id`` is given."""
+    s = t.sessions.c
+    stmt = select(t.sessions).order_by(s.updated_at.desc(), s.id.desc()).offset(offset)
+    if user_id is not None:
+        stmt = stmt.where(s.user_id == user_id)
+    if limit is not None:
+        stmt = stmt.limit(limit)
+    return [_info(r) for r in conn.execute(stmt)]
+
+
+def count_messages(conn: Connection, t: Tables, key: SessionKey) -> int:
+    """Number of messages in the session (from the session row)."""
+    got = conn.execute(select(t.sessions.c.message_count).where(_match(t, key))).scalar()
+    return int(got or 0)

@@ -1,0 +1,414 @@
+"""Engines: one place that turns "where is the database" into pooled sync and async engines.
+
+Every adapter in the package (chat history, checkpointer, store) goes through
+:func:`get_database`, which accepts
+
+* a URL string (``"sqlite:///memory.db"``, ``"postgresql://..."``, ``"mariadb://..."``),
+* a plain path (``"memory.db"`` becomes a SQLite file),
+* a SQLAlchemy :class:`~sqlalchemy.engine.Engine`, or
+* a SQLAlchemy :class:`~sqlalchemy.ext.asyncio.AsyncEngine`,
+
+and returns a shared :class:`Database` holding a sync engine and, where the driver has an async
+twin, an async engine for the same database. Databases are cached, so building a history object
+per request (as ``RunnableWithMessageHistory`` does) never creates a new pool.
+
+Each storage operation is written once, as a function taking a sync
+:class:`~sqlalchemy.engine.Connection`. :meth:`Database.run` executes it in a transaction on the
+sync engine; :meth:`Database.arun` executes the *same* function on the async engine through
+:meth:`~sqlalchemy.ext.asyncio.AsyncConnection.run_sync`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import random
+import threading
+import time
+from collections.abc import Callable, Generator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, TypeVar
+
+from sqlalchemy import event, exc
+from sqlalchemy.engine import URL, Connection, Engine, create_engine, make_url
+from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
+from sqlalchemy.pool import StaticPool
+
+__all__ = ["Database", "DatabaseLike", "Plan", "Step", "get_database"]
+
+T = TypeVar("T")
+
+DatabaseLike = str | os.PathLike[str] | URL | Engine | AsyncEngine
+"""Anything :func:`get_database` accepts."""
+
+#: sync driver name -> async driver name for the same database
+_ASYNC_DRIVER = {
+    "sqlite": "sqlite+aiosqlite",
+    "sqlite+pysqlite": "sqlite+aiosqlite",
+    "postgresql": "postgresql+psycopg_async",
+    "postgresql+psycopg": "postgresql+psycopg_async",
+    "postgresql+psycopg2": "postgresql+psycopg_async",
+    "mysql": "mysql+asyncmy",
+    "mysql+pymysql": "mysql+asyncmy",
+    "mariadb": "mariadb+asyncmy",
+    "mariadb+pymysql": "mariadb+asyncmy",
+}
+#: async driver name -> sync driver name for the same database
+_SYNC_DRIVER = {
+    "sqlite+aiosqlite": "sqlite+pysqlite",
+    "postgresql+psycopg_async": "postgresql+psycopg",
+    "postgresql+psycopg": "postgresql+psycopg",
+    "postgresql+asyncpg": "postgresql+psycopg",
+    "mysql+aiomysql": "mysql+pymysql",
+    "mysql+asyncmy": "mysql+pymysql",
+    "mariadb+aiomysql": "mariadb+pymysql",
+    "mariadb+asyncmy": "mariadb+pymysql",
+}
+#: bare dialect names -> the driver this package uses
+_DEFAULT_DRIVER = {
+    "postgresql": "postgresql+psycopg",
+    "postgres": "postgresql+psycopg",
+    "mysql": "mysql+pymysql",
+    "mariadb": "mariadb+pymysql",
+}
+
+SQLITE_BUSY_TIMEOUT_MS = 30_000
+"""How long a SQLite connection waits for another writer before giving up."""
+
+_RETRY_DELAYS = (0.05, 0.1, 0.2, 0.4, 0.8, 1.6)
+
+
+@dataclass(frozen=True)
+class Step:
+    """One transaction of a :data:`Plan`: ``fn(connection, *args)``."""
+
+    fn: Callable[..., Any]
+    args: tuple[Any, ...] = field(default=())
+    write: bool = False
+
+
+Plan = Generator[Step, Any, T]
+"""An operation made of several transactions, written once for sync and async callers.
+
+A plan is a generator that yields :class:`Step` objects and receives each step's result (or has
+its exception thrown in). :meth:`Database.drive` runs it with :meth:`Database.run`,
+:meth:`Database.adrive` with :meth:`Database.arun`.
+"""
+
+
+def _normalize_url(url: URL) -> URL:
+    """Pick this package's drivers for bare dialect names (``postgresql://`` -> psycopg 3)."""
+    name = url.drivername
+    if name == "postgres":
+        name = "postgresql"
+    return url.set(drivername=_DEFAULT_DRIVER.get(name, name))
+
+
+def _to_url(target: str | os.PathLike[str] | URL) -> URL:
+    if isinstance(target, URL):
+        return _normalize_url(target)
+    text = os.fspath(target)
+    if not text or not text.strip():
+        raise ValueError("connection: empty database URL or path")
+    if "://" not in text:
+        # A plain path: a SQLite file (":memory:" stays in memory).
+        if text == ":memory:":
+            return make_url("sqlite://")
+        return make_url("sqlite:///" + str(Path(text).expanduser().absolute()))
+    try:
+        return _normalize_url(make_url(text))
+    except exc.ArgumentError as e:
+        raise ValueError(f"connection: not a database URL: {text!r}") from e
+
+
+def _is_memory_sqlite(url: URL) -> bool:
+    return url.get_backend_name() == "sqlite" and url.database in (None, "", ":memory:")
+
+
+def _sqlite_on_connect(dbapi_conn: Any, _record: Any) -> None:
+    """Per-connection SQLite settings: WAL, busy timeout, NORMAL sync, foreign keys.
+
+    Also hands transaction control to SQLAlchemy's ``begin`` event (see :func:`_sqlite_on_begin`),
+    so that write transactions can start with ``BEGIN IMMEDIATE``.
+    """
+    dbapi_conn.isolation_level = None
+    cur = dbapi_conn.cursor()
+    cur.execute(f"PRAGMA busy_timeout = {SQLITE_BUSY_TIMEOUT_MS}")
+    cur.execute("PRAGMA foreign_keys = ON")
+    cur.execute("PRAGMA synchronous = NORMAL")
+    cur.execute("PRAGMA journal_mode")
+    mode = str(cur.fetchone()[0]).lower()
+    if mode not in ("wal", "memory"):
+        cur.execute("PRAGMA journal_mode = WAL")
+    cur.close()
+
+
+def _sqlite_on_begin(conn: Connection) -> None:
+    """Start SQLite transactions ourselves: ``BEGIN IMMEDIATE`` for writers.
+
+    A deferred transaction that reads and then writes can fail with ``SQLITE_BUSY`` without
+    waiting for ``busy_timeout``; taking the write lock up front makes writers queue instead.
+    """
+    mode = "IMMEDIATE" if conn.get_execution_options().get("langmem_write") else "DEFERRED"
+    conn.exec_driver_sql(f"BEGIN {mode}")
+
+
+def _configure(engine: Engine) -> None:
+    """Install the per-dialect connection settings on a sync engine (or an async one's core)."""
+    if engine.dialect.name == "sqlite" and not getattr(engine, "_langmem_configured", False):
+        event.listen(engine, "connect", _sqlite_on_connect)
+        event.listen(engine, "begin", _sqlite_on_begin)
+        engine._langmem_configured = True  # type: ignore[attr-defined]
+
+
+def _engine_kwargs(url: URL) -> dict[str, Any]:
+    if _is_memory_sqlite(url):
+        return {"poolclass": StaticPool, "connect_args": {"check_same_thread": False}}
+    if url.get_backend_name() == "sqlite":
+        return {"connect_args": {"check_same_thread": False}}
+    kwargs: dict[str, Any] = {"pool_pre_ping": True, "pool_size": 8, "max_overflow": 8}
+    if url.get_backend_name() in ("mysql", "mariadb"):
+        kwargs["pool_recycle"] = 3600
+        if "charset" not in url.query:
+            kwargs["connect_args"] = {"charset": "utf8mb4"}
+    return kwargs
+
+
+def _is_retryable(error: BaseException) -> bool:
+    """Transient errors worth re-running a whole transaction for."""
+    if isinstance(error, exc.DBAPIError) and error.connection_invalidated:
+        return True
+    if not isinstance(error, exc.OperationalError):
+        return False
+    text = str(error.orig).lower()
+    return any(
+        s in text
+        for s in (
+            "database is locked",
+            "database table is locked",
+            "deadlock",
+            "lock wait timeout",
+            "could not serialize",
+            "server closed the connection",
+            "lost connection",
+            "gone away",
+            "terminating connection",
+        )
+    )
+
+
+@dataclass(frozen=True)
+class _Done:
+    value: Any
+
+
+def _advance(plan: Plan[Any], result: Any, error: BaseException | None) -> Step | _Done:
+    """Feed a step's outcome into a plan; return its next step, or its result when finished."""
+    try:
+        return plan.throw(error) if error is not None else plan.send(result)
+    except StopIteration as stop:
+        return _Done(stop.value)
+
+
+def _retry_delay(error: exc.DBAPIError, delay: float) -> float:
+    """Seconds to wait before re-running a transaction that failed with ``error``; re-raise it
+    when it is not transient."""
+    if not _is_retryable(error):
+        raise error
+    return delay * (1 + random.random())
+
+
+class Database:
+    """A database reachable through a sync engine and, where possible, an async engine.
+
+    Obtain instances with :func:`get_database`; they are shared per URL or engine. Both
+    engines point at the same database, so data written with :meth:`run` is visible to
+    :meth:`arun` and vice versa.
+    """
+
+    def __init__(self, sync_engine: Engine | None, async_engine: AsyncEngine | None) -> None:
+        if sync_engine is None and async_engine is None:
+            raise ValueError("connection: need a sync or an async engine")
+        self._sync = sync_engine
+        self.async_engine = async_engine
+        if sync_engine is not None:
+            _configure(sync_engine)
+        if async_engine is not None:
+            _configure(async_engine.sync_engine)
+        self._writer_sync = (
+            sync_engine.execution_options(langmem_write=True) if sync_engine else None
+        )
+        self._writer_async = (
+            async_engine.execution_options(langmem_write=True) if async_engine else None
+        )
+        self.ready: set[Any] = set()
+        """Keys of schemas already migrated in this process (see :mod:`langmem_sqlite.migrate`)."""
+        self.lock = threading.Lock()
+
+    @property
+    def sync_engine(self) -> Engine:
+        """The sync engine (every database has one; see :func:`get_database`)."""
+        if self._sync is None:
+            raise TypeError(
+                "connection: this AsyncEngine's driver has no known sync twin; "
+                "use the async methods (a*) or pass a URL"
+            )
+        return self._sync
+
+    @property
+    def dialect(self) -> str:
+        """``"sqlite"``, ``"postgresql"``, ``"mysql"`` or ``"mariadb"``."""
+        engine = self._sync if self._sync is not None else self.async_engine.sync_engine  # type: ignore[union-attr]
+        name = engine.dialect.name
+        if name == "mysql" and getattr(engine.dialect, "is_mariadb", False):
+            return "mariadb"
+        return name
+
+    @property
+    def url(self) -> URL:
+        """The database URL (password hidden when rendered with ``str``)."""
+        engine = self._sync if self._sync is not None else self.async_engine.sync_engine  # type: ignore[union-attr]
+        return engine.url
+
+    def run(self, fn: Callable[..., T], *args: Any, write: bool = False) -> T:
+        """Run ``fn(connection, *args)`` in one transaction on the sync engine.
+
+        ``write=True`` takes SQLite's write lock at the start. Transient errors (a locked
+        SQLite file, a dropped server connection, a deadlock) re-run the whole transaction a
+        bounded number of times.
+        """
+        engine = self._writer_sync if write else self.sync_engine
+        assert engine is not None
+        for delay in _RETRY_DELAYS:
+            try:
+                with engine.begin() as conn:
+                    return fn(conn, *args)
+            except exc.DBAPIError as e:
+                time.sleep(_retry_delay(e, delay))
+        with engine.begin() as conn:
+            return fn(conn, *args)
+
+    async def arun(self, fn: Callable[..., T], *args: Any, write: bool = False) -> T:
+        """The async twin of :meth:`run`: the same ``fn``, on the async engine via ``run_sync``.
+
+        Without an async engine (an in-memory SQLite database, or an engine whose driver has no
+        async twin) the sync engine runs in a worker thread instead, so the event loop never
+        blocks.
+        """
+        if self.async_engine is None:
+            return await asyncio.to_thread(self.run, fn, *args, write=write)
+        engine = self._writer_async if write else self.async_engine
+        assert engine is not None
+        for delay in _RETRY_DELAYS:
+            try:
+                async with engine.begin() as conn:
+                    return await conn.run_sync(fn, *args)
+            except exc.DBAPIError as e:
+                await asyncio.sleep(_retry_delay(e, delay))
+        async with engine.begin() as conn:
+            return await conn.run_sync(fn, *args)
+
+    def drive(self, plan: Plan[T]) -> T:
+        """Run a :data:`Plan` synchronously and return its result."""
+        step = _advance(plan, None, None)
+        while isinstance(step, Step):
+            try:
+                step = _advance(plan, self.run(step.fn, *step.args, write=step.write), None)
+            except Exception as e:
+                step = _advance(plan, None, e)
+        return step.value  # type: ignore[no-any-return]
+
+    async def adrive(self, plan: Plan[T]) -> T:
+        """Run a :data:`Plan` on the async engine and return its result."""
+        step = _advance(plan, None, None)
+        while isinstance(step, Step):
+            try:
+                result = await self.arun(step.fn, *step.args, write=step.write)
+            except Exception as e:
+                step = _advance(plan, None, e)
+            else:
+                step = _advance(plan, result, None)
+        return step.value  # type: ignore[no-any-return]
+
+    def dispose(self) -> None:
+        """Close pooled connections of the engines this package created."""
+        if self._sync is not None:
+            self._sync.dispose()
+        if self.async_engine is not None:
+            self.async_engine.sync_engine.dispose()
+
+
+_registry: dict[Any, Database] = {}
+_registry_lock = threading.Lock()
+
+
+def _from_url(url: URL, engine_args: dict[str, Any]) -> Database:
+    sync = create_engine(url, **{**_engine_kwargs(url), **engine_args})
+    async_name = _ASYNC_DRIVER.get(url.drivername)
+    if async_name is None or _is_memory_sqlite(url):
+        return Database(sync, None)
+    aurl = url.set(drivername=async_name)
+    return Database(sync, create_async_engine(aurl, **_engine_kwargs(aurl)))
+
+
+def _from_engine(engine: Engine) -> Database:
+    url = engine.url
+    async_name = _ASYNC_DRIVER.get(url.drivername)
+    if async_name is None or _is_memory_sqlite(url) or engine.pool.__class__ is StaticPool:
+        return Database(engine, None)
+    aurl = url.set(drivername=async_name)
+    return Database(engine, create_async_engine(aurl, **_engine_kwargs(aurl)))
+
+
+def _from_async_engine(engine: AsyncEngine) -> Database:
+    url = engine.url
+    sync_name = _SYNC_DRIVER.get(url.drivername)
+    if sync_name is None or _is_memory_sqlite(url):
+        return Database(None, engine)
+    surl = url.set(drivername=sync_name)
+    return Database(create_engine(surl, **_engine_kwargs(surl)), engine)
+
+
+def get_database(
+    connection: DatabaseLike | Database, *, engine_args: dict[str, Any] | None = None
+) -> Database:
+    """Return the shared :class:`Database` for a URL, a path, an Engine or an AsyncEngine.
+
+    Calling it again with the same URL (and ``engine_args``) or engine returns the same object,
+    and so the same connection pools. ``engine_args`` go to ``create_engine`` for URLs.
+
+    Raises:
+        ValueError: ``connection`` is empty or not a database URL.
+        TypeError: ``connection`` is of an unsupported type.
+    """
+    if isinstance(connection, Database):
+        return connection
+    if isinstance(connection, AsyncEngine):
+        key: Any = ("async", id(connection.sync_engine))
+        build: Callable[[], Database] = lambda: _from_async_engine(connection)  # noqa: E731
+    elif isinstance(connection, Engine):
+        key = ("sync", id(connection))
+        build = lambda: _from_engine(connection)  # noqa: E731
+    elif isinstance(connection, str | os.PathLike | URL):
+        url = _to_url(connection)
+        extra = dict(engine_args or {})
+        key = ("url", url.render_as_string(hide_password=False), repr(sorted(extra.items())))
+        build = lambda: _from_url(url, extra)  # noqa: E731
+    else:
+        raise TypeError(
+            "connection: expected a URL, a path, an Engine or an AsyncEngine, "
+            f"got {type(connection).__name__}"
+        )
+    with _registry_lock:
+        db = _registry.get(key)
+        if db is None or (key[0] != "url" and not _alive(db, connection)):
+            db = _registry[key] = build()
+        return db
+
+
+def _alive(db: Database, engine: Engine | AsyncEngine) -> bool:
+    # id() of a garbage-collected engine can be reused; make sure the entry is that engine.
+    if isinstance(engine, AsyncEngine):
+        return db.async_engine is engine
+    return db._sync is engine

@@ -1,0 +1,172 @@
+"""Messages to and from the JSON text stored in the ``body`` column.
+
+The stored shape is LangChain's own ``message_to_dict`` output, ``{"type": ..., "data": ...}``,
+written as UTF-8 JSON (non-ASCII is not escaped), so rows written by langchain-community's
+``SQLChatMessageHistory`` read back unchanged and rows written here are readable by it.
+
+Values plain JSON has no type for are kept losslessly as tagged objects
+``{"__lmsql__": KIND, "v": ...}``: ``datetime``, ``date``, ``time``, ``timedelta``, ``bytes``,
+``UUID``, ``Decimal``, ``set``, ``frozenset``, ``tuple`` and non-finite floats. A dict that
+itself has a ``"__lmsql__"`` key is escaped the same way. Anything else (a pydantic model, an
+arbitrary object) is refused with :class:`TypeError` before anything is written: reviving
+arbitrary classes from database contents would let whoever can write to the database run code.
+
+Decoding never revives LangChain ``lc`` objects (``messages_from_dict`` keeps them as data).
+"""
+
+from __future__ import annotations
+
+import base64
+import datetime as dt
+import json
+import math
+import uuid
+from decimal import Decimal
+from typing import Any
+
+from langchain_core.messages import BaseMessage, message_to_dict, messages_from_dict
+
+__all__ = ["STORABLE_TYPES", "decode_message", "encode_message", "message_text"]
+
+TAG = "__lmsql__"
+
+STORABLE_TYPES = frozenset(
+    {
+        "human",
+        "ai",
+        "system",
+        "tool",
+        "chat",
+        "function",
+        "AIMessageChunk",
+        "HumanMessageChunk",
+        "SystemMessageChunk",
+        "ToolMessageChunk",
+        "ChatMessageChunk",
+        "FunctionMessageChunk",
+    }
+)
+"""Message ``type`` values that can be stored (what ``messages_from_dict`` can rebuild)."""
+
+
+def _tag(kind: str, value: Any) -> dict[str, Any]:
+    return {TAG: kind, "v": value}
+
+
+def _prepare(value: Any, path: str) -> Any:
+    """Return ``value`` with every non-JSON value replaced by its tagged form."""
+    if value is None or isinstance(value, bool | int | str):
+        return value
+    if isinstance(value, float):
+        return value if math.isfinite(value) else _tag("float", repr(value))
+    if isinstance(value, dict):
+        out = {}
+        for k, v in value.items():
+            if not isinstance(k, str):
+                raise TypeError(f"message: dict key {k!r} at {path} is not a string")
+            out[k] = _prepare(v, f"{path}.{k}")
+        return _tag("dict", out) if TAG in out else out
+    if isinstance(value, list):
+        return [_prepare(v, f"{path}[{i}]") for i, v in enumerate(value)]
+    if isinstance(value, tuple):
+        return _tag("tuple", [_prepare(v, f"{path}[{i}]") for i, v in enumerate(value)])
+    if isinstance(value, dt.datetime):
+        return _tag("datetime", value.isoformat())
+    if isinstance(value, dt.date):
+        return _tag("date", value.isoformat())
+    if isinstance(value, dt.time):
+        return _tag("time", value.isoformat())
+    if isinstance(value, dt.timedelta):
+        return _tag("timedelta", [value.days, value.seconds, value.microseconds])
+    if isinstance(value, bytes | bytearray | memoryview):
+        return _tag("bytes", base64.b64encode(bytes(value)).decode("ascii"))
+    if isinstance(value, uuid.UUID):
+        return _tag("uuid", str(value))
+    if isinstance(value, Decimal):
+        return _tag("decimal", str(value))
+    if isinstance(value, set | frozenset):
+        kind = "frozenset" if isinstance(value, frozenset) else "set"
+        items = [_prepare(v, f"{path}{{}}") for v in value]
+        return _tag(kind, sorted(items, key=lambda x: json.dumps(x, sort_keys=True)))
+    raise TypeError(
+        f"message: value of type {type(value).__name__} at {path} cannot be stored; "
+        "convert it to JSON data (dict, list, str, int, float, bool, None), datetime, bytes, "
+        "UUID, Decimal or set first"
+    )
+
+
+_REVIVE = {
+    "float": float,
+    "dict": lambda v: v,
+    "tuple": tuple,
+    "datetime": dt.datetime.fromisoformat,
+    "date": dt.date.fromisoformat,
+    "time": dt.time.fromisoformat,
+    "timedelta": lambda v: dt.timedelta(days=v[0], seconds=v[1], microseconds=v[2]),
+    "bytes": lambda v: base64.b64decode(v),
+    "uuid": uuid.UUID,
+    "decimal": Decimal,
+    "set": set,
+    "frozenset": frozenset,
+}
+
+
+def _revive(obj: dict[str, Any]) -> Any:
+    kind = obj.get(TAG)
+    if kind is None or len(obj) != 2 or "v" not in obj:
+        return obj
+    try:
+        return _REVIVE[kind](obj["v"])
+    except (KeyError, TypeError, ValueError) as e:
+        raise ValueError(f"stored message: bad tagged value {kind!r}") from e
+
+
+def encode_message(message: BaseMessage) -> str:
+    """Serialize a message to the JSON text stored in the database.
+
+    Raises:
+        TypeError: ``message`` is not a message, or holds a value that cannot be stored.
+        ValueError: the message type cannot be stored (``RemoveMessage``, unknown types).
+    """
+    if not isinstance(message, BaseMessage):
+        raise TypeError(f"messages: expected BaseMessage instances, got {type(message).__name__}")
+    if message.type not in STORABLE_TYPES:
+        raise ValueError(f"messages: message type {message.type!r} cannot be stored")
+    data = _prepare(message_to_dict(message), "message")
+    try:
+        text = json.dumps(data, ensure_ascii=False, allow_nan=False, separators=(",", ":"))
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        # Lone surrogates cannot be UTF-8: keep them as \\u escapes (still lossless).
+        text = json.dumps(data, ensure_ascii=True, allow_nan=False, separators=(",", ":"))
+    return text
+
+
+def decode_message(body: str | bytes) -> BaseMessage:
+    """Rebuild a message from its stored JSON text.
+
+    Raises:
+        ValueError: the text is not a stored message.
+    """
+    try:
+        if TAG in (body if isinstance(body, str) else body.decode("utf-8")):
+            data = json.loads(body, object_hook=_revive)
+        else:
+            data = json.loads(body)
+        return messages_from_dict([data])[0]
+    except (ValueError, TypeError, KeyError) as e:
+        raise ValueError(f"stored message cannot be decoded: {e}") from e
+
+
+def message_text(message: BaseMessage) -> str:
+    """Plain text of a message for the searchable ``content_text`` column (NUL removed)."""
+    try:
+        text = message.text
+    except Exception:  # a malformed content block must not prevent storing the message
+        text = ""
+    if not isinstance(text, str):
+        text = str(text)
+    if message.type in ("ai", "AIMessageChunk") and getattr(message, "tool_calls", None):
+        names = " ".join(tc.get("name", "") for tc in message.tool_calls)  # type: ignore[attr-defined]
+        text = f"{text} [tool calls: {names}]".strip()
+    return text.replace("\x00", "")

@@ -1,0 +1,123 @@
+"""Applying :data:`~langmem_sqlite.schema.MIGRATIONS` automatically, once, safely.
+
+The first use of a set of tables in a process calls :func:`ensure_schema` (or
+:func:`aensure_schema`). It reads the recorded version without locking; only when something is
+missing does it take a database-wide lock, so that any number of processes starting together
+apply each migration exactly once:
+
+* SQLite: the write lock (``BEGIN IMMEDIATE``); DDL is transactional.
+* PostgreSQL: ``pg_advisory_xact_lock``; DDL is transactional.
+* MySQL/MariaDB: ``GET_LOCK``; DDL commits implicitly, so every migration step is idempotent
+  (``CREATE ... IF NOT EXISTS`` semantics) and is recorded as soon as it is done.
+"""
+
+from __future__ import annotations
+
+import time
+import zlib
+
+from sqlalchemy import exc, func, insert, select, text
+from sqlalchemy.engine import Connection
+
+from .db import Database, Plan, Step
+from .schema import MIGRATIONS, Tables
+
+__all__ = [
+    "LATEST_VERSION",
+    "SchemaTooNewError",
+    "aensure_schema",
+    "current_version",
+    "ensure_schema",
+]
+
+LATEST_VERSION = len(MIGRATIONS)
+"""The schema version this code writes."""
+
+_LOCK_TIMEOUT_S = 120
+
+
+class SchemaTooNewError(RuntimeError):
+    """The database was migrated by a newer langmem-sqlite than this one."""
+
+
+def current_version(conn: Connection, t: Tables) -> int:
+    """The highest applied migration (raises if the version table does not exist)."""
+    return int(
+        conn.execute(select(func.coalesce(func.max(t.migrations.c.version), 0))).scalar_one()
+    )
+
+
+def _check(version: int) -> bool:
+    if version > LATEST_VERSION:
+        raise SchemaTooNewError(
+            f"database schema is at version {version}, this langmem-sqlite knows up to "
+            f"{LATEST_VERSION}: upgrade the package"
+        )
+    return version == LATEST_VERSION
+
+
+def _probe(conn: Connection, t: Tables) -> int:
+    return current_version(conn, t)
+
+
+def _lock_name(t: Tables) -> str:
+    return f"langmem_sqlite:{t.schema or ''}:{t.prefix}"[:64]
+
+
+def _migrate(conn: Connection, t: Tables) -> int:
+    """Bring the tables to :data:`LATEST_VERSION` under a database-wide lock."""
+    dialect = conn.dialect.name
+    name = _lock_name(t)
+    if dialect == "postgresql":
+        key = zlib.crc32(name.encode()) - 2**31
+        conn.execute(text("SELECT pg_advisory_xact_lock(:k)"), {"k": key})
+        if t.schema:
+            conn.execute(text(f'CREATE SCHEMA IF NOT EXISTS "{t.schema}"'))
+    elif dialect == "mysql":
+        got = conn.execute(
+            text("SELECT GET_LOCK(:n, :s)"), {"n": name, "s": _LOCK_TIMEOUT_S}
+        ).scalar()
+        if got != 1:
+            raise TimeoutError(f"could not take the migration lock {name!r}")
+    try:
+        t.metadata.create_all(conn, tables=[t.migrations], checkfirst=True)
+        version = current_version(conn, t)
+        _check(version)
+        for m in MIGRATIONS[version:]:
+            m.apply(conn, t)
+            conn.execute(
+                insert(t.migrations).values(
+                    version=m.version, description=m.description, applied_at=int(time.time() * 1000)
+                )
+            )
+        return LATEST_VERSION
+    finally:
+        if dialect == "mysql":
+            conn.execute(text("SELECT RELEASE_LOCK(:n)"), {"n": name})
+
+
+def schema_plan(db: Database, t: Tables) -> Plan[None]:
+    """Steps that bring ``t`` to the latest version; run with :meth:`Database.drive`/``adrive``.
+
+    Free once this process has seen the tables up to date.
+    """
+    if t.key in db.ready:
+        return
+    try:
+        version: int | None = yield Step(_probe, (t,))
+    except (exc.ProgrammingError, exc.OperationalError):
+        version = None  # no version table yet
+    if version is None or not _check(version):
+        yield Step(_migrate, (t,), write=True)
+    with db.lock:
+        db.ready.add(t.key)
+
+
+def ensure_schema(db: Database, t: Tables) -> None:
+    """Make sure ``t`` exists in ``db`` at the latest version (cheap after the first call)."""
+    db.drive(schema_plan(db, t))
+
+
+async def aensure_schema(db: Database, t: Tables) -> None:
+    """The async twin of :func:`ensure_schema`."""
+    await db.adrive(schema_plan(db, t))

@@ -1,0 +1,52 @@
+"""Checks on user input, shared by every public API: clear typed errors, raised before any write."""
+
+from __future__ import annotations
+
+import uuid
+from typing import Any
+
+from .schema import ID_MAX_CHARS
+
+__all__ = ["IdLike", "check_id", "check_optional_id", "check_positive"]
+
+IdLike = str | int | uuid.UUID
+"""What users may pass as a user, session or thread id; stored as its ``str``."""
+
+
+def check_id(value: Any, name: str) -> str:
+    """Normalise an id (str, int or UUID) to ``str``.
+
+    Raises:
+        TypeError: not a str, int or UUID (``bool`` is refused too).
+        ValueError: empty, blank, longer than 255 characters, or holding NUL or lone surrogates.
+    """
+    if value is None:
+        raise ValueError(f"{name}: must not be None")
+    if isinstance(value, bool) or not isinstance(value, str | int | uuid.UUID):
+        raise TypeError(f"{name}: expected str, int or UUID, got {type(value).__name__}")
+    text = str(value)
+    if not text.strip():
+        raise ValueError(f"{name}: must not be empty")
+    if len(text) > ID_MAX_CHARS:
+        raise ValueError(f"{name}: longer than {ID_MAX_CHARS} characters")
+    if "\x00" in text:
+        raise ValueError(f"{name}: must not contain NUL characters")
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError as e:
+        raise ValueError(f"{name}: not valid Unicode text (lone surrogate)") from e
+    return text
+
+
+def check_optional_id(value: Any, name: str) -> str:
+    """Like :func:`check_id`, but ``None`` means "no user" and is stored as ``""``."""
+    return "" if value is None else check_id(value, name)
+
+
+def check_positive(value: Any, name: str, *, allow_zero: bool = False) -> int:
+    """An ``int`` > 0 (or >= 0 with ``allow_zero``), else ``TypeError``/``ValueError`` naming it."""
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise TypeError(f"{name}: expected an int, got {type(value).__name__}")
+    if value < 0 or (value == 0 and not allow_zero):
+        raise ValueError(f"{name}: must be {'>= 0' if allow_zero else '> 0'}, got {value}")
+    return value

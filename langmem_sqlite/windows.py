@@ -1,0 +1,29 @@
+"""Where a window of recent messages may start without breaking the message structure.
+
+Pure functions (messages in, messages out), shared by every reader of recent history.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from langchain_core.messages import BaseMessage
+
+__all__ = ["drop_leading_orphans"]
+
+
+def drop_leading_orphans(messages: Sequence[BaseMessage]) -> list[BaseMessage]:
+    """Drop tool results at the start of a window whose tool call was cut off.
+
+    A window that is a suffix of a conversation can only break a tool-call pair at its start:
+    every result after a kept ``AIMessage`` with tool calls is kept too. So dropping the leading
+    ``ToolMessage``s (and legacy ``FunctionMessage``s) is enough to never start on an orphan.
+    """
+    start = 0
+    while start < len(messages) and messages[start].type in (
+        "tool",
+        "function",
+        "ToolMessageChunk",
+    ):
+        start += 1
+    return list(messages[start:])

@@ -1,0 +1,94 @@
+"""Shared fixtures: the same tests run on a SQLite file, PostgreSQL and MariaDB.
+
+Server URLs come from ``LANGMEM_TEST_POSTGRES_URL`` and ``LANGMEM_TEST_MARIADB_URL`` (defaults:
+the local servers). A server that cannot be reached skips its tests locally, and FAILS them when
+``CI=true`` (or ``LANGMEM_REQUIRE_SERVERS=1``), so CI never passes by skipping.
+"""
+
+from __future__ import annotations
+
+import os
+import uuid
+from collections.abc import Iterator
+
+import pytest
+import sqlalchemy as sa
+
+from langmem_sqlite.db import get_database
+from langmem_sqlite.schema import get_tables
+
+POSTGRES_URL = os.environ.get(
+    "LANGMEM_TEST_POSTGRES_URL", "postgresql://postgres@127.0.0.1:5432/test"
+)
+MARIADB_URL = os.environ.get("LANGMEM_TEST_MARIADB_URL", "mariadb://root@127.0.0.1:3306/test")
+REQUIRE_SERVERS = os.environ.get("CI", "").lower() == "true" or bool(
+    os.environ.get("LANGMEM_REQUIRE_SERVERS")
+)
+BACKENDS = ["sqlite", "postgres", "mariadb"]
+
+_reachable: dict[str, str | None] = {}
+
+
+def _check_server(url: str) -> str | None:
+    """None if the server answers, else the error text (cached per URL)."""
+    if url not in _reachable:
+        try:
+            engine = sa.create_engine(get_database(url).url, pool_pre_ping=True)
+            with engine.connect() as conn:
+                conn.execute(sa.text("SELECT 1"))
+            engine.dispose()
+            _reachable[url] = None
+        except Exception as e:  # pragma: no cover - depends on the machine
+            _reachable[url] = f"{type(e).__name__}: {e}"
+    return _reachable[url]
+
+
+def server_url(backend: str) -> str:
+    """The URL of a server backend, or skip/fail the test if the server is unreachable."""
+    url = POSTGRES_URL if backend == "postgres" else MARIADB_URL
+    error = _check_server(url)
+    if error is not None:
+        message = f"{backend} server at {url} unreachable: {error}"
+        if REQUIRE_SERVERS:
+            pytest.fail(message)
+        pytest.skip(message)
+    return url
+
+
+def backend_url(backend: str, tmp_path: os.PathLike[str]) -> str:
+    """A database URL for ``backend``: a fresh SQLite file, or the test server."""
+    if backend == "sqlite":
+        return f"sqlite:///{os.fspath(tmp_path)}/test.db"
+    return server_url(backend)
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    for item in items:
+        callspec = getattr(item, "callspec", None)
+        backend = callspec.params.get("backend") if callspec else None
+        if backend == "postgres":
+            item.add_marker(pytest.mark.postgres)
+        elif backend == "mariadb":
+            item.add_marker(pytest.mark.mysql)
+
+
+@pytest.fixture(params=BACKENDS)
+def backend(request: pytest.FixtureRequest) -> str:
+    """Each of ``sqlite``, ``postgres``, ``mariadb``."""
+    return str(request.param)
+
+
+@pytest.fixture
+def db_url(backend: str, tmp_path: os.PathLike[str]) -> str:
+    """A URL for the current backend (a new SQLite file per test)."""
+    return backend_url(backend, tmp_path)
+
+
+@pytest.fixture
+def prefix(db_url: str) -> Iterator[str]:
+    """A table prefix unique to this test; its tables are dropped afterwards."""
+    name = f"t{uuid.uuid4().hex[:10]}_"
+    yield name
+    tables = get_tables(name)
+    engine = get_database(db_url).sync_engine
+    tables.metadata.drop_all(engine)
