@@ -25,6 +25,7 @@ import os
 import random
 import threading
 import time
+import weakref
 from collections.abc import Callable, Generator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -227,11 +228,20 @@ class Database:
     :meth:`arun` and vice versa.
     """
 
-    def __init__(self, sync_engine: Engine | None, async_engine: AsyncEngine | None) -> None:
+    def __init__(
+        self,
+        sync_engine: Engine | None,
+        async_engine: AsyncEngine | None = None,
+        async_url: URL | None = None,
+    ) -> None:
         if sync_engine is None and async_engine is None:
             raise ValueError("connection: need a sync or an async engine")
         self._sync = sync_engine
-        self.async_engine = async_engine
+        self._given_async = async_engine
+        self._async_url = async_url
+        self._loop_engines: weakref.WeakKeyDictionary[Any, tuple[AsyncEngine, AsyncEngine]] = (
+            weakref.WeakKeyDictionary()
+        )
         if sync_engine is not None:
             _configure(sync_engine)
         if async_engine is not None:
@@ -239,12 +249,38 @@ class Database:
         self._writer_sync = (
             sync_engine.execution_options(langmem_write=True) if sync_engine else None
         )
-        self._writer_async = (
-            async_engine.execution_options(langmem_write=True) if async_engine else None
-        )
         self.ready: set[Any] = set()
         """Keys of schemas already migrated in this process (see :mod:`langmem_sqlite.migrate`)."""
         self.lock = threading.Lock()
+
+    @property
+    def async_engine(self) -> AsyncEngine | None:
+        """The caller's AsyncEngine, or the one this package made for the running event loop
+        (``None`` when the database has no async driver: async calls then use a thread)."""
+        pair = self._async_pair()
+        return None if pair is None else pair[0]
+
+    def _async_pair(self) -> tuple[AsyncEngine, AsyncEngine] | None:
+        """(engine, writer) for the running loop.
+
+        Async drivers bind pooled connections to the event loop that opened them, so an engine
+        this package creates serves one loop only: ``asyncio.run`` twice, or one loop per test,
+        each get their own pool instead of connections from a closed loop.
+        """
+        if self._given_async is not None:
+            engine = self._given_async
+            return engine, engine.execution_options(langmem_write=True)
+        if self._async_url is None:
+            return None
+        loop = asyncio.get_running_loop()
+        pair = self._loop_engines.get(loop)
+        if pair is None:
+            engine = create_async_engine(self._async_url, **_engine_kwargs(self._async_url))
+            _configure(engine.sync_engine)
+            pair = (engine, engine.execution_options(langmem_write=True))
+            with self.lock:
+                self._loop_engines[loop] = pair
+        return pair
 
     @property
     def sync_engine(self) -> Engine:
@@ -259,7 +295,7 @@ class Database:
     @property
     def dialect(self) -> str:
         """``"sqlite"``, ``"postgresql"``, ``"mysql"`` or ``"mariadb"``."""
-        engine = self._sync if self._sync is not None else self.async_engine.sync_engine  # type: ignore[union-attr]
+        engine = self._sync if self._sync is not None else self._given_async.sync_engine  # type: ignore[union-attr]
         name = engine.dialect.name
         if name == "mysql" and getattr(engine.dialect, "is_mariadb", False):
             return "mariadb"
@@ -268,7 +304,7 @@ class Database:
     @property
     def url(self) -> URL:
         """The database URL (password hidden when rendered with ``str``)."""
-        engine = self._sync if self._sync is not None else self.async_engine.sync_engine  # type: ignore[union-attr]
+        engine = self._sync if self._sync is not None else self._given_async.sync_engine  # type: ignore[union-attr]
         return engine.url
 
     def run(self, fn: Callable[..., T], *args: Any, write: bool = False) -> T:
@@ -296,10 +332,10 @@ class Database:
         async twin) the sync engine runs in a worker thread instead, so the event loop never
         blocks.
         """
-        if self.async_engine is None:
+        pair = self._async_pair()
+        if pair is None:
             return await asyncio.to_thread(self.run, fn, *args, write=write)
-        engine = self._writer_async if write else self.async_engine
-        assert engine is not None
+        engine = pair[1] if write else pair[0]
         for delay in _RETRY_DELAYS:
             try:
                 async with engine.begin() as conn:
@@ -335,8 +371,19 @@ class Database:
         """Close pooled connections of the engines this package created."""
         if self._sync is not None:
             self._sync.dispose()
-        if self.async_engine is not None:
-            self.async_engine.sync_engine.dispose()
+        for engine, _ in list(self._loop_engines.values()):
+            engine.sync_engine.dispose(close=False)
+        self._loop_engines.clear()
+
+    async def adispose(self) -> None:
+        """Close the async pool of the running event loop (call before the loop ends)."""
+        pair = (
+            None
+            if self._given_async is not None
+            else self._loop_engines.pop(asyncio.get_running_loop(), None)
+        )
+        if pair is not None:
+            await pair[0].dispose()
 
 
 _registry: dict[Any, Database] = {}
@@ -347,18 +394,16 @@ def _from_url(url: URL, engine_args: dict[str, Any]) -> Database:
     sync = create_engine(url, **{**_engine_kwargs(url), **engine_args})
     async_name = _ASYNC_DRIVER.get(url.drivername)
     if async_name is None or _is_memory_sqlite(url):
-        return Database(sync, None)
-    aurl = url.set(drivername=async_name)
-    return Database(sync, create_async_engine(aurl, **_engine_kwargs(aurl)))
+        return Database(sync)
+    return Database(sync, async_url=url.set(drivername=async_name))
 
 
 def _from_engine(engine: Engine) -> Database:
     url = engine.url
     async_name = _ASYNC_DRIVER.get(url.drivername)
     if async_name is None or _is_memory_sqlite(url) or engine.pool.__class__ is StaticPool:
-        return Database(engine, None)
-    aurl = url.set(drivername=async_name)
-    return Database(engine, create_async_engine(aurl, **_engine_kwargs(aurl)))
+        return Database(engine)
+    return Database(engine, async_url=url.set(drivername=async_name))
 
 
 def _from_async_engine(engine: AsyncEngine) -> Database:
@@ -410,5 +455,5 @@ def get_database(
 def _alive(db: Database, engine: Engine | AsyncEngine) -> bool:
     # id() of a garbage-collected engine can be reused; make sure the entry is that engine.
     if isinstance(engine, AsyncEngine):
-        return db.async_engine is engine
+        return db._given_async is engine
     return db._sync is engine

@@ -169,4 +169,9 @@ def message_text(message: BaseMessage) -> str:
     if message.type in ("ai", "AIMessageChunk") and getattr(message, "tool_calls", None):
         names = " ".join(tc.get("name", "") for tc in message.tool_calls)  # type: ignore[attr-defined]
         text = f"{text} [tool calls: {names}]".strip()
-    return text.replace("\x00", "")
+    text = text.replace("\x00", "")
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:  # lone surrogates: the body keeps them, the search text cannot
+        text = text.encode("utf-8", "replace").decode("utf-8")
+    return text
