@@ -87,7 +87,7 @@ def _insert_ignore(conn: Connection, t: Tables, values: dict[str, Any]) -> None:
         stmt: Any = postgresql.insert(t.sessions).values(values).on_conflict_do_nothing()
     elif name == "sqlite":
         stmt = sqlite.insert(t.sessions).values(values).on_conflict_do_nothing()
-    elif name == "mysql":
+    elif name in ("mysql", "mariadb"):
         stmt = mysql.insert(t.sessions).values(values)
         stmt = stmt.on_duplicate_key_update(id=stmt.table.c.id)
     else:  # pragma: no cover - other dialects: plain insert (unique violation re-raised)
@@ -243,7 +243,7 @@ def clear_session(conn: Connection, t: Tables, key: SessionKey, now: int) -> int
 def _delete_sessions(conn: Connection, t: Tables, where: ColumnElement[bool]) -> int:
     """Delete sessions and their messages (explicitly: SQLite may run without foreign keys)."""
     pks = select(t.sessions.c.id).where(where)
-    if conn.dialect.name == "mysql":  # MySQL cannot delete from a table it subqueries
+    if conn.dialect.name in ("mysql", "mariadb"):  # no DELETE from a table it subqueries
         ids = list(conn.execute(pks).scalars())
         if not ids:
             return 0

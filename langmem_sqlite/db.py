@@ -87,6 +87,7 @@ class Step:
     fn: Callable[..., Any]
     args: tuple[Any, ...] = field(default=())
     write: bool = False
+    own_transaction: bool = False
 
 
 Plan = Generator[Step, Any, T]
@@ -307,25 +308,31 @@ class Database:
         engine = self._sync if self._sync is not None else self._given_async.sync_engine  # type: ignore[union-attr]
         return engine.url
 
-    def run(self, fn: Callable[..., T], *args: Any, write: bool = False) -> T:
+    def run(
+        self, fn: Callable[..., T], *args: Any, write: bool = False, own_transaction: bool = False
+    ) -> T:
         """Run ``fn(connection, *args)`` in one transaction on the sync engine.
 
         ``write=True`` takes SQLite's write lock at the start. Transient errors (a locked
         SQLite file, a dropped server connection, a deadlock) re-run the whole transaction a
-        bounded number of times.
+        bounded number of times. With ``own_transaction=True``, ``fn`` gets a connection in
+        "commit as you go" mode and commits itself (what is not committed is rolled back).
         """
         engine = self._writer_sync if write else self.sync_engine
         assert engine is not None
+        opener = engine.connect if own_transaction else engine.begin
         for delay in _RETRY_DELAYS:
             try:
-                with engine.begin() as conn:
+                with opener() as conn:
                     return fn(conn, *args)
             except exc.DBAPIError as e:
                 time.sleep(_retry_delay(e, delay))
-        with engine.begin() as conn:
+        with opener() as conn:
             return fn(conn, *args)
 
-    async def arun(self, fn: Callable[..., T], *args: Any, write: bool = False) -> T:
+    async def arun(
+        self, fn: Callable[..., T], *args: Any, write: bool = False, own_transaction: bool = False
+    ) -> T:
         """The async twin of :meth:`run`: the same ``fn``, on the async engine via ``run_sync``.
 
         Without an async engine (an in-memory SQLite database, or an engine whose driver has no
@@ -334,15 +341,18 @@ class Database:
         """
         pair = self._async_pair()
         if pair is None:
-            return await asyncio.to_thread(self.run, fn, *args, write=write)
+            return await asyncio.to_thread(
+                self.run, fn, *args, write=write, own_transaction=own_transaction
+            )
         engine = pair[1] if write else pair[0]
+        opener = engine.connect if own_transaction else engine.begin
         for delay in _RETRY_DELAYS:
             try:
-                async with engine.begin() as conn:
+                async with opener() as conn:
                     return await conn.run_sync(fn, *args)
             except exc.DBAPIError as e:
                 await asyncio.sleep(_retry_delay(e, delay))
-        async with engine.begin() as conn:
+        async with opener() as conn:
             return await conn.run_sync(fn, *args)
 
     def drive(self, plan: Plan[T]) -> T:
@@ -350,7 +360,13 @@ class Database:
         step = _advance(plan, None, None)
         while isinstance(step, Step):
             try:
-                step = _advance(plan, self.run(step.fn, *step.args, write=step.write), None)
+                step = _advance(
+                    plan,
+                    self.run(
+                        step.fn, *step.args, write=step.write, own_transaction=step.own_transaction
+                    ),
+                    None,
+                )
             except Exception as e:
                 step = _advance(plan, None, e)
         return step.value  # type: ignore[no-any-return]
@@ -360,7 +376,9 @@ class Database:
         step = _advance(plan, None, None)
         while isinstance(step, Step):
             try:
-                result = await self.arun(step.fn, *step.args, write=step.write)
+                result = await self.arun(
+                    step.fn, *step.args, write=step.write, own_transaction=step.own_transaction
+                )
             except Exception as e:
                 step = _advance(plan, None, e)
             else:
@@ -390,8 +408,20 @@ _registry: dict[Any, Database] = {}
 _registry_lock = threading.Lock()
 
 
+_EXTRA_FOR = {"postgresql": "postgres", "mysql": "mysql", "mariadb": "mysql"}
+
+
 def _from_url(url: URL, engine_args: dict[str, Any]) -> Database:
-    sync = create_engine(url, **{**_engine_kwargs(url), **engine_args})
+    try:
+        sync = create_engine(url, **{**_engine_kwargs(url), **engine_args})
+    except exc.NoSuchModuleError as e:
+        raise ValueError(f"connection: unknown database kind {url.drivername!r}") from e
+    except ImportError as e:
+        extra = _EXTRA_FOR.get(url.get_backend_name(), url.get_backend_name())
+        raise ImportError(
+            f"connection: the driver for {url.drivername!r} is not installed: "
+            f"pip install 'langmem-sqlite[{extra}]' ({e})"
+        ) from e
     async_name = _ASYNC_DRIVER.get(url.drivername)
     if async_name is None or _is_memory_sqlite(url):
         return Database(sync)

@@ -18,6 +18,7 @@ import zlib
 
 from sqlalchemy import exc, func, insert, select, text
 from sqlalchemy.engine import Connection
+from sqlalchemy.schema import CreateSchema
 
 from .db import Database, Plan, Step
 from .schema import MIGRATIONS, Tables
@@ -30,7 +31,7 @@ __all__ = [
     "ensure_schema",
 ]
 
-LATEST_VERSION = len(MIGRATIONS)
+LATEST_VERSION = max(m.version for m in MIGRATIONS)
 """The schema version this code writes."""
 
 _LOCK_TIMEOUT_S = 120
@@ -40,6 +41,11 @@ class SchemaTooNewError(RuntimeError):
     """The database was migrated by a newer langmem-sqlite than this one."""
 
 
+def applied_versions(conn: Connection, t: Tables) -> set[int]:
+    """The migrations recorded in the database (raises if the version table does not exist)."""
+    return {int(v) for v in conn.execute(select(t.migrations.c.version)).scalars()}
+
+
 def current_version(conn: Connection, t: Tables) -> int:
     """The highest applied migration (raises if the version table does not exist)."""
     return int(
@@ -47,17 +53,18 @@ def current_version(conn: Connection, t: Tables) -> int:
     )
 
 
-def _check(version: int) -> bool:
-    if version > LATEST_VERSION:
+def _up_to_date(applied: set[int]) -> bool:
+    """True if nothing is missing; raises if the database knows migrations this code does not."""
+    unknown = applied - _KNOWN
+    if unknown:
         raise SchemaTooNewError(
-            f"database schema is at version {version}, this langmem-sqlite knows up to "
-            f"{LATEST_VERSION}: upgrade the package"
+            f"database schema has migration(s) {sorted(unknown)} unknown to this langmem-sqlite "
+            f"(which knows up to {LATEST_VERSION}): upgrade the package"
         )
-    return version == LATEST_VERSION
+    return applied >= _KNOWN
 
 
-def _probe(conn: Connection, t: Tables) -> int:
-    return current_version(conn, t)
+_KNOWN = {m.version for m in MIGRATIONS}
 
 
 def _lock_name(t: Tables) -> str:
@@ -65,14 +72,18 @@ def _lock_name(t: Tables) -> str:
 
 
 def _migrate(conn: Connection, t: Tables) -> int:
-    """Bring the tables to :data:`LATEST_VERSION` under a database-wide lock."""
-    dialect = conn.dialect.name
+    """Bring the tables to :data:`LATEST_VERSION` under a database-wide lock.
+
+    Runs on a connection in "commit as you go" mode: everything is committed before the lock
+    is released, so the next process to take it sees the finished work.
+    """
+    dialect = "mysql" if conn.dialect.name == "mariadb" else conn.dialect.name
     name = _lock_name(t)
     if dialect == "postgresql":
         key = zlib.crc32(name.encode()) - 2**31
         conn.execute(text("SELECT pg_advisory_xact_lock(:k)"), {"k": key})
         if t.schema:
-            conn.execute(text(f'CREATE SCHEMA IF NOT EXISTS "{t.schema}"'))
+            conn.execute(CreateSchema(t.schema, if_not_exists=True))
     elif dialect == "mysql":
         got = conn.execute(
             text("SELECT GET_LOCK(:n, :s)"), {"n": name, "s": _LOCK_TIMEOUT_S}
@@ -81,19 +92,23 @@ def _migrate(conn: Connection, t: Tables) -> int:
             raise TimeoutError(f"could not take the migration lock {name!r}")
     try:
         t.metadata.create_all(conn, tables=[t.migrations], checkfirst=True)
-        version = current_version(conn, t)
-        _check(version)
-        for m in MIGRATIONS[version:]:
+        applied = applied_versions(conn, t)
+        _up_to_date(applied)
+        for m in sorted(MIGRATIONS, key=lambda m: m.version):
+            if m.version in applied:
+                continue
             m.apply(conn, t)
             conn.execute(
                 insert(t.migrations).values(
                     version=m.version, description=m.description, applied_at=int(time.time() * 1000)
                 )
             )
+        conn.commit()
         return LATEST_VERSION
     finally:
         if dialect == "mysql":
             conn.execute(text("SELECT RELEASE_LOCK(:n)"), {"n": name})
+            conn.commit()
 
 
 def schema_plan(db: Database, t: Tables) -> Plan[None]:
@@ -104,11 +119,11 @@ def schema_plan(db: Database, t: Tables) -> Plan[None]:
     if t.key in db.ready:
         return
     try:
-        version: int | None = yield Step(_probe, (t,))
+        applied: set[int] | None = yield Step(applied_versions, (t,))
     except (exc.ProgrammingError, exc.OperationalError):
-        version = None  # no version table yet
-    if version is None or not _check(version):
-        yield Step(_migrate, (t,), write=True)
+        applied = None  # no version table yet
+    if applied is None or not _up_to_date(applied):
+        yield Step(_migrate, (t,), write=True, own_transaction=True)
     with db.lock:
         db.ready.add(t.key)
 

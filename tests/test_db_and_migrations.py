@@ -1,0 +1,220 @@
+"""The engine layer and the migrations, on real databases."""
+
+from __future__ import annotations
+
+import asyncio
+import multiprocessing as mp
+import os
+import uuid
+from pathlib import Path
+
+import pytest
+import sqlalchemy as sa
+from conftest import server_url
+from langchain_core.messages import HumanMessage
+from sqlalchemy.ext.asyncio import create_async_engine
+
+from langmem_sqlite import ConversationStore, SchemaTooNewError, get_database
+from langmem_sqlite.migrate import LATEST_VERSION, ensure_schema
+from langmem_sqlite.schema import MIGRATIONS, get_tables
+
+
+def test_path_and_url_forms_share_one_database(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(tmp_path)
+    a = get_database("memory.db")
+    b = get_database(str(tmp_path / "memory.db"))
+    c = get_database(f"sqlite:///{tmp_path / 'memory.db'}")
+    assert a is b is c
+    assert a.dialect == "sqlite" and a.url.database == str(tmp_path / "memory.db")
+    engine = sa.create_engine(f"sqlite:///{tmp_path / 'other.db'}")
+    assert get_database(engine) is get_database(engine)
+    assert get_database(engine).sync_engine is engine
+
+
+def test_default_database_is_a_sqlite_file(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.delenv("LANGMEM_SQLITE_URL", raising=False)
+    ConversationStore().add_messages("s", [HumanMessage("zero config")])
+    assert (tmp_path / "langmem.db").exists()
+    monkeypatch.setenv("LANGMEM_SQLITE_URL", f"sqlite:///{tmp_path / 'env.db'}")
+    ConversationStore().add_messages("s", [HumanMessage("from env")])
+    assert (tmp_path / "env.db").exists()
+
+
+@pytest.mark.parametrize(
+    ("value", "error"),
+    [("", ValueError), ("   ", ValueError), ("nope://", ValueError), (42, TypeError)],
+)
+def test_bad_connections(value: object, error: type) -> None:
+    with pytest.raises(error, match="connection"):
+        get_database(value)  # type: ignore[arg-type]
+
+
+def test_sqlite_settings(tmp_path: Path) -> None:
+    db = get_database(tmp_path / "p.db")
+    with db.sync_engine.connect() as conn:
+        pragma = {
+            k: conn.exec_driver_sql(f"PRAGMA {k}").scalar()
+            for k in ("journal_mode", "busy_timeout", "synchronous", "foreign_keys")
+        }
+    assert pragma == {"journal_mode": "wal", "busy_timeout": 30000, "synchronous": 1, "foreign_keys": 1}
+
+
+async def test_sqlite_settings_async(tmp_path: Path) -> None:
+    db = get_database(tmp_path / "p.db")
+    async with db.async_engine.connect() as conn:  # type: ignore[union-attr]
+        mode = (await conn.exec_driver_sql("PRAGMA journal_mode")).scalar()
+        timeout = (await conn.exec_driver_sql("PRAGMA busy_timeout")).scalar()
+    assert (mode, timeout) == ("wal", 30000)
+
+
+def test_pools_are_reused(db_url: str, prefix: str) -> None:
+    stores = [ConversationStore(db_url, table_prefix=prefix) for _ in range(50)]
+    assert len({id(s.db) for s in stores}) == 1
+    assert len({id(s.db.sync_engine.pool) for s in stores}) == 1
+
+
+async def test_async_pool_reused_within_a_loop(db_url: str, prefix: str) -> None:
+    store = ConversationStore(db_url, table_prefix=prefix)
+    await store.aadd_messages("s", [HumanMessage("x")])
+    engine = store.db.async_engine
+    for _ in range(20):
+        await ConversationStore(db_url, table_prefix=prefix).aget_messages("s")
+    assert store.db.async_engine is engine
+
+
+def test_asyncio_run_twice(db_url: str, prefix: str) -> None:
+    """Async pools belong to one loop; a second asyncio.run must not inherit dead connections."""
+    store = ConversationStore(db_url, table_prefix=prefix)
+
+    async def turn(i: int) -> int:
+        await store.aadd_messages("s", [HumanMessage(str(i))])
+        return len(await store.aget_messages("s"))
+
+    assert [asyncio.run(turn(i)) for i in range(3)] == [1, 2, 3]
+
+
+def test_migrations_recorded_and_idempotent(db_url: str, prefix: str) -> None:
+    db = get_database(db_url)
+    t = get_tables(prefix)
+    ensure_schema(db, t)
+    db.ready.discard(t.key)
+    ensure_schema(db, t)  # again, from the database's point of view
+    with db.sync_engine.connect() as conn:
+        versions = conn.execute(sa.select(t.migrations.c.version)).scalars().all()
+        names = set(sa.inspect(conn).get_table_names())
+    assert sorted(versions) == sorted(m.version for m in MIGRATIONS)
+    assert {f"{prefix}sessions", f"{prefix}messages", f"{prefix}migrations"} <= names
+
+
+def test_schema_too_new_is_refused(db_url: str, prefix: str) -> None:
+    db = get_database(db_url)
+    t = get_tables(prefix)
+    ensure_schema(db, t)
+    with db.sync_engine.begin() as conn:
+        conn.execute(
+            sa.insert(t.migrations).values(version=LATEST_VERSION + 1, description="future", applied_at=0)
+        )
+    db.ready.discard(t.key)
+    with pytest.raises(SchemaTooNewError, match="upgrade"):
+        ConversationStore(db_url, table_prefix=prefix).get_messages("s")
+
+
+def test_upgrade_from_an_older_version(db_url: str, prefix: str) -> None:
+    """A database at version 1 (the first release) is brought up to date on first use."""
+    db = get_database(db_url)
+    t = get_tables(prefix)
+    ensure_schema(db, t)
+    with db.sync_engine.begin() as conn:
+        conn.execute(sa.delete(t.migrations).where(t.migrations.c.version > 1))
+    db.ready.discard(t.key)
+    store = ConversationStore(db_url, table_prefix=prefix)
+    store.add_messages("s", [HumanMessage("after upgrade")])
+    with db.sync_engine.connect() as conn:
+        assert conn.execute(sa.select(sa.func.max(t.migrations.c.version))).scalar() == LATEST_VERSION
+
+
+def _migrate_in_child(url: str, prefix: str, barrier: mp.synchronize.Barrier) -> None:  # type: ignore[name-defined]
+    barrier.wait()
+    store = ConversationStore(url, table_prefix=prefix)
+    store.add_messages(f"s{os.getpid()}", [HumanMessage("hello")])
+
+
+def test_eight_processes_migrate_at_once(db_url: str, prefix: str) -> None:
+    ctx = mp.get_context("spawn")
+    barrier = ctx.Barrier(8)
+    procs = [ctx.Process(target=_migrate_in_child, args=(db_url, prefix, barrier)) for _ in range(8)]
+    for p in procs:
+        p.start()
+    for p in procs:
+        p.join(120)
+    assert [p.exitcode for p in procs] == [0] * 8
+    store = ConversationStore(db_url, table_prefix=prefix)
+    assert len(store.list_sessions()) == 8
+    with store.db.sync_engine.connect() as conn:
+        versions = conn.execute(sa.select(store.tables.migrations.c.version)).scalars().all()
+    assert sorted(versions) == sorted(m.version for m in MIGRATIONS)
+
+
+def test_postgres_schema_name() -> None:
+    url = server_url("postgres")
+    schema = f"s{uuid.uuid4().hex[:8]}"
+    try:
+        store = ConversationStore(url, schema=schema, table_prefix="lm_")
+        store.add_messages("s", [HumanMessage("in a schema")])
+        with store.db.sync_engine.connect() as conn:
+            n = conn.execute(sa.text(f'SELECT count(*) FROM "{schema}".lm_messages')).scalar()
+        assert n == 1
+    finally:
+        with get_database(url).sync_engine.begin() as conn:
+            conn.execute(sa.text(f'DROP SCHEMA IF EXISTS "{schema}" CASCADE'))
+
+
+def test_mariadb_column_types() -> None:
+    """Long text is LONGTEXT (TEXT stops at 64 KiB), ids are binary (exact comparison)."""
+    url = server_url("mariadb")
+    prefix = f"t{uuid.uuid4().hex[:8]}_"
+    store = ConversationStore(url, table_prefix=prefix)
+    try:
+        store.add_messages("s", [HumanMessage("x")])
+        with store.db.sync_engine.connect() as conn:
+            cols = {
+                r[0]: r[1].lower()
+                for r in conn.execute(
+                    sa.text(
+                        "SELECT column_name, column_type FROM information_schema.columns "
+                        "WHERE table_schema = DATABASE() AND table_name = :t"
+                    ),
+                    {"t": f"{prefix}messages"},
+                )
+            }
+            charset = conn.execute(
+                sa.text(
+                    "SELECT table_collation FROM information_schema.tables "
+                    "WHERE table_schema = DATABASE() AND table_name = :t"
+                ),
+                {"t": f"{prefix}sessions"},
+            ).scalar()
+        assert cols["body"] == "longtext" and cols["message_id"] == "varbinary(1020)"
+        assert str(charset).startswith("utf8mb4")
+    finally:
+        store.tables.metadata.drop_all(store.db.sync_engine)
+
+
+async def test_async_engine_only(tmp_path: Path) -> None:
+    engine = create_async_engine(f"sqlite+aiosqlite:///{tmp_path / 'a.db'}")
+    store = ConversationStore(engine)
+    await store.aadd_messages("s", [HumanMessage("async engine")])
+    assert [m.content for m in store.get_messages("s")] == ["async engine"]
+    assert store.db.async_engine is engine
+    await engine.dispose()
+
+
+def test_in_memory_sqlite_works_sync_and_async() -> None:
+    store = ConversationStore("sqlite://")
+    store.add_messages("s", [HumanMessage("mem")])
+
+    async def read() -> list[str]:
+        return [str(m.content) for m in await store.aget_messages("s")]
+
+    assert asyncio.run(read()) == ["mem"]
