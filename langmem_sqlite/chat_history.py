@@ -187,21 +187,17 @@ class SQLChatMessageHistory(_Base):  # type: ignore[misc,valid-type]
 
 USER_CONVERSATION_FIELDS = [
     ConfigurableFieldSpec(
-        id="user_id",
+        id=key,
         annotation=str,
-        name="User ID",
-        description="Unique identifier for the user.",
+        name=name,
+        description=f"Unique identifier for the {what}.",
         default="",
         is_shared=True,
-    ),
-    ConfigurableFieldSpec(
-        id="conversation_id",
-        annotation=str,
-        name="Conversation ID",
-        description="Unique identifier for the conversation.",
-        default="",
-        is_shared=True,
-    ),
+    )
+    for key, name, what in (
+        ("user_id", "User ID", "user"),
+        ("conversation_id", "Conversation ID", "conversation"),
+    )
 ]
 """``history_factory_config`` for :func:`user_conversation_history_factory`."""
 

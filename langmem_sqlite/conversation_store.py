@@ -257,12 +257,17 @@ class ConversationStore:
         messages: Sequence[BaseMessage],
         *,
         user_id: IdLike | None = None,
+        skip_existing: bool = False,
     ) -> int:
         """Append messages in one transaction; return how many were written.
 
-        Every message is validated and serialized before anything is written.
+        Every message is validated and serialized before anything is written. With
+        ``skip_existing=True``, messages whose ``id`` the session already holds (or that repeat
+        an id within ``messages``) are left out; messages without an id are always appended.
+        That suits LangGraph nodes, which see the whole state on every step.
         """
-        return self.db.drive(self._add_plan(self.key(session_id, user_id), messages, False))
+        plan = self._add_plan(self.key(session_id, user_id), messages, skip_existing)
+        return self.db.drive(plan)
 
     async def aadd_messages(
         self,
@@ -270,31 +275,11 @@ class ConversationStore:
         messages: Sequence[BaseMessage],
         *,
         user_id: IdLike | None = None,
+        skip_existing: bool = False,
     ) -> int:
         """Async :meth:`add_messages`."""
-        return await self.db.adrive(self._add_plan(self.key(session_id, user_id), messages, False))
-
-    def append_new(
-        self,
-        session_id: IdLike,
-        messages: Sequence[BaseMessage],
-        *,
-        user_id: IdLike | None = None,
-    ) -> int:
-        """Append only messages whose ``id`` the session does not hold yet (messages without an
-        id are always appended); return how many were written. For LangGraph nodes that see the
-        whole state on every step."""
-        return self.db.drive(self._add_plan(self.key(session_id, user_id), messages, True))
-
-    async def aappend_new(
-        self,
-        session_id: IdLike,
-        messages: Sequence[BaseMessage],
-        *,
-        user_id: IdLike | None = None,
-    ) -> int:
-        """Async :meth:`append_new`."""
-        return await self.db.adrive(self._add_plan(self.key(session_id, user_id), messages, True))
+        plan = self._add_plan(self.key(session_id, user_id), messages, skip_existing)
+        return await self.db.adrive(plan)
 
     def clear(self, session_id: IdLike, *, user_id: IdLike | None = None) -> int:
         """Delete the session's messages (and summary), keep the session; return the count."""

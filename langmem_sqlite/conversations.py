@@ -80,8 +80,17 @@ def _session_pk(t: Tables, key: SessionKey) -> Any:
     return select(t.sessions.c.id).where(_match(t, key)).scalar_subquery()
 
 
-def _insert_ignore(conn: Connection, t: Tables, values: dict[str, Any]) -> None:
+def _create_session(conn: Connection, t: Tables, key: SessionKey, now: int, **extra: Any) -> None:
     """Create a session row unless it exists (another writer may create it concurrently)."""
+    values = {
+        "user_id": key.user_id,
+        "session_id": key.session_id,
+        "created_at": now,
+        "updated_at": now,
+        "message_count": 0,
+        "token_total": 0,
+        **extra,
+    }
     name = conn.dialect.name
     if name == "postgresql":
         stmt: Any = postgresql.insert(t.sessions).values(values).on_conflict_do_nothing()
@@ -130,19 +139,7 @@ def add_messages(
     tokens = sum(r.token_count for r in rows)
     got = _bump(conn, t, key, len(rows), tokens, now)
     if got is None:
-        _insert_ignore(
-            conn,
-            t,
-            {
-                "user_id": key.user_id,
-                "session_id": key.session_id,
-                "created_at": now,
-                "updated_at": now,
-                "metadata": metadata,
-                "message_count": 0,
-                "token_total": 0,
-            },
-        )
+        _create_session(conn, t, key, now, metadata=metadata)
         got = _bump(conn, t, key, len(rows), tokens, now)
     pk, count_after, tokens_after = got
     if rows:
@@ -281,19 +278,7 @@ def set_summary(
     res = conn.execute(update(t.sessions).where(_match(t, key)).values(summary=summary))
     if res.rowcount:
         return True
-    _insert_ignore(
-        conn,
-        t,
-        {
-            "user_id": key.user_id,
-            "session_id": key.session_id,
-            "created_at": now,
-            "updated_at": now,
-            "message_count": 0,
-            "token_total": 0,
-            "summary": summary,
-        },
-    )
+    _create_session(conn, t, key, now, summary=summary)
     return True
 
 

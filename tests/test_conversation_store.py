@@ -236,12 +236,12 @@ def test_retention(store: ConversationStore) -> None:
     assert n == 2  # the stale sessions' messages are gone too
 
 
-def test_append_new_dedupes_by_id(store: ConversationStore) -> None:
+def test_skip_existing_dedupes_by_id(store: ConversationStore) -> None:
     first = [HumanMessage("q", id="1"), AIMessage("a", id="2")]
-    assert store.append_new("s", first) == 2
+    assert store.add_messages("s", first, skip_existing=True) == 2
     # a graph sees the whole state again, plus new messages (one without id)
     again = [*first, HumanMessage("q2", id="3"), AIMessage("no id"), HumanMessage("q2", id="3")]
-    assert store.append_new("s", again) == 2
+    assert store.add_messages("s", again, skip_existing=True) == 2
     assert [m.content for m in store.get_messages("s")] == ["q", "a", "q2", "no id"]
 
 

@@ -20,7 +20,7 @@ def build(store: ConversationStore, seen: list[list[BaseMessage]]) -> Any:
         seen.append(prompt)
         reply = AIMessage(f"reply {len(seen)}", id=f"ai-{len(seen)}")
         # the whole state plus the reply: messages already stored (same id) are skipped
-        store.append_new(sid, [*state["messages"], reply], user_id=uid)
+        store.add_messages(sid, [*state["messages"], reply], user_id=uid, skip_existing=True)
         return {"messages": [reply]}
 
     graph = StateGraph(MessagesState)
@@ -47,7 +47,7 @@ def test_graph_node_window_and_dedup(db_url: str, prefix: str) -> None:
 
 async def test_window_skips_orphan_tool_results_async(db_url: str, prefix: str) -> None:
     store = ConversationStore(db_url, table_prefix=prefix)
-    await store.aappend_new(
+    await store.aadd_messages(
         "t",
         [
             HumanMessage("weather?", id="1"),
@@ -55,6 +55,7 @@ async def test_window_skips_orphan_tool_results_async(db_url: str, prefix: str) 
             ToolMessage("sunny", tool_call_id="c", id="3"),
             AIMessage("It is sunny.", id="4"),
         ],
+        skip_existing=True,
     )
     window = await store.aload_window("t", limit=2)
     assert [m.content for m in window] == ["It is sunny."]
