@@ -218,3 +218,13 @@ def test_in_memory_sqlite_works_sync_and_async() -> None:
         return [str(m.content) for m in await store.aget_messages("s")]
 
     assert asyncio.run(read()) == ["mem"]
+
+
+async def test_sync_engine_given_async_methods_work(db_url: str, prefix: str) -> None:
+    engine = sa.create_engine(get_database(db_url).url)
+    store = ConversationStore(engine, table_prefix=prefix)
+    await store.aadd_messages("s", [HumanMessage("async on a sync Engine")])
+    assert [m.content for m in await store.aget_messages("s")] == ["async on a sync Engine"]
+    assert store.db.sync_engine is engine
+    assert store.db.async_engine is not None  # a twin async engine for the same database
+    engine.dispose()
