@@ -13,9 +13,9 @@ from __future__ import annotations
 import datetime as dt
 import json
 import sys
-from typing import Annotated, Any
+from typing import Any
 
-import typer
+import click
 from rich.console import Console
 from rich.table import Table
 
@@ -24,24 +24,22 @@ from .db import get_database
 from .migrate import LATEST_VERSION, ensure_schema
 from .schema import DEFAULT_PREFIX, get_tables
 
-__all__ = ["app", "main"]
+__all__ = ["cli", "main"]
 
-app = typer.Typer(
-    add_completion=False,
-    no_args_is_help=True,
-    help="Inspect and maintain langmem-sqlite memory databases.",
-)
 _out = Console()
 _err = Console(stderr=True)
 
-DbOption = Annotated[
-    str | None,
-    typer.Option(
-        "--db", help="Database URL or SQLite path (default: $LANGMEM_SQLITE_URL or langmem.db)."
-    ),
-]
-PrefixOption = Annotated[str, typer.Option("--prefix", help="Table prefix.")]
-JsonOption = Annotated[bool, typer.Option("--json", help="Machine-readable JSON output.")]
+db_option = click.option(
+    "--db",
+    default=None,
+    help="Database URL or SQLite path (default: $LANGMEM_SQLITE_URL or langmem.db).",
+)
+prefix_option = click.option(
+    "--prefix", default=DEFAULT_PREFIX, show_default=True, help="Table prefix."
+)
+json_option = click.option("--json", "as_json", is_flag=True, help="Machine-readable JSON output.")
+limit_option = click.option("--limit", type=click.IntRange(min=1), default=None, help="At most N.")
+user_option = click.option("--user", default=None, help="The user id.")
 
 
 def _when(ms: int) -> str:
@@ -52,23 +50,30 @@ def _store(db: str | None, prefix: str) -> ConversationStore:
     return ConversationStore(db or default_connection(), table_prefix=prefix)
 
 
-@app.command()
-def demo(
-    db: Annotated[str, typer.Option("--db", help="SQLite file for the demo.")] = "langmem-demo.db",
-) -> None:
+@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+def cli() -> None:
+    """Inspect and maintain langmem-sqlite memory databases."""
+
+
+@cli.command()
+@click.option(
+    "--db", default="langmem-demo.db", show_default=True, help="SQLite file for the demo."
+)
+def demo(db: str) -> None:
     """Hold a short conversation in a SQLite file, restart, and read it back."""
     from .demo import run_demo
 
-    raise typer.Exit(run_demo(db))
+    sys.exit(run_demo(db))
 
 
-@app.command()
+@cli.command()
+@db_option
+@user_option
+@limit_option
+@prefix_option
+@json_option
 def sessions(
-    db: DbOption = None,
-    user: Annotated[str | None, typer.Option("--user", help="Only this user's sessions.")] = None,
-    limit: Annotated[int | None, typer.Option("--limit", min=1)] = None,
-    prefix: PrefixOption = DEFAULT_PREFIX,
-    as_json: JsonOption = False,
+    db: str | None, user: str | None, limit: int | None, prefix: str, as_json: bool
 ) -> None:
     """List sessions, most recently active first."""
     rows = _store(db, prefix).list_sessions(user, limit=limit)
@@ -88,18 +93,18 @@ def sessions(
     _out.print(table)
 
 
-@app.command()
+@cli.command()
+@click.argument("session")
+@db_option
+@user_option
+@limit_option
+@prefix_option
+@json_option
 def history(
-    session: Annotated[str, typer.Argument(help="Session id.")],
-    db: DbOption = None,
-    user: Annotated[str | None, typer.Option("--user", help="The session's user.")] = None,
-    limit: Annotated[int | None, typer.Option("--limit", min=1, help="Only the last N.")] = None,
-    prefix: PrefixOption = DEFAULT_PREFIX,
-    as_json: JsonOption = False,
+    session: str, db: str | None, user: str | None, limit: int | None, prefix: str, as_json: bool
 ) -> None:
-    """Show a session's messages in order."""
-    store = _store(db, prefix)
-    msgs = store.get_messages(session, user_id=user, limit=limit)
+    """Show a session's messages in order (the last --limit N)."""
+    msgs = _store(db, prefix).get_messages(session, user_id=user, limit=limit)
     if as_json:
         from langchain_core.messages import messages_to_dict
 
@@ -109,8 +114,10 @@ def history(
         _out.print(f"[bold]{m.type:>6}[/bold] {m.text}", markup=True, highlight=False)
 
 
-@app.command()
-def migrate(db: DbOption = None, prefix: PrefixOption = DEFAULT_PREFIX) -> None:
+@cli.command()
+@db_option
+@prefix_option
+def migrate(db: str | None, prefix: str) -> None:
     """Create or upgrade the schema to the latest version."""
     database = get_database(db or default_connection())
     ensure_schema(database, get_tables(prefix))
@@ -120,18 +127,16 @@ def migrate(db: DbOption = None, prefix: PrefixOption = DEFAULT_PREFIX) -> None:
 def main(argv: list[str] | None = None) -> Any:
     """Entry point: one-line errors and a non-zero exit instead of tracebacks."""
     try:
-        return app(args=argv, standalone_mode=False)
-    except typer.Exit as e:
+        return cli.main(args=argv, prog_name="langmem-sqlite", standalone_mode=False)
+    except click.exceptions.Exit as e:
         sys.exit(e.exit_code)
-    except (typer.Abort, KeyboardInterrupt):
+    except (click.Abort, KeyboardInterrupt):
         _err.print("aborted")
         sys.exit(130)
-    except Exception as e:  # click usage errors and everything the library raises
-        import click
-
-        if isinstance(e, click.ClickException):
-            _err.print(f"error: {e.format_message()}", highlight=False)
-            sys.exit(e.exit_code)
+    except click.ClickException as e:
+        _err.print(f"error: {e.format_message()}", highlight=False, soft_wrap=True)
+        sys.exit(e.exit_code)
+    except Exception as e:  # everything the library raises: one line, no traceback
         text = " ".join(str(e).split("[SQL:")[0].split())
         _err.print(f"error: {type(e).__name__}: {text}", highlight=False, soft_wrap=True)
         sys.exit(1)
