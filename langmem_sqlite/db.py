@@ -477,7 +477,7 @@ def get_database(
         )
     with _registry_lock:
         db = _registry.get(key)
-        if db is None or (key[0] != "url" and not _alive(db, connection)):
+        if db is None or (key[0] != "url" and not _alive(db, connection)):  # type: ignore[arg-type]
             db = _registry[key] = build()
         return db
 

@@ -161,11 +161,9 @@ def decode_message(body: str | bytes) -> BaseMessage:
 def message_text(message: BaseMessage) -> str:
     """Plain text of a message for the searchable ``content_text`` column (NUL removed)."""
     try:
-        text = message.text
+        text = str(message.text)
     except Exception:  # a malformed content block must not prevent storing the message
         text = ""
-    if not isinstance(text, str):
-        text = str(text)
     if message.type in ("ai", "AIMessageChunk") and getattr(message, "tool_calls", None):
         names = " ".join(tc.get("name", "") for tc in message.tool_calls)  # type: ignore[attr-defined]
         text = f"{text} [tool calls: {names}]".strip()
