@@ -131,11 +131,15 @@ class SQLChatMessageHistory(_Base):  # type: ignore[misc,valid-type]
     def get_messages(self, limit: int | None = None) -> list[BaseMessage]:
         """The messages in order; only the most recent ``limit`` (default: ``window``, if set),
         selected in SQL."""
-        return self._remember(self.store.db.drive(self._read(limit or self.window)))
+        return self._remember(
+            self.store.db.drive(self._read(self.window if limit is None else limit))
+        )
 
     async def aget_messages(self, limit: int | None = None) -> list[BaseMessage]:  # type: ignore[override]
         """Async :meth:`get_messages`."""
-        return self._remember(await self.store.db.adrive(self._read(limit or self.window)))
+        return self._remember(
+            await self.store.db.adrive(self._read(self.window if limit is None else limit))
+        )
 
     def get_token_window(self, max_tokens: int) -> list[BaseMessage]:
         """The longest recent run of messages within ``max_tokens`` stored tokens, never starting

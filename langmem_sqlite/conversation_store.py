@@ -21,7 +21,7 @@ from . import conversations as sql
 from .conversations import MessageRow, SessionInfo, SessionKey
 from .counting import MessageCounter, resolve_message_counter
 from .db import Database, DatabaseLike, Plan, Step, get_database
-from .message_codec import decode_message, encode_message, message_text
+from .message_codec import decode_messages, encode_message, message_text
 from .migrate import schema_plan
 from .schema import DEFAULT_PREFIX, Tables, get_tables
 from .validation import IdLike, check_id, check_optional_id, check_positive
@@ -98,7 +98,10 @@ class ConversationStore:
         rows = []
         for message in messages:
             body = encode_message(message)
-            size = len(body.encode("utf-8", "surrogatepass"))
+            # UTF-8 takes 1 to 4 bytes a character: encode only when the cap could be reached
+            size = len(body)
+            if size * 4 > self.max_message_bytes:
+                size = len(body.encode("utf-8", "surrogatepass"))
             if size > self.max_message_bytes:
                 raise ValueError(
                     f"messages: a {message.type} message serializes to {size} bytes, over "
@@ -126,7 +129,7 @@ class ConversationStore:
         if limit is not None:
             check_positive(limit, "limit")
         rows = yield from self._op(sql.read_messages, key, limit, max_seq)
-        return [(seq, decode_message(body)) for seq, body in rows]
+        return list(zip([r[0] for r in rows], decode_messages(r[1] for r in rows), strict=True))
 
     def _window_plan(
         self, key: SessionKey, max_tokens: int, max_seq: int | None = None
@@ -136,7 +139,8 @@ class ConversationStore:
         start = 0
         while start < len(rows) and rows[start][1] in ("tool", "function", "ToolMessageChunk"):
             start += 1
-        return [(seq, decode_message(body)) for seq, _, body, _ in rows[start:]]
+        kept = rows[start:]
+        return list(zip([r[0] for r in kept], decode_messages(r[2] for r in kept), strict=True))
 
     def _load_plan(
         self, key: SessionKey, limit: int | None, max_tokens: int | None

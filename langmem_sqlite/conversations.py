@@ -7,11 +7,12 @@ run by :meth:`Database.run` (sync) or :meth:`Database.arun` (async, via ``run_sy
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from sqlalchemy import and_, delete, insert, select, update
+from sqlalchemy import and_, bindparam, delete, insert, select, update
 from sqlalchemy.dialects import mysql, postgresql, sqlite
 from sqlalchemy.engine import Connection
 from sqlalchemy.sql.elements import ColumnElement
@@ -71,6 +72,71 @@ class SessionInfo:
     summary: str | None = None
 
 
+_NO_MAX = 2**62  # "no snapshot": larger than any position
+
+
+class _Hot:
+    """The statements of the hot paths, built once per set of tables with bound parameters
+    (building a statement costs more than executing a cached one on SQLite)."""
+
+    def __init__(self, t: Tables) -> None:
+        s, m = t.sessions.c, t.messages.c
+        match = and_(s.user_id == bindparam("k_user"), s.session_id == bindparam("k_session"))
+        pk = select(s.id).where(match).scalar_subquery()
+        self.bump = (
+            update(t.sessions)
+            .where(match)
+            .values(
+                message_count=s.message_count + bindparam("k_n"),
+                token_total=s.token_total + bindparam("k_tokens"),
+                updated_at=bindparam("k_now"),
+            )
+        )
+        self.bump_returning = self.bump.returning(s.id, s.message_count, s.token_total)
+        self.after_bump = select(s.id, s.message_count, s.token_total).where(match)
+        self.insert = insert(t.messages)
+        in_session = and_(m.session_pk == pk, m.seq <= bindparam("k_max_seq"))
+        self.read_all = select(m.seq, m.body).where(in_session).order_by(m.seq)
+        self.read_last = (
+            select(m.seq, m.body)
+            .where(in_session)
+            .order_by(m.seq.desc())
+            .limit(bindparam("k_limit"))
+        )
+        # The budget window: tokens_before >= total - budget, with the total either the
+        # session's, or (under a snapshot) the running sum at the snapshot's last message.
+        snap_total = (
+            select(m.tokens_before + m.token_count)
+            .where(m.session_pk == pk, m.seq == bindparam("k_max_seq"))
+            .scalar_subquery()
+        )
+        total = select(s.token_total).where(match).scalar_subquery()
+        cols = (m.seq, m.type, m.body, m.token_count)
+        self.window = (
+            select(*cols)
+            .where(m.session_pk == pk, m.tokens_before >= total - bindparam("k_budget"))
+            .order_by(m.seq)
+        )
+        self.window_snapshot = (
+            select(*cols)
+            .where(in_session, m.tokens_before >= snap_total - bindparam("k_budget"))
+            .order_by(m.seq)
+        )
+        self.known_ids = select(m.message_id).where(
+            m.session_pk == pk, m.message_id.in_(bindparam("k_ids", expanding=True))
+        )
+        self.count = select(s.message_count).where(match)
+
+
+@functools.lru_cache(maxsize=32)
+def _hot(t: Tables) -> _Hot:
+    return _Hot(t)
+
+
+def _params(key: SessionKey, **extra: Any) -> dict[str, Any]:
+    return {"k_user": key.user_id, "k_session": key.session_id, **extra}
+
+
 def _match(t: Tables, key: SessionKey) -> ColumnElement[bool]:
     s = t.sessions.c
     return and_(s.user_id == key.user_id, s.session_id == key.session_id)
@@ -106,21 +172,13 @@ def _create_session(conn: Connection, t: Tables, key: SessionKey, now: int, **ex
 
 def _bump(conn: Connection, t: Tables, key: SessionKey, n: int, tokens: int, now: int) -> Any:
     """Reserve ``n`` positions in the session; return (pk, count_after, tokens_after) or None."""
-    s = t.sessions.c
-    stmt = (
-        update(t.sessions)
-        .where(_match(t, key))
-        .values(
-            message_count=s.message_count + n,
-            token_total=s.token_total + tokens,
-            updated_at=now,
-        )
-    )
+    hot = _hot(t)
+    params = _params(key, k_n=n, k_tokens=tokens, k_now=now)
     if conn.dialect.update_returning:
-        return conn.execute(stmt.returning(s.id, s.message_count, s.token_total)).first()
-    if conn.execute(stmt).rowcount == 0:
+        return conn.execute(hot.bump_returning, params).first()
+    if conn.execute(hot.bump, params).rowcount == 0:
         return None
-    return conn.execute(select(s.id, s.message_count, s.token_total).where(_match(t, key))).first()
+    return conn.execute(hot.after_bump, _params(key)).first()
 
 
 def add_messages(
@@ -162,7 +220,7 @@ def add_messages(
             )
             seq += 1
             before += r.token_count
-        conn.execute(insert(t.messages), params)
+        conn.execute(_hot(t).insert, params)
     return int(count_after)
 
 
@@ -177,14 +235,11 @@ def read_messages(
 
     ``max_seq`` hides messages added after a snapshot.
     """
-    m = t.messages.c
-    cond = m.session_pk == _session_pk(t, key)
-    if max_seq is not None:
-        cond = and_(cond, m.seq <= max_seq)
+    hot = _hot(t)
+    params = _params(key, k_max_seq=_NO_MAX if max_seq is None else max_seq)
     if limit is None:
-        rows = conn.execute(select(m.seq, m.body).where(cond).order_by(m.seq)).all()
-        return [(r[0], r[1]) for r in rows]
-    rows = conn.execute(select(m.seq, m.body).where(cond).order_by(m.seq.desc()).limit(limit)).all()
+        return [(r[0], r[1]) for r in conn.execute(hot.read_all, params)]
+    rows = conn.execute(hot.read_last, {**params, "k_limit": limit}).all()
     return [(r[0], r[1]) for r in reversed(rows)]
 
 
@@ -193,21 +248,11 @@ def read_token_window(
 ) -> list[tuple[int, str, str, int]]:
     """``(seq, type, body, token_count)`` of the longest recent suffix whose stored token counts
     sum to at most ``budget``; found through the ``tokens_before`` index, not by a scan."""
-    s, m = t.sessions.c, t.messages.c
+    hot = _hot(t)
     if max_seq is None:
-        total = select(s.token_total).where(_match(t, key)).scalar_subquery()
+        rows = conn.execute(hot.window, _params(key, k_budget=budget))
     else:
-        total = (
-            select(m.tokens_before + m.token_count)
-            .where(m.session_pk == _session_pk(t, key), m.seq == max_seq)
-            .scalar_subquery()
-        )
-    cond = and_(m.session_pk == _session_pk(t, key), m.tokens_before >= total - budget)
-    if max_seq is not None:
-        cond = and_(cond, m.seq <= max_seq)
-    rows = conn.execute(
-        select(m.seq, m.type, m.body, m.token_count).where(cond).order_by(m.seq)
-    ).all()
+        rows = conn.execute(hot.window_snapshot, _params(key, k_budget=budget, k_max_seq=max_seq))
     return [(r[0], r[1], r[2], r[3]) for r in rows]
 
 
@@ -217,12 +262,7 @@ def existing_message_ids(
     """Which of ``message_ids`` the session already holds."""
     if not message_ids:
         return set()
-    m = t.messages.c
-    rows = conn.execute(
-        select(m.message_id).where(
-            m.session_pk == _session_pk(t, key), m.message_id.in_(list(message_ids))
-        )
-    ).scalars()
+    rows = conn.execute(_hot(t).known_ids, _params(key, k_ids=list(message_ids))).scalars()
     return set(rows)
 
 
@@ -321,5 +361,4 @@ def list_sessions(
 
 def count_messages(conn: Connection, t: Tables, key: SessionKey) -> int:
     """Number of messages in the session (from the session row)."""
-    got = conn.execute(select(t.sessions.c.message_count).where(_match(t, key))).scalar()
-    return int(got or 0)
+    return int(conn.execute(_hot(t).count, _params(key)).scalar() or 0)

@@ -18,9 +18,11 @@ from __future__ import annotations
 
 import base64
 import datetime as dt
+import gc
 import json
 import math
 import uuid
+from collections.abc import Iterable
 from decimal import Decimal
 from typing import Any
 
@@ -35,7 +37,13 @@ from langchain_core.messages import (
     messages_from_dict,
 )
 
-__all__ = ["STORABLE_TYPES", "decode_message", "encode_message", "message_text"]
+__all__ = [
+    "STORABLE_TYPES",
+    "decode_message",
+    "decode_messages",
+    "encode_message",
+    "message_text",
+]
 
 TAG = "__lmsql__"
 
@@ -62,9 +70,22 @@ def _tag(kind: str, value: Any) -> dict[str, Any]:
     return {TAG: kind, "v": value}
 
 
-def _prepare(value: Any, path: str) -> Any:
+class _Unstorable(TypeError):
+    """A value that cannot be stored; ``path`` is filled in on the way out of the recursion."""
+
+    def __init__(self, value: Any, path: str = "") -> None:
+        super().__init__(value, path)
+        self.value = value
+        self.path = path
+
+    def inside(self, segment: str) -> _Unstorable:
+        self.path = segment + self.path
+        return self
+
+
+def _prepare(value: Any) -> Any:
     """Return ``value`` with every non-JSON value replaced by its tagged form."""
-    if value is None or isinstance(value, bool | int | str):
+    if isinstance(value, str) or value is None or isinstance(value, bool | int):
         return value
     if isinstance(value, float):
         return value if math.isfinite(value) else _tag("float", repr(value))
@@ -72,13 +93,20 @@ def _prepare(value: Any, path: str) -> Any:
         out = {}
         for k, v in value.items():
             if not isinstance(k, str):
-                raise TypeError(f"message: dict key {k!r} at {path} is not a string")
-            out[k] = _prepare(v, f"{path}.{k}")
+                raise _Unstorable(k).inside(f".<key {k!r}>")
+            try:
+                out[k] = _prepare(v)
+            except _Unstorable as e:
+                raise e.inside(f".{k}") from None
         return _tag("dict", out) if TAG in out else out
-    if isinstance(value, list):
-        return [_prepare(v, f"{path}[{i}]") for i, v in enumerate(value)]
-    if isinstance(value, tuple):
-        return _tag("tuple", [_prepare(v, f"{path}[{i}]") for i, v in enumerate(value)])
+    if isinstance(value, list | tuple):
+        items = []
+        for i, v in enumerate(value):
+            try:
+                items.append(_prepare(v))
+            except _Unstorable as e:
+                raise e.inside(f"[{i}]") from None
+        return items if isinstance(value, list) else _tag("tuple", items)
     if isinstance(value, dt.datetime):
         return _tag("datetime", value.isoformat())
     if isinstance(value, dt.date):
@@ -95,13 +123,9 @@ def _prepare(value: Any, path: str) -> Any:
         return _tag("decimal", str(value))
     if isinstance(value, set | frozenset):
         kind = "frozenset" if isinstance(value, frozenset) else "set"
-        items = [_prepare(v, f"{path}{{}}") for v in value]
+        items = [_prepare(v) for v in value]
         return _tag(kind, sorted(items, key=lambda x: json.dumps(x, sort_keys=True)))
-    raise TypeError(
-        f"message: value of type {type(value).__name__} at {path} cannot be stored; "
-        "convert it to JSON data (dict, list, str, int, float, bool, None), datetime, bytes, "
-        "UUID, Decimal or set first"
-    )
+    raise _Unstorable(value)
 
 
 _REVIVE = {
@@ -141,7 +165,19 @@ def encode_message(message: BaseMessage) -> str:
         raise TypeError(f"messages: expected BaseMessage instances, got {type(message).__name__}")
     if message.type not in STORABLE_TYPES:
         raise ValueError(f"messages: message type {message.type!r} cannot be stored")
-    data = _prepare(message_to_dict(message), "message")
+    try:
+        data = _prepare(message_to_dict(message))
+    except _Unstorable as e:
+        what = type(e.value).__name__
+        raise TypeError(
+            f"messages: value of type {what} at message{e.path} cannot be stored; convert it "
+            "to JSON data (dict, list, str, int, float, bool, None), datetime, bytes, UUID, "
+            "Decimal or set first"
+        ) from None
+    try:
+        return orjson.dumps(data).decode("utf-8")
+    except (orjson.JSONEncodeError, UnicodeDecodeError):
+        pass  # integers beyond 64 bits, or lone surrogates: the standard library handles both
     try:
         text = json.dumps(data, ensure_ascii=False, allow_nan=False, separators=(",", ":"))
         text.encode("utf-8")
@@ -191,6 +227,21 @@ def decode_message(body: str | bytes) -> BaseMessage:
         return messages_from_dict([data])[0]
     except (ValueError, TypeError, KeyError) as e:
         raise ValueError(f"stored message cannot be decoded: {e}") from e
+
+
+def decode_messages(bodies: Iterable[str | bytes]) -> list[BaseMessage]:
+    """:func:`decode_message` over many bodies, with the cyclic garbage collector paused.
+
+    Decoding builds many small objects and none of them cycles; without the pause, long reads
+    trigger full collections whose cost grows with the process's memory, not with the read.
+    """
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        return [decode_message(b) for b in bodies]
+    finally:
+        if enabled:
+            gc.enable()
 
 
 def message_text(message: BaseMessage) -> str:

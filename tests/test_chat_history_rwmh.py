@@ -192,3 +192,12 @@ def test_async_engine_given_sync_methods_work(backend: str, db_url: str, prefix:
     h.add_messages([HumanMessage("from sync code")])
     assert [m.content for m in h.messages] == ["from sync code"]
     assert "from sync code" in str(h)
+
+
+async def test_limit_zero_is_rejected_even_with_a_window(db_url: str, prefix: str) -> None:
+    h = SQLChatMessageHistory("s", db_url, table_prefix=prefix, window=5)
+    h.add_messages([HumanMessage("x")])
+    with pytest.raises(ValueError, match="limit"):
+        h.get_messages(limit=0)
+    with pytest.raises(ValueError, match="limit"):
+        await h.aget_messages(limit=0)
