@@ -228,3 +228,24 @@ async def test_sync_engine_given_async_methods_work(db_url: str, prefix: str) ->
     assert store.db.sync_engine is engine
     assert store.db.async_engine is not None  # a twin async engine for the same database
     engine.dispose()
+
+
+def test_store_works_without_langchain_core_chat_history(tmp_path: Path) -> None:
+    """langchain-core 2.0 removes chat_history; the store and the package must still import."""
+    import subprocess
+    import sys
+
+    code = f"""
+import sys
+sys.modules["langchain_core.chat_history"] = None  # as if removed
+from langchain_core.messages import HumanMessage
+import langmem_sqlite
+store = langmem_sqlite.ConversationStore({str(tmp_path / "x.db")!r})
+store.add_messages("s", [HumanMessage("still works")])
+print(store.get_messages("s")[0].content)
+"""
+    proc = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=False
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.strip() == "still works"
