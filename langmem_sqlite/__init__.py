@@ -9,21 +9,40 @@ from .chat_history import (
     session_history_factory,
     user_conversation_history_factory,
 )
+from .context import (
+    ContextBudgetError,
+    ContextPolicy,
+    ContextStructureError,
+    context_node,
+    context_step,
+    pre_model_hook,
+    trim_context,
+)
 from .conversation_store import ConversationStore, SessionInfo
+from .counting import count_tokens, resolve_message_counter
 from .db import Database, get_database
 from .migrate import SchemaTooNewError
 from .windows import drop_leading_orphans
 
 __all__ = [
     "USER_CONVERSATION_FIELDS",
+    "ContextBudgetError",
+    "ContextPolicy",
+    "ContextStructureError",
     "ConversationStore",
     "Database",
     "SQLChatMessageHistory",
     "SchemaTooNewError",
     "SessionInfo",
+    "context_node",
+    "context_step",
+    "count_tokens",
     "drop_leading_orphans",
     "get_database",
+    "pre_model_hook",
+    "resolve_message_counter",
     "session_history_factory",
+    "trim_context",
     "user_conversation_history_factory",
 ]
 

@@ -1,0 +1,89 @@
+"""An ``AgentMiddleware`` for ``langchain.agents.create_agent``.
+
+It wraps each model call: the request's system message and messages go through the policy, the
+model sees the result (the summary rendered into the one system message), and an updated summary
+record is written to the agent state (``context_summary``) with the model's reply. The history in
+``messages`` is never rewritten.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+from langchain.agents.middleware.types import (
+    AgentMiddleware,
+    AgentState,
+    ExtendedModelResponse,
+    ModelRequest,
+    ModelResponse,
+)
+from langchain_core.messages import SystemMessage
+from langgraph.types import Command
+from typing_extensions import NotRequired
+
+from .policy import ContextPolicy, ContextResult
+
+__all__ = ["ContextMiddleware", "ContextMiddlewareState"]
+
+
+class ContextMiddlewareState(AgentState):  # type: ignore[type-arg]
+    """Agent state with the summary record."""
+
+    context_summary: NotRequired[dict[str, Any] | None]
+
+
+class ContextMiddleware(AgentMiddleware):  # type: ignore[type-arg]
+    """Keep every model call within ``policy``'s budget, with a running summary.
+
+    Args:
+        policy: the :class:`ContextPolicy`. The agent's ``system_prompt`` is merged into the one
+            system message and counted in the budget (tool schemas are not counted).
+    """
+
+    state_schema = ContextMiddlewareState
+
+    def __init__(self, policy: ContextPolicy) -> None:
+        super().__init__()
+        if not isinstance(policy, ContextPolicy):
+            raise TypeError(f"policy: expected a ContextPolicy, got {type(policy).__name__}")
+        self.policy = policy
+
+    @staticmethod
+    def _inputs(request: ModelRequest) -> tuple[list[Any], Any]:  # type: ignore[type-arg]
+        head = [request.system_message] if request.system_message is not None else []
+        return head + list(request.messages), (request.state or {}).get("context_summary")
+
+    @staticmethod
+    def _request(request: ModelRequest, result: ContextResult) -> ModelRequest:  # type: ignore[type-arg]
+        msgs = result.messages
+        system = msgs[0] if msgs and isinstance(msgs[0], SystemMessage) else None
+        rest: list[Any] = msgs[1:] if system else msgs
+        return request.override(system_message=system, messages=rest)
+
+    @staticmethod
+    def _response(response: Any, result: ContextResult) -> Any:
+        if result.summary is None:
+            return response
+        if not isinstance(response, ModelResponse):
+            response = ModelResponse(result=[response])
+        command: Command[Any] = Command(update={"context_summary": result.summary})
+        return ExtendedModelResponse(model_response=response, command=command)
+
+    def wrap_model_call(
+        self,
+        request: ModelRequest,  # type: ignore[type-arg]
+        handler: Callable[[ModelRequest], ModelResponse],  # type: ignore[type-arg]
+    ) -> Any:
+        """Apply the policy, call the model, record the summary."""
+        result = self.policy.prepare(*self._inputs(request))
+        return self._response(handler(self._request(request, result)), result)
+
+    async def awrap_model_call(
+        self,
+        request: ModelRequest,  # type: ignore[type-arg]
+        handler: Callable[[ModelRequest], Awaitable[ModelResponse]],  # type: ignore[type-arg]
+    ) -> Any:
+        """Async :meth:`wrap_model_call`."""
+        result = await self.policy.aprepare(*self._inputs(request))
+        return self._response(await handler(self._request(request, result)), result)

@@ -1,0 +1,122 @@
+"""The structural rules of a model input, as pure functions.
+
+A valid model input has at most one system message, at index 0; is not empty; never starts the
+conversation on a tool result; has no tool result without its call (an orphan) and no tool call
+without its result anywhere after it (a dangling call). Tool calls and their results form one atomic unit:
+windows are cut only between units (see :func:`langmem_sqlite.windows.drop_leading_orphans`
+for the leading-orphan rule this extends).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from langchain_core.messages import AIMessage, BaseMessage, SystemMessage
+
+__all__ = [
+    "ContextBudgetError",
+    "ContextStructureError",
+    "call_ids",
+    "check_structure",
+    "is_tool_result",
+    "merge_system",
+]
+
+_TOOL_TYPES = frozenset({"tool", "function", "ToolMessageChunk"})
+
+
+class ContextBudgetError(ValueError):
+    """The budget cannot be met without breaking a rule (it says which part is too big)."""
+
+
+class ContextStructureError(ValueError):
+    """The messages break the structure a model input needs (orphan or dangling tool call)."""
+
+
+def is_tool_result(message: BaseMessage) -> bool:
+    """A ``ToolMessage`` (or legacy ``FunctionMessage``)."""
+    return message.type in _TOOL_TYPES
+
+
+def call_ids(message: BaseMessage) -> list[str]:
+    """Ids of the tool calls an AI message makes (structured or legacy raw ones)."""
+    if not isinstance(message, AIMessage):
+        return []
+    ids = [str(tc["id"]) for tc in message.tool_calls if tc.get("id")]
+    ids += [str(tc["id"]) for tc in message.invalid_tool_calls if tc.get("id")]
+    if not ids:
+        raw = message.additional_kwargs.get("tool_calls")
+        if isinstance(raw, list):
+            ids = [str(tc["id"]) for tc in raw if isinstance(tc, dict) and tc.get("id")]
+    return ids
+
+
+def result_id(message: BaseMessage) -> str | None:
+    """The call id a tool result answers (``None`` for legacy function results)."""
+    return getattr(message, "tool_call_id", None)
+
+
+def _system_text(message: SystemMessage) -> str:
+    return message.content if isinstance(message.content, str) else message.text
+
+
+def merge_system(
+    messages: Sequence[BaseMessage], system: SystemMessage | str | None = None
+) -> tuple[SystemMessage | None, list[BaseMessage]]:
+    """Split ``messages`` into one system message and the conversation.
+
+    ``system`` (the configured prompt) comes first, then the text of every ``SystemMessage`` found
+    in ``messages``, in order, joined by blank lines: system content is never trimmed or
+    summarized away, and a second system message is never produced. A single system message is
+    returned as is (same object).
+    """
+    if isinstance(system, str):
+        system = SystemMessage(system)
+    if system is not None and not isinstance(system, SystemMessage):
+        raise TypeError(f"system_prompt: expected str or SystemMessage, got {type(system)}")
+    found: list[SystemMessage] = []
+    conv = list(messages)
+    if any(issubclass(kind, SystemMessage) for kind in set(map(type, conv))):  # fast pre-check
+        found = [m for m in conv if isinstance(m, SystemMessage)]
+        conv = [m for m in conv if not isinstance(m, SystemMessage)]
+    parts = ([system] if system is not None else []) + found
+    if not parts:
+        return None, conv
+    if len(parts) == 1:
+        return parts[0], conv
+    text = "\n\n".join(t for t in (_system_text(p) for p in parts) if t)
+    return SystemMessage(text, id=parts[0].id), conv
+
+
+def check_structure(messages: Sequence[BaseMessage], *, require_human: bool = False) -> list[str]:
+    """The rules a model input breaks, as readable strings (empty list: valid).
+
+    Args:
+        messages: a model input.
+        require_human: also require at least one human message.
+    """
+    problems: list[str] = []
+    if not messages:
+        return ["empty input"]
+    systems = [i for i, m in enumerate(messages) if isinstance(m, SystemMessage)]
+    if len(systems) > 1:
+        problems.append(f"{len(systems)} system messages")
+    if systems and systems[0] != 0:
+        problems.append(f"system message at index {systems[0]}")
+    conv = [m for m in messages if not isinstance(m, SystemMessage)]
+    if conv and is_tool_result(conv[0]):
+        problems.append("conversation starts on a tool result")
+    pending: set[str] = set()
+    for i, m in enumerate(messages):
+        if is_tool_result(m):
+            rid = result_id(m)
+            if rid is not None and rid not in pending:
+                problems.append(f"orphan tool result at index {i} ({rid})")
+            pending.discard(rid)  # type: ignore[arg-type]
+        else:
+            pending.update(call_ids(m))
+    if pending:
+        problems.append(f"dangling tool calls (no result): {sorted(pending)}")
+    if require_human and not any(m.type == "human" for m in conv):
+        problems.append("no human message")
+    return problems

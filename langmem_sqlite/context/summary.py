@@ -1,0 +1,180 @@
+"""The running summary: its plain-JSON record, the summarizer prompt and the size cap.
+
+The record is a small ``dict`` of JSON primitives (it survives ``LANGGRAPH_STRICT_MSGPACK=true``
+and a JSON column), whose size does not grow with the history::
+
+    {"version": 1, "summary": "...", "upto_id": "msg-42", "upto_index": 41,
+     "summary_tokens": 312, "messages_summarized": 42, "updates": 3}
+
+``upto_index`` is the position (among non-system messages) of the last summarized message and
+``upto_id`` its id, if it has one: every later message is summarized at most once.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from typing import Any
+
+from langchain_core.messages import (
+    BaseMessage,
+    HumanMessage,
+    SystemMessage,
+    get_buffer_string,
+)
+
+from ..counting import TokenCounter
+
+__all__ = [
+    "DEFAULT_SUMMARY_INSTRUCTIONS",
+    "SUMMARY_VERSION",
+    "dump_record",
+    "find_watermark",
+    "load_record",
+    "new_record",
+    "render_summary",
+    "summarizer_prompt",
+]
+
+SUMMARY_VERSION = 1
+
+DEFAULT_SUMMARY_INSTRUCTIONS = (
+    "You maintain the running summary of a conversation between a user and an AI assistant "
+    "(with tool calls). Merge the new messages into the previous summary and return only the "
+    "updated summary: facts, decisions, the user's goals and preferences, open questions, and "
+    "tool results still needed later. Keep what matters from the previous summary. Write plain "
+    "text, at most {max_tokens} tokens."
+)
+
+_SUMMARY_HEADER = "Summary of the earlier conversation:"
+
+
+def new_record(
+    summary: str,
+    upto_index: int,
+    upto_id: str | None,
+    summary_tokens: int,
+    previous: dict[str, Any] | None,
+    newly_summarized: int,
+) -> dict[str, Any]:
+    """A summary record (JSON primitives only)."""
+    prev = previous or {}
+    return {
+        "version": SUMMARY_VERSION,
+        "summary": summary,
+        "upto_id": upto_id,
+        "upto_index": upto_index,
+        "summary_tokens": summary_tokens,
+        "messages_summarized": int(prev.get("messages_summarized", 0)) + newly_summarized,
+        "updates": int(prev.get("updates", 0)) + 1,
+    }
+
+
+def load_record(value: Any, name: str = "summary") -> dict[str, Any] | None:
+    """Validate a record (a dict, its JSON text, or ``None``)."""
+    if value is None:
+        return None
+    if isinstance(value, str | bytes):
+        try:
+            value = json.loads(value)
+        except ValueError as e:
+            raise ValueError(f"{name}: not valid JSON: {e}") from e
+    if not isinstance(value, dict):
+        raise TypeError(f"{name}: expected a summary record dict, got {type(value).__name__}")
+    if not isinstance(value.get("summary"), str):
+        raise ValueError(f"{name}: the record has no 'summary' text")
+    index = value.get("upto_index")
+    if isinstance(index, bool) or not isinstance(index, int) or index < -1:
+        raise ValueError(f"{name}: 'upto_index' must be an int >= -1")
+    if value.get("upto_id") is not None and not isinstance(value["upto_id"], str):
+        raise ValueError(f"{name}: 'upto_id' must be a string or null")
+    return value
+
+
+def dump_record(record: dict[str, Any] | None) -> str | None:
+    """The record as compact JSON text (for a database column)."""
+    return None if record is None else json.dumps(record, ensure_ascii=False, separators=(",", ":"))
+
+
+def find_watermark(conv: Sequence[BaseMessage], record: dict[str, Any] | None) -> int | None:
+    """Index of the last summarized message in ``conv`` (-1 before any), or ``None`` if the
+    record's watermark is not in ``conv`` (the history was edited: the record is stale).
+
+    Uses ``upto_index`` as a hint and checks ``upto_id``; searches backwards only if they
+    disagree.
+    """
+    if record is None:
+        return -1
+    index, mid = int(record["upto_index"]), record.get("upto_id")
+    if index >= len(conv):
+        index = len(conv) - 1 if mid is not None else -2
+    if index < -1:
+        return None
+    if mid is None or (index >= 0 and conv[index].id == mid):
+        return index
+    for i in range(len(conv) - 1, -1, -1):
+        if conv[i].id == mid:
+            return i
+    return None
+
+
+def render_summary(
+    system: SystemMessage | None, summary: str | None, placement: str
+) -> tuple[SystemMessage | None, list[BaseMessage]]:
+    """Place the summary: appended to the one system message, or as a leading tagged
+    human message (``placement="message"``). Never a second system message."""
+    if not summary:
+        return system, []
+    if placement == "message":
+        note = HumanMessage(
+            f"{_SUMMARY_HEADER}\n{summary}", additional_kwargs={"lc_source": "summarization"}
+        )
+        return system, [note]
+    block = f"<conversation_summary>\n{_SUMMARY_HEADER}\n{summary}\n</conversation_summary>"
+    if system is None:
+        return SystemMessage(block), []
+    if isinstance(system.content, str):
+        text = f"{system.content}\n\n{block}" if system.content else block
+        return system.model_copy(update={"content": text}), []
+    content = [*system.content, {"type": "text", "text": block}]
+    return system.model_copy(update={"content": content}), []
+
+
+def render_messages(messages: Sequence[BaseMessage]) -> str:
+    """New material as text for the summarizer (tool traffic as XML, never raw tool blocks)."""
+    return get_buffer_string(messages, format="xml")
+
+
+def summarizer_prompt(
+    previous: str | None, new_text: str, instructions: str, max_tokens: int
+) -> list[BaseMessage]:
+    """Messages for one summarizer call; the previous summary is passed whole."""
+    body = (
+        f"<previous_summary>\n{previous or '(none yet)'}\n</previous_summary>\n\n"
+        f"<new_messages>\n{new_text}\n</new_messages>\n\n"
+        "Return the updated summary."
+    )
+    return [
+        SystemMessage(instructions.replace("{max_tokens}", str(max_tokens))),
+        HumanMessage(body),
+    ]
+
+
+def text_tokens(counter: TokenCounter, text: str) -> int:
+    """Tokens of ``text`` alone with ``counter`` (message overhead removed)."""
+    return max(0, counter(HumanMessage(text)) - counter(HumanMessage("")))
+
+
+def cap_text(counter: TokenCounter, text: str, max_tokens: int, marker: str) -> str:
+    """``text`` cut (at a character boundary found by bisection) to ``max_tokens`` tokens,
+    with ``marker`` appended, if it is longer."""
+    if text_tokens(counter, text) <= max_tokens:
+        return text
+    lo, hi = 0, len(text)
+    while lo < hi:
+        mid = (lo + hi + 1) // 2
+        if text_tokens(counter, text[:mid] + marker) <= max_tokens:
+            lo = mid
+        else:
+            hi = mid - 1
+    return text[:lo] + marker

@@ -1,0 +1,302 @@
+"""Trimming a conversation to a budget: pure functions, messages in, messages out.
+
+The window is chosen by walking back from the end with cached per-message counts, so the work
+is proportional to what is kept, not to the history's length. Rules (see :mod:`.structure`):
+
+* exactly one system message, at index 0, counted in the budget (never trimmed);
+* an AI message with tool calls and all its tool results are kept or dropped together
+  (parallel and interleaved calls included), and the window never starts on a tool result;
+* the latest human message and everything after it (the turn in progress) are always kept; if
+  that turn alone is over the budget, its largest tool results are shortened with a visible
+  marker, and if it still does not fit a :class:`ContextBudgetError` says why;
+* the result is never empty and never over the budget.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from langchain_core.messages import AIMessage, BaseMessage, SystemMessage
+
+from ..counting import TokenCounter, count_characters, resolve_message_counter
+from ..validation import check_positive
+from .structure import (
+    ContextBudgetError,
+    ContextStructureError,
+    call_ids,
+    check_structure,
+    is_tool_result,
+    merge_system,
+    result_id,
+)
+
+__all__ = ["CutMode", "Limits", "select_window", "shorten_tool_results", "trim_context"]
+
+CutMode = Literal["turn", "unit"]
+"""Where older history may be cut: only before a human message (``"turn"``, the default) or
+between any two tool-call units (``"unit"``)."""
+
+TRUNCATION_MARKER = "\n[... {removed} of {total} characters of this tool result were removed to fit the context window]"
+"""Appended to a tool result shortened to fit the budget."""
+
+_LEGACY = "\x00function_call"  # open marker for legacy FunctionMessage results
+
+
+@dataclass
+class _Meter:
+    label: str
+    unit: str
+    fn: Callable[[BaseMessage], int]
+    limit: int
+    used: int = 0
+
+
+@dataclass(frozen=True)
+class Limits:
+    """Budgets for one model input; each ``None`` limit is not applied.
+
+    Args:
+        max_tokens: tokens of the whole input (system message and reply priming included),
+            counted with ``counter``.
+        max_messages: messages of the whole input, system message included.
+        max_chars: characters of text, tool calls and names, system message included.
+        counter: the token counter (any spec of :func:`resolve_message_counter`).
+    """
+
+    max_tokens: int | None = None
+    max_messages: int | None = None
+    max_chars: int | None = None
+    counter: TokenCounter | None = None
+
+    @classmethod
+    def make(
+        cls,
+        max_tokens: int | None,
+        max_messages: int | None,
+        max_chars: int | None,
+        token_counter: Any,
+    ) -> Limits:
+        """Validated limits; at least one must be given."""
+        for value, name in (
+            (max_tokens, "max_tokens"),
+            (max_messages, "max_messages"),
+            (max_chars, "max_chars"),
+        ):
+            if value is not None:
+                check_positive(value, name)
+        if max_tokens is None and max_messages is None and max_chars is None:
+            raise ValueError("max_tokens: give at least one of max_tokens, max_messages, max_chars")
+        counter = resolve_message_counter(token_counter) if max_tokens is not None else None
+        return cls(max_tokens, max_messages, max_chars, counter)
+
+    def meters(self, fixed: Sequence[BaseMessage]) -> list[_Meter]:
+        """One meter per limit, pre-loaded with the fixed part (system message, summary)."""
+        out = []
+        if self.max_tokens is not None and self.counter is not None:
+            c = self.counter
+            used = c.reply_overhead + sum(c(m) for m in fixed)
+            out.append(_Meter("max_tokens", "tokens", c, self.max_tokens, used))
+        if self.max_messages is not None:
+            out.append(_Meter("max_messages", "messages", _one, self.max_messages, len(fixed)))
+        if self.max_chars is not None:
+            used = sum(count_characters(m) for m in fixed)
+            out.append(_Meter("max_chars", "characters", count_characters, self.max_chars, used))
+        for m in out:
+            if m.used > m.limit:
+                raise ContextBudgetError(
+                    f"{m.label}={m.limit}: the system message (with the summary) alone needs "
+                    f"{m.used} {m.unit}"
+                )
+        return out
+
+
+def _one(message: BaseMessage) -> int:
+    return 1
+
+
+def _close(open_ids: set[str], message: BaseMessage) -> None:
+    """Update the set of tool results seen (walking backwards) whose call is not seen yet."""
+    if is_tool_result(message):
+        rid = result_id(message)
+        open_ids.add(_LEGACY if rid is None else rid)
+    elif isinstance(message, AIMessage):
+        open_ids.difference_update(call_ids(message))
+        if message.additional_kwargs.get("function_call"):
+            open_ids.discard(_LEGACY)
+
+
+def _pinned_start(conv: Sequence[BaseMessage], lo: int) -> int:
+    """Start of the turn in progress: the latest human message that is a valid cut (else the
+    latest valid cut). Only message types are inspected, nothing is counted."""
+    open_ids: set[str] = set()
+    latest_valid: int | None = None
+    for i in range(len(conv) - 1, lo - 1, -1):
+        m = conv[i]
+        _close(open_ids, m)
+        if not open_ids and not is_tool_result(m):
+            if m.type == "human":
+                return i
+            if latest_valid is None:
+                latest_valid = i
+    if latest_valid is None:
+        raise ContextStructureError(
+            "messages: every tool result in the window lacks its tool call (orphan tool results)"
+        )
+    return latest_valid
+
+
+def _plain_text(message: BaseMessage) -> str:
+    return message.content if isinstance(message.content, str) else message.text
+
+
+def _shortened(message: BaseMessage, text: str, cap: int) -> BaseMessage:
+    marker = TRUNCATION_MARKER.format(removed=len(text) - cap, total=len(text))
+    return message.model_copy(update={"content": text[:cap] + marker})
+
+
+def _fits(meters: list[_Meter], messages: Sequence[BaseMessage]) -> bool:
+    return all(m.used + sum(m.fn(x) for x in messages) <= m.limit for m in meters)
+
+
+def shorten_tool_results(
+    messages: Sequence[BaseMessage], meters: list[_Meter]
+) -> list[BaseMessage] | None:
+    """Shorten the largest tool results so ``messages`` fit the meters (``None`` if impossible).
+
+    Every tool result longer than one common character cap is cut to it (the largest cap that
+    fits is found by bisection) and marked with :data:`TRUNCATION_MARKER`; the call/result
+    structure is untouched.
+    """
+    texts = {i: _plain_text(m) for i, m in enumerate(messages) if is_tool_result(m)}
+    if not texts:
+        return None
+
+    def build(cap: int) -> list[BaseMessage]:
+        return [
+            _shortened(m, texts[i], cap) if i in texts and len(texts[i]) > cap else m
+            for i, m in enumerate(messages)
+        ]
+
+    if not _fits(meters, build(0)):
+        return None
+    lo, hi = 0, max(len(t) for t in texts.values())
+    while lo < hi:
+        mid = (lo + hi + 1) // 2
+        if _fits(meters, build(mid)):
+            lo = mid
+        else:
+            hi = mid - 1
+    return build(lo)
+
+
+def select_window(
+    conv: Sequence[BaseMessage],
+    meters: list[_Meter],
+    *,
+    lo: int = 0,
+    cut: CutMode = "turn",
+    shorten: bool = True,
+) -> list[BaseMessage]:
+    """The longest valid suffix of ``conv[lo:]`` that fits the meters (conversation only).
+
+    Walks back from the end: first the turn in progress (kept whole, shortened if needed),
+    then older messages while every meter fits, remembering the last valid cut.
+    """
+    n = len(conv)
+    if n <= lo:
+        return []
+    pinned = _pinned_start(conv, lo)
+    tail: list[BaseMessage] = list(conv[pinned:])
+    for m in meters:
+        m.used += sum(m.fn(x) for x in tail)
+    over = [m for m in meters if m.used > m.limit]
+    if over:
+        for m in meters:
+            m.used -= sum(m.fn(x) for x in tail)
+        tried = shorten and all(m.label != "max_messages" for m in over)
+        short = shorten_tool_results(tail, meters) if tried else None
+        if short is None:
+            m = over[0]
+            need = m.used + sum(m.fn(x) for x in tail)
+            raise ContextBudgetError(
+                f"{m.label}={m.limit}: the latest human message and the turn in progress need "
+                f"{need} {m.unit} with the system message"
+                + (", even with its tool results shortened" if tried else "")
+            )
+        tail = short
+        for m in meters:
+            m.used += sum(m.fn(x) for x in tail)
+    best = pinned
+    open_ids: set[str] = set()
+    for j in range(pinned - 1, lo - 1, -1):
+        msg = conv[j]
+        costs = [m.fn(msg) for m in meters]
+        if any(m.used + c > m.limit for m, c in zip(meters, costs, strict=True)):
+            break
+        for m, c in zip(meters, costs, strict=True):
+            m.used += c
+        _close(open_ids, msg)
+        if (
+            not open_ids
+            and not is_tool_result(msg)
+            and (cut == "unit" or msg.type == "human" or j == lo)
+        ):
+            best = j
+    return list(conv[best:pinned]) + tail
+
+
+def fail_closed(messages: list[BaseMessage]) -> list[BaseMessage]:
+    """Raise :class:`ContextStructureError` if ``messages`` break a structural rule."""
+    problems = check_structure(messages)
+    if problems:
+        raise ContextStructureError("messages: invalid model input: " + "; ".join(problems))
+    return messages
+
+
+def trim_context(
+    messages: Sequence[BaseMessage],
+    *,
+    max_tokens: int | None = None,
+    token_counter: Any = None,
+    max_messages: int | None = None,
+    max_chars: int | None = None,
+    system_prompt: SystemMessage | str | None = None,
+    cut: CutMode = "turn",
+    shorten_tool_results: bool = True,
+) -> list[BaseMessage]:
+    """Trim ``messages`` to a budget for one model call, keeping the structure valid.
+
+    Args:
+        messages: the conversation, oldest first (system messages anywhere are merged into one
+            at index 0).
+        max_tokens: token budget of the whole input, system message and reply priming included.
+        token_counter: counter spec for ``max_tokens`` (default: approximate; ``"gpt-4o"``
+            for exact OpenAI counts; see :func:`~langmem_sqlite.counting.resolve_message_counter`).
+        max_messages: message budget, system message included.
+        max_chars: character budget, system message included.
+        system_prompt: a system prompt placed first (merged with system messages found).
+        cut: ``"turn"`` cuts older history only before human messages; ``"unit"`` between any
+            tool-call units.
+        shorten_tool_results: allow shortening tool results of the turn in progress when it
+            alone is over the budget.
+
+    Returns:
+        A new list: at most one system message (index 0), then the most recent messages that fit.
+
+    Raises:
+        ContextBudgetError: the system message or the turn in progress alone cannot fit.
+        ContextStructureError: the input has orphan tool results or dangling tool calls in the
+            part that would be kept.
+    """
+    if cut not in ("turn", "unit"):
+        raise ValueError(f"cut: expected 'turn' or 'unit', got {cut!r}")
+    limits = Limits.make(max_tokens, max_messages, max_chars, token_counter)
+    system, conv = merge_system(messages, system_prompt)
+    fixed = [system] if system is not None else []
+    window = select_window(conv, limits.meters(fixed), cut=cut, shorten=shorten_tool_results)
+    out = fixed + window
+    if not out:
+        raise ValueError("messages: nothing to send (no system message and no conversation)")
+    return fail_closed(out)

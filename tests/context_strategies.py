@@ -1,0 +1,130 @@
+"""Hypothesis strategies for random conversations, and the rules every model input must obey."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from hypothesis import strategies as st
+from langchain_core.messages import (
+    AIMessage,
+    BaseMessage,
+    HumanMessage,
+    SystemMessage,
+    ToolMessage,
+)
+
+from langmem_sqlite.context import check_structure
+
+WORDS = [
+    "alpha",
+    "beta",
+    "数据",
+    "gamma",
+    "delta",
+    "北京",
+    "epsilon",
+    "{json}",
+    "[1, 2]",
+    "def f(x):",
+    "return x",
+]
+
+
+@st.composite
+def texts(draw: Any, max_words: int = 60) -> str:
+    return " ".join(draw(st.lists(st.sampled_from(WORDS), min_size=1, max_size=max_words)))
+
+
+@st.composite
+def conversations(
+    draw: Any, max_turns: int = 12, in_progress: bool | None = None
+) -> list[BaseMessage]:
+    """A well-formed conversation: turns of a human message (text or multimodal), tool steps
+    (parallel calls with results in any order, or two interleaved AI calls), and answers;
+    system messages may appear anywhere. The last turn may be in progress (ends on results)."""
+    out: list[BaseMessage] = []
+    n = 0
+
+    def nid() -> str | None:
+        nonlocal n
+        n += 1
+        return f"m{n}" if draw(st.integers(0, 9)) else None
+
+    if draw(st.booleans()):
+        out.append(SystemMessage(draw(texts(20)), id=nid()))
+    turns = draw(st.integers(1, max_turns))
+    for t in range(turns):
+        if draw(st.integers(0, 9)) == 0:
+            out.append(SystemMessage("note: " + draw(texts(8)), id=nid()))
+        content: Any = draw(texts())
+        if draw(st.integers(0, 5)) == 0:
+            content = [
+                {"type": "text", "text": content},
+                {"type": "image_url", "image_url": {"url": "https://img/x.png"}},
+            ]
+        out.append(HumanMessage(content, id=nid()))
+        for s in range(draw(st.integers(0, 3))):
+            if draw(st.booleans()):
+                k = draw(st.integers(1, 4))
+                ids = [f"c{t}_{s}_{i}" for i in range(k)]
+                out.append(
+                    AIMessage(
+                        draw(st.sampled_from(["", "let me check"])),
+                        id=nid(),
+                        tool_calls=[
+                            {"name": "f", "args": {"i": i}, "id": c} for i, c in enumerate(ids)
+                        ],
+                    )
+                )
+                order = draw(st.permutations(ids))
+            else:  # two AI messages whose calls are answered interleaved
+                ids = [f"c{t}_{s}_a", f"c{t}_{s}_b"]
+                for c in ids:
+                    out.append(
+                        AIMessage("", id=nid(), tool_calls=[{"name": "g", "args": {}, "id": c}])
+                    )
+                order = draw(st.permutations(ids))
+            for c in order:
+                out.append(ToolMessage(draw(texts(200)), tool_call_id=c, id=nid()))
+        last = t == turns - 1
+        if not (last and (in_progress or (in_progress is None and draw(st.booleans())))):
+            out.append(AIMessage(draw(texts()), id=nid()))
+    return out
+
+
+def conv_of(messages: Sequence[BaseMessage]) -> list[BaseMessage]:
+    return [m for m in messages if not isinstance(m, SystemMessage)]
+
+
+def latest_human(messages: Sequence[BaseMessage]) -> BaseMessage | None:
+    for m in reversed(messages):
+        if m.type == "human":
+            return m
+    return None
+
+
+def assert_valid_model_input(
+    inp: Sequence[BaseMessage], out: Sequence[BaseMessage], *, summary_note: bool = False
+) -> None:
+    """The structural rules: non-empty, one system message first, no orphans or dangling
+    calls, never starting on a tool result, the latest human message and everything after it
+    present, and the conversation part a suffix of the input (tool results maybe shortened)."""
+    assert out, "empty model input"
+    assert check_structure(out) == [], check_structure(out)
+    systems = [i for i, m in enumerate(out) if isinstance(m, SystemMessage)]
+    assert systems in ([], [0])
+    for s in inp:
+        if isinstance(s, SystemMessage):
+            assert systems == [0] and s.text in out[0].text
+    conv_in, conv_out = conv_of(inp), conv_of(out)
+    if summary_note and conv_out and conv_out[0].additional_kwargs.get("lc_source"):
+        conv_out = conv_out[1:]
+    assert len(conv_out) <= len(conv_in)
+    tail = conv_in[len(conv_in) - len(conv_out) :]
+    for a, b in zip(tail, conv_out, strict=True):
+        if a is not b and a != b:
+            assert a.type == "tool" and b.id == a.id and "removed to fit" in b.text, (a, b)
+    human = latest_human(conv_in)
+    if human is not None:
+        assert any(m is human or m == human for m in conv_out), "latest human message dropped"
