@@ -25,7 +25,7 @@ from .message_codec import decode_messages, encode_message, message_text
 from .migrate import schema_plan
 from .schema import DEFAULT_PREFIX, Tables, get_tables
 from .validation import IdLike, check_id, check_optional_id, check_positive
-from .windows import drop_leading_orphans
+from .windows import drop_leading_orphans, orphan_prefix_length
 
 __all__ = ["DEFAULT_DATABASE", "DEFAULT_MAX_MESSAGE_BYTES", "ConversationStore", "SessionInfo"]
 
@@ -136,10 +136,7 @@ class ConversationStore:
     ) -> Plan[list[tuple[int, BaseMessage]]]:
         check_positive(max_tokens, "max_tokens", allow_zero=True)
         rows = yield from self._op(sql.read_token_window, key, max_tokens, max_seq)
-        start = 0
-        while start < len(rows) and rows[start][1] in ("tool", "function", "ToolMessageChunk"):
-            start += 1
-        kept = rows[start:]
+        kept = rows[orphan_prefix_length([r[1] for r in rows]) :]
         return list(zip([r[0] for r in kept], decode_messages(r[2] for r in kept), strict=True))
 
     def _load_plan(

@@ -9,7 +9,18 @@ from collections.abc import Sequence
 
 from langchain_core.messages import BaseMessage
 
-__all__ = ["drop_leading_orphans"]
+__all__ = ["TOOL_RESULT_TYPES", "drop_leading_orphans", "orphan_prefix_length"]
+
+TOOL_RESULT_TYPES = frozenset({"tool", "function", "ToolMessageChunk", "FunctionMessageChunk"})
+"""Message ``type`` values that answer a tool (or legacy function) call."""
+
+
+def orphan_prefix_length(types: Sequence[str]) -> int:
+    """How many leading entries of ``types`` are tool results (to drop from a window's start)."""
+    n = 0
+    while n < len(types) and types[n] in TOOL_RESULT_TYPES:
+        n += 1
+    return n
 
 
 def drop_leading_orphans(messages: Sequence[BaseMessage]) -> list[BaseMessage]:
