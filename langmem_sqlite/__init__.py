@@ -22,6 +22,7 @@ from .conversation_store import ConversationStore, SessionInfo
 from .counting import count_tokens, resolve_message_counter
 from .db import Database, get_database
 from .migrate import SchemaTooNewError
+from .store import Memory, SQLStore
 from .windows import drop_leading_orphans
 
 __all__ = [
@@ -31,7 +32,9 @@ __all__ = [
     "ContextStructureError",
     "ConversationStore",
     "Database",
+    "Memory",
     "SQLChatMessageHistory",
+    "SQLStore",
     "SchemaTooNewError",
     "SessionInfo",
     "context_node",

@@ -99,6 +99,38 @@ class IdString(TypeDecorator[str]):
         return value
 
 
+NAMESPACE_MAX_BYTES = 1024
+"""Longest encoded namespace of the long-term store, in UTF-8 bytes."""
+
+
+class NamespacePath(TypeDecorator[str]):
+    """An encoded store namespace, compared and ordered byte for byte (code point order).
+
+    ``TEXT`` on SQLite, ``TEXT COLLATE "C"`` on PostgreSQL, ``VARBINARY`` on MySQL/MariaDB, so
+    that ``ORDER BY`` and range scans follow the order of the encoded text on every database.
+    """
+
+    impl = Text
+    cache_ok = True
+
+    def load_dialect_impl(self, dialect: Dialect) -> Any:
+        if dialect.name in _MYSQL:
+            return dialect.type_descriptor(mysql.VARBINARY(NAMESPACE_MAX_BYTES))
+        if dialect.name == "postgresql":
+            return dialect.type_descriptor(Text(collation="C"))
+        return dialect.type_descriptor(Text())
+
+    def process_bind_param(self, value: str | None, dialect: Dialect) -> Any:
+        if value is not None and dialect.name in _MYSQL:
+            return value.encode("utf-8")
+        return value
+
+    def process_result_value(self, value: Any, dialect: Dialect) -> str | None:
+        if isinstance(value, bytes | bytearray | memoryview):
+            return bytes(value).decode("utf-8")
+        return value
+
+
 @dataclass(frozen=True)
 class Tables:
     """Every table of one ``(table_prefix, schema)``, sharing one :class:`MetaData`."""
@@ -109,6 +141,12 @@ class Tables:
     migrations: Table
     sessions: Table
     messages: Table
+    checkpoints: Table
+    checkpoint_blobs: Table
+    checkpoint_writes: Table
+    checkpoint_threads: Table
+    store_items: Table
+    store_vectors: Table
 
     @property
     def key(self) -> tuple[str, str | None]:
@@ -127,7 +165,7 @@ def _validate_identifier(value: str, name: str) -> str:
 
 def _build(prefix: str, schema: str | None) -> Tables:
     md = MetaData(schema=schema)
-    opts = {"mysql_charset": "utf8mb4", "mysql_engine": "InnoDB"}
+    opts: dict[str, Any] = {"mysql_charset": "utf8mb4", "mysql_engine": "InnoDB"}
 
     migrations = Table(
         f"{prefix}migrations",
@@ -188,7 +226,140 @@ def _build(prefix: str, schema: str | None) -> Tables:
         **opts,
     )
 
-    return Tables(prefix, schema, md, migrations, sessions, messages)
+    # LangGraph checkpointer (see langmem_sqlite.checkpoint). ``ns_hash`` is the MD5 hex of
+    # ``checkpoint_ns``: namespaces are unbounded text, and MySQL keys stop at 3072 bytes.
+    checkpoints = Table(
+        f"{prefix}checkpoints",
+        md,
+        Column("thread_id", IdString, primary_key=True),
+        Column("ns_hash", String(32), primary_key=True),
+        Column("checkpoint_id", IdString, primary_key=True),
+        Column("checkpoint_ns", LongText, nullable=False),
+        Column("parent_checkpoint_id", IdString, nullable=True),
+        # The checkpoint without channel values and versions, through the saver's serde.
+        Column("type", String(64), nullable=False),
+        Column("checkpoint", LongBlob, nullable=False),
+        # channel -> version, JSON text (versions are opaque counters, never user data).
+        Column("versions", LongText, nullable=False),
+        Column("metadata_type", String(64), nullable=False),
+        Column("metadata", LongBlob, nullable=False),
+        # JSON copy of the metadata's scalar keys, for filtering only.
+        Column("metadata_json", JsonValue, nullable=True),
+        Column("run_id", IdString, nullable=True),
+        Column("created_at", BigInteger, nullable=False),
+        Index(f"{prefix}checkpoints_run_ix", "run_id"),
+        **opts,
+    )
+
+    # One row per (channel, version): a value, "empty", or a list stored as a delta from an
+    # earlier version of the same channel (``base_version`` prefix + appended items).
+    checkpoint_blobs = Table(
+        f"{prefix}checkpoint_blobs",
+        md,
+        Column("thread_id", IdString, primary_key=True),
+        Column("ns_hash", String(32), primary_key=True),
+        Column("channel_hash", String(32), primary_key=True),
+        Column("version", IdString, primary_key=True),
+        Column("kind", String(1), nullable=False),
+        Column("type", String(64), nullable=True),
+        Column("value", LongBlob, nullable=True),
+        Column("base_version", IdString, nullable=True),
+        Column("base_len", BigInteger, nullable=True),
+        Column("root_version", IdString, nullable=True),
+        Column("depth", Integer, nullable=False, default=0),
+        Index(
+            f"{prefix}checkpoint_blobs_root_ix",
+            "thread_id",
+            "ns_hash",
+            "channel_hash",
+            "root_version",
+        ),
+        **opts,
+    )
+
+    # Pending writes; no foreign key: a write may land before its checkpoint.
+    checkpoint_writes = Table(
+        f"{prefix}checkpoint_writes",
+        md,
+        Column("thread_id", IdString, primary_key=True),
+        Column("ns_hash", String(32), primary_key=True),
+        Column("checkpoint_id", IdString, primary_key=True),
+        Column("task_hash", String(32), primary_key=True),
+        Column("idx", BigInteger, primary_key=True, autoincrement=False),
+        Column("task_id", IdString, nullable=False),
+        Column("task_path", LongText, nullable=False),
+        Column("channel", LongText, nullable=False),
+        Column("type", String(64), nullable=False),
+        Column("value", LongBlob, nullable=False),
+        **opts,
+    )
+
+    checkpoint_threads = Table(
+        f"{prefix}checkpoint_threads",
+        md,
+        Column("thread_id", IdString, primary_key=True),
+        Column("created_at", BigInteger, nullable=False),
+        Column("updated_at", BigInteger, nullable=False),
+        # JSON copy of the scalar metadata of the thread's latest checkpoint.
+        Column("metadata", JsonValue, nullable=True),
+        Index(f"{prefix}checkpoint_threads_updated_ix", "updated_at"),
+        **opts,
+    )
+
+    # Long-term store (LangGraph BaseStore): one row per (namespace, key); times in microseconds.
+    store_items = Table(
+        f"{prefix}store_items",
+        md,
+        Column("id", BigInt, primary_key=True, autoincrement=True),
+        Column("ns", NamespacePath, nullable=False),
+        Column("key", IdString, nullable=False),
+        Column("value", JsonValue, nullable=False),
+        Column("created_at", BigInteger, nullable=False),
+        Column("updated_at", BigInteger, nullable=False),
+        # TTL: the item's time to live (refreshed on read) and when it lapses; NULL = never.
+        Column("ttl_us", BigInteger, nullable=True),
+        Column("expires_at", BigInteger, nullable=True),
+        UniqueConstraint("ns", "key", name=f"{prefix}store_items_ns_key_uq"),
+        Index(f"{prefix}store_items_updated_ix", "updated_at", "id"),
+        Index(f"{prefix}store_items_expires_ix", "expires_at"),
+        **opts,
+    )
+
+    # Embeddings of indexed fields (unit length, float32 little-endian); deleted with their item.
+    # Clustered by namespace (SQLite WITHOUT ROWID, InnoDB primary key): vector search under a
+    # prefix reads one contiguous range of this table only.
+    store_vectors = Table(
+        f"{prefix}store_vectors",
+        md,
+        Column("ns", NamespacePath, primary_key=True),
+        Column(
+            "item_id",
+            BigInt,
+            ForeignKey(store_items.c.id, ondelete="CASCADE"),
+            primary_key=True,
+            autoincrement=False,
+        ),
+        Column("field", IdString, primary_key=True),
+        Column("embedding", LongBlob, nullable=False),
+        Index(f"{prefix}store_vectors_item_ix", "item_id"),
+        sqlite_with_rowid=False,
+        **opts,
+    )
+
+    return Tables(
+        prefix,
+        schema,
+        md,
+        migrations,
+        sessions,
+        messages,
+        checkpoints=checkpoints,
+        checkpoint_blobs=checkpoint_blobs,
+        checkpoint_writes=checkpoint_writes,
+        checkpoint_threads=checkpoint_threads,
+        store_items=store_items,
+        store_vectors=store_vectors,
+    )
 
 
 _cache: dict[tuple[str, str | None], Tables] = {}
@@ -233,5 +404,11 @@ def _create(*names: str) -> Callable[[Connection, Tables], None]:
 
 MIGRATIONS: list[Migration] = [
     Migration(1, "conversation store: sessions and messages", _create("sessions", "messages")),
+    Migration(
+        2,
+        "checkpointer: checkpoints, blobs, writes and threads",
+        _create("checkpoints", "checkpoint_blobs", "checkpoint_writes", "checkpoint_threads"),
+    ),
+    Migration(3, "long-term store: items and vectors", _create("store_items", "store_vectors")),
 ]
 """Ordered schema changes; ``MIGRATIONS[i].version == i + 1``."""

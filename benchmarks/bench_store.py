@@ -1,0 +1,323 @@
+"""SQLStore vs the stores it replaces: SqliteStore (SQLite file) and PostgresStore (PostgreSQL).
+
+One command: ``python benchmarks/bench_store.py`` (``--quick``: 1,000 and 10,000 items instead
+of 1,000 and 100,000).
+
+For each size, both stores are filled with the same items (namespaces ``("bench", "u<0..99>")``,
+values ``{"text", "n", "tag"}``, the ``text`` field embedded with the same cheap deterministic
+64-dim embedding), then measured in the same run, interleaved:
+
+* put: single ``put`` calls (half updates, half new keys);
+* get: single ``get`` calls on random keys;
+* filtered search: ``search(("bench",), filter={"tag": ..., "n": {"$gte": ...}}, limit=10)``
+  over the whole store, and in one user's namespace;
+* vector search: ``search(("bench", "u<k>"), query=..., limit=10)`` (one user's 1%) and over the
+  whole store. SqliteStore needs the sqlite-vec extension (loaded through ``pysqlite3`` when this
+  Python's ``sqlite3`` cannot load extensions); PostgresStore needs the server's pgvector
+  extension: without it only SQLStore (ranking in the application) is measured ("n/a").
+
+Ratios are throughput ours / anchor (higher is better; target >= 1, parity). PostgreSQL comes
+from ``LANGMEM_BENCH_POSTGRES_URL`` (default: the local test server); each store gets a fresh
+schema or table prefix, dropped at the end. ``--no-pre-ping`` measures SQLStore on PostgreSQL
+without the pool's per-checkout ping (the package default pings).
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import math
+import os
+import random
+import sqlite3
+import statistics
+import sys
+import tempfile
+import time
+import uuid
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from typing import Any
+
+import sqlalchemy as sa
+from langchain_core.embeddings import Embeddings
+from langgraph.store.base import BaseStore, PutOp
+
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
+
+from langmem_sqlite import SQLStore
+from langmem_sqlite.db import get_database
+from langmem_sqlite.schema import get_tables
+
+PG_URL = os.environ.get("LANGMEM_BENCH_POSTGRES_URL", "postgresql://postgres@127.0.0.1:5432/test")
+DIMS = 64
+USERS = 100
+WORDS = [
+    "vegetarian",
+    "tea",
+    "coffee",
+    "jazz",
+    "hiking",
+    "paris",
+    "tokyo",
+    "python",
+    "rust",
+    "brief",
+    "detailed",
+    "morning",
+    "night",
+    "cats",
+    "dogs",
+    "chess",
+    "running",
+    "piano",
+    "spanish",
+    "chinese",
+    "budget",
+    "travel",
+    "books",
+    "cinema",
+    "garden",
+]
+
+
+class HashEmbedding(Embeddings):
+    """Cheap deterministic embedding (bag of hashed words), the same for both stores."""
+
+    def _vec(self, text: str) -> list[float]:
+        v = [0.0] * DIMS
+        for word in text.split():
+            h = hashlib.blake2b(word.encode(), digest_size=4).digest()
+            v[int.from_bytes(h[:2], "little") % DIMS] += 1.0 if h[2] & 1 else -1.0
+        return v
+
+    def embed_documents(self, texts: list[str]) -> list[list[float]]:
+        return [self._vec(t) for t in texts]
+
+    def embed_query(self, text: str) -> list[float]:
+        return self._vec(text)
+
+
+INDEX: Any = {"dims": DIMS, "embed": HashEmbedding(), "fields": ["text"]}
+
+
+def value(i: int) -> dict[str, Any]:
+    rng = random.Random(i)
+    return {
+        "text": " ".join(rng.choice(WORDS) for _ in range(6)),
+        "n": rng.randint(0, 99),
+        "tag": f"t{rng.randint(0, 6)}",
+    }
+
+
+def load(store: BaseStore, n: int) -> float:
+    """Bulk-load ``n`` items in batches; seconds taken."""
+    t0 = time.perf_counter()
+    for start in range(0, n, 1000):
+        store.batch(
+            [
+                PutOp(("bench", f"u{i % USERS}"), f"k{i}", value(i))
+                for i in range(start, min(n, start + 1000))
+            ]
+        )
+    return time.perf_counter() - t0
+
+
+def workloads(n: int, vectors: bool) -> dict[str, tuple[int, Callable[[BaseStore, int], Any]]]:
+    """name -> (operations per round, fn(store, op_index))."""
+    rng = random.Random(7)
+    keys = [rng.randrange(n) for _ in range(5000)]
+    out: dict[str, tuple[int, Callable[[BaseStore, int], Any]]] = {
+        "put": (
+            200,
+            lambda s, j: s.put(
+                ("bench", f"u{j % USERS}"),
+                f"k{keys[j] if j % 2 else n + j + rng.randrange(10**9)}",
+                value(j),
+            ),
+        ),
+        "get": (500, lambda s, j: s.get(("bench", f"u{keys[j] % USERS}"), f"k{keys[j]}")),
+        "filtered search (all)": (
+            50,
+            lambda s, j: s.search(
+                ("bench",), filter={"tag": f"t{j % 7}", "n": {"$gte": 90}}, limit=10
+            ),
+        ),
+        "filtered search (user ns)": (
+            100,
+            lambda s, j: s.search(
+                ("bench", f"u{j % USERS}"), filter={"tag": f"t{j % 7}"}, limit=10
+            ),
+        ),
+    }
+    if vectors:
+        out["vector search (user ns)"] = (
+            50,
+            lambda s, j: s.search(
+                ("bench", f"u{j % USERS}"), query=f"{WORDS[j % 20]} {WORDS[(j * 3) % 20]}", limit=10
+            ),
+        )
+        out["vector search (all)"] = (
+            10 if n > 10_000 else 30,
+            lambda s, j: s.search(("bench",), query=f"{WORDS[j % 20]} {WORDS[j % 7]}", limit=10),
+        )
+    return out
+
+
+def measure(
+    ours: BaseStore, anchor: BaseStore | None, ops: int, fn: Callable[[BaseStore, int], Any]
+) -> tuple[float, float]:
+    """Median ms per operation of each store, in interleaved rounds of ``ops // 5`` (NaN for
+    a missing anchor)."""
+    stores = [(ours, []), *([(anchor, [])] if anchor is not None else [])]
+    for store, _ in stores:
+        fn(store, 0)
+    per = max(1, ops // 5)
+    for r in range(5):
+        for store, times in stores:
+            t0 = time.perf_counter()
+            for j in range(r * per, (r + 1) * per):
+                fn(store, j)
+            times.append((time.perf_counter() - t0) * 1000 / per)
+    medians = [statistics.median(times) for _, times in stores]
+    return medians[0], medians[1] if len(medians) > 1 else math.nan
+
+
+def anchor_sqlite() -> Any:
+    """SqliteStore's vector search loads the sqlite-vec extension: use pysqlite3 when this
+    Python's sqlite3 cannot load extensions (pyenv builds often cannot)."""
+    if hasattr(sqlite3.Connection, "enable_load_extension"):
+        return sqlite3
+    try:
+        import pysqlite3  # type: ignore[import-not-found]
+    except ImportError:
+        return None
+    return pysqlite3
+
+
+def has_pgvector() -> bool:
+    """Whether the PostgreSQL server offers the ``vector`` extension."""
+    with get_database(PG_URL).sync_engine.connect() as c:
+        found = c.execute(
+            sa.text("SELECT 1 FROM pg_available_extensions WHERE name = 'vector'")
+        ).scalar()
+    return bool(found)
+
+
+@contextmanager
+def sqlite_pair(n: int, vectors: bool) -> Iterator[tuple[BaseStore, BaseStore, Any]]:
+    """(SQLStore, SqliteStore, SQLStore with the index if the anchor cannot have one)."""
+    from langgraph.store.sqlite import SqliteStore
+
+    index = INDEX if vectors else None
+    with tempfile.TemporaryDirectory() as tmp:
+        ours = SQLStore(f"sqlite:///{tmp}/ours.db", index=index)
+        extra = None if vectors else SQLStore(f"sqlite:///{tmp}/vectors.db", index=INDEX)
+        conn = (anchor_sqlite() or sqlite3).connect(
+            f"{tmp}/anchor.db", check_same_thread=False, isolation_level=None
+        )
+        anchor = SqliteStore(conn, index=index)
+        anchor.setup()
+        yield ours, anchor, extra
+        conn.close()
+        for name in ("ours", "vectors"):
+            get_database(f"sqlite:///{tmp}/{name}.db").dispose()
+
+
+@contextmanager
+def postgres_pair(
+    n: int, engine_args: dict[str, Any], vectors: bool
+) -> Iterator[tuple[BaseStore, BaseStore, Any]]:
+    """(SQLStore, PostgresStore, SQLStore with the index if the anchor cannot have one: its
+    vector search needs the server's pgvector extension)."""
+    from langgraph.store.postgres import PostgresStore
+
+    schema = f"bench_{uuid.uuid4().hex[:8]}"
+    prefixes = [f"b{uuid.uuid4().hex[:8]}_", f"v{uuid.uuid4().hex[:8]}_"]
+    admin = sa.create_engine(get_database(PG_URL).url, isolation_level="AUTOCOMMIT")
+    with admin.connect() as c:
+        c.execute(sa.text(f'CREATE SCHEMA "{schema}"'))
+    url = get_database(PG_URL).url.render_as_string(hide_password=False)
+    anchor_url = url.replace("postgresql+psycopg://", "postgresql://") + (
+        f"?options=-csearch_path%3D{schema}"
+    )
+    index = INDEX if vectors else None
+    try:
+        with PostgresStore.from_conn_string(anchor_url, index=index) as anchor:
+            anchor.setup()
+            ours = SQLStore(PG_URL, table_prefix=prefixes[0], engine_args=engine_args, index=index)
+            extra = None
+            if not vectors:
+                extra = SQLStore(
+                    PG_URL, table_prefix=prefixes[1], engine_args=engine_args, index=INDEX
+                )
+            yield ours, anchor, extra
+    finally:
+        for prefix in prefixes:
+            get_tables(prefix).metadata.drop_all(get_database(PG_URL).sync_engine)
+        with admin.connect() as c:
+            c.execute(sa.text(f'DROP SCHEMA "{schema}" CASCADE'))
+        admin.dispose()
+
+
+def run(label: str, pair: Any, n: int, rows: list[tuple[str, ...]]) -> None:
+    with pair as (ours, anchor, extra):
+        lo, la = load(ours, n), load(anchor, n)
+        rows.append(
+            (
+                label,
+                f"{n:,}",
+                "bulk load (batches of 1,000)",
+                f"{lo:.2f} s",
+                f"{la:.2f} s",
+                f"{la / lo:.2f}x",
+            )
+        )
+        print(f"  loaded {n:,} items: ours {lo:.2f} s, anchor {la:.2f} s", flush=True)
+        if extra is not None:
+            load(extra, n)
+        for name, (ops, fn) in workloads(n, True).items():
+            if name.startswith("vector") and extra is not None:
+                o, a = measure(extra, None, ops, fn)
+            else:
+                o, a = measure(ours, anchor, ops, fn)
+            theirs = "n/a" if math.isnan(a) else f"{1000 / a:,.0f}/s"
+            ratio = "n/a" if math.isnan(a) else f"{a / o:.2f}x"
+            rows.append((label, f"{n:,}", name, f"{1000 / o:,.0f}/s", theirs, ratio))
+            print(f"  {name}: ours {1000 / o:,.0f}/s, anchor {theirs}, ratio {ratio}", flush=True)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--quick", action="store_true", help="1,000 and 10,000 items")
+    parser.add_argument("--no-postgres", action="store_true", help="SQLite only")
+    parser.add_argument(
+        "--no-pre-ping",
+        action="store_true",
+        help="PostgreSQL: SQLStore's engine without pool_pre_ping (one round trip less per call)",
+    )
+    args = parser.parse_args()
+    sizes = [1_000, 10_000] if args.quick else [1_000, 100_000]
+    rows: list[tuple[str, ...]] = []
+    for n in sizes:
+        print(f"SQLite file, {n:,} items: SQLStore vs SqliteStore", flush=True)
+        run("sqlite", sqlite_pair(n, anchor_sqlite() is not None), n, rows)
+        if not args.no_postgres:
+            print(f"PostgreSQL, {n:,} items: SQLStore vs PostgresStore", flush=True)
+            engine_args = {"pool_pre_ping": False} if args.no_pre_ping else {}
+            run("postgres", postgres_pair(n, engine_args, has_pgvector()), n, rows)
+    header = ("db", "items", "operation", "SQLStore", "anchor", "ratio (ours/anchor throughput)")
+    widths = [max(len(r[i]) for r in [header, *rows]) for i in range(len(header))]
+    print()
+    for i, row in enumerate([header, *rows]):
+        print("  ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)).rstrip())
+        if i == 0:
+            print("  ".join("-" * w for w in widths))
+    print(
+        "\nratio > 1: SQLStore is faster. n/a: PostgresStore's vector search needs the pgvector "
+        "extension, which this PostgreSQL server does not have (SQLStore ranks in Python then)."
+    )
+
+
+if __name__ == "__main__":
+    main()

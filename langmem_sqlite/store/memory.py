@@ -1,0 +1,111 @@
+"""`Memory`: one object per database URL handing out everything an agent remembers.
+
+::
+
+    memory = Memory("sqlite:///agent.db")
+    graph = builder.compile(checkpointer=memory.checkpointer, store=memory.store)
+    history = memory.history("session-1", user_id="u1")
+
+The chat history, the checkpointer and the store share one :class:`~langmem_sqlite.db.Database`
+(the same pooled engines) and one set of tables and migrations.
+"""
+
+from __future__ import annotations
+
+from functools import cached_property
+from typing import TYPE_CHECKING, Any
+
+from langgraph.store.base import IndexConfig, TTLConfig
+
+from ..chat_history import SQLChatMessageHistory
+from ..conversation_store import ConversationStore, default_connection
+from ..counting import MessageCounter
+from ..db import Database, DatabaseLike, get_database
+from ..schema import DEFAULT_PREFIX
+from ..validation import IdLike
+from .store import SQLStore
+
+if TYPE_CHECKING:  # the checkpointer is imported when first used
+    from ..checkpoint import SQLSaver
+
+__all__ = ["Memory"]
+
+
+class Memory:
+    """Chat history, checkpointer and long-term store for one database.
+
+    Args:
+        connection: URL, path, ``Engine``, ``AsyncEngine`` or :class:`Database` (default:
+            ``$LANGMEM_SQLITE_URL`` or ``langmem.db``).
+        table_prefix: prefix of every table name.
+        schema: PostgreSQL schema name.
+        index: semantic-search config for :attr:`store` (LangGraph ``IndexConfig``).
+        ttl: TTL config for :attr:`store` (LangGraph ``TTLConfig``).
+        token_counter: how the conversation store counts tokens.
+        engine_args: keyword arguments for ``create_engine`` when ``connection`` is a URL.
+    """
+
+    def __init__(
+        self,
+        connection: DatabaseLike | Database | None = None,
+        *,
+        table_prefix: str = DEFAULT_PREFIX,
+        schema: str | None = None,
+        index: IndexConfig | None = None,
+        ttl: TTLConfig | None = None,
+        token_counter: str | MessageCounter | None = None,
+        engine_args: dict[str, Any] | None = None,
+    ) -> None:
+        self.db: Database = get_database(
+            default_connection() if connection is None else connection, engine_args=engine_args
+        )
+        self.table_prefix = table_prefix
+        self.schema = schema
+        self._index = index
+        self._ttl = ttl
+        self._token_counter = token_counter
+
+    @cached_property
+    def conversations(self) -> ConversationStore:
+        """The :class:`ConversationStore` behind every :meth:`history`."""
+        return ConversationStore(
+            self.db,
+            table_prefix=self.table_prefix,
+            schema=self.schema,
+            token_counter=self._token_counter,
+        )
+
+    @cached_property
+    def store(self) -> SQLStore:
+        """The long-term :class:`SQLStore` (``compile(store=...)``)."""
+        return SQLStore(
+            self.db,
+            index=self._index,
+            ttl=self._ttl,
+            table_prefix=self.table_prefix,
+            schema=self.schema,
+        )
+
+    @cached_property
+    def checkpointer(self) -> SQLSaver:
+        """The LangGraph checkpointer (``compile(checkpointer=...)``)."""
+        from ..checkpoint import SQLSaver
+
+        return SQLSaver(self.db, table_prefix=self.table_prefix, schema=self.schema)
+
+    def history(
+        self, session_id: IdLike, user_id: IdLike | None = None, **kwargs: Any
+    ) -> SQLChatMessageHistory:
+        """A chat history for one session (of one user) on the shared conversation store;
+        ``kwargs`` go to :class:`SQLChatMessageHistory` (``window``, ``snapshot_reads``)."""
+        return SQLChatMessageHistory(
+            session_id, user_id=user_id, store=self.conversations, **kwargs
+        )
+
+    def close(self) -> None:
+        """Stop the store's TTL sweeper, if started (the engines stay shared)."""
+        if "store" in self.__dict__:
+            self.store.close()
+
+    def __repr__(self) -> str:
+        return f"Memory({self.db.url!r}, table_prefix={self.table_prefix!r})"

@@ -1,0 +1,109 @@
+"""Store namespaces as one order-preserving text column.
+
+A namespace ``("users", "42")`` is stored as each label followed by ``\\x01``; inside a label
+``\\x01`` and ``\\x02`` are escaped with ``\\x02``. Because the terminator sorts before every
+encoded character, comparing encoded texts byte by byte orders namespaces exactly like Python
+orders the tuples, and every namespace under a prefix lies in one contiguous range
+(:func:`prefix_range`): prefix searches are index range scans on every database. Labels may hold
+any character but NUL, including dots and any Unicode.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from langgraph.store.base import InvalidNamespaceError
+
+from ..schema import ID_MAX_CHARS, NAMESPACE_MAX_BYTES
+from ..validation import check_id
+
+__all__ = ["check_namespace", "check_text", "decode", "encode", "prefix_range"]
+
+_SEP = "\x01"
+_ESC = "\x02"
+_ENCODE = str.maketrans({_ESC: _ESC + _ESC, _SEP: _ESC + _SEP})
+
+
+class NamespaceTypeError(InvalidNamespaceError, TypeError):
+    """A namespace (or a label of it) is not of the right type."""
+
+
+def check_namespace(
+    namespace: Any, name: str = "namespace", *, allow_empty: bool = False
+) -> tuple[str, ...]:
+    """Validate a namespace and return it as a tuple of labels.
+
+    Raises:
+        TypeError: not a tuple/list of ``str`` (an ``InvalidNamespaceError`` too).
+        ValueError: empty (unless ``allow_empty``), an empty label, NUL, a lone surrogate,
+            or longer than the column allows (``InvalidNamespaceError``).
+    """
+    if isinstance(namespace, str) or not isinstance(namespace, Sequence):
+        raise NamespaceTypeError(
+            f"{name}: expected a tuple of strings, got {type(namespace).__name__}"
+        )
+    labels = tuple(namespace)
+    if not labels and not allow_empty:
+        raise InvalidNamespaceError(f"{name}: must not be empty")
+    for label in labels:
+        if not isinstance(label, str):
+            raise NamespaceTypeError(
+                f"{name}: labels must be str, got {type(label).__name__} in {labels!r}"
+            )
+        if not label:
+            raise InvalidNamespaceError(f"{name}: labels must not be empty, got {labels!r}")
+        try:
+            check_text(label, name)
+        except ValueError as e:
+            raise InvalidNamespaceError(str(e)) from e
+    if len(encode(labels).encode("utf-8")) > NAMESPACE_MAX_BYTES:
+        raise InvalidNamespaceError(f"{name}: longer than {NAMESPACE_MAX_BYTES} bytes encoded")
+    return labels
+
+
+def check_text(value: Any, name: str) -> str:
+    """A key or label: any ``str`` of at most 255 characters without NUL or lone surrogates;
+    unlike user and session ids, empty and blank strings are accepted (as LangGraph does).
+
+    Raises:
+        TypeError: not a ``str``.
+        ValueError: too long, NUL, or a lone surrogate.
+    """
+    if not isinstance(value, str):
+        raise TypeError(f"{name}: expected str, got {type(value).__name__}")
+    if value.strip():
+        return check_id(value, name)
+    if len(value) > ID_MAX_CHARS:
+        raise ValueError(f"{name}: longer than {ID_MAX_CHARS} characters")
+    return value
+
+
+def encode(namespace: tuple[str, ...]) -> str:
+    """The stored text of a (validated) namespace."""
+    return "".join(label.translate(_ENCODE) + _SEP for label in namespace)
+
+
+def decode(text: str) -> tuple[str, ...]:
+    """The namespace tuple of a stored text."""
+    labels: list[str] = []
+    current: list[str] = []
+    chars = iter(text)
+    for ch in chars:
+        if ch == _ESC:
+            current.append(next(chars))
+        elif ch == _SEP:
+            labels.append("".join(current))
+            current = []
+        else:
+            current.append(ch)
+    return tuple(labels)
+
+
+def prefix_range(prefix: tuple[str, ...]) -> tuple[str, str] | None:
+    """``(low, high)`` such that a namespace starts with ``prefix`` iff ``low <= ns < high``;
+    ``None`` for the empty prefix (everything matches)."""
+    if not prefix:
+        return None
+    low = encode(prefix)
+    return low, low[:-1] + _ESC

@@ -1,0 +1,447 @@
+"""`SQLStore`: LangGraph's ``BaseStore`` (long-term memory across threads) in SQL.
+
+Same database, engines and migrations as the conversation history and the checkpointer: SQLite
+by default, PostgreSQL or MariaDB/MySQL by URL. ``batch`` and ``abatch`` validate the operations
+the same way, embed what needs embedding (the only sync/async difference), then run one
+:data:`~langmem_sqlite.db.Plan` with :meth:`Database.drive` or :meth:`Database.adrive`.
+
+As in LangGraph's ``InMemoryStore``, the reads of a batch see the data as it was before the
+batch's writes, and of several writes to one item in a batch the last wins.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import math
+import threading
+import time
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta, timezone
+from typing import Any
+
+from langgraph.store.base import (
+    BaseStore,
+    GetOp,
+    IndexConfig,
+    Item,
+    ListNamespacesOp,
+    MatchCondition,
+    Op,
+    PutOp,
+    Result,
+    SearchItem,
+    SearchOp,
+    TTLConfig,
+)
+from sqlalchemy.engine import Connection
+
+from ..db import Database, DatabaseLike, Plan, Step, get_database
+from ..migrate import schema_plan
+from ..schema import DEFAULT_PREFIX, Tables, get_tables
+from ..validation import check_positive
+from . import namespaces
+from . import sql as q
+from .filters import check_filter
+from .vectors import VectorIndex, to_blob
+
+__all__ = ["SQLStore"]
+
+logger = logging.getLogger(__name__)
+
+_EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
+_TTL_KEYS = frozenset({"refresh_on_read", "omit_expired", "default_ttl", "sweep_interval_minutes"})
+
+
+def _now_us() -> int:
+    return time.time_ns() // 1000
+
+
+def _dt(us: int) -> datetime:
+    return _EPOCH + timedelta(microseconds=us)
+
+
+def _check_value(value: Any) -> dict[str, Any] | None:
+    if value is None:
+        return None
+    if not isinstance(value, dict):
+        raise TypeError(f"value: expected a dict (or None to delete), got {type(value).__name__}")
+    try:
+        text = json.dumps(value, allow_nan=False)
+    except TypeError as e:
+        raise TypeError(f"value: not JSON serializable: {e}") from e
+    except ValueError as e:
+        raise ValueError(f"value: {e} (NaN and infinities are not JSON)") from e
+    if "\\u0000" in text:
+        raise ValueError("value: strings must not contain NUL characters")
+    return value
+
+
+def _check_ttl_minutes(ttl: Any, name: str) -> int | None:
+    """TTL in minutes -> microseconds (None: never expires)."""
+    if ttl is None:
+        return None
+    if isinstance(ttl, bool) or not isinstance(ttl, int | float):
+        raise TypeError(f"{name}: expected minutes as a number, got {type(ttl).__name__}")
+    if not math.isfinite(ttl) or ttl <= 0:
+        raise ValueError(f"{name}: must be a positive number of minutes, got {ttl!r}")
+    return max(1, int(ttl * 60_000_000))
+
+
+def _check_ttl_config(ttl: Any) -> TTLConfig | None:
+    if ttl is None:
+        return None
+    if not isinstance(ttl, dict):
+        raise TypeError(f"ttl: expected a dict (TTLConfig), got {type(ttl).__name__}")
+    unknown = set(ttl) - _TTL_KEYS
+    if unknown:
+        raise ValueError(f"ttl: unknown keys {sorted(unknown)}; known: {sorted(_TTL_KEYS)}")
+    _check_ttl_minutes(ttl.get("default_ttl"), "ttl['default_ttl']")
+    _check_ttl_minutes(ttl.get("sweep_interval_minutes"), "ttl['sweep_interval_minutes']")
+    for flag in ("refresh_on_read", "omit_expired"):
+        if flag in ttl and not isinstance(ttl[flag], bool):
+            raise TypeError(f"ttl['{flag}']: expected a bool")
+    return TTLConfig(**ttl)  # type: ignore[typeddict-item]
+
+
+@dataclass
+class _Batch:
+    """A validated batch: what to read, what to write, what to embed."""
+
+    size: int
+    gets: list[tuple[int, str, str, bool]] = field(default_factory=list)
+    searches: list[tuple[int, q.SearchQuery, str | None, bool]] = field(default_factory=list)
+    lists: list[tuple[int, ListNamespacesOp]] = field(default_factory=list)
+    puts: dict[tuple[str, str], tuple[dict[str, Any] | None, int | None, list[tuple[str, str]]]] = (
+        field(default_factory=dict)
+    )
+
+    @property
+    def texts(self) -> list[str]:
+        return [text for *_, fields in self.puts.values() for _, text in fields]
+
+    @property
+    def queries(self) -> list[str]:
+        return [text for _, _, text, _ in self.searches if text is not None]
+
+
+def _check_match(condition: Any) -> MatchCondition:
+    if not isinstance(condition, MatchCondition):
+        raise TypeError("match_conditions: expected MatchCondition objects")
+    if condition.match_type not in ("prefix", "suffix"):
+        raise ValueError(f"match_conditions: unsupported match_type {condition.match_type!r}")
+    path = namespaces.check_namespace(condition.path, f"{condition.match_type}", allow_empty=True)
+    return MatchCondition(condition.match_type, path)
+
+
+def _matches_path(condition: MatchCondition, ns: tuple[str, ...]) -> bool:
+    path = tuple(condition.path)
+    if len(ns) < len(path):
+        return False
+    part = ns[: len(path)] if condition.match_type == "prefix" else ns[len(ns) - len(path) :]
+    return all(p in ("*", n) for p, n in zip(path, part, strict=True))
+
+
+def _literal_prefix(op: ListNamespacesOp) -> tuple[str, ...]:
+    """The leading labels (before any ``*``) every listed namespace must start with."""
+    for condition in op.match_conditions or ():
+        if condition.match_type == "prefix":
+            labels = []
+            for label in condition.path:
+                if label == "*":
+                    break
+                labels.append(label)
+            return tuple(labels)
+    return ()
+
+
+def _shape_namespaces(op: ListNamespacesOp, found: list[tuple[str, ...]]) -> list[Any]:
+    kept = [ns for ns in found if all(_matches_path(c, ns) for c in op.match_conditions or ())]
+    if op.max_depth is not None:
+        kept = sorted({ns[: op.max_depth] for ns in kept})
+    return kept[op.offset : op.offset + op.limit]
+
+
+def _search_item(row: q.ItemRow) -> SearchItem:
+    return SearchItem(
+        row.ns, row.key, row.value, _dt(row.created_at), _dt(row.updated_at), score=row.score
+    )
+
+
+class SQLStore(BaseStore):
+    """LangGraph's ``BaseStore`` in SQL, with TTL and optional semantic search.
+
+    Args:
+        connection: URL, path, ``Engine``, ``AsyncEngine`` or :class:`Database` (default:
+            ``$LANGMEM_SQLITE_URL`` or ``langmem.db``); engines are shared per URL with the
+            conversation store and the checkpointer.
+        index: LangGraph ``IndexConfig`` (``embed``, ``dims``, ``fields``) to enable semantic
+            search; without it ``query`` is ignored, as in ``InMemoryStore``.
+        ttl: LangGraph ``TTLConfig``: ``default_ttl`` and ``sweep_interval_minutes`` in
+            minutes, ``refresh_on_read`` (default True), ``omit_expired`` (default **True**
+            here: lapsed items are never returned, even before a sweep deletes them).
+        table_prefix: prefix of the table names (shared with the other adapters).
+        schema: PostgreSQL schema name.
+        pgvector: on PostgreSQL, rank with the pgvector extension: ``None`` (default) when
+            it is installed or can be created, ``True`` to require it, ``False`` never.
+
+    Namespaces are tuples of non-empty strings (any character but NUL, so labels with dots,
+    reachable through ``batch``, are stored as themselves); keys are strings of at most 255
+    characters, compared byte for byte. Searches without a query return the most recently
+    updated items first.
+    """
+
+    supports_ttl: bool = True
+
+    def __init__(
+        self,
+        connection: DatabaseLike | Database | None = None,
+        *,
+        index: IndexConfig | None = None,
+        ttl: TTLConfig | None = None,
+        table_prefix: str = DEFAULT_PREFIX,
+        schema: str | None = None,
+        pgvector: bool | None = None,
+        engine_args: dict[str, Any] | None = None,
+    ) -> None:
+        from ..conversation_store import default_connection
+
+        self.db: Database = get_database(
+            default_connection() if connection is None else connection, engine_args=engine_args
+        )
+        self.tables: Tables = get_tables(table_prefix, schema)
+        self.index_config = index
+        self.index = VectorIndex.from_config(index) if index is not None else None
+        self.ttl_config = _check_ttl_config(ttl)
+        self.omit_expired = bool((self.ttl_config or {}).get("omit_expired", True))
+        if pgvector is not None and not isinstance(pgvector, bool):
+            raise TypeError("pgvector: expected None, True or False")
+        self._pgvector_wanted = pgvector
+        self._pgvector: bool | None = None
+        self._sweeper: threading.Thread | None = None
+        self._stop = threading.Event()
+
+    # -- validation --------------------------------------------------------------------------
+
+    def _prepare(self, ops: Iterable[Op]) -> _Batch:
+        ops = list(ops)
+        batch = _Batch(len(ops))
+        for i, op in enumerate(ops):
+            if isinstance(op, GetOp):
+                ns = namespaces.check_namespace(op.namespace, allow_empty=True)
+                batch.gets.append(
+                    (i, namespaces.encode(ns), namespaces.check_text(op.key, "key"), op.refresh_ttl)
+                )
+            elif isinstance(op, PutOp):
+                self._prepare_put(batch, op)
+            elif isinstance(op, SearchOp):
+                batch.searches.append(self._prepare_search(i, op))
+            elif isinstance(op, ListNamespacesOp):
+                conditions = tuple(_check_match(c) for c in op.match_conditions or ())
+                if op.max_depth is not None:
+                    check_positive(op.max_depth, "max_depth")
+                check_positive(op.limit, "limit", allow_zero=True)
+                check_positive(op.offset, "offset", allow_zero=True)
+                batch.lists.append((i, op._replace(match_conditions=conditions)))
+            else:
+                raise TypeError(f"ops: unknown operation type {type(op).__name__}")
+        return batch
+
+    def _prepare_put(self, batch: _Batch, op: PutOp) -> None:
+        ns = namespaces.encode(namespaces.check_namespace(op.namespace))
+        key = namespaces.check_text(op.key, "key")
+        value = _check_value(op.value)
+        ttl_us = _check_ttl_minutes(op.ttl, "ttl")
+        if op.index not in (None, False) and (
+            isinstance(op.index, str) or not all(isinstance(f, str) for f in op.index)  # type: ignore[union-attr]
+        ):
+            raise TypeError("index: expected False, None or a list of field paths")
+        texts: list[tuple[str, str]] = []
+        if self.index is not None and value is not None and op.index is not False:
+            texts = self.index.texts(value, None if op.index is None else list(op.index))
+        batch.puts.pop((ns, key), None)  # the last write wins, in batch order
+        batch.puts[(ns, key)] = (value, ttl_us, texts)
+
+    def _prepare_search(self, i: int, op: SearchOp) -> tuple[int, q.SearchQuery, str | None, bool]:
+        prefix = namespaces.check_namespace(
+            op.namespace_prefix, "namespace_prefix", allow_empty=True
+        )
+        if op.query is not None and not isinstance(op.query, str):
+            raise TypeError(f"query: expected str, got {type(op.query).__name__}")
+        query = q.SearchQuery(
+            prefix,
+            check_filter(op.filter),
+            check_positive(op.limit, "limit", allow_zero=True),
+            check_positive(op.offset, "offset", allow_zero=True),
+            self.omit_expired,
+        )
+        text = op.query if (op.query and self.index is not None) else None
+        return i, query, text, op.refresh_ttl
+
+    # -- the plan (sync and async) -------------------------------------------------------------
+
+    def _pgvector_plan(self) -> Plan[bool]:
+        if self._pgvector is None:
+            enabled = False
+            if (
+                self.index is not None
+                and self._pgvector_wanted is not False
+                and self.db.dialect == "postgresql"
+            ):
+                enabled = yield Step(q.enable_pgvector, (self.tables,), write=True)
+            if self._pgvector_wanted and not enabled:
+                raise RuntimeError(
+                    "pgvector: True needs PostgreSQL with the 'vector' extension available"
+                )
+            self._pgvector = enabled
+        return self._pgvector
+
+    def _plan(
+        self, batch: _Batch, doc_vectors: list[list[float]], query_vectors: list[list[float]]
+    ) -> Plan[list[Result]]:
+        yield from schema_plan(self.db, self.tables)
+        pgvector = yield from self._pgvector_plan()
+        results: list[Result] = [None] * batch.size
+        now = _now_us()
+        if batch.gets or batch.searches or batch.lists:
+            queries = dict(zip(batch.queries, query_vectors, strict=True))
+            refresh = yield Step(self._read, (batch, queries, now, pgvector, results))
+            if refresh:
+                yield Step(q.refresh_ttl, (self.tables, refresh, now), write=True)
+        if batch.puts:
+            vectors = iter(doc_vectors)
+            rows = [
+                q.PutRow(
+                    ns, key, value, ttl_us, tuple((f, to_blob(next(vectors))) for f, _ in texts)
+                )
+                for (ns, key), (value, ttl_us, texts) in batch.puts.items()
+            ]
+            yield Step(
+                q.apply_puts,
+                (self.tables, rows, now, self.index is not None, pgvector),
+                write=True,
+            )
+        return results
+
+    def _read(
+        self,
+        conn: Connection,
+        batch: _Batch,
+        queries: dict[str, list[float]],
+        now: int,
+        pgvector: bool,
+        results: list[Result],
+    ) -> list[int]:
+        """Fill ``results`` for the read operations; return the ids whose TTL to refresh."""
+        t = self.tables
+        refresh: list[int] = []
+        found = q.get_items(
+            conn, t, [(ns, k) for _, ns, k, _ in batch.gets], now, self.omit_expired
+        )
+        for i, ns, key, refresh_ttl in batch.gets:
+            row = found.get((ns, key))
+            if row is not None:
+                results[i] = Item(
+                    value=row.value,
+                    key=row.key,
+                    namespace=row.ns,
+                    created_at=_dt(row.created_at),
+                    updated_at=_dt(row.updated_at),
+                )
+                if refresh_ttl and row.ttl_us is not None:
+                    refresh.append(row.id)
+        if batch.searches:
+            q.use_custom_plans(conn)
+        for i, query, text, refresh_ttl in batch.searches:
+            rows = (
+                q.search_items(conn, t, query, now)
+                if text is None
+                else q.vector_search(conn, t, query, queries[text], now, pgvector)
+            )
+            results[i] = [_search_item(r) for r in rows]
+            if refresh_ttl:
+                refresh.extend(r.id for r in rows if r.ttl_us is not None)
+        for i, op in batch.lists:
+            found_ns = q.list_namespaces(conn, t, _literal_prefix(op), now, self.omit_expired)
+            results[i] = _shape_namespaces(op, found_ns)
+        return sorted(set(refresh))
+
+    def batch(self, ops: Iterable[Op]) -> list[Result]:
+        """Run store operations (Get, Put, Search, ListNamespaces) and return their results."""
+        prepared = self._prepare(ops)
+        vectors = self.index.embed(prepared.texts, prepared.queries) if self.index else ([], [])
+        return self.db.drive(self._plan(prepared, *vectors))
+
+    async def abatch(self, ops: Iterable[Op]) -> list[Result]:
+        """Async :meth:`batch` (same plan, on the async engine)."""
+        prepared = self._prepare(ops)
+        vectors = (
+            await self.index.aembed(prepared.texts, prepared.queries) if self.index else ([], [])
+        )
+        return await self.db.adrive(self._plan(prepared, *vectors))
+
+    # -- TTL sweeping --------------------------------------------------------------------------
+
+    def _sweep_plan(self) -> Plan[int]:
+        yield from schema_plan(self.db, self.tables)
+        return (yield Step(q.sweep_expired, (self.tables, _now_us()), write=True))
+
+    def sweep_ttl(self) -> int:
+        """Delete every item whose TTL has lapsed (and its vectors); return how many."""
+        return self.db.drive(self._sweep_plan())
+
+    async def asweep_ttl(self) -> int:
+        """Async :meth:`sweep_ttl`."""
+        return await self.db.adrive(self._sweep_plan())
+
+    def start_ttl_sweeper(self, sweep_interval_minutes: float | None = None) -> threading.Thread:
+        """Sweep in a daemon thread every ``sweep_interval_minutes`` (default: the TTL config's
+        ``sweep_interval_minutes``, else 5) until :meth:`stop_ttl_sweeper`; idempotent."""
+        interval = sweep_interval_minutes
+        if interval is None:
+            interval = (self.ttl_config or {}).get("sweep_interval_minutes") or 5
+        seconds = _check_ttl_minutes(interval, "sweep_interval_minutes") / 1e6  # type: ignore[operator]
+        if self._sweeper is not None and self._sweeper.is_alive():
+            return self._sweeper
+        self._stop.clear()
+
+        def loop() -> None:
+            while not self._stop.wait(seconds):
+                try:
+                    self.sweep_ttl()
+                except Exception:  # keep sweeping after a transient failure
+                    logger.exception("TTL sweep failed")
+
+        self._sweeper = threading.Thread(target=loop, name="langmem-store-ttl", daemon=True)
+        self._sweeper.start()
+        return self._sweeper
+
+    def stop_ttl_sweeper(self, timeout: float | None = None) -> bool:
+        """Stop the background sweeper; True once it has stopped (or was not running)."""
+        self._stop.set()
+        if self._sweeper is None:
+            return True
+        self._sweeper.join(timeout)
+        return not self._sweeper.is_alive()
+
+    def close(self) -> None:
+        """Stop the sweeper (the shared engines stay open for other adapters)."""
+        self.stop_ttl_sweeper()
+
+    def __enter__(self) -> SQLStore:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def setup(self) -> None:
+        """Create or migrate the tables now (otherwise done on first use)."""
+        self.db.drive(schema_plan(self.db, self.tables))
+
+    async def asetup(self) -> None:
+        """Async :meth:`setup`."""
+        await self.db.adrive(schema_plan(self.db, self.tables))
+
+    def __repr__(self) -> str:
+        return f"SQLStore({self.db.url!r}, table_prefix={self.tables.prefix!r})"

@@ -1,0 +1,136 @@
+"""Semantic search: which texts of a value get embedded, how vectors are stored and ranked.
+
+The index config is LangGraph's :class:`~langgraph.store.base.IndexConfig`: ``embed`` (any
+LangChain ``Embeddings``, a sync or async function, or a provider string), ``dims`` and
+``fields`` (JSON paths such as ``"text"``, ``"meta.title"``, ``"notes[*].body"``; ``"$"`` is
+the whole value). Vectors are stored as float32 bytes in the store's vector table and ranked by
+cosine similarity in the application (numpy). On PostgreSQL with the ``vector`` extension the
+same cosine is computed by pgvector in the database (see :mod:`.sql`); the scores are the same.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+from langchain_core.embeddings import Embeddings
+from langgraph.store.base import IndexConfig, ensure_embeddings, get_text_at_path, tokenize_path
+
+__all__ = ["VectorIndex", "best_first", "cosine_max_pool", "from_blob", "to_blob"]
+
+
+def to_blob(vector: Sequence[float]) -> bytes:
+    """A vector scaled to unit length (zero stays zero), as little-endian float32 bytes: the
+    cosine with a stored vector is then a dot product."""
+    v = np.asarray(vector, dtype=np.float64)
+    norm = np.linalg.norm(v)
+    return (v / norm if norm else v).astype("<f4").tobytes()
+
+
+def from_blob(blob: bytes) -> np.ndarray:
+    """The vector stored by :func:`to_blob`."""
+    return np.frombuffer(bytes(blob), dtype="<f4")
+
+
+def cosine_max_pool(
+    query: Sequence[float], ids: Sequence[int], blobs: bytes
+) -> tuple[list[int], list[float]]:
+    """Cosine similarity of ``query`` to each stored (unit) vector, given as the concatenation
+    of their blobs; the best per item id, best first."""
+    if not ids:
+        return [], []
+    matrix = np.frombuffer(blobs, dtype="<f4").reshape(len(ids), -1)
+    return best_first(ids, _cosine(np.asarray(query, dtype=np.float64), matrix))
+
+
+def _cosine(q: np.ndarray, matrix: np.ndarray) -> np.ndarray:
+    """Cosine of ``q`` with unit-length (or zero) rows."""
+    norm = np.linalg.norm(q)
+    if not norm:
+        return np.zeros(len(matrix))
+    return (matrix @ (q / norm).astype(np.float32)).astype(np.float64)
+
+
+def best_first(
+    ids: Sequence[int], scores: Sequence[float] | np.ndarray
+) -> tuple[list[int], list[float]]:
+    """Keep the best score per id; ids and scores by score descending (ties: lower id first)."""
+    if len(ids) == 0:
+        return [], []
+    id_arr = np.asarray(ids, dtype=np.int64)
+    score_arr = np.asarray(scores, dtype=np.float64)
+    order = np.lexsort((-score_arr, id_arr))  # by id, best score first within an id
+    id_arr, score_arr = id_arr[order], score_arr[order]
+    first = np.ones(len(id_arr), dtype=bool)
+    first[1:] = id_arr[1:] != id_arr[:-1]
+    id_arr, score_arr = id_arr[first], score_arr[first]
+    rank = np.argsort(-score_arr, kind="stable")
+    return id_arr[rank].tolist(), score_arr[rank].tolist()
+
+
+@dataclass(frozen=True)
+class VectorIndex:
+    """A validated index config: the embeddings and the fields to embed."""
+
+    embeddings: Embeddings
+    dims: int | None
+    fields: tuple[str, ...]
+
+    @classmethod
+    def from_config(cls, index: IndexConfig | dict[str, Any]) -> VectorIndex:
+        """Validate an ``index`` argument.
+
+        Raises:
+            TypeError: not a dict, or ``embed`` missing.
+            ValueError: ``dims`` not a positive int, or ``fields`` not a list of strings.
+        """
+        if not isinstance(index, dict):
+            raise TypeError(f"index: expected a dict (IndexConfig), got {type(index).__name__}")
+        if index.get("embed") is None:
+            raise TypeError("index: 'embed' is required (an Embeddings, a function or a name)")
+        dims = index.get("dims")
+        if dims is not None and (isinstance(dims, bool) or not isinstance(dims, int) or dims < 1):
+            raise ValueError(f"index: 'dims' must be a positive int, got {dims!r}")
+        fields = index.get("fields") or ["$"]
+        if isinstance(fields, str) or not all(isinstance(f, str) and f for f in fields):
+            raise ValueError(f"index: 'fields' must be a list of non-empty strings, got {fields!r}")
+        return cls(ensure_embeddings(index["embed"]), dims, tuple(fields))
+
+    def texts(self, value: dict[str, Any], fields: Sequence[str] | None) -> list[tuple[str, str]]:
+        """``(field label, text)`` pairs to embed for a value (``fields`` overrides the
+        config's); an array path yields one vector per element (``"path.0"``, ...)."""
+        out: list[tuple[str, str]] = []
+        for path in self.fields if fields is None else fields:
+            tokens = path if path == "$" else tokenize_path(path)
+            found = [t for t in get_text_at_path(value, tokens) if t]
+            if len(found) == 1:
+                out.append((path, found[0]))
+            else:
+                out.extend((f"{path}.{i}", text) for i, text in enumerate(found))
+        return out
+
+    def check(self, vectors: Sequence[Sequence[float]], expected: int) -> list[list[float]]:
+        """Validate what the embeddings returned."""
+        result = [list(v) for v in vectors]
+        if len(result) != expected:
+            raise ValueError(f"index: embeddings returned {len(result)} vectors for {expected}")
+        for v in result:
+            if self.dims is not None and len(v) != self.dims:
+                raise ValueError(f"index: got a {len(v)}-dim vector, 'dims' is {self.dims}")
+        return result
+
+    def embed(self, texts: list[str], queries: list[str]) -> tuple[list[list[float]], ...]:
+        """Embed document texts and query texts (sync)."""
+        docs = self.embeddings.embed_documents(texts) if texts else []
+        return self.check(docs, len(texts)), self.check(
+            [self.embeddings.embed_query(q) for q in queries], len(queries)
+        )
+
+    async def aembed(self, texts: list[str], queries: list[str]) -> tuple[list[list[float]], ...]:
+        """Embed document texts and query texts (async)."""
+        docs = await self.embeddings.aembed_documents(texts) if texts else []
+        return self.check(docs, len(texts)), self.check(
+            [await self.embeddings.aembed_query(q) for q in queries], len(queries)
+        )

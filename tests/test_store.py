@@ -1,0 +1,340 @@
+"""SQLStore: the BaseStore contract on edge cases, on SQLite, PostgreSQL and MariaDB."""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+from datetime import timezone
+from typing import Any
+
+import pytest
+import sqlalchemy as sa
+from langgraph.store.base import (
+    GetOp,
+    InvalidNamespaceError,
+    ListNamespacesOp,
+    MatchCondition,
+    PutOp,
+    SearchOp,
+)
+
+from langmem_sqlite import SQLStore
+from langmem_sqlite.db import get_database
+from langmem_sqlite.schema import get_tables
+
+
+@pytest.fixture
+def store(db_url: str, prefix: str) -> SQLStore:
+    return SQLStore(db_url, table_prefix=prefix)
+
+
+# -- namespaces ---------------------------------------------------------------------------------
+
+
+def test_labels_with_dots_unicode_and_separators_are_distinct(store: SQLStore) -> None:
+    spaces = [
+        ("a.b",),
+        ("a", "b"),
+        ("a", "b.c"),
+        ("a.b", "c"),
+        ("用户", "ünï", "😀"),
+        ("x\x01y",),
+        ("x", "y"),
+        ("x\x02",),
+        ("x\x01",),
+        ("a b", "%_"),
+        ("a",),
+    ]
+    store.batch([PutOp(ns, "k", {"ns": list(ns)}) for ns in spaces])
+    for ns in spaces:
+        item = store.batch([GetOp(ns, "k")])[0]
+        assert item is not None and item.value == {"ns": list(ns)} and item.namespace == ns
+    assert store.list_namespaces(limit=100) == sorted(spaces)
+    found = store.search(("a",))
+    assert {tuple(i.namespace) for i in found} == {("a", "b"), ("a", "b.c"), ("a",)}
+    # "%" and "_" are literal, not LIKE wildcards.
+    assert [i.namespace for i in store.search(("a b", "%_"))] == [("a b", "%_")]
+    assert store.search(("a b", "%%")) == []
+
+
+def test_public_methods_reject_dots_like_inmemorystore(store: SQLStore) -> None:
+    with pytest.raises(InvalidNamespaceError):
+        store.put(("a.b",), "k", {"v": 1})
+
+
+@pytest.mark.parametrize(
+    "namespace, error",
+    [
+        ((), ValueError),
+        (("",), ValueError),
+        (("a", ""), ValueError),
+        (("a\x00",), ValueError),
+        (("a", 3), TypeError),
+        ("ab", TypeError),
+        (("\ud800",), ValueError),
+        (("x" * 1100,), ValueError),
+    ],
+)
+def test_bad_namespaces_are_rejected(store: SQLStore, namespace: Any, error: type) -> None:
+    with pytest.raises(error, match="namespace"):
+        store.batch([PutOp(namespace, "k", {"v": 1})])
+    assert store.search(()) == []
+
+
+def test_list_namespaces_prefix_suffix_depth_paging(store: SQLStore) -> None:
+    for ns in [("a", "b", "c"), ("a", "b", "d", "e"), ("a", "b", "d", "i"), ("a", "b", "f"),
+               ("a", "c", "f"), ("b", "a", "f")]:  # fmt: skip
+        store.put(ns, "k", {"v": 1})
+    assert store.list_namespaces(prefix=("a", "b"), max_depth=3) == [
+        ("a", "b", "c"),
+        ("a", "b", "d"),
+        ("a", "b", "f"),
+    ]
+    assert store.list_namespaces(suffix=("f",)) == [
+        ("a", "b", "f"),
+        ("a", "c", "f"),
+        ("b", "a", "f"),
+    ]
+    assert store.list_namespaces(prefix=("a", "*", "f")) == [("a", "b", "f"), ("a", "c", "f")]
+    assert store.list_namespaces(max_depth=1) == [("a",), ("b",)]
+    assert store.list_namespaces(limit=2, offset=1) == [("a", "b", "d", "e"), ("a", "b", "d", "i")]
+    store.delete(("b", "a", "f"), "k")
+    assert store.list_namespaces(prefix=("b",)) == []
+    with pytest.raises(ValueError, match="max_depth"):
+        store.batch([ListNamespacesOp(max_depth=0)])
+    with pytest.raises(ValueError, match="match_type"):
+        store.batch([ListNamespacesOp(match_conditions=(MatchCondition("infix", ("a",)),))])  # type: ignore[arg-type]
+
+
+# -- keys and values ----------------------------------------------------------------------------
+
+
+def test_keys_are_byte_exact(store: SQLStore) -> None:
+    keys = ["k", "K", "k ", " k", "é", "e\u0301", "ß", "ss", "", "a.b", "x" * 255]
+    for i, key in enumerate(keys):
+        store.put(("ns",), key, {"i": i})
+    for i, key in enumerate(keys):
+        item = store.get(("ns",), key)
+        assert item is not None and item.key == key and item.value == {"i": i}
+    assert len(store.search(("ns",), limit=50)) == len(keys)
+    with pytest.raises(ValueError, match="key"):
+        store.batch([PutOp(("ns",), "x" * 256, {"v": 1})])
+    with pytest.raises(TypeError, match="key"):
+        store.batch([PutOp(("ns",), 5, {"v": 1})])  # type: ignore[arg-type]
+
+
+def test_values_round_trip_and_bad_values_are_rejected(store: SQLStore) -> None:
+    value = {
+        "text": "素食者 'quoted' \"double\" \\ back",
+        "big": 2**62,
+        "neg": -3.25,
+        "tiny": 1e-300,
+        "nested": {"list": [1, "two", None, True, {"deep": []}]},
+        "empty": {},
+    }
+    store.put(("v",), "k", value)
+    assert store.get(("v",), "k").value == value  # type: ignore[union-attr]
+    with pytest.raises(TypeError, match="value"):
+        store.put(("v",), "k", ["not", "a", "dict"])  # type: ignore[arg-type]
+    with pytest.raises(TypeError, match="value"):
+        store.put(("v",), "k", {"when": object()})
+    with pytest.raises(ValueError, match="value"):
+        store.put(("v",), "k", {"x": float("nan")})
+    assert store.get(("v",), "k").value == value  # type: ignore[union-attr]
+
+
+def test_timestamps(store: SQLStore) -> None:
+    store.put(("t",), "k", {"v": 1})
+    first = store.get(("t",), "k")
+    store.put(("t",), "k", {"v": 2})
+    second = store.get(("t",), "k")
+    assert first is not None and second is not None
+    assert first.created_at.tzinfo == timezone.utc
+    assert second.created_at == first.created_at
+    assert second.updated_at > first.updated_at
+
+
+def test_batch_reads_see_state_before_writes_and_last_write_wins(store: SQLStore) -> None:
+    store.put(("b",), "k", {"v": 0})
+    results = store.batch(
+        [
+            PutOp(("b",), "k", {"v": 1}),
+            GetOp(("b",), "k"),
+            PutOp(("b",), "k", {"v": 2}),
+            SearchOp(("b",)),
+            PutOp(("b",), "gone", None),
+            ListNamespacesOp(),
+        ]
+    )
+    assert results[0] is None and results[2] is None and results[4] is None
+    assert results[1].value == {"v": 0}
+    assert [i.value for i in results[3]] == [{"v": 0}]
+    assert results[5] == [("b",)]
+    assert store.get(("b",), "k").value == {"v": 2}  # type: ignore[union-attr]
+    with pytest.raises(TypeError, match="ops"):
+        store.batch(["not an op"])  # type: ignore[list-item]
+
+
+def test_delete_missing_is_a_no_op(store: SQLStore) -> None:
+    store.delete(("d",), "missing")
+    assert store.get(("d",), "missing") is None
+    assert store.get(("never", "read"), "x") is None
+    assert store.list_namespaces() == []
+
+
+# -- search ------------------------------------------------------------------------------------
+
+
+def _fill(store: SQLStore, n: int = 30) -> None:
+    for i in range(n):
+        store.put(
+            ("s", f"g{i % 3}"),
+            f"k{i:02d}",
+            {
+                "i": i,
+                "even": i % 2 == 0,
+                "name": f"n{i:02d}",
+                "tags": {"c": "red" if i % 5 else "x"},
+            },
+        )
+
+
+def test_search_orders_by_most_recent_and_pages_consistently(store: SQLStore) -> None:
+    _fill(store)
+    full = [i.key for i in store.search(("s",), limit=100)]
+    assert full == [f"k{i:02d}" for i in reversed(range(30))]
+    for flt in (None, {"even": True}, {"i": {"$gte": 7}}):
+        whole = [i.key for i in store.search(("s",), filter=flt, limit=100)]
+        pages = [
+            i.key
+            for off in range(0, 40, 4)
+            for i in store.search(("s",), filter=flt, limit=4, offset=off)
+        ]
+        assert pages == whole
+    store.put(("s", "g0"), "k00", {"i": 0, "even": True, "name": "n00", "tags": {"c": "x"}})
+    assert store.search(("s",), limit=1)[0].key == "k00"
+    assert store.search(("s",), limit=0) == []
+
+
+def test_filter_operators(store: SQLStore) -> None:
+    _fill(store)
+
+    def keys(flt: dict[str, Any]) -> set[int]:
+        return {i.value["i"] for i in store.search(("s",), filter=flt, limit=100)}
+
+    assert keys({"i": {"$gt": 27}}) == {28, 29}
+    assert keys({"i": {"$gte": 27, "$lt": 29}}) == {27, 28}
+    assert keys({"i": {"$lte": 1}}) == {0, 1}
+    assert keys({"i": {"$ne": 0, "$lt": 3}}) == {1, 2}
+    assert keys({"i": 3.0}) == {3}
+    assert keys({"name": {"$gt": "n27"}}) == {28, 29}
+    assert keys({"name": {"$lte": "n01"}}) == {0, 1}
+    assert keys({"even": False, "i": {"$lt": 4}}) == {1, 3}
+    assert keys({"even": 1}) == set()  # booleans only equal booleans
+    assert keys({"tags": {"c": "x"}}) == {0, 5, 10, 15, 20, 25}
+    assert keys({"tags": {"c": {"$ne": "red"}}, "i": {"$gt": 12}}) == {15, 20, 25}
+    assert keys({"missing": {"$gt": 1}}) == set()
+    assert keys({"missing": None, "i": 4}) == {4}
+    assert keys({"i": {"$eq": 5}, "name": "n05"}) == {5}
+    # Field names are data, never SQL.
+    assert keys({"a'); DROP TABLE x; --": 1, "i": 1}) == set()
+    assert len(store.search(("s",), limit=100)) == 30
+
+
+@pytest.mark.parametrize(
+    "flt, error",
+    [
+        ({"i": {"$in": [1]}}, ValueError),
+        ({"i": {"$gt": [1]}}, ValueError),
+        ({"i": {"$gt": 1, "x": 2}}, ValueError),
+        ("i=1", TypeError),
+        ({1: 2}, TypeError),
+        ({"i": float("nan")}, ValueError),
+    ],
+)
+def test_bad_filters_are_rejected(store: SQLStore, flt: Any, error: type) -> None:
+    with pytest.raises(error, match="filter"):
+        store.search(("s",), filter=flt)
+
+
+@pytest.mark.parametrize("field, value", [("limit", -1), ("offset", -2), ("limit", "3")])
+def test_bad_limits(store: SQLStore, field: str, value: Any) -> None:
+    with pytest.raises((ValueError, TypeError), match=field):
+        store.search(("s",), **{field: value})
+
+
+def test_query_without_index_is_a_plain_search(store: SQLStore) -> None:
+    _fill(store, 5)
+    found = store.search(("s",), query="anything", limit=10)
+    assert [i.key for i in found] == ["k04", "k03", "k02", "k01", "k00"]
+    assert all(i.score is None for i in found)
+
+
+# -- sync/async, concurrency --------------------------------------------------------------------
+
+
+async def test_sync_and_async_share_data(store: SQLStore) -> None:
+    store.put(("m",), "a", {"v": 1})
+    await store.aput(("m",), "b", {"v": 2})
+    assert (await store.aget(("m",), "a")).value == {"v": 1}  # type: ignore[union-attr]
+    assert store.get(("m",), "b").value == {"v": 2}  # type: ignore[union-attr]
+    assert [i.key for i in await store.asearch(("m",), filter={"v": {"$gt": 1}})] == ["b"]
+    assert await store.alist_namespaces() == [("m",)]
+    await store.adelete(("m",), "a")
+    assert store.get(("m",), "a") is None
+
+
+async def test_concurrent_async_writers(store: SQLStore) -> None:
+    async def writer(w: int) -> None:
+        for i in range(10):
+            await store.aput(("c", f"w{w}"), f"k{i}", {"w": w, "i": i})
+            await store.aput(("c", "shared"), "same", {"w": w, "i": i})
+
+    await asyncio.gather(*(writer(w) for w in range(6)))
+    assert len(await store.asearch(("c",), limit=1000)) == 61
+    shared = await store.aget(("c", "shared"), "same")
+    assert shared is not None and shared.value["i"] == 9
+
+
+def test_concurrent_thread_writers(db_url: str, prefix: str) -> None:
+    stores = [SQLStore(db_url, table_prefix=prefix) for _ in range(2)]
+    stores[0].setup()
+    errors: list[BaseException] = []
+
+    def writer(w: int) -> None:
+        try:
+            s = stores[w % 2]
+            for i in range(15):
+                s.put(("c", f"w{w}"), f"k{i}", {"w": w, "i": i})
+                s.put(("c", "shared"), "same", {"w": w, "i": i})
+                s.search(("c",), filter={"w": w}, limit=5)
+        except BaseException as e:  # pragma: no cover - reported below
+            errors.append(e)
+
+    threads = [threading.Thread(target=writer, args=(w,)) for w in range(6)]
+    for th in threads:
+        th.start()
+    for th in threads:
+        th.join()
+    assert errors == []
+    assert len(stores[1].search(("c",), limit=1000)) == 91
+    # Exactly one row per (namespace, key), even under contention.
+    t = get_tables(prefix)
+    with get_database(db_url).sync_engine.connect() as conn:
+        n = conn.execute(sa.select(sa.func.count()).select_from(t.store_items)).scalar()
+    assert n == 91
+
+
+def test_string_filters_never_match_arrays_or_objects(store: SQLStore) -> None:
+    store.put(("j",), "arr", {"f": ["a"], "g": {"x": 1}})
+    store.put(("j",), "str", {"f": '["a"]', "g": '{"x": 1}'})
+    store.put(("j",), "plain", {"f": "a", "g": 1})
+    for flt, keys in [
+        ({"f": '["a"]'}, {"str"}),
+        ({"g": '{"x": 1}'}, {"str"}),
+        ({"f": "a"}, {"plain"}),
+        ({"f": {"$gte": "["}}, {"str", "plain"}),  # not the array
+        ({"g": {"$gte": 1}}, {"plain"}),
+        ({"f": ["a"]}, {"arr"}),
+    ]:
+        assert {i.key for i in store.search(("j",), filter=flt)} == keys, flt
