@@ -169,7 +169,9 @@ def _engine_kwargs(url: URL) -> dict[str, Any]:
         return {"poolclass": StaticPool, "connect_args": {"check_same_thread": False}}
     if url.get_backend_name() == "sqlite":
         return {"connect_args": {"check_same_thread": False}}
-    kwargs: dict[str, Any] = {"pool_pre_ping": True, "pool_size": 8, "max_overflow": 8}
+    # No pre-ping (a round trip on every checkout): a dropped connection fails the
+    # transaction's first statement, and Database.run re-runs the transaction on a new one.
+    kwargs: dict[str, Any] = {"pool_size": 8, "max_overflow": 8}
     if url.get_backend_name() in ("mysql", "mariadb"):
         kwargs["pool_recycle"] = 3600
         if "charset" not in url.query:
