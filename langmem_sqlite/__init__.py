@@ -9,6 +9,7 @@ from .chat_history import (
     session_history_factory,
     user_conversation_history_factory,
 )
+from .checkpoint import SQLSaver, ThreadInfo
 from .context import (
     ContextBudgetError,
     ContextPolicy,
@@ -34,9 +35,11 @@ __all__ = [
     "Database",
     "Memory",
     "SQLChatMessageHistory",
+    "SQLSaver",
     "SQLStore",
     "SchemaTooNewError",
     "SessionInfo",
+    "ThreadInfo",
     "context_node",
     "context_step",
     "count_tokens",

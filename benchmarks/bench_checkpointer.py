@@ -1,0 +1,399 @@
+"""SQLSaver vs the anchors it replaces: SqliteSaver (SQLite file) and PostgresSaver.
+
+One command: ``python benchmarks/bench_checkpointer.py`` (``--quick`` for a short run).
+
+Scenarios (targets from the issue in brackets):
+
+1. Chat graph, 200 turns (one human message per turn, a node appends a ~300-character
+   ``AIMessage``; plain ``MessagesState`` / ``add_messages``; ``durability="sync"``), SQLite file:
+   database size [<= 0.1x], total run time [<= 0.5x], ``put`` latency at turn 200 vs turn 10
+   [<= 3x], ``get_tuple`` at turn 200 [<= 0.5x], listing all checkpoints [<= 0.15x].
+2. A tiny-checkpoint ``put`` on SQLite [<= 1.5x SqliteSaver].
+3. The chat graph on PostgreSQL vs PostgresSaver: total time [<= 0.7x], bytes stored [<= 0.2x].
+4. Pooled PostgreSQL throughput, 8 threads vs 1 [>= 3x] (PostgresSaver with a pool measured too).
+5. A 1,000-turn thread on SQLite: size and per-turn latency every 100 turns (linear, flat).
+
+PostgreSQL comes from ``LANGMEM_BENCH_POSTGRES_URL`` (default: the local test server); each
+saver gets a fresh schema, dropped at the end.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sqlite3
+import statistics
+import sys
+import tempfile
+import time
+import uuid
+from collections.abc import Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager
+from typing import Any
+
+from langchain_core.messages import AIMessage, HumanMessage
+from langgraph.checkpoint.base import BaseCheckpointSaver, empty_checkpoint
+from langgraph.graph import START, MessagesState, StateGraph
+
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+
+from _common import _text as _common_text
+
+from langmem_sqlite import SQLSaver
+
+PG_URL = os.environ.get("LANGMEM_BENCH_POSTGRES_URL", "postgresql://postgres@127.0.0.1:5432/test")
+
+
+def text(n: int, seed: int) -> str:
+    """About ``n`` characters of English-like text (deterministic per ``seed``)."""
+    return _common_text(n, seed)
+
+
+def chat_graph(saver: BaseCheckpointSaver) -> Any:
+    def chat(state: MessagesState) -> dict[str, Any]:
+        n = len(state["messages"])
+        return {"messages": [AIMessage(content=text(300, n))]}
+
+    g = StateGraph(MessagesState)
+    g.add_node("chat", chat)
+    g.add_edge(START, "chat")
+    return g.compile(checkpointer=saver)
+
+
+class Timed:
+    """Wraps ``saver.put`` to record each call's latency (seconds)."""
+
+    def __init__(self, saver: BaseCheckpointSaver) -> None:
+        self.calls: list[float] = []
+        inner = saver.put
+
+        def put(*a: Any, **k: Any) -> Any:
+            t0 = time.perf_counter()
+            try:
+                return inner(*a, **k)
+            finally:
+                self.calls.append(time.perf_counter() - t0)
+
+        saver.put = put  # type: ignore[method-assign]
+
+
+def run_chat(
+    saver: BaseCheckpointSaver,
+    turns: int,
+    thread: str,
+    on_turn: Callable[[int], None] | None = None,
+) -> dict[str, Any]:
+    graph = chat_graph(saver)
+    timed = Timed(saver)
+    cfg = {"configurable": {"thread_id": thread}}
+    per_turn: list[list[float]] = []
+    turn_times: list[float] = []
+    t0 = time.perf_counter()
+    for i in range(turns):
+        start = len(timed.calls)
+        t1 = time.perf_counter()
+        graph.invoke({"messages": [HumanMessage(content=text(180, i))]}, cfg, durability="sync")
+        turn_times.append(time.perf_counter() - t1)
+        per_turn.append(timed.calls[start:])
+        if on_turn:
+            on_turn(i + 1)
+    total = time.perf_counter() - t0
+    return {"total": total, "per_turn": per_turn, "turns": turn_times, "cfg": cfg}
+
+
+def put_median(per_turn: list[list[float]], lo: int, hi: int) -> float:
+    vals = [x for turn in per_turn[lo:hi] for x in turn]
+    return statistics.median(vals)
+
+
+def median_time(fn: Callable[[], Any], n: int) -> float:
+    times = []
+    for _ in range(n):
+        t0 = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - t0)
+    return statistics.median(times)
+
+
+def sqlite_size(path: str) -> int:
+    con = sqlite3.connect(path)
+    con.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+    pages = (
+        con.execute("PRAGMA page_count").fetchone()[0]
+        - con.execute("PRAGMA freelist_count").fetchone()[0]
+    )
+    size = pages * con.execute("PRAGMA page_size").fetchone()[0]
+    con.close()
+    return size
+
+
+def row(name: str, ours: float, anchor: float, unit: str, target: str) -> None:
+    ratio = ours / anchor if anchor else float("inf")
+    print(
+        f"  {name:<34} ours {ours:12.3f} {unit:<3} anchor {anchor:12.3f} {unit:<3} ratio {ratio:6.3f}x  (target {target})"
+    )
+
+
+# -- scenarios -----------------------------------------------------------------------------
+
+
+def sqlite_chat(turns: int, tmp: str) -> None:
+    from langgraph.checkpoint.sqlite import SqliteSaver
+
+    print(f"\n== 1. chat graph, {turns} turns, SQLite file (durability=sync) ==")
+    ours_path, anchor_path = os.path.join(tmp, "ours.db"), os.path.join(tmp, "anchor.db")
+    ours = SQLSaver(ours_path)
+    ours.setup()
+    a = run_chat(ours, turns, "t1")
+    anchor_conn = sqlite3.connect(anchor_path, check_same_thread=False)
+    anchor = SqliteSaver(anchor_conn)
+    anchor.setup()
+    b = run_chat(anchor, turns, "t1")
+    lo, hi = min(5, turns // 4), min(15, turns // 2)
+    row(
+        "database size",
+        sqlite_size(ours_path) / 1e6,
+        sqlite_size(anchor_path) / 1e6,
+        "MB",
+        "<= 0.1x",
+    )
+    row("total run time", a["total"], b["total"], "s", "<= 0.5x")
+    ours_growth = put_median(a["per_turn"], turns - 10, turns) / put_median(a["per_turn"], lo, hi)
+    anchor_growth = put_median(b["per_turn"], turns - 10, turns) / put_median(b["per_turn"], lo, hi)
+    print(
+        f"  put p50 turns {lo}-{hi}: ours {put_median(a['per_turn'], lo, hi) * 1e3:.3f} ms, anchor {put_median(b['per_turn'], lo, hi) * 1e3:.3f} ms"
+    )
+    print(
+        f"  put p50 last 10 turns: ours {put_median(a['per_turn'], turns - 10, turns) * 1e3:.3f} ms, anchor {put_median(b['per_turn'], turns - 10, turns) * 1e3:.3f} ms"
+    )
+    print(
+        f"  put growth (last10 / turn~10):   ours {ours_growth:.2f}x  anchor {anchor_growth:.2f}x  (target ours <= 3x)"
+    )
+    cfg = a["cfg"]
+    fresh = SQLSaver(ours_path, list_cache_size=0)
+    t_anchor = median_time(lambda: anchor.get_tuple(cfg), 20) * 1e3
+    warm = median_time(lambda: ours.get_tuple(cfg), 20) * 1e3
+    row("get_tuple(latest) p50, warm", warm, t_anchor, "ms", "<= 0.5x")
+    cold = median_time(lambda: fresh.get_tuple(cfg), 20) * 1e3
+    row("get_tuple(latest) p50, cold", cold, t_anchor, "ms", "<= 0.5x")
+    t_ours = median_time(lambda: list(fresh.list(cfg)), 3)
+    t_anchor = median_time(lambda: list(anchor.list(cfg)), 1 if turns >= 100 else 3)
+    n = len(list(fresh.list(cfg)))
+    row(f"list() all {n} checkpoints", t_ours, t_anchor, "s", "<= 0.15x")
+    anchor_conn.close()
+
+
+def tiny_put(n: int, tmp: str) -> None:
+    from langgraph.checkpoint.sqlite import SqliteSaver
+
+    print(f"\n== 2. tiny-checkpoint put, SQLite file, {n} puts ==")
+
+    def bench(saver: BaseCheckpointSaver) -> float:
+        cfg = {"configurable": {"thread_id": "tiny", "checkpoint_ns": ""}}
+        times = []
+        version = None
+        for i in range(n):
+            version = saver.get_next_version(version, None)
+            ckpt = empty_checkpoint()
+            ckpt["channel_values"] = {"x": i}
+            ckpt["channel_versions"] = {"x": version}
+            t0 = time.perf_counter()
+            cfg = saver.put(cfg, ckpt, {"source": "loop", "step": i}, {"x": version})
+            times.append(time.perf_counter() - t0)
+        return statistics.median(times)
+
+    ours = SQLSaver(os.path.join(tmp, "tiny_ours.db"))
+    ours.setup()
+    anchor = SqliteSaver(
+        sqlite3.connect(os.path.join(tmp, "tiny_anchor.db"), check_same_thread=False)
+    )
+    anchor.setup()
+    bench(ours)  # warm-up (statement caches)
+    bench(anchor)
+    row("put p50", bench(ours) * 1e6, bench(anchor) * 1e6, "us", "<= 1.5x")
+
+
+def _pg_schema_url(schema: str) -> str:
+    sep = "&" if "?" in PG_URL else "?"
+    return f"{PG_URL}{sep}options=-csearch_path%3D{schema}"
+
+
+def _pg_size(schema: str) -> tuple[int, int]:
+    import psycopg
+
+    with psycopg.connect(PG_URL, autocommit=True) as conn:
+        rows = conn.execute(
+            "SELECT c.relname, pg_total_relation_size(c.oid) FROM pg_class c JOIN pg_namespace n "
+            "ON n.oid = c.relnamespace WHERE n.nspname = %s AND c.relkind = 'r' "
+            "AND c.relname LIKE '%%checkpoint%%'",  # the saver's tables (not the package's others)
+            (schema,),
+        ).fetchall()
+    disk = sum(r[1] for r in rows)
+    return disk, len(rows)
+
+
+def _pg_raw_bytes(schema: str) -> int:
+    import psycopg
+
+    total = 0
+    with psycopg.connect(PG_URL, autocommit=True) as conn:
+        tables = [
+            r[0]
+            for r in conn.execute(
+                "SELECT tablename FROM pg_tables WHERE schemaname = %s "
+                "AND tablename LIKE '%%checkpoint%%'",
+                (schema,),
+            ).fetchall()
+        ]
+        for t in tables:
+            q = f'SELECT coalesce(sum(pg_column_size(x.*)), 0) FROM "{schema}"."{t}" x'
+            total += int(conn.execute(q).fetchone()[0])
+    return total
+
+
+@contextmanager
+def pg_schemas(n: int) -> Iterator[list[str]]:
+    """``n`` fresh PostgreSQL schemas, dropped afterwards."""
+    import psycopg
+
+    names = [f"bench_{uuid.uuid4().hex[:8]}" for _ in range(n)]
+    with psycopg.connect(PG_URL, autocommit=True) as conn:
+        for name in names:
+            conn.execute(f'CREATE SCHEMA "{name}"')
+    try:
+        yield names
+    finally:
+        with psycopg.connect(PG_URL, autocommit=True) as conn:
+            for name in names:
+                conn.execute(f'DROP SCHEMA "{name}" CASCADE')
+
+
+def pg_chat(turns: int) -> None:
+    import psycopg
+    from langgraph.checkpoint.postgres import PostgresSaver
+
+    print(f"\n== 3. chat graph, {turns} turns, PostgreSQL (durability=sync) ==")
+    with pg_schemas(2) as (s_ours, s_anchor):
+        ours = SQLSaver(PG_URL, schema=s_ours)
+        ours.setup()
+        a = run_chat(ours, turns, "t1")
+        url = _pg_schema_url(s_anchor)
+        with psycopg.connect(url, autocommit=True, prepare_threshold=0) as conn:
+            anchor = PostgresSaver(conn)
+            anchor.setup()
+            b = run_chat(anchor, turns, "t1")
+            cfg = a["cfg"]
+            t_anchor = median_time(lambda: anchor.get_tuple(cfg), 20) * 1e3
+        fresh = SQLSaver(PG_URL, schema=s_ours, list_cache_size=0)
+        warm = median_time(lambda: ours.get_tuple(cfg), 20) * 1e3
+        cold = median_time(lambda: fresh.get_tuple(cfg), 20) * 1e3
+        row("total run time", a["total"], b["total"], "s", "<= 0.7x")
+        row("get_tuple(latest) p50, warm", warm, t_anchor, "ms", "-")
+        row("get_tuple(latest) p50, cold", cold, t_anchor, "ms", "-")
+        disk = (_pg_size(s_ours)[0] / 1e6, _pg_size(s_anchor)[0] / 1e6)
+        row("bytes stored (on disk, MB)", *disk, "MB", "<= 0.2x")
+        raw = (_pg_raw_bytes(s_ours) / 1e6, _pg_raw_bytes(s_anchor) / 1e6)
+        row("bytes stored (raw rows, MB)", *raw, "MB", "<= 0.2x")
+
+
+def _throughput(saver: BaseCheckpointSaver, workers: int, n: int) -> float:
+    def one(i: int) -> None:
+        cfg = {
+            "configurable": {"thread_id": f"w{i % 64}-{uuid.uuid4().hex[:6]}", "checkpoint_ns": ""}
+        }
+        ckpt = empty_checkpoint()
+        v = saver.get_next_version(None, None)
+        ckpt["channel_values"] = {"messages": [text(300, i)] * 20}
+        ckpt["channel_versions"] = {"messages": v}
+        saver.put(cfg, ckpt, {"source": "loop", "step": i}, {"messages": v})
+
+    with ThreadPoolExecutor(workers) as pool:
+        list(pool.map(one, range(min(n, 50))))  # warm the pool
+        t0 = time.perf_counter()
+        list(pool.map(one, range(n)))
+        return n / (time.perf_counter() - t0)
+
+
+def pg_pool(n: int) -> None:
+    from langgraph.checkpoint.postgres import PostgresSaver
+    from psycopg_pool import ConnectionPool
+
+    print(f"\n== 4. pooled PostgreSQL puts/s, 1 vs 8 threads ({n} puts, {os.cpu_count()} CPUs) ==")
+    with pg_schemas(2) as (s_ours, s_anchor):
+        ours = SQLSaver(PG_URL, schema=s_ours)
+        ours.setup()
+        o1, o8 = _throughput(ours, 1, n), _throughput(ours, 8, n)
+        kwargs = {"autocommit": True, "prepare_threshold": 0}
+        url = _pg_schema_url(s_anchor)
+        with ConnectionPool(url, min_size=8, max_size=8, kwargs=kwargs, open=True) as pool:
+            anchor = PostgresSaver(pool)
+            anchor.setup()
+            a1, a8 = _throughput(anchor, 1, n), _throughput(anchor, 8, n)
+    target = "(target >= 3x on >= 4 cores)"
+    print(
+        f"  ours:   1 thread {o1:8.0f}/s   8 threads {o8:8.0f}/s   scaling {o8 / o1:.2f}x  {target}"
+    )
+    print(f"  anchor: 1 thread {a1:8.0f}/s   8 threads {a8:8.0f}/s   scaling {a8 / a1:.2f}x")
+    print(f"  ours / anchor at 8 threads: {o8 / a8:.2f}x")
+
+
+def long_thread(turns: int, tmp: str) -> None:
+    print(f"\n== 5. one {turns}-turn thread, SQLite file: growth every {turns // 10} turns ==")
+    path = os.path.join(tmp, "long.db")
+    saver = SQLSaver(path)
+    saver.setup()
+    step = turns // 10
+    marks: list[tuple[int, int]] = []
+
+    def on_turn(i: int) -> None:
+        if i % step == 0:
+            marks.append((i, sqlite_size(path)))
+
+    res = run_chat(saver, turns, "long", on_turn)
+    prev = 0
+    print(f"  {'turns':>6} {'size MB':>9} {'+MB/block':>10} {'put p50 ms':>11} {'turn ms':>8}")
+    for i, size in marks:
+        block = res["per_turn"][i - step : i]
+        put = statistics.median(x for t in block for x in t)
+        turn = statistics.median(res["turns"][i - step : i])
+        print(
+            f"  {i:>6} {size / 1e6:9.3f} {(size - prev) / 1e6:10.3f} {put * 1e3:11.3f}"
+            f" {turn * 1e3:8.2f}"
+        )
+        prev = size
+    first = marks[1][1] - marks[0][1]
+    last = marks[-1][1] - marks[-2][1]
+    p_first = put_median(res["per_turn"], step, 2 * step)
+    p_last = put_median(res["per_turn"], turns - step, turns)
+    print(f"  size added by the last block / the second block: {last / first:.2f}x (linear: ~1x)")
+    print(f"  put p50 last block / second block: {p_last / p_first:.2f}x (flat: ~1x)")
+    half = dict(marks)[turns // 2]
+    print(
+        f"  size at {turns} turns / at {turns // 2}: {marks[-1][1] / half:.2f}x (linear: 2x, quadratic: 4x)"
+    )
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    ap.add_argument(
+        "--quick", action="store_true", help="short run (50 turns, 200-turn long thread)"
+    )
+    ap.add_argument("--no-postgres", action="store_true", help="skip the PostgreSQL scenarios")
+    args = ap.parse_args()
+    turns = 50 if args.quick else 200
+    print(f"python {sys.version.split()[0]}, {os.cpu_count()} CPUs; turns={turns}")
+    with tempfile.TemporaryDirectory() as tmp:
+        sqlite_chat(turns, tmp)
+        tiny_put(300 if args.quick else 2000, tmp)
+        if not args.no_postgres:
+            pg_chat(turns)
+            pg_pool(400 if args.quick else 2000)
+        long_thread(200 if args.quick else 1000, tmp)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,83 @@
+"""Checkpoint metadata: the JSON copy used for filtering, and the filter itself.
+
+The metadata is stored through the saver's serializer (the source of truth, encrypted with
+``EncryptedSerializer``). A JSON copy of its *scalar* keys, minus anything a database's JSON type
+rejects (NUL characters, NaN, lone surrogates), lets SQL narrow ``list(filter=...)`` and
+:meth:`~langmem_sqlite.SQLSaver.list_threads`; the exact equality test then runs in Python on
+the decoded metadata, so the SQL part may over-select but never drops a match.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from typing import Any
+
+from sqlalchemy import type_coerce
+from sqlalchemy.dialects import postgresql
+from sqlalchemy.sql.elements import ColumnElement
+
+__all__ = ["check_filter", "json_copy", "matches", "prefilter"]
+
+_INT64 = 2**63
+
+
+def _json_safe(value: Any) -> bool:
+    if value is None or isinstance(value, bool):
+        return True
+    if isinstance(value, int):
+        return -_INT64 <= value < _INT64
+    if isinstance(value, float):
+        return math.isfinite(value)
+    if isinstance(value, str):
+        if "\x00" in value:
+            return False
+        try:
+            value.encode("utf-8")
+        except UnicodeEncodeError:
+            return False
+        return True
+    return False
+
+
+def json_copy(metadata: Mapping[str, Any]) -> dict[str, Any]:
+    """The scalar, JSON-safe keys of ``metadata``."""
+    return {k: v for k, v in metadata.items() if isinstance(k, str) and _json_safe(v)}
+
+
+def check_filter(filter: Any, name: str = "filter") -> dict[str, Any]:
+    """Validate a metadata filter: a mapping with ``str`` keys (``None`` means no filter)."""
+    if filter is None:
+        return {}
+    if not isinstance(filter, Mapping):
+        raise TypeError(f"{name}: expected a mapping of metadata key -> value")
+    for key in filter:
+        if not isinstance(key, str):
+            raise TypeError(f"{name}: keys must be str, got {type(key).__name__}")
+    return dict(filter)
+
+
+def _sql_comparable(value: Any) -> bool:
+    return isinstance(value, str | int) and not isinstance(value, bool) and _json_safe(value)
+
+
+def prefilter(column: Any, filter: Mapping[str, Any], dialect: str) -> list[ColumnElement[bool]]:
+    """SQL conditions on the JSON copy ``column`` that every match of ``filter`` satisfies."""
+    safe = {k: v for k, v in filter.items() if _sql_comparable(v)}
+    if not safe:
+        return []
+    if dialect == "postgresql":
+        return [type_coerce(column, postgresql.JSONB).contains(safe)]
+    conds: list[ColumnElement[bool]] = []
+    for key, value in safe.items():
+        if isinstance(value, str):
+            conds.append(column[key].as_string() == value)
+        else:
+            conds.append(column[key].as_integer() == value)
+    return conds
+
+
+def matches(metadata: Mapping[str, Any] | None, filter: Mapping[str, Any]) -> bool:
+    """Exact test: every filter key equals the metadata's value (as ``InMemorySaver`` does)."""
+    md = metadata or {}
+    return all(md.get(k) == v for k, v in filter.items())

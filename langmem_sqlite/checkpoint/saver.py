@@ -1,0 +1,807 @@
+"""`SQLSaver`: a LangGraph checkpointer on SQLite, PostgreSQL or MariaDB/MySQL, sync and async.
+
+One object serves ``graph.invoke``/``stream`` and ``ainvoke``/``astream``: every operation is
+written once as a :data:`~langmem_sqlite.db.Plan`; the sync method runs it with
+:meth:`Database.drive`, the async one with :meth:`Database.adrive`. There is no instance lock:
+each transaction checks a connection out of the pool, so threads and tasks run in parallel,
+and ``list()`` holds nothing while it yields (it reads page by page).
+
+Storage grows linearly with a conversation (see :mod:`langmem_sqlite.checkpoint.storage`),
+every stored value goes through ``self.serde``, and the whole ``BaseCheckpointSaver`` contract
+of langgraph-checkpoint 4 is implemented, including ``delete_for_runs``, ``copy_thread``,
+DeltaChannel-aware ``prune`` and a one-walk ``get_delta_channel_history``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import builtins
+import json
+import time
+from collections.abc import AsyncIterator, Iterator, Mapping, Sequence
+from dataclasses import dataclass
+from types import TracebackType
+from typing import Any
+
+from langchain_core.runnables import RunnableConfig
+from langgraph.checkpoint.base import (
+    WRITES_IDX_MAP,
+    BaseCheckpointSaver,
+    ChannelVersions,
+    Checkpoint,
+    CheckpointMetadata,
+    CheckpointTuple,
+    DeltaChannelHistory,
+    PendingWrite,
+    get_serializable_checkpoint_metadata,
+    writes_sort_key,
+)
+from langgraph.checkpoint.serde.base import SerializerProtocol
+
+from ..db import Database, DatabaseLike, Plan, Step, get_database
+from ..migrate import schema_plan
+from ..schema import DEFAULT_PREFIX, ID_MAX_CHARS, Tables, get_tables
+from ..validation import check_id, check_positive
+from . import sql
+from .meta import check_filter, json_copy, matches, prefilter
+from .storage import (
+    DELTA,
+    EMPTY,
+    CachedList,
+    ListCache,
+    Resolver,
+    encode_channel,
+    key_hash,
+    next_version,
+    still_stored,
+)
+
+__all__ = ["SQLSaver", "ThreadInfo"]
+
+_DAY_MS = 86_400_000
+_DELETE_BATCH = 200
+
+
+@dataclass(frozen=True)
+class ThreadInfo:
+    """A thread as listed by :meth:`SQLSaver.list_threads` (times in ms since the epoch)."""
+
+    thread_id: str
+    created_at: int
+    updated_at: int
+    checkpoint_count: int
+    """Checkpoints of the thread, all namespaces included."""
+    metadata: dict[str, Any] | None
+    """Scalar metadata of the thread's latest root checkpoint (``user_id``, ``source``...)."""
+
+
+def _now_ms() -> int:
+    return time.time_ns() // 1_000_000
+
+
+def _check_text(value: Any, name: str) -> str:
+    if not isinstance(value, str):
+        raise TypeError(f"{name}: expected str, got {type(value).__name__}")
+    if "\x00" in value:
+        raise ValueError(f"{name}: must not contain NUL characters")
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError as e:
+        raise ValueError(f"{name}: not valid Unicode text (lone surrogate)") from e
+    return value
+
+
+def _version_text(version: Any, channel: str) -> str:
+    if isinstance(version, bool) or not isinstance(version, str | int | float):
+        raise TypeError(
+            f"new_versions[{channel!r}]: expected str, int or float, got {type(version).__name__}"
+        )
+    text = _check_text(str(version), f"new_versions[{channel!r}]")
+    if len(text) > ID_MAX_CHARS:
+        raise ValueError(f"new_versions[{channel!r}]: longer than {ID_MAX_CHARS} characters")
+    return text
+
+
+def _ckpt_config(thread_id: str, ns: str, checkpoint_id: str) -> RunnableConfig:
+    return {
+        "configurable": {
+            "thread_id": thread_id,
+            "checkpoint_ns": ns,
+            "checkpoint_id": checkpoint_id,
+        }
+    }
+
+
+@dataclass(frozen=True)
+class _Scope:
+    thread_id: str
+    ns: str
+    ns_hash: str
+    checkpoint_id: str | None
+
+
+def _scope(config: Any, name: str = "config") -> _Scope:
+    conf = config.get("configurable") if isinstance(config, Mapping) else None
+    if not isinstance(conf, Mapping):
+        raise ValueError(f"{name}: expected a RunnableConfig with a 'configurable' mapping")
+    thread_id = check_id(conf.get("thread_id"), f"{name}.configurable.thread_id")
+    ns = conf.get("checkpoint_ns")
+    ns = "" if ns is None else _check_text(ns, f"{name}.configurable.checkpoint_ns")
+    cid = conf.get("checkpoint_id")
+    cid = check_id(cid, f"{name}.configurable.checkpoint_id") if cid else None
+    return _Scope(thread_id, ns, key_hash(ns), cid)
+
+
+class _Pager:
+    """The state of one ``list()`` call: which page to read next and how many items remain."""
+
+    def __init__(
+        self, saver: SQLSaver, query: sql.ListQuery, filter: dict[str, Any], limit: int | None
+    ) -> None:
+        self.saver, self.query, self.filter, self.left = saver, query, filter, limit
+        self.cursor: tuple[str, str, str] | None = None
+        self.done = limit == 0
+
+    def plan(self) -> Plan[list[CheckpointTuple]]:
+        """Read the next page."""
+        size = self.saver.page_size
+        if self.left is not None and not self.filter:
+            size = min(size, self.left)
+        rows, writes, blobs = yield from self.saver._op(
+            sql.list_page, self.query, self.cursor, size, single=True
+        )
+        if len(rows) < size:
+            self.done = True
+        else:
+            last = rows[-1]
+            self.cursor = (last.checkpoint_id, last.thread_id, last.ns_hash)
+        resolver = Resolver(self.saver.serde, blobs)
+        out = []
+        for row in rows:
+            metadata = self.saver._loads(row.metadata_type, row.metadata)
+            if self.filter and not matches(metadata, self.filter):
+                continue
+            key = (row.thread_id, row.ns_hash, row.checkpoint_id)
+            out.append(self.saver._tuple(row, metadata, writes.get(key, []), resolver, False))
+        return out
+
+    def take(self, items: list[CheckpointTuple]) -> list[CheckpointTuple]:
+        """The part of a page still within ``limit``."""
+        if self.left is not None:
+            items = items[: self.left]
+            self.left -= len(items)
+            self.done = self.done or self.left <= 0
+        return items
+
+
+class _SaverContext:
+    """What :meth:`SQLSaver.from_conn_string` returns: usable with ``with`` and ``async with``."""
+
+    def __init__(self, saver: SQLSaver) -> None:
+        self.saver = saver
+
+    def __enter__(self) -> SQLSaver:
+        self.saver.setup()
+        return self.saver
+
+    def __exit__(self, *exc_info: object) -> None:
+        return None
+
+    async def __aenter__(self) -> SQLSaver:
+        await self.saver.asetup()
+        return self.saver
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        return None
+
+
+def _enable_auto_vacuum(db: Database) -> None:
+    """On a new SQLite file, switch to incremental auto-vacuum (before it holds data)."""
+    raw = db.sync_engine.raw_connection()
+    try:
+        conn: Any = raw.driver_connection
+        if conn.execute("PRAGMA auto_vacuum").fetchone()[0] != 0:
+            return
+        if conn.execute("PRAGMA page_count").fetchone()[0] > 64:
+            return
+        conn.execute("PRAGMA auto_vacuum = INCREMENTAL")
+        conn.execute("VACUUM")
+    except Exception:  # an optimisation only: a busy file keeps its mode
+        pass
+    finally:
+        raw.close()
+
+
+class SQLSaver(BaseCheckpointSaver[str]):
+    """A LangGraph checkpointer storing threads in SQL, for sync and async graphs alike.
+
+    Args:
+        conn: a URL (``"sqlite:///chat.db"``, ``"postgresql://..."``, ``"mariadb://..."``), a
+            path (a SQLite file), a SQLAlchemy ``Engine`` or ``AsyncEngine``, or a
+            :class:`~langmem_sqlite.Database`. Pools are shared per URL.
+        serde: the serializer for everything stored (default: LangGraph's
+            ``JsonPlusSerializer``, no pickle fallback; wrap it in ``EncryptedSerializer`` to
+            encrypt values, deltas, checkpoints, metadata and writes at rest).
+        table_prefix: prefix of the table names.
+        schema: PostgreSQL schema for the tables.
+        engine_args: extra ``create_engine`` arguments when ``conn`` is a URL.
+        list_cache_size: how many ``(thread, namespace, channel)`` lists to remember for
+            storing the next version as a delta (0 disables deltas: every list is stored
+            whole).
+        page_size: checkpoints read per query by :meth:`list`.
+
+    The tables are created on first use (:meth:`setup` does it explicitly). The metadata's
+    scalar keys are also kept as plain JSON for filtering; the serialized metadata is the
+    source of truth.
+    """
+
+    def __init__(
+        self,
+        conn: DatabaseLike | Database,
+        *,
+        serde: SerializerProtocol | None = None,
+        table_prefix: str = DEFAULT_PREFIX,
+        schema: str | None = None,
+        engine_args: dict[str, Any] | None = None,
+        list_cache_size: int = 256,
+        page_size: int = 100,
+    ) -> None:
+        super().__init__(serde=serde)
+        self.db: Database = get_database(conn, engine_args=engine_args)
+        self.tables: Tables = get_tables(table_prefix, schema)
+        self.lists = ListCache(check_positive(list_cache_size, "list_cache_size", allow_zero=True))
+        self.page_size = check_positive(page_size, "page_size")
+
+    @classmethod
+    def from_conn_string(cls, conn_string: str, **kwargs: Any) -> _SaverContext:
+        """A context manager (``with`` or ``async with``) yielding a set-up saver.
+
+        The connection pool is shared per URL and stays open afterwards (see
+        :meth:`Database.dispose`).
+        """
+        return _SaverContext(cls(conn_string, **kwargs))
+
+    # -- plumbing --------------------------------------------------------------------------
+
+    def _ready_plan(self) -> Plan[None]:
+        key = ("checkpointer", self.tables.key)
+        if key not in self.db.ready:
+            if self.db.dialect == "sqlite" and self.db.url.database not in (None, "", ":memory:"):
+                _enable_auto_vacuum(self.db)  # once per process, before the tables exist
+            yield from schema_plan(self.db, self.tables)
+            with self.db.lock:
+                self.db.ready.add(key)
+
+    def _op(self, fn: Any, *args: Any, write: bool = False, single: bool = False) -> Plan[Any]:
+        """Run ``fn(conn, tables, *args)`` in a transaction.
+
+        ``single``: ``fn`` makes one statement, or only reads rows that are never updated in
+        place; on a server it then runs in autocommit mode, which saves the BEGIN and COMMIT
+        round trips (SQLite has none to save, and keeps its ``BEGIN IMMEDIATE``).
+        """
+        yield from self._ready_plan()
+        if single and self.db.dialect != "sqlite":
+            step = Step(sql.in_autocommit, (fn, self.tables, *args), write, own_transaction=True)
+            return (yield step)
+        return (yield Step(fn, (self.tables, *args), write=write))
+
+    def _loads(self, type_: str, data: Any) -> Any:
+        return self.serde.loads_typed((type_, bytes(data)))
+
+    def _tuple(
+        self,
+        row: Any,
+        metadata: Any,
+        writes: Sequence[Any],
+        resolver: Resolver,
+        remember: bool,
+        cached: Mapping[str, CachedList] | None = None,
+    ) -> CheckpointTuple:
+        versions = json.loads(row.versions)
+        ns = row.checkpoint_ns
+        values: dict[str, Any] = {}
+        for ch, v in versions.items():
+            if cached and ch in cached:
+                values[ch] = list(cached[ch].items)
+                continue
+            key = (row.thread_id, row.ns_hash, key_hash(ch), str(v))
+            if not resolver.has_value(key):
+                continue
+            values[ch] = value = resolver.value(key)
+            if remember and type(value) is list:
+                entry = resolver.cache_entry(key, value)
+                if entry is not None:
+                    self.lists.put((row.thread_id, ns, ch), entry)
+        checkpoint = self._loads(row.type, row.checkpoint)
+        checkpoint["channel_values"] = values
+        checkpoint["channel_versions"] = versions
+        ordered = sorted(writes, key=lambda w: writes_sort_key(w.task_path, w.task_id, w.idx))
+        parent = row.parent_checkpoint_id
+        return CheckpointTuple(
+            config=_ckpt_config(row.thread_id, ns, row.checkpoint_id),
+            checkpoint=checkpoint,
+            metadata=metadata,
+            parent_config=_ckpt_config(row.thread_id, ns, parent) if parent else None,
+            pending_writes=[(w.task_id, w.channel, self._loads(w.type, w.value)) for w in ordered],
+        )
+
+    # -- plans: each operation written once ------------------------------------------------------
+
+    def _setup_plan(self) -> Plan[None]:
+        yield from self._ready_plan()
+
+    def _get_plan(self, config: RunnableConfig) -> Plan[CheckpointTuple | None]:
+        s = _scope(config)
+        # Lists this process stored or read for the thread need not be read again, if their
+        # items still hold the stored values.
+        known = self.lists.scope(s.thread_id, s.ns)
+        skip = frozenset((key_hash(ch), e.version) for ch, e in known.items())
+        found = yield from self._op(
+            sql.read_checkpoint, s.thread_id, s.ns_hash, s.checkpoint_id, skip, single=True
+        )
+        if found is None:
+            return None
+        row, writes, blobs = found
+        versions = json.loads(row.versions)
+        wanted = {ch: e for ch, e in known.items() if str(versions.get(ch)) == e.version}
+        cached = {ch: e for ch, e in wanted.items() if still_stored(e)}
+        stale = [
+            (s.thread_id, s.ns_hash, key_hash(ch), e.version)
+            for ch, e in wanted.items()
+            if ch not in cached
+        ]
+        if stale:
+            blobs.update((yield from self._op(sql.fetch_blobs, stale)))
+        metadata = self._loads(row.metadata_type, row.metadata)
+        return self._tuple(row, metadata, writes, Resolver(self.serde, blobs), True, cached)
+
+    def _pager(
+        self,
+        config: RunnableConfig | None,
+        filter: dict[str, Any] | None,
+        before: RunnableConfig | None,
+        limit: int | None,
+    ) -> _Pager:
+        exact = check_filter(filter)
+        if limit is not None:
+            check_positive(limit, "limit", allow_zero=True)
+        q = sql.ListQuery()
+        if config is not None:
+            s = _scope(config)
+            q.thread_id, q.checkpoint_id = s.thread_id, s.checkpoint_id
+            if config["configurable"].get("checkpoint_ns") is not None:
+                q.ns_hash = s.ns_hash
+        if before is not None:
+            conf = before.get("configurable") if isinstance(before, Mapping) else None
+            cid = conf.get("checkpoint_id") if isinstance(conf, Mapping) else None
+            if not cid:
+                raise ValueError("before: expected a config with configurable.checkpoint_id")
+            q.before = check_id(cid, "before.configurable.checkpoint_id")
+        cols = self.tables.checkpoints.c
+        q.conditions = prefilter(cols.metadata_json, exact, self.db.dialect)
+        return _Pager(self, q, exact, limit)
+
+    def _put_plan(
+        self,
+        config: RunnableConfig,
+        checkpoint: Checkpoint,
+        metadata: CheckpointMetadata,
+        new_versions: ChannelVersions,
+    ) -> Plan[RunnableConfig]:
+        s = _scope(config)
+        if not isinstance(checkpoint, Mapping):
+            raise TypeError("checkpoint: expected a Checkpoint mapping")
+        cid = check_id(checkpoint.get("id"), "checkpoint['id']")
+        values = checkpoint.get("channel_values") or {}
+        versions = dict(checkpoint.get("channel_versions") or {})
+        for ch, ver in versions.items():
+            _check_text(ch, "checkpoint['channel_versions'] key")
+            _version_text(ver, ch)
+        body = {
+            k: v for k, v in checkpoint.items() if k not in ("channel_values", "channel_versions")
+        }
+        ctype, cdata = self.serde.dumps_typed(body)
+        md = get_serializable_checkpoint_metadata(config, metadata)
+        mtype, mdata = self.serde.dumps_typed(md)
+        md_json = json_copy(md)
+        run_id = md.get("run_id")
+        run_id = str(run_id) if run_id is not None else None
+        if run_id is not None and (len(run_id) > ID_MAX_CHARS or "\x00" in run_id):
+            run_id = None
+        blobs, entries = [], {}
+        for ch, ver in (new_versions or {}).items():
+            _check_text(ch, "new_versions key")
+            blob, entry = encode_channel(
+                self.serde, self.lists, (s.thread_id, s.ns, ch), _version_text(ver, ch), values
+            )
+            if blob.kind != EMPTY:  # no row means "versioned, but no value"
+                blobs.append(blob)
+            if entry is not None:
+                entries[ch] = entry
+        row = sql.CheckpointRow(
+            thread_id=s.thread_id,
+            ns_hash=s.ns_hash,
+            checkpoint_id=cid,
+            checkpoint_ns=s.ns,
+            parent_checkpoint_id=s.checkpoint_id,
+            type=ctype,
+            checkpoint=cdata,
+            versions=json.dumps(versions, separators=(",", ":")),
+            metadata_type=mtype,
+            metadata=mdata,
+            metadata_json=md_json,
+            run_id=run_id,
+            created_at=_now_ms(),
+        )
+        thread_md = md_json if s.ns == "" else None
+        stored = yield from self._op(sql.put_checkpoint, row, blobs, thread_md, write=True)
+        for ch, entry in entries.items():
+            b = stored.get(ch)
+            if b is None:
+                continue
+            if b.kind != DELTA:
+                items = entry.items
+                entry = CachedList(entry.version, entry.version, 0, items, entry.shapes, len(items))
+            self.lists.put((s.thread_id, s.ns, ch), entry)
+        return _ckpt_config(s.thread_id, s.ns, cid)
+
+    def _writes_plan(
+        self,
+        config: RunnableConfig,
+        writes: Sequence[tuple[str, Any]],
+        task_id: str,
+        task_path: str,
+    ) -> Plan[None]:
+        s = _scope(config)
+        if s.checkpoint_id is None:
+            raise ValueError("config.configurable.checkpoint_id: required by put_writes")
+        task_id = check_id(task_id, "task_id")
+        _check_text(task_path, "task_path")
+        special = all(ch in WRITES_IDX_MAP for ch, _ in writes)
+        rows: dict[int, dict[str, Any]] = {}
+        for i, (ch, value) in enumerate(writes):
+            _check_text(ch, "writes channel")
+            idx = WRITES_IDX_MAP.get(ch, i)
+            if idx in rows and not special:
+                continue  # first write wins, as in the database
+            type_, data = self.serde.dumps_typed(value)
+            rows[idx] = {
+                "thread_id": s.thread_id,
+                "ns_hash": s.ns_hash,
+                "checkpoint_id": s.checkpoint_id,
+                "task_hash": key_hash(task_id),
+                "idx": idx,
+                "task_id": task_id,
+                "task_path": task_path,
+                "channel": ch,
+                "type": type_,
+                "value": data,
+            }
+        if rows:
+            # One statement, unless MySQL gets a value in parts (see sql.MYSQL_PART).
+            single = all(len(r["value"]) <= sql.MYSQL_PART for r in rows.values())
+            yield from self._op(
+                sql.put_writes, list(rows.values()), special, write=True, single=single
+            )
+
+    def _history_plan(
+        self, config: RunnableConfig, channels: Sequence[str]
+    ) -> Plan[dict[str, DeltaChannelHistory]]:
+        s = _scope(config)
+        chans = [_check_text(ch, "channels") for ch in channels]
+        out: dict[str, DeltaChannelHistory] = {ch: {"writes": []} for ch in chans}
+        if not chans:
+            return out
+        found = yield from self._op(sql.delta_walk, s.thread_id, s.ns_hash, s.checkpoint_id, chans)
+        if found is None:
+            return out
+        resolver = Resolver(self.serde, found.blobs)
+        for ch in chans:
+            idx, key = found.seeds.get(ch, (len(found.path) - 1, None))
+            collected: list[PendingWrite] = []
+            for cp_id in reversed(found.path[: idx + 1]):
+                rows = [
+                    w
+                    for w in found.writes.get((s.thread_id, s.ns_hash, cp_id), [])
+                    if w.channel == ch
+                ]
+                rows.sort(key=lambda w: writes_sort_key(w.task_path, w.task_id, w.idx))
+                collected += [(w.task_id, w.channel, self._loads(w.type, w.value)) for w in rows]
+            entry: DeltaChannelHistory = {"writes": collected}
+            if key is not None:
+                entry["seed"] = resolver.value(key)
+            out[ch] = entry
+        return out
+
+    def _delete_plan(self, thread_id: str) -> Plan[None]:
+        tid = check_id(thread_id, "thread_id")
+        yield from self._op(sql.delete_threads, [tid], write=True)
+        self.lists.forget_threads([tid])
+
+    def _delete_runs_plan(self, run_ids: Sequence[str]) -> Plan[None]:
+        if isinstance(run_ids, str) or not isinstance(run_ids, Sequence):
+            raise TypeError("run_ids: expected a sequence of run ids")
+        ids = [check_id(r, "run_ids") for r in run_ids]
+        if ids:
+            yield from self._op(sql.delete_for_runs, ids, write=True)
+            self.lists.forget_threads()
+
+    def _copy_plan(self, source_thread_id: str, target_thread_id: str) -> Plan[None]:
+        src = check_id(source_thread_id, "source_thread_id")
+        dst = check_id(target_thread_id, "target_thread_id")
+        if src == dst:
+            raise ValueError("target_thread_id: must differ from source_thread_id")
+        yield from self._op(sql.copy_thread, src, dst, _now_ms(), write=True)
+
+    def _delta_channels(self, row: Any) -> list[str]:
+        metadata = self._loads(row.metadata_type, row.metadata)
+        counters = (
+            metadata.get("counters_since_delta_snapshot") if isinstance(metadata, Mapping) else None
+        )
+        return [str(k) for k in counters] if isinstance(counters, Mapping) else []
+
+    def _prune_plan(self, thread_ids: Sequence[str], strategy: str) -> Plan[None]:
+        if isinstance(thread_ids, str) or not isinstance(thread_ids, Sequence):
+            raise TypeError("thread_ids: expected a sequence of thread ids")
+        if strategy not in ("keep_latest", "delete"):
+            raise ValueError(f"strategy: expected 'keep_latest' or 'delete', got {strategy!r}")
+        ids = [check_id(t, "thread_ids") for t in thread_ids]
+        if strategy == "delete":
+            if ids:
+                yield from self._op(sql.delete_threads, ids, write=True)
+        else:
+            for tid in ids:
+                yield from self._op(sql.prune_keep_latest, tid, self._delta_channels, write=True)
+        self.lists.forget_threads(ids)
+
+    def _threads_plan(
+        self, metadata: Mapping[str, Any] | None, limit: int | None, offset: int
+    ) -> Plan[list[ThreadInfo]]:
+        exact = check_filter(metadata, "metadata")
+        if limit is not None:
+            check_positive(limit, "limit")
+        check_positive(offset, "offset", allow_zero=True)
+        col = self.tables.checkpoint_threads.c.metadata
+        conds = prefilter(col, exact, self.db.dialect)
+        # The SQL conditions may over-select (see meta.prefilter): page in Python then.
+        in_sql = not exact
+        lim, off = (limit, offset) if in_sql else (None, 0)
+        rows = yield from self._op(sql.list_threads, conds, lim, off)
+        found = [
+            ThreadInfo(r.thread_id, r.created_at, r.updated_at, r.checkpoint_count, r.metadata)
+            for r in rows
+            if matches(r.metadata, exact)
+        ]
+        if not in_sql:
+            found = found[offset:]
+            found = found if limit is None else found[:limit]
+        return found
+
+    def _idle_plan(self, days: float) -> Plan[int]:
+        if isinstance(days, bool) or not isinstance(days, int | float) or not days >= 0:
+            raise ValueError(f"days: expected a number >= 0, got {days!r}")
+        cutoff = _now_ms() - int(days * _DAY_MS)
+        total = 0
+        while True:
+            ids = yield from self._op(sql.delete_idle_threads, cutoff, _DELETE_BATCH, write=True)
+            self.lists.forget_threads(ids)
+            total += len(ids)
+            if len(ids) < _DELETE_BATCH:
+                return total
+
+    # -- the public API: sync ---------------------------------------------------------------
+
+    def setup(self) -> None:
+        """Create or migrate the tables (idempotent; also done automatically on first use)."""
+        self.db.drive(self._setup_plan())
+
+    def get_tuple(self, config: RunnableConfig) -> CheckpointTuple | None:
+        """The checkpoint ``config`` names (the thread's latest without a ``checkpoint_id``),
+        with its parent config and its pending writes in ``writes_sort_key`` order."""
+        return self.db.drive(self._get_plan(config))
+
+    def list(
+        self,
+        config: RunnableConfig | None,
+        *,
+        filter: dict[str, Any] | None = None,
+        before: RunnableConfig | None = None,
+        limit: int | None = None,
+    ) -> Iterator[CheckpointTuple]:
+        """Checkpoints newest first: of one thread (and namespace, if given) or, with
+        ``config=None``, of all threads; ``filter`` matches metadata keys by equality."""
+        pager = self._pager(config, filter, before, limit)
+        while not pager.done:
+            yield from pager.take(self.db.drive(pager.plan()))
+
+    def put(
+        self,
+        config: RunnableConfig,
+        checkpoint: Checkpoint,
+        metadata: CheckpointMetadata,
+        new_versions: ChannelVersions,
+    ) -> RunnableConfig:
+        """Store a checkpoint and the values of its channels listed in ``new_versions``."""
+        return self.db.drive(self._put_plan(config, checkpoint, metadata, new_versions))
+
+    def put_writes(
+        self,
+        config: RunnableConfig,
+        writes: Sequence[tuple[str, Any]],
+        task_id: str,
+        task_path: str = "",
+    ) -> None:
+        """Store a task's pending writes (first write wins; special channels are replaced)."""
+        self.db.drive(self._writes_plan(config, writes, task_id, task_path))
+
+    def delete_thread(self, thread_id: str) -> None:
+        """Delete every checkpoint, value and write of a thread, in every namespace."""
+        self.db.drive(self._delete_plan(thread_id))
+
+    def delete_for_runs(self, run_ids: Sequence[str]) -> None:
+        """Delete the checkpoints (and their writes) whose ``metadata['run_id']`` is listed.
+
+        Values still referenced by remaining checkpoints are kept. Deleting a run whose
+        checkpoints a live ``DeltaChannel`` still needs breaks that channel (see ``prune``).
+        """
+        self.db.drive(self._delete_runs_plan(run_ids))
+
+    def copy_thread(self, source_thread_id: str, target_thread_id: str) -> None:
+        """Copy a thread whole (every namespace, checkpoint, value and write; same ids).
+
+        Raises:
+            ValueError: the target thread already has checkpoints, or is the source.
+        """
+        self.db.drive(self._copy_plan(source_thread_id, target_thread_id))
+
+    def prune(self, thread_ids: Sequence[str], *, strategy: str = "keep_latest") -> None:
+        """``keep_latest``: keep each namespace's latest checkpoint, plus the ancestors its
+        ``DeltaChannel`` values are rebuilt from (back to their nearest snapshot);
+        ``delete``: delete the threads.
+
+        Run it (and :meth:`delete_for_runs`) on threads that are not being written at the
+        same moment: on PostgreSQL and MySQL a concurrent ``put`` could build a delta on a
+        value this call is deleting (SQLite serializes writers, so it is safe there).
+        """
+        self.db.drive(self._prune_plan(thread_ids, strategy))
+
+    def get_delta_channel_history(
+        self, *, config: RunnableConfig, channels: Sequence[str]
+    ) -> Mapping[str, DeltaChannelHistory]:
+        """Writes of ``channels`` along the parent chain back to each one's nearest stored
+        value (the ``seed``), in one transaction with one recursive query per 900 ancestors."""
+        return self.db.drive(self._history_plan(config, channels))
+
+    def get_next_version(self, current: str | None, channel: None = None) -> str:
+        """A version greater than ``current`` and unique across forks."""
+        return next_version(current)
+
+    def list_threads(
+        self,
+        *,
+        metadata: Mapping[str, Any] | None = None,
+        limit: int | None = None,
+        offset: int = 0,
+    ) -> builtins.list[ThreadInfo]:
+        """Threads, most recently updated first, with checkpoint counts (no value is read).
+
+        ``metadata`` filters on the scalar metadata of each thread's latest checkpoint, e.g.
+        ``{"user_id": "u1"}`` (keys of ``configurable`` are copied into metadata).
+        """
+        return self.db.drive(self._threads_plan(metadata, limit, offset))
+
+    def delete_idle_threads(self, days: float) -> int:
+        """Delete the threads not updated for ``days`` days; return how many."""
+        return self.db.drive(self._idle_plan(days))
+
+    def vacuum(self, *, full: bool = False) -> None:
+        """Give freed space back to the OS (SQLite only; a no-op elsewhere).
+
+        ``full=False`` runs ``PRAGMA incremental_vacuum`` (effective on files created by this
+        saver, which turns on incremental auto-vacuum); ``full=True`` runs ``VACUUM``, which
+        also switches an older file to incremental auto-vacuum. ``VACUUM`` rewrites the file
+        and needs as much free disk space.
+        """
+        if self.db.dialect != "sqlite":
+            return
+        raw = self.db.sync_engine.raw_connection()
+        try:
+            conn: Any = raw.driver_connection
+            if full:
+                conn.execute("PRAGMA auto_vacuum = INCREMENTAL")
+                conn.execute("VACUUM")
+            else:
+                # executescript steps the pragma to completion (execute frees one page).
+                conn.executescript("PRAGMA incremental_vacuum;")
+            conn.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchall()
+        finally:
+            raw.close()
+
+    # -- the public API: async (the same plans) ----------------------------------------------
+
+    async def asetup(self) -> None:
+        """Async :meth:`setup`."""
+        await self.db.adrive(self._setup_plan())
+
+    async def aget_tuple(self, config: RunnableConfig) -> CheckpointTuple | None:
+        """Async :meth:`get_tuple`."""
+        return await self.db.adrive(self._get_plan(config))
+
+    async def alist(
+        self,
+        config: RunnableConfig | None,
+        *,
+        filter: dict[str, Any] | None = None,
+        before: RunnableConfig | None = None,
+        limit: int | None = None,
+    ) -> AsyncIterator[CheckpointTuple]:
+        """Async :meth:`list`."""
+        pager = self._pager(config, filter, before, limit)
+        while not pager.done:
+            for item in pager.take(await self.db.adrive(pager.plan())):
+                yield item
+
+    async def aput(
+        self,
+        config: RunnableConfig,
+        checkpoint: Checkpoint,
+        metadata: CheckpointMetadata,
+        new_versions: ChannelVersions,
+    ) -> RunnableConfig:
+        """Async :meth:`put`."""
+        return await self.db.adrive(self._put_plan(config, checkpoint, metadata, new_versions))
+
+    async def aput_writes(
+        self,
+        config: RunnableConfig,
+        writes: Sequence[tuple[str, Any]],
+        task_id: str,
+        task_path: str = "",
+    ) -> None:
+        """Async :meth:`put_writes`."""
+        await self.db.adrive(self._writes_plan(config, writes, task_id, task_path))
+
+    async def adelete_thread(self, thread_id: str) -> None:
+        """Async :meth:`delete_thread`."""
+        await self.db.adrive(self._delete_plan(thread_id))
+
+    async def adelete_for_runs(self, run_ids: Sequence[str]) -> None:
+        """Async :meth:`delete_for_runs`."""
+        await self.db.adrive(self._delete_runs_plan(run_ids))
+
+    async def acopy_thread(self, source_thread_id: str, target_thread_id: str) -> None:
+        """Async :meth:`copy_thread`."""
+        await self.db.adrive(self._copy_plan(source_thread_id, target_thread_id))
+
+    async def aprune(self, thread_ids: Sequence[str], *, strategy: str = "keep_latest") -> None:
+        """Async :meth:`prune`."""
+        await self.db.adrive(self._prune_plan(thread_ids, strategy))
+
+    async def aget_delta_channel_history(
+        self, *, config: RunnableConfig, channels: Sequence[str]
+    ) -> Mapping[str, DeltaChannelHistory]:
+        """Async :meth:`get_delta_channel_history`."""
+        return await self.db.adrive(self._history_plan(config, channels))
+
+    async def alist_threads(
+        self,
+        *,
+        metadata: Mapping[str, Any] | None = None,
+        limit: int | None = None,
+        offset: int = 0,
+    ) -> builtins.list[ThreadInfo]:
+        """Async :meth:`list_threads`."""
+        return await self.db.adrive(self._threads_plan(metadata, limit, offset))
+
+    async def adelete_idle_threads(self, days: float) -> int:
+        """Async :meth:`delete_idle_threads`."""
+        return await self.db.adrive(self._idle_plan(days))
+
+    async def avacuum(self, *, full: bool = False) -> None:
+        """Async :meth:`vacuum` (in a worker thread)."""
+        await asyncio.to_thread(self.vacuum, full=full)
