@@ -21,6 +21,7 @@ sync engine; :meth:`Database.arun` executes the *same* function on the async eng
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import random
 import threading
@@ -152,7 +153,10 @@ def _sqlite_on_begin(conn: Connection) -> None:
     A deferred transaction that reads and then writes can fail with ``SQLITE_BUSY`` without
     waiting for ``busy_timeout``; taking the write lock up front makes writers queue instead.
     """
-    mode = "IMMEDIATE" if conn.get_execution_options().get("langmem_write") else "DEFERRED"
+    options = conn.get_execution_options()
+    if options.get("isolation_level") == "AUTOCOMMIT":
+        return  # e.g. VACUUM, which cannot run inside a transaction
+    mode = "IMMEDIATE" if options.get("langmem_write") else "DEFERRED"
     conn.exec_driver_sql(f"BEGIN {mode}")
 
 
@@ -252,6 +256,12 @@ class Database:
         self._writer_sync = (
             sync_engine.execution_options(langmem_write=True) if sync_engine else None
         )
+        # An in-memory SQLite database is one connection shared by every thread
+        # (StaticPool): its transactions must take turns.
+        shared = sync_engine is not None and isinstance(sync_engine.pool, StaticPool)
+        self._turns: threading.RLock | contextlib.nullcontext[None] = (
+            threading.RLock() if shared else contextlib.nullcontext()
+        )
         self.ready: set[Any] = set()
         """Keys of schemas already migrated in this process (see :mod:`langmem_sqlite.migrate`)."""
         self.lock = threading.Lock()
@@ -325,11 +335,11 @@ class Database:
         opener = engine.connect if own_transaction else engine.begin
         for delay in _RETRY_DELAYS:
             try:
-                with opener() as conn:
+                with self._turns, opener() as conn:
                     return fn(conn, *args)
             except exc.DBAPIError as e:
                 time.sleep(_retry_delay(e, delay))
-        with opener() as conn:
+        with self._turns, opener() as conn:
             return fn(conn, *args)
 
     async def arun(

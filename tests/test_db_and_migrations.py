@@ -249,3 +249,35 @@ print(store.get_messages("s")[0].content)
     )
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.strip() == "still works"
+
+
+def test_in_memory_sqlite_with_threads() -> None:
+    """One shared connection: transactions from many threads take turns instead of failing."""
+    import threading
+
+    store = ConversationStore("sqlite://")
+    errors: list[BaseException] = []
+
+    def write(i: int) -> None:
+        try:
+            for j in range(30):
+                store.add_messages(f"s{i}", [HumanMessage(f"{i}:{j}")])
+                store.get_messages(f"s{i}", limit=2)
+        except BaseException as e:  # pragma: no cover - reported below
+            errors.append(e)
+
+    threads = [threading.Thread(target=write, args=(i,)) for i in range(8)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert errors == []
+    counts = {s.session_id: s.message_count for s in store.list_sessions()}
+    assert all(counts[f"s{i}"] == 30 for i in range(8))
+
+
+def test_autocommit_connection_can_vacuum(tmp_path: Path) -> None:
+    db = get_database(tmp_path / "v.db")
+    ConversationStore(db).add_messages("s", [HumanMessage("x")])
+    with db.sync_engine.connect().execution_options(isolation_level="AUTOCOMMIT") as conn:
+        conn.exec_driver_sql("VACUUM")
