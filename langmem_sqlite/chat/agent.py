@@ -1,0 +1,208 @@
+"""The chat agent: a LangGraph graph with the package's checkpointer, context policy and facts.
+
+::
+
+    START -> agent -(tool calls)-> tools -> agent -> END
+
+* ``agent`` builds the model input with :class:`~langmem_sqlite.ContextPolicy` (trimming and
+  a running summary kept in the state as ``context_summary``), adds the user's long-term facts
+  (:class:`~langmem_sqlite.store.UserFacts`) to the system message, and calls the model.
+* ``tools`` runs ``remember_fact`` / ``update_fact`` / ``forget_fact`` on the SQL store.
+
+:class:`ChatSession` wraps one user's session: send a turn, read the summary, the history and
+the facts, start a new session. Each turn is also copied to the conversation tables (with the
+summary), so ``langmem-sqlite sessions`` / ``history`` show chats too.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from typing import Annotated, Any
+
+from langchain_core.messages import AnyMessage, BaseMessage, HumanMessage
+from langchain_core.runnables import RunnableConfig
+from langgraph.graph import END, START, StateGraph
+from langgraph.graph.message import add_messages
+from langgraph.prebuilt import ToolNode, tools_condition
+from langgraph.store.base import BaseStore, SearchItem
+from typing_extensions import NotRequired, TypedDict
+
+from ..context import ContextPolicy
+from ..store import Memory, UserFacts, fact_tools, with_facts
+from ..validation import check_id
+
+__all__ = ["ChatSession", "ChatState", "build_chat_graph", "thread_id_for"]
+
+SYSTEM_PROMPT = (
+    "You are a helpful assistant with a durable memory. When the user states a lasting fact "
+    "about themselves, call remember_fact. Use the remembered facts and the conversation "
+    "summary you are given."
+)
+
+
+class ChatState(TypedDict):
+    """The chat graph's state: the messages and the running-summary record."""
+
+    messages: Annotated[list[AnyMessage], add_messages]
+    context_summary: NotRequired[dict[str, Any] | None]
+
+
+def thread_id_for(user: str, session: str) -> str:
+    """The checkpointer thread of ``user``'s ``session`` (two users never share one)."""
+    return f"chat:{user}:{session}"
+
+
+def _last_human(messages: Sequence[BaseMessage]) -> str | None:
+    for m in reversed(messages):
+        if isinstance(m, HumanMessage):
+            return m.text
+    return None
+
+
+def build_chat_graph(
+    model: Any,
+    policy: ContextPolicy,
+    *,
+    checkpointer: Any,
+    store: BaseStore,
+    facts_tokens: int = 300,
+) -> Any:
+    """Compile the chat graph (see the module docstring).
+
+    Args:
+        model: a chat model supporting ``bind_tools``.
+        policy: the context-window policy (its budget should leave ``facts_tokens`` free).
+        checkpointer: where threads live (:class:`~langmem_sqlite.SQLSaver`).
+        store: where facts live (:class:`~langmem_sqlite.SQLStore`).
+        facts_tokens: budget of the facts added to the system message.
+    """
+    if not isinstance(policy, ContextPolicy):
+        raise TypeError(f"policy: expected a ContextPolicy, got {type(policy).__name__}")
+    tools = fact_tools(store=store)
+    bound = model.bind_tools(tools)
+
+    def agent(state: ChatState, config: RunnableConfig) -> dict[str, Any]:
+        messages = state["messages"]
+        result = policy.prepare(messages, state.get("context_summary"))
+        user = config["configurable"]["user_id"]
+        chosen = UserFacts(store, user).select(
+            _last_human(messages), max_tokens=facts_tokens, token_counter=policy.counter
+        )
+        reply = bound.invoke(with_facts(result.messages, chosen), config)
+        update: dict[str, Any] = {"messages": [reply]}
+        if result.summary is not None:
+            update["context_summary"] = result.summary
+        return update
+
+    graph = StateGraph(ChatState)
+    graph.add_node("agent", agent)
+    graph.add_node("tools", ToolNode(tools))
+    graph.add_edge(START, "agent")
+    graph.add_conditional_edges("agent", tools_condition, {"tools": "tools", END: END})
+    graph.add_edge("tools", "agent")
+    return graph.compile(checkpointer=checkpointer, store=store)
+
+
+def new_session_id() -> str:
+    """A fresh, sortable session id (``YYYYmmdd-HHMMSS-xxxx``)."""
+    now = datetime.now(timezone.utc).strftime("%Y%m%d-%H%M%S")
+    return f"{now}-{uuid.uuid4().hex[:4]}"
+
+
+@dataclass
+class ChatSession:
+    """One user's chat over a :class:`~langmem_sqlite.Memory`.
+
+    Args:
+        memory: the database (checkpointer, store and conversation tables).
+        graph: the graph of :func:`build_chat_graph` compiled on ``memory``.
+        user: the user id.
+        session: the session id; ``None`` continues the user's most recent chat session
+            (or starts ``"main"``).
+    """
+
+    memory: Memory
+    graph: Any
+    user: str
+    session: str | None = None
+    _facts: UserFacts = field(init=False, repr=False)
+
+    def __post_init__(self) -> None:
+        self.user = check_id(self.user, "user")
+        if self.session is None:
+            self.session = self.latest_session() or "main"
+        self.session = check_id(self.session, "session")
+        self._facts = UserFacts(self.memory.store, self.user)
+
+    @property
+    def config(self) -> RunnableConfig:
+        """The graph config of the current session."""
+        assert self.session is not None
+        return {
+            "configurable": {
+                "thread_id": thread_id_for(self.user, self.session),
+                "user_id": self.user,
+                "session": self.session,
+            }
+        }
+
+    def latest_session(self) -> str | None:
+        """The user's most recently active chat session, if any."""
+        threads = self.memory.checkpointer.list_threads(metadata={"user_id": self.user}, limit=None)
+        for t in threads:
+            session = (t.metadata or {}).get("session")
+            if t.thread_id.startswith("chat:") and isinstance(session, str):
+                return session
+        return None
+
+    def send(self, text: str) -> list[BaseMessage]:
+        """Run one turn; return the new messages (tool calls, tool results, the answer)."""
+        if not isinstance(text, str) or not text.strip():
+            raise ValueError("text: must be a non-empty string")
+        before = len(self.messages())
+        out = self.graph.invoke({"messages": [HumanMessage(text)]}, self.config)
+        messages: list[BaseMessage] = out["messages"]
+        assert self.session is not None
+        store = self.memory.conversations
+        mirrored = store.count_messages(self.session, user_id=self.user)
+        # normally only this turn's messages; all of them (ids skip the known) after a gap
+        store.add_messages(
+            self.session,
+            messages[before:] if mirrored == before else messages,
+            user_id=self.user,
+            skip_existing=True,
+        )
+        record = out.get("context_summary")
+        if record:
+            store.set_summary(self.session, record["summary"], user_id=self.user)
+        return messages[before + 1 :]
+
+    def messages(self) -> list[BaseMessage]:
+        """Every message of the session (the checkpointed state, untrimmed)."""
+        values = self.graph.get_state(self.config).values
+        return list(values.get("messages", []))
+
+    def summary(self) -> dict[str, Any] | None:
+        """The running-summary record (``summary``, ``messages_summarized``...), if any."""
+        record = self.graph.get_state(self.config).values.get("context_summary")
+        return dict(record) if record else None
+
+    def facts(self) -> list[SearchItem]:
+        """The user's long-term facts, most recent first."""
+        return self._facts.list_facts()
+
+    def remember(self, fact: str) -> str:
+        """Store a fact about the user directly; return its key."""
+        return self._facts.remember(fact)
+
+    def forget(self, key: str) -> bool:
+        """Forget fact ``key``; False if there is none."""
+        return self._facts.forget(key)
+
+    def new(self, session: str | None = None) -> str:
+        """Switch to a new session (facts stay: they belong to the user)."""
+        self.session = check_id(session, "session") if session else new_session_id()
+        return self.session

@@ -1,0 +1,179 @@
+"""The terminal chat: setup from command-line options, the read-eval loop and its commands."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Iterable
+
+from langchain_core.messages import AIMessage, BaseMessage, ToolMessage
+
+from ..context import ContextPolicy
+from ..counting import resolve_message_counter
+from ..store import Memory
+from .agent import SYSTEM_PROMPT, ChatSession, build_chat_graph
+from .models import ChosenModel, choose_model
+
+__all__ = ["COMMANDS", "open_chat", "run_lines"]
+
+COMMANDS = {
+    "/summary": "the running summary of this session",
+    "/history [N]": "this session's messages (the last N) with token counts",
+    "/facts": "what is remembered about you across sessions",
+    "/remember TEXT": "store a fact about you",
+    "/forget ID": "forget a fact",
+    "/new [ID]": "start a new session (facts stay)",
+    "/session": "which user, session and database this is",
+    "/help": "this list",
+    "/quit": "leave (the memory stays in the database)",
+}
+
+Echo = Callable[[str], None]
+
+
+def open_chat(
+    db: str,
+    *,
+    user: str,
+    session: str | None = None,
+    model: str | None = None,
+    base_url: str | None = None,
+    offline: bool = False,
+    max_tokens: int | None = None,
+    trigger_tokens: int | None = None,
+    prefix: str | None = None,
+) -> tuple[ChatSession, ChosenModel]:
+    """Build the chat on database ``db`` for ``user`` (``session=None``: continue the latest).
+
+    The offline model gets a small budget (``max_tokens=2000``, summary past 600 tokens) so
+    summaries show up within a short conversation.
+    """
+    chosen = choose_model(model, base_url=base_url, offline=offline)
+    memory = Memory(db) if prefix is None else Memory(db, table_prefix=prefix)
+    if max_tokens is None and (chosen.offline or base_url):
+        max_tokens = 2_000 if chosen.offline else 8_000
+    if trigger_tokens is None and chosen.offline:
+        trigger_tokens = 600
+    facts_tokens = max(150, (max_tokens or 8_000) // 4)
+    policy = ContextPolicy(
+        max_tokens=None if max_tokens is None else max_tokens - facts_tokens,
+        model=None if chosen.offline else chosen.name,
+        token_counter="approximate" if chosen.offline or base_url else None,
+        system_prompt=SYSTEM_PROMPT,
+        summarizer=chosen.model,
+        trigger_tokens=trigger_tokens,
+    )
+    graph = build_chat_graph(
+        chosen.model,
+        policy,
+        checkpointer=memory.checkpointer,
+        store=memory.store,
+        facts_tokens=facts_tokens,
+    )
+    return ChatSession(memory, graph, user, session), chosen
+
+
+def _show(message: BaseMessage, echo: Echo) -> None:
+    if isinstance(message, AIMessage) and message.tool_calls:
+        for call in message.tool_calls:
+            echo(f"  [memory] {call['name']}({json.dumps(call['args'], ensure_ascii=False)})")
+    elif isinstance(message, ToolMessage):
+        echo(f"  [memory] -> {message.text}")
+    elif message.text:
+        echo(f"bot> {message.text}")
+
+
+def _history(chat: ChatSession, arg: str, echo: Echo) -> None:
+    messages = chat.messages()
+    if arg:
+        if not arg.isdigit() or int(arg) < 1:
+            raise ValueError(f"/history: expected a positive number, got {arg!r}")
+        messages = messages[-int(arg) :]
+    counter = resolve_message_counter(None)
+    echo(f"session {chat.session}: {len(chat.messages())} messages")
+    for m in messages:
+        text = m.text or ", ".join(c["name"] for c in getattr(m, "tool_calls", []))
+        echo(f"  {m.type:>5} ({counter(m):>4} tok) {text}")
+
+
+def _summary(chat: ChatSession, echo: Echo) -> None:
+    record = chat.summary()
+    if not record:
+        echo("no summary yet (it is written once the conversation passes the trigger)")
+        return
+    echo(f"summary of {record['messages_summarized']} messages ({record['updates']} updates):")
+    for line in str(record["summary"]).splitlines():
+        echo(f"  {line}")
+
+
+def _facts(chat: ChatSession, echo: Echo) -> None:
+    facts = chat.facts()
+    if not facts:
+        echo(f"no facts remembered about {chat.user} yet")
+    for item in facts:
+        echo(f"  {item.key}: {item.value.get('fact')}")
+
+
+def command(chat: ChatSession, line: str, echo: Echo) -> bool:
+    """Run a ``/command``; False when the chat should end."""
+    name, _, arg = line.strip().partition(" ")
+    arg = arg.strip()
+    if name in ("/quit", "/exit"):
+        return False
+    if name == "/summary":
+        _summary(chat, echo)
+    elif name == "/history":
+        _history(chat, arg, echo)
+    elif name == "/facts":
+        _facts(chat, echo)
+    elif name == "/remember":
+        echo(f"remembered (id: {chat.remember(arg)})")
+    elif name == "/forget":
+        echo("forgotten" if chat.forget(arg) else f"no fact with id {arg!r}")
+    elif name == "/new":
+        echo(f"new session {chat.new(arg or None)} (facts about {chat.user} stay)")
+    elif name == "/session":
+        echo(f"user {chat.user}, session {chat.session}, database {chat.memory.db.url}")
+    elif name == "/help":
+        for usage, what in COMMANDS.items():
+            echo(f"  {usage:<15} {what}")
+    else:
+        echo(f"unknown command {name!r}; /help lists them")
+    return True
+
+
+def run_lines(chat: ChatSession, lines: Iterable[str], echo: Echo, *, show_input: bool) -> int:
+    """Feed ``lines`` (turns and ``/commands``; blank lines and ``#`` comments skipped) to the
+    chat; return the number of turns sent. Errors in a command are shown, not raised."""
+    turns = 0
+    for raw in lines:
+        line = raw.strip()
+        if not line or line.startswith("#"):
+            continue
+        if show_input:
+            echo(f"you> {line}")
+        if line.startswith("/"):
+            try:
+                if not command(chat, line, echo):
+                    break
+            except (ValueError, TypeError) as e:
+                echo(f"error: {e}")
+            continue
+        for message in chat.send(line):
+            _show(message, echo)
+        turns += 1
+    return turns
+
+
+def banner(chat: ChatSession, chosen: ChosenModel, echo: Echo) -> None:
+    """Say which database, user, session and model this is; flag the offline model plainly."""
+    n = len(chat.messages())
+    state = f"continuing, {n} messages" if n else "new"
+    echo(f"langmem-sqlite chat: {chat.memory.db.url}")
+    echo(f"user {chat.user}, session {chat.session} ({state}); /help for commands")
+    if chosen.offline:
+        echo(
+            f"model: OFFLINE stand-in, rule-based, NOT an LLM ({chosen.why}). It only answers "
+            "from what memory hands it."
+        )
+    else:
+        echo(f"model: {chosen.label}")

@@ -1,0 +1,61 @@
+"""Which model the chat talks to: ChatOpenAI, any OpenAI-compatible server, or offline."""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from typing import Any
+
+from .offline import OFFLINE_LABEL, OfflineChatModel
+
+__all__ = ["ChosenModel", "choose_model"]
+
+DEFAULT_MODEL = "gpt-4o-mini"
+
+
+@dataclass(frozen=True)
+class ChosenModel:
+    """The chat model, a human-readable label, and whether it is the offline stand-in."""
+
+    model: Any
+    label: str
+    offline: bool
+    name: str
+    why: str = ""
+    """Why this model was chosen (shown by the chat's banner)."""
+
+
+def choose_model(
+    model: str | None = None,
+    *,
+    base_url: str | None = None,
+    offline: bool = False,
+    env: dict[str, str] | None = None,
+) -> ChosenModel:
+    """``ChatOpenAI`` when ``OPENAI_API_KEY`` is set or ``base_url`` is given (any
+    OpenAI-compatible server, e.g. a local one), else the offline stand-in.
+
+    Raises:
+        ValueError: ``offline`` together with ``base_url``.
+        ImportError: a real model is wanted but ``langchain-openai`` is not installed.
+    """
+    env = dict(os.environ) if env is None else env
+    if offline and base_url:
+        raise ValueError("base_url: cannot be combined with offline")
+    key = env.get("OPENAI_API_KEY")
+    if offline or (not key and not base_url):
+        why = "--offline" if offline else "no OPENAI_API_KEY and no --base-url"
+        return ChosenModel(OfflineChatModel(), OFFLINE_LABEL, True, "offline", why)
+    try:
+        from langchain_openai import ChatOpenAI
+    except ImportError as e:  # pragma: no cover - the openai extra is in the test extra
+        raise ImportError(
+            'a real model needs langchain-openai: pip install "langmem-sqlite[openai]"'
+        ) from e
+    name = model or DEFAULT_MODEL
+    kwargs: dict[str, Any] = {"model": name, "api_key": key or "not-needed"}
+    if base_url:
+        kwargs["base_url"] = base_url
+    where = f"at {base_url}" if base_url else "on the OpenAI API"
+    why = "--base-url" if base_url else "OPENAI_API_KEY is set"
+    return ChosenModel(ChatOpenAI(**kwargs), f"{name} {where}", False, name, why)

@@ -1,0 +1,138 @@
+"""What the CLI's inspection and maintenance commands compute: users, table stats, retention.
+
+Everything goes through the public classes (:class:`ConversationStore`, :class:`SQLSaver`,
+:class:`SQLStore`) except the table statistics, which read row counts and sizes in SQL.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from typing import Any
+
+import sqlalchemy as sa
+from sqlalchemy.engine import Connection
+
+from .conversation_store import ConversationStore
+from .db import Database
+from .schema import Tables
+
+__all__ = ["PruneReport", "TableStat", "list_users", "prune", "table_stats"]
+
+_DAY_MS = 86_400_000
+_USERS_NAMESPACE = "users"
+
+
+@dataclass(frozen=True)
+class TableStat:
+    """One table: its name, row count and size in bytes (``None`` where not measurable)."""
+
+    table: str
+    rows: int
+    bytes: int | None
+
+
+def _table_stats(conn: Connection, tables: Tables) -> list[TableStat]:
+    present = set(sa.inspect(conn).get_table_names(schema=tables.schema))
+    out = []
+    dialect = conn.dialect.name
+    for table in tables.metadata.sorted_tables:
+        if table.name not in present:
+            continue
+        rows = int(conn.execute(sa.select(sa.func.count()).select_from(table)).scalar_one())
+        size: int | None = None
+        if dialect == "postgresql":
+            qualified = f"{tables.schema}.{table.name}" if tables.schema else table.name
+            size = conn.execute(
+                sa.text("SELECT pg_total_relation_size(CAST(:t AS regclass))"), {"t": qualified}
+            ).scalar_one()
+        elif dialect in ("mysql", "mariadb"):
+            size = conn.execute(
+                sa.text(
+                    "SELECT data_length + index_length FROM information_schema.tables "
+                    "WHERE table_schema = DATABASE() AND table_name = :t"
+                ),
+                {"t": table.name},
+            ).scalar()
+        elif dialect == "sqlite":
+            try:  # the dbstat virtual table is compiled into most SQLite builds
+                size = conn.execute(
+                    sa.text("SELECT SUM(pgsize) FROM dbstat WHERE name = :t"), {"t": table.name}
+                ).scalar()
+            except sa.exc.OperationalError:
+                size = None
+        out.append(TableStat(table.name, rows, None if size is None else int(size)))
+    return out
+
+
+def table_stats(db: Database, tables: Tables) -> list[TableStat]:
+    """Row counts and sizes of this package's tables (those that exist) in ``db``."""
+    return db.run(_table_stats, tables)  # type: ignore[no-any-return]
+
+
+def list_users(store: ConversationStore, saver: Any, facts_store: Any) -> list[dict[str, Any]]:
+    """Every user id seen in sessions, checkpointer threads (``user_id`` metadata) or facts,
+    with how many sessions, threads and facts each has."""
+    users: dict[str, dict[str, Any]] = {}
+
+    def row(uid: str) -> dict[str, Any]:
+        return users.setdefault(uid, {"user_id": uid, "sessions": 0, "threads": 0, "facts": 0})
+
+    for s in store.list_sessions(None):
+        if s.user_id is not None:
+            row(s.user_id)["sessions"] += 1
+    for t in saver.list_threads():
+        uid = (t.metadata or {}).get("user_id")
+        if isinstance(uid, str | int) and not isinstance(uid, bool):
+            row(str(uid))["threads"] += 1
+    for ns in facts_store.list_namespaces(prefix=(_USERS_NAMESPACE,), max_depth=3):
+        if len(ns) == 3 and ns[2] == "facts":
+            row(ns[1])["facts"] += len(facts_store.search(ns, limit=10_000))
+    return sorted(users.values(), key=lambda r: r["user_id"])
+
+
+@dataclass(frozen=True)
+class PruneReport:
+    """What a retention run deletes (or would delete, in a dry run)."""
+
+    older_than_days: float
+    dry_run: bool
+    sessions: list[str]
+    threads: list[str]
+
+
+def prune(
+    store: ConversationStore,
+    saver: Any,
+    days: float,
+    *,
+    user_id: str | None = None,
+    dry_run: bool = False,
+) -> PruneReport:
+    """Delete sessions and checkpointer threads idle for more than ``days`` days.
+
+    With ``user_id``, only that user's sessions (threads are selected by their ``user_id``
+    metadata). ``dry_run`` lists what would go and deletes nothing.
+
+    Raises:
+        ValueError: ``days`` is not a number >= 0.
+    """
+    if isinstance(days, bool) or not isinstance(days, int | float) or not days >= 0:
+        raise ValueError(f"days: expected a number >= 0, got {days!r}")
+    cutoff = int(time.time() * 1000) - int(days * _DAY_MS)
+    sessions = [
+        f"{s.user_id or ''}/{s.session_id}"
+        for s in store.list_sessions(user_id)
+        if s.updated_at < cutoff
+    ]
+    meta = {"user_id": user_id} if user_id is not None else None
+    idle = [t for t in saver.list_threads(metadata=meta) if t.updated_at < cutoff]
+    threads = [t.thread_id for t in idle]
+    if not dry_run:
+        store.delete_sessions_older_than(days, user_id=user_id)
+        if user_id is None:
+            saver.delete_idle_threads(days)
+        else:
+            for t in idle:
+                saver.delete_thread(t.thread_id)
+    return PruneReport(days, dry_run, sessions, threads)

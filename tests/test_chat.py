@@ -1,0 +1,246 @@
+"""`langmem-sqlite chat`, driven by --script in separate processes, on SQLite and PostgreSQL."""
+
+from __future__ import annotations
+
+import http.server
+import json
+import os
+import subprocess
+import sys
+import threading
+from pathlib import Path
+
+import pytest
+from langchain_core.messages import AIMessage, HumanMessage, SystemMessage
+
+from langmem_sqlite import ConversationStore
+from langmem_sqlite.chat import ChatSession, OfflineChatModel, choose_model, open_chat, run_lines
+from langmem_sqlite.chat.offline import respond
+
+SMALL = ["--max-tokens", "800", "--trigger-tokens", "300", "--offline"]
+chat_backends = pytest.mark.parametrize("backend", ["sqlite", "postgres"], indirect=True)
+
+
+NO_KEY = {k: v for k, v in os.environ.items() if k != "OPENAI_API_KEY"}
+
+
+def run_chat(*args: str, script: str = "") -> subprocess.CompletedProcess[str]:
+    """``langmem-sqlite chat ARGS`` in a new process without an API key, ``script`` on stdin."""
+    return subprocess.run(
+        [sys.executable, "-m", "langmem_sqlite", "chat", *args],
+        input=script,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+        env=NO_KEY,
+    )
+
+
+def chat(db: str, prefix: str, script: str, *args: str) -> subprocess.CompletedProcess[str]:
+    proc = run_chat("--db", db, "--prefix", prefix, *SMALL, *args, "--script", "-", script=script)
+    assert proc.returncode == 0, proc.stderr
+    assert "Traceback" not in proc.stderr
+    return proc
+
+
+@chat_backends
+def test_memory_survives_restart_and_facts_reach_new_sessions(db_url: str, prefix: str) -> None:
+    first = chat(db_url, prefix, "Hi, my name is Ada.\nI live in Lyon.\n", "--user", "ada")
+    assert "NOT an LLM" in first.stdout
+    assert "remember_fact" in first.stdout
+    # a new process continues the latest session of that user
+    second = chat(db_url, prefix, "What is my name?\n/history\n", "--user", "ada")
+    assert "session main (continuing, 8 messages)" in second.stdout
+    assert "Your name is Ada (found in" in second.stdout
+    assert "Hi, my name is Ada." in second.stdout  # /history shows the first process' turns
+    # another session of the same user: only long-term facts carry over
+    third = chat(db_url, prefix, "Where do I live?\n/facts\n", "--user", "ada", "--session", "s2")
+    assert "session s2 (new)" in third.stdout
+    assert "You live in Lyon (found in long-term facts)" in third.stdout
+    assert "The user lives in Lyon." in third.stdout
+    # another user knows nothing of Ada
+    other = chat(db_url, prefix, "Where do I live?\n/facts\n", "--user", "bob")
+    assert "I don't know" in other.stdout
+    assert "no facts remembered about bob" in other.stdout
+    # the turns are mirrored into the conversation tables (sessions/history commands)
+    store = ConversationStore(db_url, table_prefix=prefix)
+    assert {s.session_id for s in store.list_sessions("ada")} == {"main", "s2"}
+    assert store.count_messages("main", user_id="ada") >= 8  # 2 statements (4 msgs each) + 2
+
+
+@chat_backends
+def test_summary_appears_once_the_trigger_is_passed(db_url: str, prefix: str) -> None:
+    early = chat(db_url, prefix, "I am planning a trip.\n/summary\n", "--user", "u")
+    assert "no summary yet" in early.stdout
+    turns = "".join(f"Note number {i}: the weather in the mountains matters.\n" for i in range(8))
+    late = chat(db_url, prefix, turns + "/summary\n", "--user", "u")
+    assert "summary of " in late.stdout
+    assert "The user said: I am planning a trip." in late.stdout
+    stored = ConversationStore(db_url, table_prefix=prefix).get_summary("main", user_id="u")
+    assert stored and "I am planning a trip." in stored
+    # after a restart the summary is still there, and a question is answered from it
+    again = chat(db_url, prefix, "/summary\n", "--user", "u")
+    assert "summary of " in again.stdout
+
+
+def test_commands_new_remember_forget_and_errors(tmp_path: Path) -> None:
+    session, chosen = open_chat(str(tmp_path / "c.db"), user="zoe", offline=True)
+    assert chosen.offline
+    out: list[str] = []
+    run_lines(
+        session,
+        [
+            "/remember The user is vegetarian",
+            "/facts",
+            "/history x",
+            "/bogus",
+            "/new n2",
+            "/session",
+        ],
+        out.append,
+        show_input=False,
+    )
+    text = "\n".join(out)
+    assert "The user is vegetarian" in text
+    assert "error: /history: expected a positive number" in text
+    assert "unknown command '/bogus'" in text
+    assert "session n2" in text and session.session == "n2"
+    (fact,) = session.facts()
+    out.clear()
+    run_lines(
+        session,
+        [f"/forget {fact.key}", "/forget nope", "/quit", "never sent"],
+        out.append,
+        show_input=False,
+    )
+    assert out == ["forgotten", "no fact with id 'nope'"]
+    assert session.messages() == []
+    with pytest.raises(ValueError, match="text"):
+        session.send("  ")
+    # a restart continues the session used last, not the first one
+    session.send("hello in n2")
+    session.new("n3")
+    session.send("hello in n3")
+    restarted = ChatSession(session.memory, session.graph, "zoe")
+    assert restarted.session == "n3"
+    assert restarted.messages()[0].text == "hello in n3"
+
+
+def test_script_file_missing_is_one_line_error(tmp_path: Path) -> None:
+    proc = run_chat("--db", str(tmp_path / "x.db"), "--script", str(tmp_path / "none.txt"))
+    assert proc.returncode != 0
+    assert proc.stderr.startswith("error") and len(proc.stderr.strip().splitlines()) == 1
+
+
+def test_tour_runs_offline_on_a_fresh_file(tmp_path: Path) -> None:
+    proc = run_chat("--tour", "--db", str(tmp_path / "t.db"))
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "process 2: after a restart" in proc.stdout
+    assert "You like green tea (found in long-term facts)" in proc.stdout
+
+
+def test_model_choice() -> None:
+    assert choose_model(env={}).why == "no OPENAI_API_KEY and no --base-url"
+    assert choose_model(env={}, offline=True).why == "--offline"
+    assert choose_model(env={"OPENAI_API_KEY": "sk-test"}, offline=True).offline
+    real = choose_model("gpt-4o", env={"OPENAI_API_KEY": "sk-test"})
+    assert not real.offline and type(real.model).__name__ == "ChatOpenAI"
+    assert real.model.model_name == "gpt-4o"
+    local = choose_model("llama3", base_url="http://127.0.0.1:11434/v1", env={})
+    assert not local.offline and "127.0.0.1:11434" in local.label
+    assert str(local.model.openai_api_base).startswith("http://127.0.0.1:11434")
+    with pytest.raises(ValueError, match="base_url"):
+        choose_model(base_url="http://x", offline=True, env={})
+
+
+def test_offline_model_only_answers_from_its_input() -> None:
+    model = OfflineChatModel()
+    reply = model.invoke([HumanMessage("What is my name?")])
+    assert reply.text.startswith("[offline]") and "don't know" in reply.text
+    system = SystemMessage("<user_facts>\n- The user's name is Ada. (id: k)\n</user_facts>")
+    assert (
+        "Ada (found in long-term facts)" in model.invoke([system, HumanMessage("Who am I?")]).text
+    )
+    said = [HumanMessage("my name is Bo"), AIMessage("ok"), HumanMessage("what's my name?")]
+    assert "Bo (found in the recent messages)" in respond(said).text
+    # without the tool bound it never emits tool calls
+    assert not respond([HumanMessage("I live in Oslo.")]).tool_calls
+    calls = respond([HumanMessage("I live in New York and I like tea.")], can_remember=True)
+    assert [c["args"]["fact"] for c in calls.tool_calls] == [
+        "The user lives in New York.",
+        "The user likes tea.",
+    ]
+    assert not respond([HumanMessage("Do I like tea?")], can_remember=True).tool_calls
+    # as a summarizer: the user's statements, questions left out, the previous summary kept
+    prompt = [
+        SystemMessage("You maintain the running summary of a conversation"),
+        HumanMessage(
+            "<previous_summary>\n- The user said: hi\n</previous_summary>\n\n<new_messages>\n"
+            '<message type="human">I live in Oslo.</message>\n'
+            '<message type="human">Where do I live?</message>\n</new_messages>'
+        ),
+    ]
+    assert model.invoke(prompt).text == "- The user said: hi\n- The user said: I live in Oslo."
+
+
+class _Compatible(http.server.BaseHTTPRequestHandler):
+    """A tiny OpenAI-compatible server: replies with how many messages it was sent."""
+
+    def do_POST(self) -> None:
+        body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+        text = f"server saw {len(body['messages'])} messages"
+        reply = {
+            "id": "x",
+            "object": "chat.completion",
+            "created": 0,
+            "model": body["model"],
+            "choices": [
+                {
+                    "index": 0,
+                    "message": {"role": "assistant", "content": text},
+                    "finish_reason": "stop",
+                }
+            ],
+            "usage": {"prompt_tokens": 1, "completion_tokens": 1, "total_tokens": 2},
+        }
+        data = json.dumps(reply).encode()
+        self.send_response(200)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)
+
+    def log_message(self, *args: object) -> None:
+        pass
+
+
+def test_openai_compatible_server_via_base_url(tmp_path: Path) -> None:
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _Compatible)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    base = f"http://127.0.0.1:{server.server_address[1]}/v1"
+    try:
+        outputs = []
+        for _ in range(2):
+            proc = run_chat(
+                *("--db", str(tmp_path / "c.db"), "--base-url", base, "--model", "local-test"),
+                *("--script", "-"),
+                script="hello\n",
+            )
+            assert proc.returncode == 0, proc.stderr
+            outputs.append(proc.stdout)
+    finally:
+        server.shutdown()
+    assert f"model: local-test at {base}" in outputs[0] and "OFFLINE" not in outputs[0]
+    assert "bot> server saw 2 messages" in outputs[0]  # system + the question
+    assert "bot> server saw 4 messages" in outputs[1]  # the restart sent the earlier turn too
+
+
+def test_turns_are_mirrored_to_the_conversation_tables(db_url: str, prefix: str) -> None:
+    session, _ = open_chat(db_url, user="m", offline=True, prefix=prefix)
+    run_lines(session, ["My name is Mo.", "Hello"], lambda _: None, show_input=False)
+    store = session.memory.conversations
+    assert store.get_messages("main", user_id="m") == session.messages()
+    store.clear("main", user_id="m")  # a gap (e.g. a crash between the two writes) is refilled
+    session.send("Who am I?")
+    assert store.get_messages("main", user_id="m") == session.messages()
