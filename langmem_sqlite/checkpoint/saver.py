@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import asyncio
 import builtins
+import contextlib
 import json
 import time
 from collections.abc import AsyncIterator, Iterator, Mapping, Sequence
@@ -37,6 +38,8 @@ from langgraph.checkpoint.base import (
     writes_sort_key,
 )
 from langgraph.checkpoint.serde.base import SerializerProtocol
+from sqlalchemy import exc
+from sqlalchemy.engine import Connection
 
 from ..db import Database, DatabaseLike, Plan, Step, get_database
 from ..migrate import schema_plan
@@ -200,21 +203,19 @@ class _SaverContext:
         return None
 
 
-def _enable_auto_vacuum(db: Database) -> None:
-    """On a new SQLite file, switch to incremental auto-vacuum (before it holds data)."""
-    raw = db.sync_engine.raw_connection()
-    try:
-        conn: Any = raw.driver_connection
-        if conn.execute("PRAGMA auto_vacuum").fetchone()[0] != 0:
-            return
-        if conn.execute("PRAGMA page_count").fetchone()[0] > 64:
-            return
-        conn.execute("PRAGMA auto_vacuum = INCREMENTAL")
-        conn.execute("VACUUM")
-    except Exception:  # an optimisation only: a busy file keeps its mode
-        pass
-    finally:
-        raw.close()
+def _enable_auto_vacuum(conn: Connection) -> None:
+    """On a new SQLite file, switch to incremental auto-vacuum (before it holds data).
+
+    Runs as a step of its own (``VACUUM`` cannot run in a transaction), so async callers run it
+    on the async engine instead of blocking their event loop.
+    """
+    conn.execution_options(isolation_level="AUTOCOMMIT")
+    if conn.exec_driver_sql("PRAGMA auto_vacuum").scalar() != 0:
+        return
+    if (conn.exec_driver_sql("PRAGMA page_count").scalar() or 0) > 64:
+        return
+    conn.exec_driver_sql("PRAGMA auto_vacuum = INCREMENTAL")
+    conn.exec_driver_sql("VACUUM")
 
 
 class SQLSaver(BaseCheckpointSaver[str]):
@@ -272,7 +273,10 @@ class SQLSaver(BaseCheckpointSaver[str]):
         key = ("checkpointer", self.tables.key)
         if key not in self.db.ready:
             if self.db.dialect == "sqlite" and self.db.url.database not in (None, "", ":memory:"):
-                _enable_auto_vacuum(self.db)  # once per process, before the tables exist
+                # once per process, before the tables exist; an optimisation only: a busy
+                # file keeps its mode
+                with contextlib.suppress(exc.DBAPIError):
+                    yield Step(_enable_auto_vacuum, (), own_transaction=True)
             yield from schema_plan(self.db, self.tables)
             with self.db.lock:
                 self.db.ready.add(key)
