@@ -202,6 +202,11 @@ def _is_retryable(error: BaseException) -> bool:
             "lost connection",
             "gone away",
             "terminating connection",
+            # a server restarting: refused or not yet accepting (bounded by the retry delays)
+            "connection refused",
+            "shutting down",
+            "starting up",
+            "can't connect",
         )
     )
 
