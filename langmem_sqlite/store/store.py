@@ -68,11 +68,16 @@ def _check_value(value: Any) -> dict[str, Any] | None:
     if not isinstance(value, dict):
         raise TypeError(f"value: expected a dict (or None to delete), got {type(value).__name__}")
     try:
-        text = json.dumps(value, allow_nan=False)
+        text = json.dumps(value, allow_nan=False, ensure_ascii=False)
+        text.encode("utf-8")
     except TypeError as e:
         raise TypeError(f"value: not JSON serializable: {e}") from e
+    except UnicodeEncodeError as e:
+        raise ValueError("value: strings must be valid Unicode (no lone surrogates)") from e
     except ValueError as e:
         raise ValueError(f"value: {e} (NaN and infinities are not JSON)") from e
+    except RecursionError as e:
+        raise ValueError("value: nested too deeply to store") from e
     if "\\u0000" in text:
         raise ValueError("value: strings must not contain NUL characters")
     return value
