@@ -21,6 +21,7 @@ from .context import (
 )
 from .conversation_store import ConversationStore, SessionInfo
 from .counting import count_tokens, resolve_message_counter
+from .crypto import MessageCipher
 from .db import Database, get_database
 from .migrate import SchemaTooNewError
 from .store import Memory, SQLStore
@@ -34,6 +35,7 @@ __all__ = [
     "ConversationStore",
     "Database",
     "Memory",
+    "MessageCipher",
     "SQLChatMessageHistory",
     "SQLSaver",
     "SQLStore",

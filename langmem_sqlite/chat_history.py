@@ -19,7 +19,7 @@ from langchain_core.runnables.utils import ConfigurableFieldSpec
 
 from .conversation_store import ConversationStore
 from .counting import MessageCounter
-from .db import Database, DatabaseLike
+from .db import Database, DatabaseLike, Plan
 from .schema import DEFAULT_PREFIX
 from .validation import IdLike, check_positive
 
@@ -59,6 +59,10 @@ class SQLChatMessageHistory(_Base):  # type: ignore[misc,valid-type]
             writes or :meth:`refresh` is called. ``RunnableWithMessageHistory`` reads the
             history twice per turn; a snapshot keeps a concurrent turn from making it drop the
             new human message.
+        encryption_key: encrypt messages at rest (see :class:`ConversationStore`).
+        since_summary: read only the messages that the session's running summary (stored by
+            :func:`~langmem_sqlite.context.context_step`) does not cover yet, selected in SQL, so
+            a turn costs what is not yet summarized instead of the whole history.
         store: an existing :class:`ConversationStore` to use instead of the arguments above.
     """
 
@@ -77,6 +81,8 @@ class SQLChatMessageHistory(_Base):  # type: ignore[misc,valid-type]
         window: int | None = None,
         token_counter: str | MessageCounter | None = None,
         snapshot_reads: bool = True,
+        encryption_key: bytes | str | None = None,
+        since_summary: bool = False,
         store: ConversationStore | None = None,
     ) -> None:
         if connection is not None and connection_string is not None:
@@ -91,12 +97,21 @@ class SQLChatMessageHistory(_Base):  # type: ignore[misc,valid-type]
                 schema=schema,
                 token_counter=token_counter,
                 engine_args=engine_args,
+                encryption_key=encryption_key,
             )
+        elif encryption_key is not None:
+            raise ValueError("encryption_key: give it to the store, not with store=")
         self.store = store
         self._key = store.key(session_id, user_id)
         self.window = None if window is None else check_positive(window, "window")
         self.snapshot_reads = snapshot_reads
         self._snapshot: int | None = None
+        if since_summary and self.window is not None:
+            raise ValueError("since_summary: cannot be combined with window=")
+        self.since_summary = since_summary
+        self.pinned: tuple[str | None, list[tuple[int, BaseMessage]]] | None = None
+        """With ``since_summary``: the summary record and the ``(position, message)`` pairs of
+        this object's first read (kept while the read snapshot holds)."""
         _ = async_mode
 
     @property
@@ -112,6 +127,7 @@ class SQLChatMessageHistory(_Base):  # type: ignore[misc,valid-type]
     def refresh(self) -> None:
         """Forget the read snapshot, so the next read sees every stored message."""
         self._snapshot = None
+        self.pinned = None
 
     def _remember(self, pairs: list[tuple[int, BaseMessage]]) -> list[BaseMessage]:
         if self.snapshot_reads and self._snapshot is None:
@@ -121,7 +137,14 @@ class SQLChatMessageHistory(_Base):  # type: ignore[misc,valid-type]
     def _read(self, limit: int | None) -> Any:
         if limit is not None:
             check_positive(limit, "limit")
+        if self.since_summary:
+            return self._since_summary_plan()
         return self.store._get_plan(self._key, limit, self._snapshot)
+
+    def _since_summary_plan(self) -> Plan[list[tuple[int, BaseMessage]]]:
+        if self.pinned is None or not self.snapshot_reads:
+            self.pinned = yield from self.store._after_summary_plan(self._key, self._snapshot)
+        return self.pinned[1]
 
     @property
     def messages(self) -> list[BaseMessage]:  # type: ignore[override]
@@ -160,21 +183,25 @@ class SQLChatMessageHistory(_Base):  # type: ignore[misc,valid-type]
         """Append messages in one transaction (all validated before anything is written)."""
         self.store.db.drive(self.store._add_plan(self._key, messages, False))
         self._snapshot = None
+        self.pinned = None
 
     async def aadd_messages(self, messages: Sequence[BaseMessage]) -> None:
         """Async :meth:`add_messages`."""
         await self.store.db.adrive(self.store._add_plan(self._key, messages, False))
         self._snapshot = None
+        self.pinned = None
 
     def clear(self) -> None:
         """Delete the session's messages."""
         self.store.clear(self._key.session_id, user_id=self._key.user_id or None)
         self._snapshot = None
+        self.pinned = None
 
     async def aclear(self) -> None:
         """Async :meth:`clear`."""
         await self.store.aclear(self._key.session_id, user_id=self._key.user_id or None)
         self._snapshot = None
+        self.pinned = None
 
     def __str__(self) -> str:
         try:
@@ -236,6 +263,6 @@ def user_conversation_history_factory(
 
 
 def _store_for(connection: Any, options: dict[str, Any]) -> ConversationStore:
-    store_keys = ("table_prefix", "schema", "token_counter", "engine_args")
+    store_keys = ("table_prefix", "schema", "token_counter", "engine_args", "encryption_key")
     kwargs = {k: options.pop(k) for k in store_keys if k in options}
     return ConversationStore(connection, **kwargs)

@@ -10,16 +10,18 @@ with :meth:`Database.drive` and its ``a``-prefixed twin with :meth:`Database.adr
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import time
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, TypeVar
 
 from langchain_core.messages import BaseMessage
 
 from . import conversations as sql
 from .conversations import MessageRow, SessionInfo, SessionKey
 from .counting import MessageCounter, resolve_message_counter
+from .crypto import MessageCipher, is_encrypted, resolve_cipher
 from .db import Database, DatabaseLike, Plan, Step, get_database
 from .message_codec import decode_messages, encode_message, message_text
 from .migrate import schema_plan
@@ -37,10 +39,27 @@ DEFAULT_MAX_MESSAGE_BYTES = 32 * 1024 * 1024
 per statement for a single value; raise ``max_allowed_packet`` there for larger messages)."""
 
 _DAY_MS = 86_400_000
+_Info = TypeVar("_Info", SessionInfo, None)
 
 
 def _now_ms() -> int:
     return time.time_ns() // 1_000_000
+
+
+def _text(value: Any, name: str) -> str | None:
+    """A title or summary: ``str`` or ``None``, without NUL or lone surrogates (which no
+    database stores as text)."""
+    if value is None:
+        return None
+    if not isinstance(value, str):
+        raise TypeError(f"{name}: expected str or None, got {type(value).__name__}")
+    if "\x00" in value:
+        raise ValueError(f"{name}: must not contain NUL characters")
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError as e:
+        raise ValueError(f"{name}: not valid Unicode text (lone surrogate)") from e
+    return value
 
 
 def default_connection() -> str:
@@ -60,6 +79,10 @@ class ConversationStore:
         token_counter: how stored token counts are computed: ``"approximate"`` (default), or a
             callable ``message -> int``.
         max_message_bytes: largest serialized message accepted.
+        encryption_key: if given (16, 24 or 32 bytes), message bodies, titles and summaries are
+            stored AES-GCM encrypted and ``content_text`` is left empty (see
+            :mod:`langmem_sqlite.crypto`; needs the ``encryption`` extra).
+        cipher: a :class:`~langmem_sqlite.crypto.MessageCipher`, instead of ``encryption_key``.
 
     Both sync and async methods work whatever ``connection`` is: the package builds the twin
     engine for the same database.
@@ -74,7 +97,10 @@ class ConversationStore:
         token_counter: str | MessageCounter | None = None,
         max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES,
         engine_args: dict[str, Any] | None = None,
+        encryption_key: bytes | str | None = None,
+        cipher: MessageCipher | None = None,
     ) -> None:
+        self.cipher: MessageCipher | None = resolve_cipher(encryption_key, cipher)
         self.db: Database = get_database(
             default_connection() if connection is None else connection, engine_args=engine_args
         )
@@ -92,7 +118,32 @@ class ConversationStore:
         yield from schema_plan(self.db, self.tables)
         return (yield Step(fn, (self.tables, *args), write=write))
 
-    def _rows(self, messages: Sequence[BaseMessage]) -> list[MessageRow]:
+    def _seal(self, key: SessionKey, text: str | None) -> str | None:
+        """``text`` as stored: encrypted to the session when the store has a cipher."""
+        if self.cipher is None or text is None:
+            return text
+        return self.cipher.encrypt(text, f"{key.user_id}\x00{key.session_id}".encode())
+
+    def _open(self, key: SessionKey, stored: str | None) -> str | None:
+        """Inverse of :meth:`_seal`; ``ValueError`` for an encrypted value without the key."""
+        if stored is None:
+            return None
+        if self.cipher is None:
+            if is_encrypted(stored):
+                raise ValueError("stored value is encrypted: give the store its encryption_key")
+            return stored
+        return self.cipher.decrypt(stored, f"{key.user_id}\x00{key.session_id}".encode())
+
+    def _reveal(self, info: _Info) -> _Info:
+        if info is None or self.cipher is None:
+            return info
+        key = SessionKey(info.user_id or "", info.session_id)
+        title, summary = self._open(key, info.title), self._open(key, info.summary)
+        return dataclasses.replace(info, title=title, summary=summary)
+
+    def _rows(
+        self, messages: Sequence[BaseMessage], key: SessionKey | None = None
+    ) -> list[MessageRow]:
         if isinstance(messages, BaseMessage) or not isinstance(messages, Sequence):
             raise TypeError("messages: expected a sequence of BaseMessage")
         rows = []
@@ -114,8 +165,8 @@ class ConversationStore:
                 MessageRow(
                     type=message.type,
                     message_id=check_id(message.id, "message.id") if message.id else None,
-                    content_text=message_text(message),
-                    body=body,
+                    content_text="" if self.cipher else message_text(message),
+                    body=body if key is None else str(self._seal(key, body)),
                     token_count=count,
                 )
             )
@@ -129,7 +180,15 @@ class ConversationStore:
         if limit is not None:
             check_positive(limit, "limit")
         rows = yield from self._op(sql.read_messages, key, limit, max_seq)
-        return list(zip([r[0] for r in rows], decode_messages(r[1] for r in rows), strict=True))
+        bodies = decode_messages(self._open(key, r[1]) for r in rows)  # type: ignore[misc]
+        return list(zip([r[0] for r in rows], bodies, strict=True))
+
+    def _after_summary_plan(
+        self, key: SessionKey, max_seq: int | None = None
+    ) -> Plan[tuple[str | None, list[tuple[int, BaseMessage]]]]:
+        summary, rows = yield from self._op(sql.read_after_summary, key, max_seq)
+        bodies = decode_messages(self._open(key, r[1]) for r in rows)  # type: ignore[misc]
+        return self._open(key, summary), list(zip([r[0] for r in rows], bodies, strict=True))
 
     def _window_plan(
         self, key: SessionKey, max_tokens: int, max_seq: int | None = None
@@ -137,7 +196,8 @@ class ConversationStore:
         check_positive(max_tokens, "max_tokens", allow_zero=True)
         rows = yield from self._op(sql.read_token_window, key, max_tokens, max_seq)
         kept = rows[orphan_prefix_length([r[1] for r in rows]) :]
-        return list(zip([r[0] for r in kept], decode_messages(r[2] for r in kept), strict=True))
+        bodies = decode_messages(self._open(key, r[2]) for r in kept)  # type: ignore[misc]
+        return list(zip([r[0] for r in kept], bodies, strict=True))
 
     def _load_plan(
         self, key: SessionKey, limit: int | None, max_tokens: int | None
@@ -153,7 +213,7 @@ class ConversationStore:
     def _add_plan(
         self, key: SessionKey, messages: Sequence[BaseMessage], dedupe: bool
     ) -> Plan[int]:
-        rows = self._rows(messages)
+        rows = self._rows(messages, key)
         if dedupe:
             ids = [r.message_id for r in rows if r.message_id]
             seen = yield from self._op(sql.existing_message_ids, key, ids)
@@ -176,7 +236,8 @@ class ConversationStore:
         if limit is not None:
             check_positive(limit, "limit")
         check_positive(offset, "offset", allow_zero=True)
-        return (yield from self._op(sql.list_sessions, uid, limit, offset))
+        infos = yield from self._op(sql.list_sessions, uid, limit, offset)
+        return [self._reveal(i) for i in infos]
 
     def _prune_plan(self, days: float, user_id: IdLike | None) -> Plan[int]:
         if isinstance(days, bool) or not isinstance(days, int | float) or days < 0:
@@ -313,31 +374,30 @@ class ConversationStore:
         self, session_id: IdLike, *, user_id: IdLike | None = None
     ) -> SessionInfo | None:
         """One session's details, or ``None`` if it does not exist."""
-        return self.db.drive(self._op(sql.get_session, self.key(session_id, user_id)))
+        return self._reveal(self.db.drive(self._op(sql.get_session, self.key(session_id, user_id))))
 
     async def aget_session(
         self, session_id: IdLike, *, user_id: IdLike | None = None
     ) -> SessionInfo | None:
         """Async :meth:`get_session`."""
-        return await self.db.adrive(self._op(sql.get_session, self.key(session_id, user_id)))
+        plan = self._op(sql.get_session, self.key(session_id, user_id))
+        return self._reveal(await self.db.adrive(plan))
 
     def rename_session(
         self, session_id: IdLike, title: str | None, *, user_id: IdLike | None = None
     ) -> bool:
         """Set a session's title; ``False`` if the session does not exist."""
-        if title is not None and not isinstance(title, str):
-            raise TypeError(f"title: expected str or None, got {type(title).__name__}")
         key = self.key(session_id, user_id)
-        return self.db.drive(self._op(sql.rename_session, key, title, write=True))
+        plan = self._op(sql.rename_session, key, self._seal(key, _text(title, "title")), write=True)
+        return self.db.drive(plan)
 
     async def arename_session(
         self, session_id: IdLike, title: str | None, *, user_id: IdLike | None = None
     ) -> bool:
         """Async :meth:`rename_session`."""
-        if title is not None and not isinstance(title, str):
-            raise TypeError(f"title: expected str or None, got {type(title).__name__}")
         key = self.key(session_id, user_id)
-        return await self.db.adrive(self._op(sql.rename_session, key, title, write=True))
+        plan = self._op(sql.rename_session, key, self._seal(key, _text(title, "title")), write=True)
+        return await self.db.adrive(plan)
 
     def delete_session(self, session_id: IdLike, *, user_id: IdLike | None = None) -> bool:
         """Delete a session and its messages; ``False`` if it did not exist."""
@@ -378,11 +438,13 @@ class ConversationStore:
     ) -> None:
         """Store the session's summary record (JSON text), creating the session if needed."""
         key = self.key(session_id, user_id)
-        self.db.drive(self._op(sql.set_summary, key, summary, _now_ms(), write=True))
+        sealed = self._seal(key, _text(summary, "summary"))
+        self.db.drive(self._op(sql.set_summary, key, sealed, _now_ms(), write=True))
 
     async def aset_summary(
         self, session_id: IdLike, summary: str | None, *, user_id: IdLike | None = None
     ) -> None:
         """Async :meth:`set_summary`."""
         key = self.key(session_id, user_id)
-        await self.db.adrive(self._op(sql.set_summary, key, summary, _now_ms(), write=True))
+        sealed = self._seal(key, _text(summary, "summary"))
+        await self.db.adrive(self._op(sql.set_summary, key, sealed, _now_ms(), write=True))

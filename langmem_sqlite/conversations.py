@@ -8,6 +8,7 @@ run by :meth:`Database.run` (sync) or :meth:`Database.arun` (async, via ``run_sy
 from __future__ import annotations
 
 import functools
+import json
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -97,6 +98,10 @@ class _Hot:
         self.insert = insert(t.messages)
         in_session = and_(m.session_pk == pk, m.seq <= bindparam("k_max_seq"))
         self.read_all = select(m.seq, m.body).where(in_session).order_by(m.seq)
+        self.read_after = (
+            select(m.seq, m.body).where(in_session, m.seq > bindparam("k_after")).order_by(m.seq)
+        )
+        self.summary = select(s.summary).where(match)
         self.read_last = (
             select(m.seq, m.body)
             .where(in_session)
@@ -241,6 +246,26 @@ def read_messages(
         return [(r[0], r[1]) for r in conn.execute(hot.read_all, params)]
     rows = conn.execute(hot.read_last, {**params, "k_limit": limit}).all()
     return [(r[0], r[1]) for r in reversed(rows)]
+
+
+def read_after_summary(
+    conn: Connection, t: Tables, key: SessionKey, max_seq: int | None = None
+) -> tuple[str | None, list[tuple[int, str]]]:
+    """The session's summary record and ``(seq, body)`` of the messages it does not cover yet.
+
+    The record's ``upto_seq`` (the position of the last summarized message, if the record has
+    one) bounds the read, so its cost follows what is not yet summarized, not the history.
+    """
+    hot = _hot(t)
+    summary = conn.execute(hot.summary, _params(key)).scalar()
+    after = -1
+    if summary:
+        try:
+            after = int(json.loads(summary).get("upto_seq", -1))
+        except (ValueError, TypeError, AttributeError):
+            after = -1  # not a record of ours: read everything, the policy validates it
+    params = _params(key, k_max_seq=_NO_MAX if max_seq is None else max_seq, k_after=after)
+    return summary, [(r[0], r[1]) for r in conn.execute(hot.read_after, params)]
 
 
 def read_token_window(

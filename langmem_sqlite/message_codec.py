@@ -166,6 +166,15 @@ def encode_message(message: BaseMessage) -> str:
     if message.type not in STORABLE_TYPES:
         raise ValueError(f"messages: message type {message.type!r} cannot be stored")
     try:
+        return _encode(message)
+    except RecursionError:
+        raise ValueError(
+            f"messages: a {message.type} message is nested too deeply to be stored"
+        ) from None
+
+
+def _encode(message: BaseMessage) -> str:
+    try:
         data = _prepare(message_to_dict(message))
     except _Unstorable as e:
         what = type(e.value).__name__
@@ -194,6 +203,60 @@ _FAST = {
     "tool": ToolMessage,
 }
 _FAST_FIELDS = {name: frozenset(cls.model_fields) for name, cls in _FAST.items()}
+_USAGE_KEYS = frozenset({"input_tokens", "output_tokens", "total_tokens"})
+_USAGE_DETAILS = frozenset({"input_token_details", "output_token_details"})
+
+
+def _is_int(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _usage_ok(usage: Any) -> bool:
+    """``usage_metadata`` as ``UsageMetadata`` validation would accept it (or ``None``)."""
+    if usage is None:
+        return True
+    if not isinstance(usage, dict) or not usage.keys() >= _USAGE_KEYS:
+        return False
+    for k, v in usage.items():
+        if k in _USAGE_KEYS:
+            if not _is_int(v):
+                return False
+        elif k not in _USAGE_DETAILS or not (
+            isinstance(v, dict) and all(_is_int(n) for n in v.values())
+        ):
+            return False
+    return True
+
+
+def _fast_ok(kind: str, fields: dict[str, Any]) -> bool:
+    """Whether ``fields`` are values pydantic validation would keep unchanged, so that
+    ``model_construct`` cannot build a malformed message from a hostile row (anything else
+    goes through validation)."""
+    content = fields["content"]
+    return (
+        (
+            isinstance(content, str)
+            or (isinstance(content, list) and all(isinstance(c, str | dict) for c in content))
+        )
+        and isinstance(fields["additional_kwargs"], dict)
+        and isinstance(fields["response_metadata"], dict)
+        and (fields["name"] is None or isinstance(fields["name"], str))
+        and (fields["id"] is None or isinstance(fields["id"], str))
+        and (
+            kind != "ai"
+            or (
+                fields["tool_calls"] == []
+                and fields["invalid_tool_calls"] == []
+                and _usage_ok(fields["usage_metadata"])
+            )
+        )
+        and (
+            kind != "tool"
+            or (
+                isinstance(fields["tool_call_id"], str) and fields["status"] in ("success", "error")
+            )
+        )
+    )
 
 
 def decode_message(body: str | bytes) -> BaseMessage:
@@ -221,11 +284,12 @@ def decode_message(body: str | bytes) -> BaseMessage:
             and isinstance(fields, dict)
             and fields.keys() == _FAST_FIELDS[kind]
             and fields["type"] == kind
-            and isinstance(fields["content"], str | list)
+            and _fast_ok(kind, fields)
         ):
             return _FAST[kind].model_construct(**fields)  # type: ignore[no-any-return]
         return messages_from_dict([data])[0]
-    except (ValueError, TypeError, KeyError) as e:
+    except (ValueError, TypeError, KeyError, AttributeError, IndexError, RecursionError) as e:
+        # a hostile or corrupted row: whatever the parser or pydantic tripped on, one error type
         raise ValueError(f"stored message cannot be decoded: {e}") from e
 
 

@@ -19,7 +19,9 @@ from langmem_sqlite.migrate import LATEST_VERSION, ensure_schema
 from langmem_sqlite.schema import MIGRATIONS, get_tables
 
 
-def test_path_and_url_forms_share_one_database(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_path_and_url_forms_share_one_database(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.chdir(tmp_path)
     a = get_database("memory.db")
     b = get_database(str(tmp_path / "memory.db"))
@@ -57,7 +59,12 @@ def test_sqlite_settings(tmp_path: Path) -> None:
             k: conn.exec_driver_sql(f"PRAGMA {k}").scalar()
             for k in ("journal_mode", "busy_timeout", "synchronous", "foreign_keys")
         }
-    assert pragma == {"journal_mode": "wal", "busy_timeout": 30000, "synchronous": 1, "foreign_keys": 1}
+    assert pragma == {
+        "journal_mode": "wal",
+        "busy_timeout": 30000,
+        "synchronous": 1,
+        "foreign_keys": 1,
+    }
 
 
 async def test_sqlite_settings_async(tmp_path: Path) -> None:
@@ -113,7 +120,9 @@ def test_schema_too_new_is_refused(db_url: str, prefix: str) -> None:
     ensure_schema(db, t)
     with db.sync_engine.begin() as conn:
         conn.execute(
-            sa.insert(t.migrations).values(version=LATEST_VERSION + 1, description="future", applied_at=0)
+            sa.insert(t.migrations).values(
+                version=LATEST_VERSION + 1, description="future", applied_at=0
+            )
         )
     db.ready.discard(t.key)
     with pytest.raises(SchemaTooNewError, match="upgrade"):
@@ -131,7 +140,9 @@ def test_upgrade_from_an_older_version(db_url: str, prefix: str) -> None:
     store = ConversationStore(db_url, table_prefix=prefix)
     store.add_messages("s", [HumanMessage("after upgrade")])
     with db.sync_engine.connect() as conn:
-        assert conn.execute(sa.select(sa.func.max(t.migrations.c.version))).scalar() == LATEST_VERSION
+        assert (
+            conn.execute(sa.select(sa.func.max(t.migrations.c.version))).scalar() == LATEST_VERSION
+        )
 
 
 def _migrate_in_child(url: str, prefix: str, barrier: mp.synchronize.Barrier) -> None:  # type: ignore[name-defined]
@@ -143,7 +154,9 @@ def _migrate_in_child(url: str, prefix: str, barrier: mp.synchronize.Barrier) ->
 def test_eight_processes_migrate_at_once(db_url: str, prefix: str) -> None:
     ctx = mp.get_context("spawn")
     barrier = ctx.Barrier(8)
-    procs = [ctx.Process(target=_migrate_in_child, args=(db_url, prefix, barrier)) for _ in range(8)]
+    procs = [
+        ctx.Process(target=_migrate_in_child, args=(db_url, prefix, barrier)) for _ in range(8)
+    ]
     for p in procs:
         p.start()
     for p in procs:

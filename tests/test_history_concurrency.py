@@ -57,9 +57,7 @@ def test_sqlite_16_threads_and_4_processes(tmp_path: Path) -> None:
     prefix = "c_"
     ConversationStore(url, table_prefix=prefix).list_sessions()  # schema in place
     ctx = mp.get_context("spawn")
-    procs = [
-        ctx.Process(target=_write_turns, args=(url, prefix, f"p{i}", 4)) for i in range(4)
-    ]
+    procs = [ctx.Process(target=_write_turns, args=(url, prefix, f"p{i}", 4)) for i in range(4)]
     errors: list[BaseException] = []
 
     def thread_main(name: str) -> None:

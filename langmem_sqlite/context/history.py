@@ -23,7 +23,7 @@ from langchain_core.runnables import RunnableConfig, RunnableLambda
 
 from ..chat_history import SQLChatMessageHistory
 from .policy import ContextPolicy
-from .summary import dump_record
+from .summary import dump_record, load_record
 
 __all__ = ["context_step"]
 
@@ -51,6 +51,40 @@ def _history(config: RunnableConfig) -> SQLChatMessageHistory:
     return history
 
 
+_UNREAD: Any = object()
+
+
+def _pinned_record(h: SQLChatMessageHistory) -> Any:
+    """The record read together with the messages (``since_summary``), or ``_UNREAD``."""
+    return h.pinned[0] if h.since_summary and h.pinned is not None else _UNREAD
+
+
+def _for_policy(h: SQLChatMessageHistory, record: dict[str, Any] | None) -> Any:
+    """With ``since_summary`` the prompt holds only unsummarized history: nothing of it is
+    covered by the record yet, so the policy sees the watermark just before it."""
+    if record is None or not h.since_summary:
+        return record
+    return {**record, "upto_index": -1, "upto_id": None}
+
+
+def _for_storage(
+    h: SQLChatMessageHistory, previous: dict[str, Any] | None, new: dict[str, Any]
+) -> str:
+    """The record to store: positions back in terms of the whole history, plus ``upto_seq``
+    (the stored position of the last summarized message) that bounds the next read."""
+    if not h.since_summary or h.pinned is None:
+        return dump_record(new)
+    k = int(new["upto_index"])  # among the non-system messages of this prompt
+    seqs = [seq for seq, m in h.pinned[1] if m.type != "system"]
+    base = int(previous["upto_index"]) if previous else -1
+    after = {**new, "upto_index": base + k + 1}
+    if 0 <= k < len(seqs):
+        after["upto_seq"] = seqs[k]
+    elif previous and "upto_seq" in previous:
+        after["upto_seq"] = previous["upto_seq"]
+    return dump_record(after)
+
+
 def context_step(policy: ContextPolicy) -> RunnableLambda[Any, list[BaseMessage]]:
     """A step applying ``policy`` with the summary persisted on the chat history's session."""
     if not isinstance(policy, ContextPolicy):
@@ -58,18 +92,26 @@ def context_step(policy: ContextPolicy) -> RunnableLambda[Any, list[BaseMessage]
 
     def run(value: Any, config: RunnableConfig) -> list[BaseMessage]:
         h = _history(config)
-        record = h.store.get_summary(h.session_id, user_id=h.user_id)
-        result = policy.prepare(_messages(value), record)
+        stored = _pinned_record(h)
+        if stored is _UNREAD:
+            stored = h.store.get_summary(h.session_id, user_id=h.user_id)
+        record = load_record(stored)
+        result = policy.prepare(_messages(value), _for_policy(h, record))
         if result.summary is not None:
-            h.store.set_summary(h.session_id, dump_record(result.summary), user_id=h.user_id)
+            text = _for_storage(h, record, result.summary)
+            h.store.set_summary(h.session_id, text, user_id=h.user_id)
         return result.messages
 
     async def arun(value: Any, config: RunnableConfig) -> list[BaseMessage]:
         h = _history(config)
-        record = await h.store.aget_summary(h.session_id, user_id=h.user_id)
-        result = await policy.aprepare(_messages(value), record)
+        stored = _pinned_record(h)
+        if stored is _UNREAD:
+            stored = await h.store.aget_summary(h.session_id, user_id=h.user_id)
+        record = load_record(stored)
+        result = await policy.aprepare(_messages(value), _for_policy(h, record))
         if result.summary is not None:
-            await h.store.aset_summary(h.session_id, dump_record(result.summary), user_id=h.user_id)
+            text = _for_storage(h, record, result.summary)
+            await h.store.aset_summary(h.session_id, text, user_id=h.user_id)
         return result.messages
 
     return RunnableLambda(run, afunc=arun, name="context_window")

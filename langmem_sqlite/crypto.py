@@ -1,0 +1,106 @@
+"""Optional encryption at rest of chat messages (AES-GCM from pycryptodome).
+
+With an ``encryption_key`` (or a :class:`MessageCipher`) given to
+:class:`~langmem_sqlite.ConversationStore` or :class:`~langmem_sqlite.SQLChatMessageHistory`,
+every message body, session title and running summary is stored as ciphertext, and the
+searchable ``content_text`` column is left empty: no conversation text reaches the database in
+plaintext. Ids, message types, token counts and times stay readable (they index the rows).
+
+Each value is sealed with the session it belongs to (user id and session id as associated data):
+a row copied into another user's session fails authentication instead of being read there.
+
+Install with ``pip install "langmem-sqlite[encryption]"``. For checkpoints, wrap the saver's
+serializer: ``SQLSaver(url, serde=EncryptedSerializer.from_pycryptodome_aes(key=...))``.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+from typing import Any
+
+__all__ = ["ENCRYPTED_PREFIX", "MessageCipher", "resolve_cipher"]
+
+ENCRYPTED_PREFIX = "lmenc1:"
+"""Marks an encrypted stored value: ``lmenc1:`` + base64(nonce, tag, ciphertext)."""
+
+_NONCE = 12
+_TAG = 16
+
+
+class MessageCipher:
+    """AES-GCM with a 16, 24 or 32 byte key, sealing text to a context (the session).
+
+    Args:
+        key: the key, ``bytes`` or a ``str`` whose UTF-8 encoding is 16, 24 or 32 bytes long
+            (the same rule as LangGraph's ``LANGGRAPH_AES_KEY``).
+    """
+
+    def __init__(self, key: bytes | str) -> None:
+        if isinstance(key, str):
+            key = key.encode("utf-8")
+        if not isinstance(key, bytes | bytearray):
+            raise TypeError(f"encryption_key: expected bytes or str, got {type(key).__name__}")
+        if len(key) not in (16, 24, 32):
+            raise ValueError(f"encryption_key: must be 16, 24 or 32 bytes long, got {len(key)}")
+        try:
+            from Crypto.Cipher import AES
+        except ImportError:  # pragma: no cover - depends on the environment
+            raise ImportError(
+                'encryption needs pycryptodome: pip install "langmem-sqlite[encryption]"'
+            ) from None
+        self._aes: Any = AES
+        self._key = bytes(key)
+
+    def encrypt(self, text: str, context: bytes) -> str:
+        """Seal ``text`` to ``context``; return the stored form (ASCII)."""
+        aes = self._aes.new(self._key, self._aes.MODE_GCM, nonce=_random(_NONCE))
+        aes.update(context)
+        data, tag = aes.encrypt_and_digest(text.encode("utf-8", "surrogatepass"))
+        return ENCRYPTED_PREFIX + base64.b64encode(aes.nonce + tag + data).decode("ascii")
+
+    def decrypt(self, stored: str, context: bytes) -> str:
+        """Open a value sealed by :meth:`encrypt` with the same ``context``.
+
+        Raises:
+            ValueError: not an encrypted value, wrong key, wrong context or tampered data.
+        """
+        if not is_encrypted(stored):
+            raise ValueError("stored value is not encrypted, but this store has an encryption key")
+        try:
+            raw = base64.b64decode(stored[len(ENCRYPTED_PREFIX) :], validate=True)
+            if len(raw) < _NONCE + _TAG:
+                raise ValueError("too short")
+            aes = self._aes.new(self._key, self._aes.MODE_GCM, nonce=raw[:_NONCE])
+            aes.update(context)
+            data = aes.decrypt_and_verify(raw[_NONCE + _TAG :], raw[_NONCE : _NONCE + _TAG])
+            return data.decode("utf-8", "surrogatepass")
+        except (ValueError, binascii.Error, UnicodeDecodeError) as e:
+            raise ValueError(
+                "stored value cannot be decrypted (wrong key, or the row was tampered with or "
+                "moved to another session)"
+            ) from e
+
+
+def _random(n: int) -> bytes:
+    from Crypto.Random import get_random_bytes
+
+    return bytes(get_random_bytes(n))
+
+
+def is_encrypted(value: Any) -> bool:
+    """Whether a stored value is in the encrypted form."""
+    return isinstance(value, str) and value.startswith(ENCRYPTED_PREFIX)
+
+
+def resolve_cipher(
+    encryption_key: bytes | str | None = None, cipher: MessageCipher | None = None
+) -> MessageCipher | None:
+    """The cipher for ``encryption_key=`` or ``cipher=`` (at most one), or ``None``."""
+    if encryption_key is not None and cipher is not None:
+        raise ValueError("encryption_key: give either encryption_key or cipher, not both")
+    if cipher is not None:
+        if not isinstance(cipher, MessageCipher):
+            raise TypeError(f"cipher: expected a MessageCipher, got {type(cipher).__name__}")
+        return cipher
+    return None if encryption_key is None else MessageCipher(encryption_key)
