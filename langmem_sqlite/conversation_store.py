@@ -226,8 +226,27 @@ class ConversationStore:
             rows = kept
         if not rows:
             return 0
+        if self.db.dialect in ("mysql", "mariadb"):
+            yield from self._check_packet(rows)
         yield from self._op(sql.add_messages, key, rows, _now_ms(), write=True)
         return len(rows)
+
+    def _check_packet(self, rows: Sequence[MessageRow]) -> Plan[None]:
+        """MySQL/MariaDB refuse a statement over ``max_allowed_packet`` (16 MiB by default) by
+        dropping the connection: refuse such a message with a clear error before writing."""
+        limit = self.db.facts.get("max_allowed_packet")
+        if limit is None:
+            limit = yield Step(sql.max_allowed_packet)
+            self.db.facts["max_allowed_packet"] = limit
+        for r in rows:
+            # bytes a row takes in the statement, with room for escaping and the other columns
+            size = 2 * (len(r.body.encode("utf-8", "surrogatepass")) + len(r.content_text.encode()))
+            if size + 4096 > limit:
+                raise ValueError(
+                    f"messages: a {r.type} message needs about {size} bytes in one statement, "
+                    f"over the server's max_allowed_packet={limit}; raise max_allowed_packet "
+                    "or store less in one message"
+                )
 
     def _list_plan(
         self, user_id: IdLike | None, limit: int | None, offset: int

@@ -13,7 +13,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from sqlalchemy import and_, bindparam, delete, insert, select, update
+from sqlalchemy import and_, bindparam, delete, insert, select, text, update
 from sqlalchemy.dialects import mysql, postgresql, sqlite
 from sqlalchemy.engine import Connection
 from sqlalchemy.sql.elements import ColumnElement
@@ -387,3 +387,8 @@ def list_sessions(
 def count_messages(conn: Connection, t: Tables, key: SessionKey) -> int:
     """Number of messages in the session (from the session row)."""
     return int(conn.execute(_hot(t).count, _params(key)).scalar() or 0)
+
+
+def max_allowed_packet(conn: Connection) -> int:
+    """The MySQL/MariaDB server's largest statement, in bytes."""
+    return int(conn.execute(select(text("@@max_allowed_packet"))).scalar_one())

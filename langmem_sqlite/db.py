@@ -172,10 +172,16 @@ def _engine_kwargs(url: URL) -> dict[str, Any]:
     if _is_memory_sqlite(url):
         return {"poolclass": StaticPool, "connect_args": {"check_same_thread": False}}
     if url.get_backend_name() == "sqlite":
-        return {"connect_args": {"check_same_thread": False}}
+        # SQLite connections are cheap and writers queue on the file lock, not in the pool:
+        # enough of them that threads never wait 30 s for one (the default is 5 + 10).
+        return {
+            "connect_args": {"check_same_thread": False},
+            "pool_size": 16,
+            "max_overflow": 48,
+        }
     # No pre-ping (a round trip on every checkout): a dropped connection fails the
     # transaction's first statement, and Database.run re-runs the transaction on a new one.
-    kwargs: dict[str, Any] = {"pool_size": 8, "max_overflow": 8}
+    kwargs: dict[str, Any] = {"pool_size": 10, "max_overflow": 22}
     if url.get_backend_name() in ("mysql", "mariadb"):
         kwargs["pool_recycle"] = 3600
         if "charset" not in url.query:
@@ -267,6 +273,8 @@ class Database:
         self._turns: threading.RLock | contextlib.nullcontext[None] = (
             threading.RLock() if shared else contextlib.nullcontext()
         )
+        self.facts: dict[str, Any] = {}
+        """Server settings read once and remembered (e.g. MySQL's ``max_allowed_packet``)."""
         self.ready: set[Any] = set()
         """Keys of schemas already migrated in this process (see :mod:`langmem_sqlite.migrate`)."""
         self.lock = threading.Lock()
