@@ -281,15 +281,6 @@ def test_server_restarted_mid_run(server: Server) -> None:
 
 @pytest.mark.timeout(300)
 def test_every_component_reconnects_after_a_restart(server: Server, request: Any) -> None:
-    if "mariadb" in request.node.name:
-        request.applymarker(
-            pytest.mark.xfail(
-                strict=True,
-                reason="known defect (checkpoint/sql.py in_autocommit): switching a stale "
-                "MariaDB connection to autocommit raises a raw pymysql 2013 error, outside "
-                "SQLAlchemy's wrapping, so Database.run does not retry it",
-            )
-        )
     prefix = f"f{uuid.uuid4().hex[:8]}_"
     store = ConversationStore(server.url, table_prefix=prefix)
     saver = SQLSaver(server.url, table_prefix=prefix)

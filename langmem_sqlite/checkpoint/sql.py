@@ -21,6 +21,7 @@ from sqlalchemy import (
     bindparam,
     cast,
     delete,
+    exc,
     exists,
     func,
     literal,
@@ -137,7 +138,14 @@ def _exact_in(cols: Sequence[Any], keys: Sequence[tuple[Any, ...]]) -> ColumnEle
 def in_autocommit(conn: Connection, fn: Callable[..., Any], *args: Any) -> Any:
     """Run ``fn(conn, *args)`` with each statement committed on its own (no BEGIN/COMMIT
     round trips). Only for work that is one statement, or reads whose rows never change."""
-    conn.execution_options(isolation_level="AUTOCOMMIT")
+    try:
+        conn.execution_options(isolation_level="AUTOCOMMIT")
+    except conn.dialect.loaded_dbapi.Error as e:
+        # The driver talks to the server here, outside SQLAlchemy's error wrapping: a stale
+        # connection must still come out as an invalidated-connection error that
+        # Database.run retries on a fresh one.
+        conn.invalidate(e)
+        raise exc.OperationalError("SET autocommit", None, e, connection_invalidated=True) from e
     return fn(conn, *args)
 
 
