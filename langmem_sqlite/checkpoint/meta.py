@@ -42,7 +42,11 @@ def _json_safe(value: Any) -> bool:
 
 def json_copy(metadata: Mapping[str, Any]) -> dict[str, Any]:
     """The scalar, JSON-safe keys of ``metadata``."""
-    return {k: v for k, v in metadata.items() if isinstance(k, str) and _json_safe(v)}
+    return {k: v for k, v in metadata.items() if _json_key(k) and _json_safe(v)}
+
+
+def _json_key(key: Any) -> bool:
+    return isinstance(key, str) and _json_safe(key)
 
 
 def check_filter(filter: Any, name: str = "filter") -> dict[str, Any]:
@@ -63,7 +67,7 @@ def _sql_comparable(value: Any) -> bool:
 
 def prefilter(column: Any, filter: Mapping[str, Any], dialect: str) -> list[ColumnElement[bool]]:
     """SQL conditions on the JSON copy ``column`` that every match of ``filter`` satisfies."""
-    safe = {k: v for k, v in filter.items() if _sql_comparable(v)}
+    safe = {k: v for k, v in filter.items() if _json_key(k) and _sql_comparable(v)}
     if not safe:
         return []
     if dialect == "postgresql":
