@@ -155,12 +155,6 @@ def test_encrypted_checkpoints_have_no_plaintext(db_url: str, prefix: str) -> No
         plain.get_tuple(config)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="known limitation: the checkpointer keeps a plaintext JSON copy of the scalar "
-    "metadata (checkpoints.metadata_json, checkpoint_threads.metadata) for filtering, so "
-    "metadata values given in the run config are stored unencrypted",
-)
 def test_encrypted_checkpoint_metadata_has_no_plaintext(db_url: str, prefix: str) -> None:
     saver = SQLSaver(
         db_url, table_prefix=prefix, serde=EncryptedSerializer.from_pycryptodome_aes(key=KEY)
@@ -171,6 +165,11 @@ def test_encrypted_checkpoint_metadata_has_no_plaintext(db_url: str, prefix: str
     t = saver.tables
     raw = _raw_dump(saver.db.sync_engine, [t.checkpoints, t.checkpoint_threads])
     assert SECRET.encode() not in raw
+    # filtering by metadata still works, on the decrypted metadata
+    assert [c.metadata["topic"] for c in saver.list(None, filter={"topic": SECRET})]
+    assert not list(saver.list(None, filter={"topic": "other"}))
+    with pytest.raises(ValueError, match="searchable_metadata"):
+        saver.list_threads(metadata={"topic": SECRET})
 
 
 class _Boom:

@@ -38,6 +38,7 @@ from langgraph.checkpoint.base import (
     writes_sort_key,
 )
 from langgraph.checkpoint.serde.base import SerializerProtocol
+from langgraph.checkpoint.serde.encrypted import EncryptedSerializer
 from sqlalchemy import exc
 from sqlalchemy.engine import Connection
 
@@ -235,6 +236,10 @@ class SQLSaver(BaseCheckpointSaver[str]):
             storing the next version as a delta (0 disables deltas: every list is stored
             whole).
         page_size: checkpoints read per query by :meth:`list`.
+        searchable_metadata: keep a plain JSON copy of the metadata's scalar keys, so that SQL
+            narrows ``list(filter=...)`` and :meth:`list_threads` can filter by metadata. Off by
+            default when ``serde`` is an ``EncryptedSerializer`` (nothing stays in plaintext;
+            ``list(filter=...)`` then filters the decrypted metadata in Python).
 
     The tables are created on first use (:meth:`setup` does it explicitly). The metadata's
     scalar keys are also kept as plain JSON for filtering; the serialized metadata is the
@@ -251,8 +256,12 @@ class SQLSaver(BaseCheckpointSaver[str]):
         engine_args: dict[str, Any] | None = None,
         list_cache_size: int = 256,
         page_size: int = 100,
+        searchable_metadata: bool | None = None,
     ) -> None:
         super().__init__(serde=serde)
+        if searchable_metadata is None:
+            searchable_metadata = not isinstance(serde, EncryptedSerializer)
+        self.searchable_metadata = bool(searchable_metadata)
         self.db: Database = get_database(conn, engine_args=engine_args)
         self.tables: Tables = get_tables(table_prefix, schema)
         self.lists = ListCache(check_positive(list_cache_size, "list_cache_size", allow_zero=True))
@@ -387,7 +396,8 @@ class SQLSaver(BaseCheckpointSaver[str]):
                 raise ValueError("before: expected a config with configurable.checkpoint_id")
             q.before = check_id(cid, "before.configurable.checkpoint_id")
         cols = self.tables.checkpoints.c
-        q.conditions = prefilter(cols.metadata_json, exact, self.db.dialect)
+        if self.searchable_metadata:
+            q.conditions = prefilter(cols.metadata_json, exact, self.db.dialect)
         return _Pager(self, q, exact, limit)
 
     def _put_plan(
@@ -412,7 +422,7 @@ class SQLSaver(BaseCheckpointSaver[str]):
         ctype, cdata = self.serde.dumps_typed(body)
         md = get_serializable_checkpoint_metadata(config, metadata)
         mtype, mdata = self.serde.dumps_typed(md)
-        md_json = json_copy(md)
+        md_json = json_copy(md) if self.searchable_metadata else None
         run_id = md.get("run_id")
         run_id = str(run_id) if run_id is not None else None
         if run_id is not None and (len(run_id) > ID_MAX_CHARS or "\x00" in run_id):
@@ -567,6 +577,11 @@ class SQLSaver(BaseCheckpointSaver[str]):
         self, metadata: Mapping[str, Any] | None, limit: int | None, offset: int
     ) -> Plan[list[ThreadInfo]]:
         exact = check_filter(metadata, "metadata")
+        if exact and not self.searchable_metadata:
+            raise ValueError(
+                "metadata: listing threads by metadata needs searchable_metadata=True (off by "
+                "default with an EncryptedSerializer, which keeps metadata out of plain JSON)"
+            )
         if limit is not None:
             check_positive(limit, "limit")
         check_positive(offset, "offset", allow_zero=True)
