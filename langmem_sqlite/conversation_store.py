@@ -26,7 +26,7 @@ from .db import Database, DatabaseLike, Plan, Step, get_database
 from .message_codec import decode_messages, encode_message, message_text
 from .migrate import schema_plan
 from .schema import DEFAULT_PREFIX, Tables, get_tables
-from .validation import IdLike, check_id, check_optional_id, check_positive
+from .validation import IdLike, check_id, check_optional_id, check_positive, check_text
 from .windows import drop_leading_orphans, orphan_prefix_length
 
 __all__ = ["DEFAULT_DATABASE", "DEFAULT_MAX_MESSAGE_BYTES", "ConversationStore", "SessionInfo"]
@@ -49,17 +49,7 @@ def _now_ms() -> int:
 def _text(value: Any, name: str) -> str | None:
     """A title or summary: ``str`` or ``None``, without NUL or lone surrogates (which no
     database stores as text)."""
-    if value is None:
-        return None
-    if not isinstance(value, str):
-        raise TypeError(f"{name}: expected str or None, got {type(value).__name__}")
-    if "\x00" in value:
-        raise ValueError(f"{name}: must not contain NUL characters")
-    try:
-        value.encode("utf-8")
-    except UnicodeEncodeError as e:
-        raise ValueError(f"{name}: not valid Unicode text (lone surrogate)") from e
-    return value
+    return None if value is None else check_text(value, name)
 
 
 def default_connection() -> str:

@@ -7,7 +7,7 @@ from typing import Any
 
 from .schema import ID_MAX_CHARS
 
-__all__ = ["IdLike", "check_id", "check_optional_id", "check_positive"]
+__all__ = ["IdLike", "check_id", "check_optional_id", "check_positive", "check_text"]
 
 IdLike = str | int | uuid.UUID
 """What users may pass as a user, session or thread id; stored as its ``str``."""
@@ -29,13 +29,25 @@ def check_id(value: Any, name: str) -> str:
         raise ValueError(f"{name}: must not be empty")
     if len(text) > ID_MAX_CHARS:
         raise ValueError(f"{name}: longer than {ID_MAX_CHARS} characters")
-    if "\x00" in text:
+    return check_text(text, name)
+
+
+def check_text(value: Any, name: str) -> str:
+    """A ``str`` that every database stores as text: no NUL, no lone surrogates.
+
+    Raises:
+        TypeError: not a ``str``.
+        ValueError: holds NUL characters or lone surrogates.
+    """
+    if not isinstance(value, str):
+        raise TypeError(f"{name}: expected str, got {type(value).__name__}")
+    if "\x00" in value:
         raise ValueError(f"{name}: must not contain NUL characters")
     try:
-        text.encode("utf-8")
+        value.encode("utf-8")
     except UnicodeEncodeError as e:
         raise ValueError(f"{name}: not valid Unicode text (lone surrogate)") from e
-    return text
+    return value
 
 
 def check_optional_id(value: Any, name: str) -> str:

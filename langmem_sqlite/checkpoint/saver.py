@@ -45,7 +45,7 @@ from sqlalchemy.engine import Connection
 from ..db import Database, DatabaseLike, Plan, Step, get_database
 from ..migrate import schema_plan
 from ..schema import DEFAULT_PREFIX, ID_MAX_CHARS, Tables, get_tables
-from ..validation import check_id, check_positive
+from ..validation import check_id, check_positive, check_text
 from . import sql
 from .meta import check_filter, json_copy, matches, prefilter
 from .storage import (
@@ -83,24 +83,12 @@ def _now_ms() -> int:
     return time.time_ns() // 1_000_000
 
 
-def _check_text(value: Any, name: str) -> str:
-    if not isinstance(value, str):
-        raise TypeError(f"{name}: expected str, got {type(value).__name__}")
-    if "\x00" in value:
-        raise ValueError(f"{name}: must not contain NUL characters")
-    try:
-        value.encode("utf-8")
-    except UnicodeEncodeError as e:
-        raise ValueError(f"{name}: not valid Unicode text (lone surrogate)") from e
-    return value
-
-
 def _version_text(version: Any, channel: str) -> str:
     if isinstance(version, bool) or not isinstance(version, str | int | float):
         raise TypeError(
             f"new_versions[{channel!r}]: expected str, int or float, got {type(version).__name__}"
         )
-    text = _check_text(str(version), f"new_versions[{channel!r}]")
+    text = check_text(str(version), f"new_versions[{channel!r}]")
     if len(text) > ID_MAX_CHARS:
         raise ValueError(f"new_versions[{channel!r}]: longer than {ID_MAX_CHARS} characters")
     return text
@@ -130,7 +118,7 @@ def _scope(config: Any, name: str = "config") -> _Scope:
         raise ValueError(f"{name}: expected a RunnableConfig with a 'configurable' mapping")
     thread_id = check_id(conf.get("thread_id"), f"{name}.configurable.thread_id")
     ns = conf.get("checkpoint_ns")
-    ns = "" if ns is None else _check_text(ns, f"{name}.configurable.checkpoint_ns")
+    ns = "" if ns is None else check_text(ns, f"{name}.configurable.checkpoint_ns")
     cid = conf.get("checkpoint_id")
     cid = check_id(cid, f"{name}.configurable.checkpoint_id") if cid else None
     return _Scope(thread_id, ns, key_hash(ns), cid)
@@ -414,7 +402,7 @@ class SQLSaver(BaseCheckpointSaver[str]):
         values = checkpoint.get("channel_values") or {}
         versions = dict(checkpoint.get("channel_versions") or {})
         for ch, ver in versions.items():
-            _check_text(ch, "checkpoint['channel_versions'] key")
+            check_text(ch, "checkpoint['channel_versions'] key")
             _version_text(ver, ch)
         body = {
             k: v for k, v in checkpoint.items() if k not in ("channel_values", "channel_versions")
@@ -429,7 +417,7 @@ class SQLSaver(BaseCheckpointSaver[str]):
             run_id = None
         blobs, entries = [], {}
         for ch, ver in (new_versions or {}).items():
-            _check_text(ch, "new_versions key")
+            check_text(ch, "new_versions key")
             blob, entry = encode_channel(
                 self.serde, self.lists, (s.thread_id, s.ns, ch), _version_text(ver, ch), values
             )
@@ -475,11 +463,11 @@ class SQLSaver(BaseCheckpointSaver[str]):
         if s.checkpoint_id is None:
             raise ValueError("config.configurable.checkpoint_id: required by put_writes")
         task_id = check_id(task_id, "task_id")
-        _check_text(task_path, "task_path")
+        check_text(task_path, "task_path")
         special = all(ch in WRITES_IDX_MAP for ch, _ in writes)
         rows: dict[int, dict[str, Any]] = {}
         for i, (ch, value) in enumerate(writes):
-            _check_text(ch, "writes channel")
+            check_text(ch, "writes channel")
             idx = WRITES_IDX_MAP.get(ch, i)
             if idx in rows and not special:
                 continue  # first write wins, as in the database
@@ -507,7 +495,7 @@ class SQLSaver(BaseCheckpointSaver[str]):
         self, config: RunnableConfig, channels: Sequence[str]
     ) -> Plan[dict[str, DeltaChannelHistory]]:
         s = _scope(config)
-        chans = [_check_text(ch, "channels") for ch in channels]
+        chans = [check_text(ch, "channels") for ch in channels]
         out: dict[str, DeltaChannelHistory] = {ch: {"writes": []} for ch in chans}
         if not chans:
             return out
