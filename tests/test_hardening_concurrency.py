@@ -145,13 +145,8 @@ async def test_hundred_concurrent_async_sessions(db_url: str, prefix: str) -> No
     await _hundred_sessions(db_url, prefix, warm=True)
 
 
-@pytest.mark.skipif(not FULL, reason="takes 30+ s to fail (the SQLite busy timeout)")
-@pytest.mark.xfail(
-    reason="known defect (checkpoint/saver.py _enable_auto_vacuum): on a new SQLite file, the "
-    "saver's first async use runs a sync VACUUM on the event loop thread; async writers holding "
-    "the write lock cannot finish while the loop is blocked, so everything waits for the busy "
-    "timeout and the pool times out (QueuePool TimeoutError)"
-)
+# The saver's first use of a new SQLite file switches it to incremental auto-vacuum; that step
+# once ran a sync VACUUM on the event loop and stalled every async writer for the busy timeout.
 @pytest.mark.timeout(300)
 async def test_hundred_async_sessions_on_a_cold_sqlite_file(tmp_path: Path) -> None:
     await _hundred_sessions(f"sqlite:///{tmp_path}/cold.db", "cold_", warm=False)
