@@ -377,15 +377,17 @@ def _put_pg(
             stored[b.channel] = b
         elif b.kind == DELTA and b.full is not None:  # base gone (or row already there)
             full = b.full()
-            if _write(
-                conn,
-                t.checkpoint_blobs,
-                _insert(conn, t.checkpoint_blobs, None),
-                [full.as_params(row.thread_id, row.ns_hash)],
-                False,
-            ):
+            if _insert_blob(conn, t, row, full):
                 stored[b.channel] = full
     return stored
+
+
+def _insert_blob(conn: Connection, t: Tables, row: CheckpointRow, b: BlobRow) -> bool:
+    """Insert one blob row whole unless it exists; ``True`` if this call stored it."""
+    params = b.as_params(row.thread_id, row.ns_hash)
+    return bool(
+        _write(conn, t.checkpoint_blobs, _insert(conn, t.checkpoint_blobs, None), [params], False)
+    )
 
 
 def put_checkpoint(
@@ -416,10 +418,7 @@ def put_checkpoint(
                 continue
             assert b.full is not None
             b = b.full()
-        params = b.as_params(row.thread_id, row.ns_hash)
-        if _write(
-            conn, t.checkpoint_blobs, _insert(conn, t.checkpoint_blobs, None), [params], False
-        ):
+        if _insert_blob(conn, t, row, b):
             stored[b.channel] = b
     thread = {
         "thread_id": row.thread_id,
