@@ -36,6 +36,9 @@ from sqlalchemy import event, exc
 from sqlalchemy.engine import URL, Connection, Engine, create_engine, make_url
 from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
 from sqlalchemy.pool import StaticPool
+from sqlalchemy.util import greenlet_spawn
+
+from .lite import run_lite
 
 __all__ = ["Database", "DatabaseLike", "Plan", "Step", "get_database"]
 
@@ -89,6 +92,10 @@ class Step:
     args: tuple[Any, ...] = field(default=())
     write: bool = False
     own_transaction: bool = False
+    lite: bool = False
+    """``fn`` takes a :class:`~langmem_sqlite.lite.LiteConnection` (see :mod:`.lite`)."""
+    single: bool = False
+    """(light lane) ``fn`` reads with one statement: no transaction needed around it."""
 
 
 Plan = Generator[Step, Any, T]
@@ -334,7 +341,13 @@ class Database:
         return engine.url
 
     def run(
-        self, fn: Callable[..., T], *args: Any, write: bool = False, own_transaction: bool = False
+        self,
+        fn: Callable[..., T],
+        *args: Any,
+        write: bool = False,
+        own_transaction: bool = False,
+        lite: bool = False,
+        single: bool = False,
     ) -> T:
         """Run ``fn(connection, *args)`` in one transaction on the sync engine.
 
@@ -342,7 +355,20 @@ class Database:
         SQLite file, a dropped server connection, a deadlock) re-run the whole transaction a
         bounded number of times. With ``own_transaction=True``, ``fn`` gets a connection in
         "commit as you go" mode and commits itself (what is not committed is rolled back).
+        With ``lite=True``, ``fn`` gets a :class:`~langmem_sqlite.lite.LiteConnection` instead:
+        the same statements without the per-transaction cost of a SQLAlchemy ``Connection``
+        (``single=True``: a read of one statement, run without a transaction around it).
         """
+        if lite:
+            base = self.sync_engine
+            for delay in _RETRY_DELAYS:
+                try:
+                    with self._turns:
+                        return run_lite(base, fn, args, write, single)  # type: ignore[no-any-return]
+                except exc.DBAPIError as e:
+                    time.sleep(_retry_delay(e, delay))
+            with self._turns:
+                return run_lite(base, fn, args, write, single)  # type: ignore[no-any-return]
         engine = self._writer_sync if write else self.sync_engine
         assert engine is not None
         opener = engine.connect if own_transaction else engine.begin
@@ -356,7 +382,13 @@ class Database:
             return fn(conn, *args)
 
     async def arun(
-        self, fn: Callable[..., T], *args: Any, write: bool = False, own_transaction: bool = False
+        self,
+        fn: Callable[..., T],
+        *args: Any,
+        write: bool = False,
+        own_transaction: bool = False,
+        lite: bool = False,
+        single: bool = False,
     ) -> T:
         """The async twin of :meth:`run`: the same ``fn``, on the async engine via ``run_sync``.
 
@@ -367,8 +399,22 @@ class Database:
         pair = self._async_pair()
         if pair is None:
             return await asyncio.to_thread(
-                self.run, fn, *args, write=write, own_transaction=own_transaction
+                self.run,
+                fn,
+                *args,
+                write=write,
+                own_transaction=own_transaction,
+                lite=lite,
+                single=single,
             )
+        if lite:
+            core = pair[0].sync_engine
+            for delay in _RETRY_DELAYS:
+                try:
+                    return await greenlet_spawn(run_lite, core, fn, args, write, single)  # type: ignore[no-any-return]
+                except exc.DBAPIError as e:
+                    await asyncio.sleep(_retry_delay(e, delay))
+            return await greenlet_spawn(run_lite, core, fn, args, write, single)  # type: ignore[no-any-return]
         engine = pair[1] if write else pair[0]
         opener = engine.connect if own_transaction else engine.begin
         for delay in _RETRY_DELAYS:
@@ -388,7 +434,12 @@ class Database:
                 step = _advance(
                     plan,
                     self.run(
-                        step.fn, *step.args, write=step.write, own_transaction=step.own_transaction
+                        step.fn,
+                        *step.args,
+                        write=step.write,
+                        own_transaction=step.own_transaction,
+                        lite=step.lite,
+                        single=step.single,
                     ),
                     None,
                 )
@@ -402,7 +453,12 @@ class Database:
         while isinstance(step, Step):
             try:
                 result = await self.arun(
-                    step.fn, *step.args, write=step.write, own_transaction=step.own_transaction
+                    step.fn,
+                    *step.args,
+                    write=step.write,
+                    own_transaction=step.own_transaction,
+                    lite=step.lite,
+                    single=step.single,
                 )
             except Exception as e:
                 step = _advance(plan, None, e)

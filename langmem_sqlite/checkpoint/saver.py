@@ -282,14 +282,14 @@ class SQLSaver(BaseCheckpointSaver[str]):
         """Run ``fn(conn, tables, *args)`` in a transaction.
 
         ``single``: ``fn`` makes one statement, or only reads rows that are never updated in
-        place; on a server it then runs in autocommit mode, which saves the BEGIN and COMMIT
-        round trips (SQLite has none to save, and keeps its ``BEGIN IMMEDIATE``).
+        place; on PostgreSQL it then runs in autocommit mode, which saves the BEGIN and COMMIT
+        round trips (SQLite has none to save, and keeps its ``BEGIN IMMEDIATE``). Every
+        operation runs on the light lane (:mod:`langmem_sqlite.lite`).
         """
         yield from self._ready_plan()
-        if single and self.db.dialect != "sqlite":
-            step = Step(sql.in_autocommit, (fn, self.tables, *args), write, own_transaction=True)
-            return (yield step)
-        return (yield Step(fn, (self.tables, *args), write=write))
+        # SQLite keeps its transaction: a snapshot costs nothing there
+        single = single and self.db.dialect != "sqlite"
+        return (yield Step(fn, (self.tables, *args), write=write, lite=True, single=single))
 
     def _loads(self, type_: str, data: Any) -> Any:
         return self.serde.loads_typed((type_, bytes(data)))

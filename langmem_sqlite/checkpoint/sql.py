@@ -21,7 +21,6 @@ from sqlalchemy import (
     bindparam,
     cast,
     delete,
-    exc,
     exists,
     func,
     literal,
@@ -50,7 +49,6 @@ __all__ = [
     "delete_threads",
     "delta_walk",
     "fetch_blobs",
-    "in_autocommit",
     "list_page",
     "list_threads",
     "prune_keep_latest",
@@ -133,20 +131,6 @@ def _exact_in(cols: Sequence[Any], keys: Sequence[tuple[Any, ...]]) -> ColumnEle
         for prefix, last in groups.items()
     ]
     return terms[0] if len(terms) == 1 else or_(*terms)
-
-
-def in_autocommit(conn: Connection, fn: Callable[..., Any], *args: Any) -> Any:
-    """Run ``fn(conn, *args)`` with each statement committed on its own (no BEGIN/COMMIT
-    round trips). Only for work that is one statement, or reads whose rows never change."""
-    try:
-        conn.execution_options(isolation_level="AUTOCOMMIT")
-    except conn.dialect.loaded_dbapi.Error as e:
-        # The driver talks to the server here, outside SQLAlchemy's error wrapping: a stale
-        # connection must still come out as an invalidated-connection error that
-        # Database.run retries on a fresh one.
-        conn.invalidate(e)
-        raise exc.OperationalError("SET autocommit", None, e, connection_invalidated=True) from e
-    return fn(conn, *args)
 
 
 # -- insert statements, built once per (table, dialect, mode) ------------------------------------

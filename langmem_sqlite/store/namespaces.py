@@ -46,6 +46,14 @@ def check_namespace(
     labels = tuple(namespace)
     if not labels and not allow_empty:
         raise InvalidNamespaceError(f"{name}: must not be empty")
+    if all(type(label) is str and 0 < len(label) <= ID_MAX_CHARS for label in labels):
+        joined = "".join(labels)
+        if joined.isascii() and "\x00" not in joined:  # the common case, checked at once
+            if len(encode(labels)) > NAMESPACE_MAX_BYTES:
+                raise InvalidNamespaceError(
+                    f"{name}: longer than {NAMESPACE_MAX_BYTES} bytes encoded"
+                )
+            return labels
     for label in labels:
         if not isinstance(label, str):
             raise NamespaceTypeError(
@@ -86,6 +94,8 @@ def encode(namespace: tuple[str, ...]) -> str:
 
 def decode(text: str) -> tuple[str, ...]:
     """The namespace tuple of a stored text."""
+    if _ESC not in text:
+        return tuple(text.split(_SEP)[:-1])
     labels: list[str] = []
     current: list[str] = []
     chars = iter(text)

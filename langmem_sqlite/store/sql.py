@@ -314,12 +314,15 @@ def get_items(
         params = {"ns": unique[0][0], "key": unique[0][1], "now": now}
         row = conn.execute(_get_one_stmt(t, omit_expired), params).first()
         return {unique[0]: _item(row)} if row is not None else {}
+    stmt = _cached(
+        ("get_many", t.key, omit_expired),
+        lambda: sa.select(*_columns(t)).where(
+            sa.tuple_(c.ns, c.key).in_(sa.bindparam("pairs", expanding=True)),
+            _live(t, omit_expired),
+        ),
+    )
     for i in range(0, len(unique), _CHUNK):
-        chunk = unique[i : i + _CHUNK]
-        stmt = sa.select(*_columns(t)).where(
-            sa.tuple_(c.ns, c.key).in_(chunk), _live(t, omit_expired)
-        )
-        for row in conn.execute(stmt, {"now": now}):
+        for row in conn.execute(stmt, {"pairs": unique[i : i + _CHUNK], "now": now}):
             out[(row[1], row[2])] = _item(row)
     return out
 
@@ -357,7 +360,10 @@ def use_custom_plans(conn: Connection) -> None:
     on a whole-store filtered search at 100,000 items). No-op elsewhere.
     """
     if conn.dialect.name == "postgresql":
-        conn.exec_driver_sql("SET LOCAL plan_cache_mode = force_custom_plan")
+        # outside a transaction (a read on the light lane runs in autocommit mode) the setting
+        # stays with the pooled connection, for every later search on it
+        scope = "" if getattr(conn, "autocommit", False) else "LOCAL "
+        conn.exec_driver_sql(f"SET {scope}plan_cache_mode = force_custom_plan")
 
 
 def search_items(conn: Connection, t: Tables, q: SearchQuery, now: int) -> list[ItemRow]:
@@ -399,10 +405,8 @@ def _scored(
             stmt = stmt.join(items, items.c.id == v.c.item_id).where(*_where(conn, t, q)[0])
         return stmt
 
-    result = conn.execute(_cached(_shape(conn, t, q, "vectors"), build), params)
     # Plain DBAPI tuples: building a Row per vector would cost more than the ranking.
-    pairs = result.cursor.fetchall()  # type: ignore[union-attr]
-    result.close()
+    pairs = conn.execute_raw(_cached(_shape(conn, t, q, "vectors"), build), params)
     return cosine_max_pool(query_vector, [r[0] for r in pairs], b"".join([r[1] for r in pairs]))
 
 
@@ -468,38 +472,47 @@ def list_namespaces(
 def refresh_ttl(conn: Connection, t: Tables, ids: Sequence[int], now: int) -> None:
     """Restart the TTL of the items ``ids`` (those that have one) from ``now``."""
     c = t.store_items.c
-    for i in range(0, len(ids), _CHUNK):
-        conn.execute(
+    stmt = _cached(
+        ("refresh", t.key),
+        lambda: (
             sa.update(t.store_items)
-            .where(c.id.in_(list(ids[i : i + _CHUNK])), c.ttl_us.is_not(None))
-            .values(expires_at=c.ttl_us + now)
-        )
+            .where(c.id.in_(sa.bindparam("ids", expanding=True)), c.ttl_us.is_not(None))
+            .values(expires_at=c.ttl_us + sa.bindparam("now", type_=sa.BigInteger))
+        ),
+    )
+    for i in range(0, len(ids), _CHUNK):
+        conn.execute(stmt, {"ids": list(ids[i : i + _CHUNK]), "now": now})
 
 
 def _upsert(conn: Connection, t: Tables, rows: list[dict[str, Any]]) -> None:
     items = t.store_items
     name = conn.dialect.name
     changing = ("value", "updated_at", "ttl_us", "expires_at")
-    if name in ("sqlite", "postgresql"):
-        ins = (sqlite if name == "sqlite" else postgresql).insert(items)
-        stmt = ins.on_conflict_do_update(
-            index_elements=[items.c.ns, items.c.key],
-            set_={k: ins.excluded[k] for k in changing},
-        )
-    else:
+
+    def build() -> Any:
+        if name in ("sqlite", "postgresql"):
+            ins = (sqlite if name == "sqlite" else postgresql).insert(items)
+            return ins.on_conflict_do_update(
+                index_elements=[items.c.ns, items.c.key],
+                set_={k: ins.excluded[k] for k in changing},
+            )
         mins = mysql.insert(items)
-        stmt = mins.on_duplicate_key_update({k: mins.inserted[k] for k in changing})
-    conn.execute(stmt, rows)
+        return mins.on_duplicate_key_update({k: mins.inserted[k] for k in changing})
+
+    conn.execute(_cached(("upsert", t.key, name), build), rows)
 
 
 def _ids(conn: Connection, t: Tables, pairs: list[tuple[str, str]]) -> dict[tuple[str, str], int]:
     c = t.store_items.c
     out: dict[tuple[str, str], int] = {}
+    stmt = _cached(
+        ("ids", t.key),
+        lambda: sa.select(c.id, c.ns, c.key).where(
+            sa.tuple_(c.ns, c.key).in_(sa.bindparam("pairs", expanding=True))
+        ),
+    )
     for i in range(0, len(pairs), _CHUNK):
-        chunk = pairs[i : i + _CHUNK]
-        for item_id, ns, key in conn.execute(
-            sa.select(c.id, c.ns, c.key).where(sa.tuple_(c.ns, c.key).in_(chunk))
-        ):
+        for item_id, ns, key in conn.execute(stmt, {"pairs": pairs[i : i + _CHUNK]}):
             out[(ns, key)] = item_id
     return out
 
@@ -511,10 +524,15 @@ def apply_puts(
     the vectors of every written item."""
     c = t.store_items.c
     deletes = [(r.ns, r.key) for r in rows if r.value is None]
-    for i in range(0, len(deletes), _CHUNK):
-        conn.execute(
-            sa.delete(t.store_items).where(sa.tuple_(c.ns, c.key).in_(deletes[i : i + _CHUNK]))
+    if deletes:
+        stmt = _cached(
+            ("delete", t.key),
+            lambda: sa.delete(t.store_items).where(
+                sa.tuple_(c.ns, c.key).in_(sa.bindparam("pairs", expanding=True))
+            ),
         )
+        for i in range(0, len(deletes), _CHUNK):
+            conn.execute(stmt, {"pairs": deletes[i : i + _CHUNK]})
     puts = [r for r in rows if r.value is not None]
     if not puts:
         return
@@ -543,8 +561,14 @@ def _replace_vectors(conn: Connection, t: Tables, puts: list[PutRow], pgvector: 
     targets = [t.store_vectors, *([pgvector_table(t)] if pgvector else [])]
     id_list = list(ids.values())
     for table in targets:
+        stmt = _cached(
+            ("unvector", t.key, table.name),
+            lambda table=table: sa.delete(table).where(  # type: ignore[misc]
+                table.c.item_id.in_(sa.bindparam("ids", expanding=True))
+            ),
+        )
         for i in range(0, len(id_list), _CHUNK):
-            conn.execute(sa.delete(table).where(table.c.item_id.in_(id_list[i : i + _CHUNK])))
+            conn.execute(stmt, {"ids": id_list[i : i + _CHUNK]})
     vectors = [
         {"item_id": ids[(r.ns, r.key)], "field": field, "ns": r.ns, "embedding": blob}
         for r in puts

@@ -35,9 +35,9 @@ from langgraph.store.base import (
     SearchOp,
     TTLConfig,
 )
-from sqlalchemy.engine import Connection
 
 from ..db import Database, DatabaseLike, Plan, Step, get_database
+from ..lite import LiteConnection
 from ..migrate import schema_plan
 from ..schema import DEFAULT_PREFIX, Tables, get_tables
 from ..validation import check_positive
@@ -311,9 +311,12 @@ class SQLStore(BaseStore):
         now = _now_us()
         if batch.gets or batch.searches or batch.lists:
             queries = dict(zip(batch.queries, query_vectors, strict=True))
-            refresh = yield Step(self._read, (batch, queries, now, pgvector, results))
+            one = len(batch.gets) == 1 and not batch.searches and not batch.lists
+            refresh = yield Step(
+                self._read, (batch, queries, now, pgvector, results), lite=True, single=one
+            )
             if refresh:
-                yield Step(q.refresh_ttl, (self.tables, refresh, now), write=True)
+                yield Step(q.refresh_ttl, (self.tables, refresh, now), write=True, lite=True)
         if batch.puts:
             vectors = iter(doc_vectors)
             rows = [
@@ -326,12 +329,13 @@ class SQLStore(BaseStore):
                 q.apply_puts,
                 (self.tables, rows, now, self.index is not None, pgvector),
                 write=True,
+                lite=True,
             )
         return results
 
     def _read(
         self,
-        conn: Connection,
+        conn: LiteConnection,
         batch: _Batch,
         queries: dict[str, list[float]],
         now: int,

@@ -1,0 +1,334 @@
+"""The light lane: SQLAlchemy statements run on a pooled DBAPI connection, compiled once.
+
+A SQLAlchemy :class:`~sqlalchemy.engine.Connection` costs 100 to 150 µs per transaction before
+the database does any work (checkout events, transaction objects, the ``Result`` machinery):
+more than a whole ``SqliteStore.get``. The hot operations (a store get or put, a checkpoint put
+or read) therefore run through :class:`LiteConnection`, which keeps what matters of SQLAlchemy
+and drops the rest:
+
+* statements are still SQLAlchemy constructs, compiled by SQLAlchemy for the engine's dialect
+  (once per statement object, then cached), with bound parameters only: SQLAlchemy's own
+  :meth:`~sqlalchemy.sql.compiler.SQLCompiler.construct_params` and
+  :meth:`~sqlalchemy.sql.compiler.SQLCompiler.construct_expanded_state` (``IN`` lists) order
+  and expand them, and each column type's bind and result processors convert values;
+* connections come from the engine's pool, with the dialect's connect-time settings;
+* transactions are the driver's own (``BEGIN IMMEDIATE`` for SQLite writers, as elsewhere);
+* driver errors are wrapped into SQLAlchemy's exception classes with
+  :meth:`~sqlalchemy.exc.DBAPIError.instance`, so :meth:`Database.run`'s retries see the same
+  errors on both lanes.
+
+A storage function written for the light lane uses only :meth:`LiteConnection.execute` and
+:meth:`LiteConnection.exec_driver_sql` and reads rows by position or attribute; the async API
+runs the same function on the async engine's pool inside SQLAlchemy's greenlet bridge.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections import namedtuple
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from typing import Any
+
+from sqlalchemy import exc
+from sqlalchemy.engine import Dialect, Engine
+from sqlalchemy.pool import PoolProxiedConnection
+from sqlalchemy.sql.cache_key import CacheKey
+
+__all__ = ["LiteConnection", "LiteResult", "run_lite"]
+
+_CACHE_LIMIT = 2_000
+_COLLECTS = "params" in getattr(CacheKey, "_fields", ())
+
+
+class _Compiled:
+    """A statement compiled for one dialect, with its parameter and result converters."""
+
+    __slots__ = ("compiled", "expanding", "processors", "result", "row", "sql")
+
+    def __init__(
+        self, stmt: Any, dialect: Dialect, columns: tuple[str, ...] | None, key: Any = None
+    ) -> None:
+        # An INSERT or UPDATE sets the columns its parameters name, as in SQLAlchemy. With a
+        # cache key, the compiled form serves every statement of that shape (SQLAlchemy's own
+        # compiled cache works this way); the values then come from each statement's key.
+        if key is None:
+            compiled = stmt.compile(dialect=dialect, column_keys=columns)
+        else:
+            compiled = dialect.statement_compiler(dialect, stmt, cache_key=key, column_keys=columns)
+        self.compiled = compiled
+        self.sql: str = compiled.string
+        self.expanding = any(b.expanding for b in compiled.binds.values())
+        escaped = compiled.escaped_bind_names or {}
+        processors = {}
+        for name, bind in compiled.binds.items():
+            proc = bind.type.dialect_impl(dialect).bind_processor(dialect)
+            if proc is not None:
+                processors[escaped.get(name, name)] = proc
+        self.processors: dict[str, Callable[[Any], Any]] = processors
+        columns = getattr(compiled, "_result_columns", None) or []
+        self.result: list[Callable[[Any], Any] | None] = [
+            c.type.dialect_impl(dialect).result_processor(dialect, None) for c in columns
+        ]
+        self.row: Any = (
+            namedtuple("Row", [c.keyname for c in columns], rename=True) if columns else None
+        )
+
+    def params(self, params: Mapping[str, Any] | None, key: Any = None) -> tuple[str, Any]:
+        """The SQL and the driver parameters for one parameter set (``key``: the cache key of a
+        statement that shares this compiled form, which holds that statement's literal
+        values)."""
+        compiled = self.compiled
+        if self.expanding:
+            state = compiled.construct_expanded_state(params)
+            values = dict(state.parameters)
+            for name, proc in state.processors.items():
+                if name in values:
+                    values[name] = proc(values[name])
+            if state.positiontup is not None:
+                return state.statement, tuple(values[n] for n in state.positiontup)
+            return state.statement, values
+        if key is None:
+            values = compiled.construct_params(params)
+        elif _COLLECTS:  # SQLAlchemy 2.1 also collects some literal values into the key
+            values = compiled.construct_params(
+                params, extracted_parameters=key.bindparams, _collected_params=key.params
+            )
+        else:
+            values = compiled.construct_params(params, extracted_parameters=key[1])
+        for name, proc in self.processors.items():
+            if name in values:
+                values[name] = proc(values[name])
+        if compiled.positional:
+            return self.sql, tuple(values[n] for n in compiled.positiontup)
+        return self.sql, values
+
+
+class LiteResult:
+    """The rows of one statement, fetched eagerly (a small subset of SQLAlchemy's ``Result``)."""
+
+    __slots__ = ("rowcount", "rows")
+
+    def __init__(self, rows: list[Any], rowcount: int) -> None:
+        self.rows = rows
+        self.rowcount = rowcount
+
+    def __iter__(self) -> Iterator[Any]:
+        return iter(self.rows)
+
+    def all(self) -> list[Any]:
+        """Every row."""
+        return self.rows
+
+    fetchall = all
+
+    def first(self) -> Any:
+        """The first row, or ``None``."""
+        return self.rows[0] if self.rows else None
+
+    def one(self) -> Any:
+        """The only row (``NoResultFound``/``MultipleResultsFound`` otherwise)."""
+        if not self.rows:
+            raise exc.NoResultFound("No row was found when one was required")
+        if len(self.rows) > 1:
+            raise exc.MultipleResultsFound("Multiple rows were found when exactly one was required")
+        return self.rows[0]
+
+    def one_or_none(self) -> Any:
+        """The only row, or ``None``."""
+        return self.one() if self.rows else None
+
+    def scalar(self) -> Any:
+        """The first column of the first row, or ``None``."""
+        return self.rows[0][0] if self.rows else None
+
+    def scalar_one_or_none(self) -> Any:
+        """The first column of the only row, or ``None``."""
+        row = self.one_or_none()
+        return None if row is None else row[0]
+
+    def scalars(self) -> _Scalars:
+        """The first column of every row."""
+        return _Scalars(r[0] for r in self.rows)
+
+
+class _Scalars(list[Any]):
+    """A list of values that also answers ``.all()``, like SQLAlchemy's ``ScalarResult``."""
+
+    def all(self) -> list[Any]:
+        return list(self)
+
+
+class LiteConnection:
+    """A pooled DBAPI connection that executes SQLAlchemy statements (see the module doc)."""
+
+    def __init__(self, raw: PoolProxiedConnection, dialect: Dialect, cache: dict[int, Any]):
+        self.raw = raw
+        self.dialect = dialect
+        self._cache = cache
+        self.cursor = raw.cursor()
+        self.autocommit = False
+        """Whether each statement commits by itself (a read on PostgreSQL)."""
+
+    def _compiled(self, stmt: Any, params: Any) -> tuple[_Compiled, Any]:
+        """The compiled form of ``stmt``: by identity for the statements the package builds
+        once, else by SQLAlchemy's cache key (statements built per call, such as ``.limit(n)``
+        of a cached select), whose literal values then come from the key."""
+        cache = self._cache
+        columns = None
+        if getattr(stmt, "is_dml", False) and params:
+            columns = tuple(params[0] if isinstance(params, list | tuple) else params)
+        entry = cache.get((id(stmt), columns))
+        if entry is not None and entry[0] is stmt:
+            return entry[1], entry[2]
+        key = stmt._generate_cache_key()
+        if key is None:  # not cacheable: compile for this call only
+            return _Compiled(stmt, self.dialect, columns), None
+        shared = cache.get((key.key, columns))
+        if shared is not None:
+            return shared, key  # same shape as a statement compiled before
+        if len(cache) >= _CACHE_LIMIT:
+            cache.clear()
+        if any(b.expanding for b in key[1]):
+            # IN lists are expanded from the compiled values: this statement only
+            compiled = _Compiled(stmt, self.dialect, columns)
+            cache[(id(stmt), columns)] = (stmt, compiled, None)
+            return compiled, None
+        compiled = _Compiled(stmt, self.dialect, columns, key)
+        cache[(key.key, columns)] = compiled
+        cache[(id(stmt), columns)] = (stmt, compiled, key)
+        return compiled, key
+
+    def execute(
+        self, stmt: Any, params: Mapping[str, Any] | Sequence[Mapping[str, Any]] | None = None
+    ) -> LiteResult:
+        """Execute a SQLAlchemy statement with one parameter set, or a list of them
+        (``executemany``, no rows returned)."""
+        c, key = self._compiled(stmt, params)
+        cur = self.cursor
+        if isinstance(params, list | tuple):
+            if not params:
+                return LiteResult([], 0)
+            if c.expanding:
+                count = 0
+                for p in params:
+                    count += self.execute(stmt, p).rowcount
+                return LiteResult([], count)
+            sql = c.sql
+            rows = [c.params(p, key)[1] for p in params]
+            cur.executemany(sql, rows)
+            return LiteResult([], cur.rowcount)
+        sql, args = c.params(params, key)
+        cur.execute(sql, args)
+        return self._result(cur, c)
+
+    def execute_raw(self, stmt: Any, params: Mapping[str, Any] | None = None) -> list[Any]:
+        """Execute a select and return the driver's rows as they are (no type processing:
+        for bulk reads of plain columns, such as every stored vector)."""
+        c, key = self._compiled(stmt, params)
+        sql, args = c.params(params, key)
+        self.cursor.execute(sql, args)
+        return list(self.cursor.fetchall())
+
+    def exec_driver_sql(self, sql: str, params: Any = None) -> LiteResult:
+        """Execute a constant SQL string (no user text in it) with driver parameters."""
+        cur = self.cursor
+        if params is None:
+            cur.execute(sql)
+        else:
+            cur.execute(sql, params)
+        return self._result(cur, None)
+
+    @staticmethod
+    def _result(cur: Any, c: _Compiled | None) -> LiteResult:
+        if cur.description is None:
+            return LiteResult([], cur.rowcount)
+        fetched = cur.fetchall()
+        if c is None or c.row is None or len(c.result) != len(cur.description):
+            return LiteResult([tuple(r) for r in fetched], cur.rowcount)
+        procs = c.result
+        make = c.row._make
+        if any(procs):
+            rows = [
+                make([v if p is None or v is None else p(v) for p, v in zip(procs, r, strict=True)])
+                for r in fetched
+            ]
+        else:
+            rows = [make(r) for r in fetched]
+        return LiteResult(rows, cur.rowcount)
+
+
+_caches: dict[int, dict[int, Any]] = {}
+_caches_lock = threading.Lock()
+
+
+def _cache_for(dialect: Dialect) -> dict[int, Any]:
+    cache = _caches.get(id(dialect))
+    if cache is None:
+        with _caches_lock:
+            cache = _caches.setdefault(id(dialect), {})
+    return cache
+
+
+def run_lite(
+    engine: Engine, fn: Callable[..., Any], args: tuple[Any, ...], write: bool, single: bool = False
+) -> Any:
+    """Run ``fn(lite_connection, *args)`` in one transaction on a connection of ``engine``'s pool.
+
+    Called directly for sync engines, and inside SQLAlchemy's greenlet bridge for the sync core
+    of an async engine. Driver errors come out as SQLAlchemy's (``OperationalError`` ...); a
+    dropped connection is invalidated, and so are the pool's other connections as old as it.
+    """
+    dialect = engine.dialect
+    dbapi_error = dialect.loaded_dbapi.Error
+    single_read = single and not write
+    raw = engine.raw_connection()
+    name = dialect.name
+    autocommit = False
+    try:
+        conn = LiteConnection(raw, dialect, _cache_for(dialect))
+        dbapi = raw.dbapi_connection
+        if name == "sqlite":
+            if not single_read:
+                conn.cursor.execute("BEGIN IMMEDIATE" if write else "BEGIN")
+        elif name == "postgresql" and (single or not write):
+            # a read, or a write of one statement, needs no BEGIN and COMMIT round trips
+            dialect.set_isolation_level(dbapi, "AUTOCOMMIT")
+            autocommit = conn.autocommit = True
+        result = fn(conn, *args)
+        if not autocommit:
+            raw.commit()
+        return result
+    except dbapi_error as e:
+        invalid = dialect.is_disconnect(e, raw.dbapi_connection, None)
+        if invalid:
+            raw.invalidate(e)
+            _invalidate_older(engine)
+        else:
+            _rollback(raw)
+        raise exc.DBAPIError.instance(
+            None, None, e, dbapi_error, connection_invalidated=invalid, dialect=dialect
+        ) from e
+    except BaseException:
+        _rollback(raw)
+        raise
+    finally:
+        if autocommit and raw.is_valid:
+            try:
+                dialect.reset_isolation_level(raw.dbapi_connection)
+            except dbapi_error:
+                raw.invalidate()
+        raw.close()
+
+
+def _rollback(raw: PoolProxiedConnection) -> None:
+    try:
+        if raw.is_valid:
+            raw.rollback()
+    except Exception:
+        raw.invalidate()
+
+
+def _invalidate_older(engine: Engine) -> None:
+    """After a disconnect, retire the pool's idle connections too (a restarted server dropped
+    them all), as SQLAlchemy's ``Connection`` does."""
+    engine.dispose(close=False)

@@ -1,0 +1,143 @@
+"""The light lane (``langmem_sqlite.lite``): SQLAlchemy statements on pooled DBAPI connections.
+
+Statements are compiled once and shared by shape, so these tests make sure values never leak
+from one statement to another of the same shape, that INSERTs compile for the columns given,
+that errors keep SQLAlchemy's types and roll back, and that a dropped connection is retried.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+import sqlalchemy as sa
+from conftest import backend_url, server_url
+
+from langmem_sqlite.db import Database, get_database
+from langmem_sqlite.lite import LiteConnection
+
+
+@pytest.fixture
+def table(backend: str, tmp_path: Any) -> Iterator[tuple[Database, sa.Table]]:
+    db = get_database(backend_url(backend, tmp_path))
+    md = sa.MetaData()
+    t = sa.Table(
+        f"lite_{uuid.uuid4().hex[:8]}",
+        md,
+        sa.Column("id", sa.Integer, primary_key=True, autoincrement=False),
+        sa.Column("name", sa.String(50), nullable=False),
+        sa.Column("note", sa.String(50), nullable=True, server_default="none"),
+        sa.Column("doc", sa.JSON, nullable=True),
+    )
+    md.create_all(db.sync_engine)
+    yield db, t
+    md.drop_all(db.sync_engine)
+
+
+def _insert(conn: LiteConnection, t: sa.Table, rows: list[dict[str, Any]]) -> int:
+    return conn.execute(sa.insert(t), rows).rowcount
+
+
+def test_values_of_same_shape_statements_never_mix(table: tuple[Database, sa.Table]) -> None:
+    db, t = table
+    db.run(_insert, t, [{"id": i, "name": f"n{i}", "doc": {"i": i}} for i in range(10)], lite=True)
+
+    def by_literal(conn: LiteConnection, i: int) -> Any:
+        # a new statement per call, literal value inside: shares the compiled form by shape
+        return conn.execute(sa.select(t.c.name, t.c.doc).where(t.c.id == i)).one()
+
+    for i in (3, 7, 3, 0):
+        row = db.run(by_literal, i, lite=True, single=True)
+        assert (row.name, row.doc) == (f"n{i}", {"i": i})
+
+    def limited(conn: LiteConnection, n: int) -> list[int]:
+        return conn.execute(sa.select(t.c.id).order_by(t.c.id).limit(n)).scalars().all()
+
+    assert [len(db.run(limited, n, lite=True)) for n in (2, 5, 1)] == [2, 5, 1]
+
+
+def test_in_lists_literal_and_bound(table: tuple[Database, sa.Table]) -> None:
+    db, t = table
+    db.run(_insert, t, [{"id": i, "name": f"n{i}"} for i in range(10)], lite=True)
+    bound = sa.select(t.c.id).where(t.c.id.in_(sa.bindparam("ids", expanding=True)))
+
+    def by_bound(conn: LiteConnection, ids: list[int]) -> set[int]:
+        return set(conn.execute(bound, {"ids": ids}).scalars())
+
+    def by_literal(conn: LiteConnection, ids: list[int]) -> set[int]:
+        return set(conn.execute(sa.select(t.c.id).where(t.c.id.in_(ids))).scalars())
+
+    for ids in ([1, 2], [5], [0, 9, 4], []):
+        assert db.run(by_bound, ids, lite=True) == set(ids)
+        assert db.run(by_literal, ids, lite=True) == set(ids)
+
+
+def test_insert_compiles_for_the_columns_given(table: tuple[Database, sa.Table]) -> None:
+    db, t = table
+    stmt = sa.insert(t)  # one statement object, two column sets
+
+    def put(conn: LiteConnection, row: dict[str, Any]) -> None:
+        conn.execute(stmt, row)
+
+    db.run(put, {"id": 1, "name": "a"}, write=True, lite=True)
+    db.run(put, {"id": 2, "name": "b", "note": "given"}, write=True, lite=True)
+    with db.sync_engine.connect() as c:
+        rows = c.execute(sa.select(t.c.id, t.c.note).order_by(t.c.id)).all()
+    assert [tuple(r) for r in rows] == [(1, "none"), (2, "given")]
+
+
+def test_errors_keep_their_type_and_roll_back(table: tuple[Database, sa.Table]) -> None:
+    db, t = table
+    db.run(_insert, t, [{"id": 1, "name": "a"}], write=True, lite=True)
+
+    def two(conn: LiteConnection) -> None:
+        conn.execute(sa.insert(t), {"id": 2, "name": "b"})
+        conn.execute(sa.insert(t), {"id": 1, "name": "duplicate"})
+
+    with pytest.raises(sa.exc.IntegrityError):
+        db.run(two, write=True, lite=True)
+    count = db.run(lambda c: c.execute(sa.select(sa.func.count()).select_from(t)).scalar())
+    assert count == 1  # the first insert of the failed transaction was rolled back
+
+
+def test_async_runs_the_same_function(table: tuple[Database, sa.Table]) -> None:
+    db, t = table
+
+    async def main() -> list[Any]:
+        await db.arun(_insert, t, [{"id": i, "name": f"n{i}"} for i in range(3)], lite=True)
+        got = await asyncio.gather(
+            *[
+                db.arun(
+                    lambda c, i=i: c.execute(sa.select(t.c.name).where(t.c.id == i)).scalar(),
+                    lite=True,
+                    single=True,
+                )
+                for i in range(3)
+            ]
+        )
+        await db.adispose()
+        return got
+
+    assert asyncio.run(main()) == ["n0", "n1", "n2"]
+
+
+@pytest.mark.parametrize("server", ["postgres", "mariadb"])
+def test_a_dropped_connection_is_retried(server: str) -> None:
+    url = server_url(server)
+    db = get_database(url, engine_args={"pool_size": 1, "max_overflow": 0})
+    pg = db.dialect == "postgresql"
+    pid_sql = "SELECT pg_backend_pid()" if pg else "SELECT CONNECTION_ID()"
+    pid = db.run(lambda c: c.exec_driver_sql(pid_sql).scalar(), lite=True)
+    admin = sa.create_engine(db.url, poolclass=sa.pool.NullPool)
+    with admin.connect() as c:
+        if pg:
+            c.execute(sa.text("SELECT pg_terminate_backend(:p)"), {"p": pid})
+        else:
+            c.execute(sa.text(f"KILL CONNECTION {int(pid)}"))
+    admin.dispose()
+    # the pooled connection is dead: the run fails on it, is retried on a new one
+    assert db.run(lambda c: c.exec_driver_sql(pid_sql).scalar(), lite=True) != pid
+    db.dispose()
