@@ -218,7 +218,7 @@ class ConversationStore:
             return 0
         if self.db.dialect in ("mysql", "mariadb"):
             yield from self._check_packet(rows)
-        yield from self._op(sql.add_messages, key, rows, _now_ms(), write=True)
+        yield from self._op(sql.add_messages, key, rows, _now_ms(), None, sql.Append(), write=True)
         return len(rows)
 
     def _check_packet(self, rows: Sequence[MessageRow]) -> Plan[None]:

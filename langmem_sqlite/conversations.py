@@ -9,11 +9,12 @@ from __future__ import annotations
 
 import functools
 import json
+import uuid
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
-from sqlalchemy import and_, bindparam, delete, insert, select, text, update
+from sqlalchemy import and_, bindparam, delete, func, insert, select, text, update
 from sqlalchemy.dialects import mysql, postgresql, sqlite
 from sqlalchemy.engine import Connection
 from sqlalchemy.sql.elements import ColumnElement
@@ -21,6 +22,7 @@ from sqlalchemy.sql.elements import ColumnElement
 from .schema import Tables
 
 __all__ = [
+    "Append",
     "MessageRow",
     "SessionInfo",
     "SessionKey",
@@ -186,6 +188,32 @@ def _bump(conn: Connection, t: Tables, key: SessionKey, n: int, tokens: int, now
     return conn.execute(hot.after_bump, _params(key)).first()
 
 
+@dataclass
+class Append:
+    """One append, across the attempts :meth:`Database.run` may make of it.
+
+    A connection lost while COMMIT was in flight leaves the outcome unknown: the transaction
+    may have committed. The first row of the append carries ``token``; a later attempt looks
+    for it first and, when found, does not write the messages a second time.
+    """
+
+    token: str = field(default_factory=lambda: uuid.uuid4().hex)
+    tries: int = 0
+
+
+def _appended(conn: Connection, t: Tables, key: SessionKey, token: str) -> int | None:
+    """The session's message count if an append with ``token`` is stored, else None."""
+    m, s = t.messages.c, t.sessions.c
+    found = conn.execute(
+        select(func.count())
+        .select_from(t.messages)
+        .where(m.session_pk == _session_pk(t, key), m.write_token == token)
+    ).scalar()
+    if not found:
+        return None
+    return int(conn.execute(select(s.message_count).where(_match(t, key))).scalar())
+
+
 def add_messages(
     conn: Connection,
     t: Tables,
@@ -193,12 +221,20 @@ def add_messages(
     rows: Sequence[MessageRow],
     now: int,
     metadata: dict[str, Any] | None = None,
+    append: Append | None = None,
 ) -> int:
     """Append ``rows`` to the session (created if missing); return the new message count.
 
     One session update reserves the positions (and locks the session row), then one
-    executemany insert writes the messages.
+    executemany insert writes the messages. With ``append``, a repeated attempt of the same
+    append that finds it already stored writes nothing (see :class:`Append`).
     """
+    if append is not None and rows:
+        append.tries += 1
+        if append.tries > 1:
+            stored = _appended(conn, t, key, append.token)
+            if stored is not None:
+                return stored
     tokens = sum(r.token_count for r in rows)
     got = _bump(conn, t, key, len(rows), tokens, now)
     if got is None:
@@ -221,6 +257,7 @@ def add_messages(
                     "token_count": r.token_count,
                     "tokens_before": before,
                     "created_at": now,
+                    "write_token": append.token if append is not None and not params else None,
                 }
             )
             seq += 1

@@ -32,9 +32,12 @@ from sqlalchemy import (
     Table,
     Text,
     UniqueConstraint,
+    inspect,
+    text,
 )
 from sqlalchemy.dialects import mysql, postgresql
 from sqlalchemy.engine import Connection, Dialect
+from sqlalchemy.schema import CreateColumn
 from sqlalchemy.types import TypeDecorator
 
 __all__ = [
@@ -220,6 +223,9 @@ def _build(prefix: str, schema: str | None) -> Tables:
         # Sum of token_count over the earlier messages of the session: budget windows by index.
         Column("tokens_before", BigInteger, nullable=False),
         Column("created_at", BigInteger, nullable=False),
+        # Random token of the append that wrote this row (its first row only): an append retried
+        # after a lost COMMIT finds it and does not write twice (migration 4).
+        Column("write_token", String(32), nullable=True),
         UniqueConstraint("session_pk", "seq", name=f"{prefix}messages_session_seq_uq"),
         Index(f"{prefix}messages_session_tokens_ix", "session_pk", "tokens_before"),
         Index(f"{prefix}messages_session_msgid_ix", "session_pk", "message_id"),
@@ -392,6 +398,25 @@ class Migration:
     apply: Callable[[Connection, Tables], None]
 
 
+def _add_columns(table: str, *names: str) -> Callable[[Connection, Tables], None]:
+    """A migration step adding nullable columns (declared on ``table``) that are missing.
+
+    Tables created after the column was declared already have it; older ones get
+    ``ALTER TABLE ... ADD COLUMN`` with the column's DDL compiled by SQLAlchemy for the dialect.
+    """
+
+    def apply(conn: Connection, t: Tables) -> None:
+        tbl: Table = getattr(t, table)
+        have = {c["name"] for c in inspect(conn).get_columns(tbl.name, schema=tbl.schema)}
+        target = conn.dialect.identifier_preparer.format_table(tbl)
+        for name in names:
+            if name not in have:
+                column = CreateColumn(tbl.c[name]).compile(dialect=conn.dialect)
+                conn.execute(text(f"ALTER TABLE {target} ADD COLUMN {column}"))
+
+    return apply
+
+
 def _create(*names: str) -> Callable[[Connection, Tables], None]:
     """A migration step creating the named tables (and their indexes) if they are missing."""
 
@@ -410,5 +435,8 @@ MIGRATIONS: list[Migration] = [
         _create("checkpoints", "checkpoint_blobs", "checkpoint_writes", "checkpoint_threads"),
     ),
     Migration(3, "long-term store: items and vectors", _create("store_items", "store_vectors")),
+    Migration(
+        4, "conversation store: append write tokens", _add_columns("messages", "write_token")
+    ),
 ]
 """Ordered schema changes; ``MIGRATIONS[i].version == i + 1``."""

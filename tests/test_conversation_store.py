@@ -251,3 +251,25 @@ def test_clear_then_add_restarts_positions(store: ConversationStore) -> None:
     store.add_messages("s", [HumanMessage("z")])
     assert [m.content for m in store.get_messages("s")] == ["z"]
     assert store.get_session("s").message_count == 1  # type: ignore[union-attr]
+
+
+def test_an_append_retried_after_its_commit_landed_is_not_written_twice(
+    store: ConversationStore,
+) -> None:
+    """Database.run re-runs a transaction whose connection died; if that happened while COMMIT
+    was in flight, the first attempt may have committed. The append's token prevents a second
+    copy (the hardening fault tests hit this on MariaDB by killing connections)."""
+    from langmem_sqlite import conversations as sql
+    from langmem_sqlite.conversations import Append, SessionKey
+
+    store.add_messages("s", [HumanMessage("before")])
+    key = SessionKey("", "s")
+    rows = store._rows([HumanMessage("once"), AIMessage("only once")], key)
+    append = Append()
+    # the first attempt commits, then (as far as the caller knows) fails: Database.run retries
+    assert store.db.run(sql.add_messages, store.tables, key, rows, 1, None, append, write=True) == 3
+    assert store.db.run(sql.add_messages, store.tables, key, rows, 2, None, append, write=True) == 3
+    assert [m.content for m in store.get_messages("s")] == ["before", "once", "only once"]
+    # a different append of the same messages is written again, as asked
+    store.db.run(sql.add_messages, store.tables, key, rows, 3, None, Append(), write=True)
+    assert store.count_messages("s") == 5

@@ -294,3 +294,25 @@ def test_autocommit_connection_can_vacuum(tmp_path: Path) -> None:
     ConversationStore(db).add_messages("s", [HumanMessage("x")])
     with db.sync_engine.connect().execution_options(isolation_level="AUTOCOMMIT") as conn:
         conn.exec_driver_sql("VACUUM")
+
+
+def test_upgrade_adds_the_write_token_column(db_url: str, prefix: str) -> None:
+    """A database made before migration 4 (messages without ``write_token``) gets the column on
+    first use, keeps its messages, and appends work."""
+    db = get_database(db_url)
+    t = get_tables(prefix)
+    store = ConversationStore(db_url, table_prefix=prefix)
+    store.add_messages("s", [HumanMessage("old")])
+    table = db.sync_engine.dialect.identifier_preparer.format_table(t.messages)
+    with db.sync_engine.begin() as conn:
+        conn.execute(sa.text(f"ALTER TABLE {table} DROP COLUMN write_token"))
+        conn.execute(sa.delete(t.migrations).where(t.migrations.c.version == 4))
+    db.ready.discard(t.key)
+    columns = {c["name"] for c in sa.inspect(db.sync_engine).get_columns(t.messages.name)}
+    assert "write_token" not in columns
+    store.add_messages("s", [HumanMessage("new")])
+    columns = {c["name"] for c in sa.inspect(db.sync_engine).get_columns(t.messages.name)}
+    assert "write_token" in columns
+    assert [m.content for m in store.get_messages("s")] == ["old", "new"]
+    with db.sync_engine.connect() as conn:
+        assert conn.execute(sa.select(sa.func.max(t.migrations.c.version))).scalar() == 4
