@@ -22,13 +22,16 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import os
 import random
+import re
 import threading
 import time
 import weakref
 from collections.abc import Callable, Generator
 from dataclasses import dataclass, field
+from decimal import Decimal
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -189,11 +192,35 @@ def _engine_kwargs(url: URL) -> dict[str, Any]:
     # No pre-ping (a round trip on every checkout): a dropped connection fails the
     # transaction's first statement, and Database.run re-runs the transaction on a new one.
     kwargs: dict[str, Any] = {"pool_size": 10, "max_overflow": 22}
+    if url.get_backend_name() == "postgresql":
+        kwargs["json_serializer"] = jsonb_dumps
     if url.get_backend_name() in ("mysql", "mariadb"):
         kwargs["pool_recycle"] = 3600
         if "charset" not in url.query:
             kwargs["connect_args"] = {"charset": "utf8mb4"}
     return kwargs
+
+
+# A JSON string, or a number with a positive exponent (outside strings).
+_JSON_TOKEN = re.compile(r'"(?:[^"\\]|\\.)*"|-?\d+(?:\.\d+)?e\+\d+')
+
+
+def _plain_number(match: re.Match[str]) -> str:
+    token = match.group()
+    if token[0] == '"':
+        return token
+    return format(Decimal(token), "f") + ".0"
+
+
+def jsonb_dumps(value: Any) -> str:
+    """``json.dumps`` for PostgreSQL's ``JSONB``, which keeps numbers as ``numeric``: a float such
+    as ``3.9e16`` would come back as the integer ``39000000000000000``. Floats written with a
+    positive exponent are spelled out with a decimal point instead (``39000000000000000.0``),
+    which ``numeric`` keeps and JSON decoders read back as the same float."""
+    text = json.dumps(value)
+    if "e+" not in text:
+        return text
+    return _JSON_TOKEN.sub(_plain_number, text)
 
 
 def _is_retryable(error: BaseException) -> bool:

@@ -23,6 +23,7 @@ import sqlalchemy as sa
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, SystemMessage, ToolMessage
+from langgraph.checkpoint.serde.encrypted import EncryptedSerializer
 from langgraph.graph import END, START, StateGraph
 from langgraph.store.base import PutOp
 
@@ -64,15 +65,19 @@ JSONISH = st.recursive(
     max_leaves=12,
 )
 IDS = st.one_of(TEXT, st.integers(), st.uuids())
-# The long-term store's known defects (see the xfail tests below) are kept out of its fuzzing:
-# lone surrogates in values, and floats written with an exponent (PostgreSQL JSONB).
+# Lone surrogates are kept out of the store's fuzzing: values holding them are refused with a
+# ValueError (test_store_values_with_lone_surrogates).
 STORE_TEXT = st.one_of(
     st.text(max_size=40), st.sampled_from([i for i in INJECTIONS if i != "\ud800"])
 )
 # checkpoint metadata: NUL kept out too (see test_nul_in_checkpoint_metadata)
 META_TEXT = STORE_TEXT.filter(lambda t: "\x00" not in t)
 STORE_JSON = st.recursive(
-    st.none() | st.booleans() | st.integers() | st.floats(-1e15, 1e15) | STORE_TEXT,
+    st.none()
+    | st.booleans()
+    | st.integers()
+    | st.floats(allow_nan=False, allow_infinity=False)
+    | STORE_TEXT,
     lambda inner: st.lists(inner, max_size=4) | st.dictionaries(STORE_TEXT, inner, max_size=4),
     max_leaves=12,
 )
@@ -225,19 +230,23 @@ def test_nul_in_checkpoint_metadata(db_url: str, prefix: str, backend: str) -> N
     assert found and all(c.metadata["k\x00"] == "v" for c in found)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="known defect (LangGraph's JsonPlusSerializer, used by SQLSaver): a lone surrogate "
-    "in a str channel value is silently stored as '?' instead of round-tripping or raising",
-)
-def test_lone_surrogate_in_a_channel_value(db_url: str, prefix: str) -> None:
-    app = _echo_graph(SQLSaver(db_url, table_prefix=prefix))
+@pytest.mark.parametrize("encrypted", [False, True])
+def test_lone_surrogate_in_a_channel_value(db_url: str, prefix: str, encrypted: bool) -> None:
+    """LangGraph's serializer would store "a\\ud800b" as "a?b": the saver refuses it instead,
+    with a ValueError naming the channel, and nothing of the step is stored."""
+    serde = EncryptedSerializer.from_pycryptodome_aes(key=b"k" * 16) if encrypted else None
+    saver = SQLSaver(db_url, table_prefix=prefix, serde=serde)
+    app = _echo_graph(saver)
     config: Any = {"configurable": {"thread_id": "t"}}
-    try:
+    app.invoke({"note": "fine?"}, config)  # a '?' of its own is no lone surrogate
+    before = len(list(saver.list(config)))
+    with pytest.raises(ValueError, match=r"channel '__start__': .*lone surrogate"):
         app.invoke({"note": "a\ud800b"}, config)
-    except (TypeError, ValueError):
-        return
-    assert app.get_state(config).values["note"] == "a\ud800b"
+    assert app.get_state(config).values["note"] == "fine?"
+    assert len(list(saver.list(config))) == before  # the refused input left no checkpoint
+    # a write to a channel of a running step is refused the same way
+    with pytest.raises(ValueError, match="lone surrogate"):
+        saver.put_writes(app.get_state(config).config, [("note", "x\udfff")], "task")
 
 
 def test_ten_megabyte_message(db_url: str, prefix: str, backend: str) -> None:
@@ -295,13 +304,18 @@ def test_store_values_with_lone_surrogates(db_url: str, prefix: str, backend: st
             assert store.get(("s",), "k").value == value  # type: ignore[union-attr]
 
 
-def test_store_float_fidelity(db_url: str, prefix: str, backend: str) -> None:
-    if backend == "postgres":
-        pytest.xfail("known defect: JSONB reads 3.9e16 back as the int 39139952960085980")
+@pytest.mark.parametrize(
+    "number", [3.913995296008598e16, 1e16, -2.5e20, 1e300, 1.5e-7, 0.1, 2.0, 10**20]
+)
+def test_store_number_fidelity(db_url: str, prefix: str, number: float) -> None:
+    """Floats stay floats and ints stay ints (PostgreSQL's JSONB keeps numbers as ``numeric``,
+    which would turn 3.9e16 into an integer without the package's JSONB encoding)."""
     store = SQLStore(db_url, table_prefix=prefix)
-    store.put(("f",), "k", {"f": 3.913995296008598e16})
-    got = store.get(("f",), "k").value["f"]  # type: ignore[union-attr]
-    assert type(got) is float and got == 3.913995296008598e16
+    store.put(("f",), "k", {"f": number, "nested": [{"x": number}], "text": f"{number!r} e+16"})
+    got = store.get(("f",), "k").value  # type: ignore[union-attr]
+    assert type(got["f"]) is type(number) and got["f"] == number
+    assert got["nested"][0]["x"] == number and type(got["nested"][0]["x"]) is type(number)
+    assert got["text"] == f"{number!r} e+16"
 
 
 # -- corrupted rows ------------------------------------------------------------------------------

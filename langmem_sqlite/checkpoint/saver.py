@@ -59,6 +59,7 @@ from .storage import (
     next_version,
     still_stored,
 )
+from .strict import dumps
 
 __all__ = ["SQLSaver", "ThreadInfo"]
 
@@ -407,9 +408,9 @@ class SQLSaver(BaseCheckpointSaver[str]):
         body = {
             k: v for k, v in checkpoint.items() if k not in ("channel_values", "channel_versions")
         }
-        ctype, cdata = self.serde.dumps_typed(body)
+        ctype, cdata = dumps(self.serde, body, "checkpoint")
         md = get_serializable_checkpoint_metadata(config, metadata)
-        mtype, mdata = self.serde.dumps_typed(md)
+        mtype, mdata = dumps(self.serde, md, "metadata")
         md_json = json_copy(md) if self.searchable_metadata else None
         run_id = md.get("run_id")
         run_id = str(run_id) if run_id is not None else None
@@ -471,7 +472,7 @@ class SQLSaver(BaseCheckpointSaver[str]):
             idx = WRITES_IDX_MAP.get(ch, i)
             if idx in rows and not special:
                 continue  # first write wins, as in the database
-            type_, data = self.serde.dumps_typed(value)
+            type_, data = dumps(self.serde, value, f"write to channel {ch!r}")
             rows[idx] = {
                 "thread_id": s.thread_id,
                 "ns_hash": s.ns_hash,

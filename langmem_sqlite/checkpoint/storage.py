@@ -36,6 +36,8 @@ from typing import Any
 
 from langgraph.checkpoint.serde.base import SerializerProtocol
 
+from .strict import dumps
+
 __all__ = [
     "EMPTY",
     "BlobRow",
@@ -242,7 +244,7 @@ def encode_channel(
     value = values[channel]
 
     def full() -> BlobRow:
-        type_, data = serde.dumps_typed(value)
+        type_, data = dumps(serde, value, f"channel {channel!r}")
         root = version if type(value) is list else None
         return BlobRow(channel, ch_hash, version, VALUE, type_, data, root_version=root)
 
@@ -257,7 +259,7 @@ def encode_channel(
         entry = CachedList(version, version, 0, list(value), _shapes(value), len(value))
         return full(), entry
     added = value[prefix:]
-    type_, data = serde.dumps_typed(added)
+    type_, data = dumps(serde, added, f"channel {channel!r}")
     row = BlobRow(
         channel,
         ch_hash,
