@@ -31,7 +31,7 @@ from collections import OrderedDict
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from functools import lru_cache
-from operator import attrgetter, is_, methodcaller
+from operator import attrgetter, is_
 from typing import Any
 
 from langgraph.checkpoint.serde.base import SerializerProtocol
@@ -114,11 +114,11 @@ class BlobRow:
 
 
 def _shape(item: Any) -> Any:
-    """What must stay equal for ``item`` to still be the stored value: its field values (its
+    """What must stay equal for ``item`` to still be the stored value: its fields (a copy of its
     ``__dict__``, as for LangChain messages), or its items; held, so compared by identity
     first."""
     try:
-        return tuple(item.__dict__.values())
+        return dict(item.__dict__)
     except AttributeError:
         pass
     if type(item) is dict:
@@ -129,7 +129,6 @@ def _shape(item: Any) -> Any:
 
 
 _fields = attrgetter("__dict__")
-_values = methodcaller("values")
 
 
 def _shapes(items: list[Any]) -> list[Any]:
@@ -137,10 +136,10 @@ def _shapes(items: list[Any]) -> list[Any]:
 
 
 def _unchanged(items: list[Any], shapes: list[Any]) -> bool:
-    """True if each item's field values are still the recorded ones (for objects with a
-    ``__dict__`` the whole comparison runs in C: ~0.1 us per message)."""
+    """True if each item's fields are still the recorded ones (for objects with a ``__dict__``
+    the whole comparison runs in C: 0.15 us per message)."""
     try:
-        live = list(map(tuple, map(_values, map(_fields, items))))
+        live = list(map(_fields, items))
     except AttributeError:
         live = _shapes(items)
     return live == shapes
