@@ -479,3 +479,21 @@ async def test_list_pages_with_filter_limit_and_before(saver: SQLSaver) -> None:
         2,
     ]
     assert values(small.list(None, filter={"parity": 0, "source": "loop"})) == [8, 6, 4, 2, 0]
+
+
+@pytest.mark.parametrize("encrypted", [False, True])
+def test_values_are_compressed_unless_encrypted(db_url: str, prefix: str, encrypted: bool) -> None:
+    serde = EncryptedSerializer.from_pycryptodome_aes(key=b"c" * 16) if encrypted else None
+    saver = SQLSaver(db_url, table_prefix=prefix, serde=serde)
+    text = "the same sentence again and again. " * 200
+    put_values(saver, "z", {"doc": text, "tiny": "x"})
+    got = saver.get_tuple(cfg("z"))
+    assert got is not None and got.checkpoint["channel_values"] == {"doc": text, "tiny": "x"}
+    b = saver.tables.checkpoint_blobs
+    with saver.db.sync_engine.connect() as conn:
+        rows = {r.type: len(r.value) for r in conn.execute(sa.select(b.c.type, b.c.value))}
+    if encrypted:  # ciphertext does not compress: stored as the serializer made it
+        assert not any(t.endswith("+z") for t in rows)
+    else:
+        assert rows.get("msgpack+z", 10**9) < len(text) / 10  # compressed ~ 70x
+        assert "msgpack" in rows  # "x" is too small to be worth it

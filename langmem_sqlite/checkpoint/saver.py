@@ -47,6 +47,7 @@ from ..migrate import schema_plan
 from ..schema import DEFAULT_PREFIX, ID_MAX_CHARS, Tables, get_tables
 from ..validation import check_id, check_positive, check_text
 from . import sql
+from .codec import dumps, loads
 from .meta import check_filter, json_copy, matches, prefilter
 from .storage import (
     DELTA,
@@ -59,7 +60,6 @@ from .storage import (
     next_version,
     still_stored,
 )
-from .strict import dumps
 
 __all__ = ["SQLSaver", "ThreadInfo"]
 
@@ -293,7 +293,7 @@ class SQLSaver(BaseCheckpointSaver[str]):
         return (yield Step(fn, (self.tables, *args), write=write, lite=True, single=single))
 
     def _loads(self, type_: str, data: Any) -> Any:
-        return self.serde.loads_typed((type_, bytes(data)))
+        return loads(self.serde, type_, data)
 
     def _tuple(
         self,

@@ -36,7 +36,7 @@ from typing import Any
 
 from langgraph.checkpoint.serde.base import SerializerProtocol
 
-from .strict import dumps
+from .codec import dumps, loads
 
 __all__ = [
     "EMPTY",
@@ -301,7 +301,7 @@ class Resolver:
         """The value stored under ``key`` (a fresh list object for list values)."""
         row = self.rows[key]
         if row.kind == VALUE and row.root_version is None:
-            return self.serde.loads_typed((row.type, bytes(row.value)))
+            return loads(self.serde, row.type, row.value)
         spine, n = self._list(key)
         return spine[:n]
 
@@ -319,7 +319,7 @@ class Resolver:
         base = self._lists.get(cur)  # decoded earlier, or None at a full value
         for k in reversed(chain):
             row = self.rows[k]
-            decoded = list(self.serde.loads_typed((row.type, bytes(row.value))))
+            decoded = list(loads(self.serde, row.type, row.value))
             if row.kind == DELTA:
                 assert base is not None
                 spine, n = base

@@ -1,4 +1,11 @@
-"""Serialization that refuses what LangGraph's serializer would change silently.
+"""How the checkpointer turns values into stored bytes and back: the saver's serializer, then
+zlib; and a refusal of what LangGraph's serializer would change silently.
+
+Every value goes through ``serde.dumps_typed`` (so ``EncryptedSerializer`` and allowlists cover
+everything). Serialized values of 64 bytes or more are then compressed with zlib when that saves
+at least a tenth; the stored type gets a ``+z`` suffix and :func:`loads` undoes it. Encrypted
+output does not compress and stays as it is. Rows written before compression existed, without
+the suffix, read as before.
 
 LangGraph's ``JsonPlusSerializer`` packs with ``OPT_REPLACE_SURROGATES``: a string holding a lone
 surrogate (``"a\\ud800b"``, e.g. from bytes decoded with ``surrogateescape``) is stored as
@@ -13,12 +20,16 @@ such as ``EncryptedSerializer``) the value is packed once more without the repla
 
 from __future__ import annotations
 
+import zlib
 from typing import Any
 
 import ormsgpack
 from langgraph.checkpoint.serde.base import SerializerProtocol
 
-__all__ = ["dumps"]
+__all__ = ["dumps", "loads"]
+
+_Z = "+z"
+_MIN_COMPRESS = 64
 
 try:  # LangGraph's own msgpack hooks, so that the check packs what the serializer packs
     from langgraph.checkpoint.serde.jsonplus import _msgpack_default, _option
@@ -31,7 +42,7 @@ _OPAQUE = ("null", "bytes", "bytearray")
 
 
 def dumps(serde: SerializerProtocol, value: Any, what: str) -> tuple[str, bytes]:
-    """``serde.dumps_typed(value)``, refusing lone surrogates in strings.
+    """``serde.dumps_typed(value)``, compressed when worth it; refusing lone surrogates.
 
     Raises:
         ValueError: a string in ``value`` holds a lone surrogate (``what`` names the value).
@@ -48,4 +59,23 @@ def dumps(serde: SerializerProtocol, value: Any, what: str) -> tuple[str, bytes]
                     "errors='surrogateescape' turned into bytes, or 'replace')"
                 ) from e
             # anything else the serializer handled its own way (e.g. a pickle fallback)
+    if len(data) >= _MIN_COMPRESS and type_ != "null":
+        packed = zlib.compress(data, 6)
+        if len(packed) * 10 <= len(data) * 9:
+            return type_ + _Z, packed
     return type_, data
+
+
+def loads(serde: SerializerProtocol, type_: str, data: Any) -> Any:
+    """The value stored as ``(type_, data)`` by :func:`dumps` (or by a version without it).
+
+    Raises:
+        ValueError: ``data`` is marked compressed but is not valid zlib data (a damaged row).
+    """
+    if type_.endswith(_Z):
+        try:
+            data = zlib.decompress(data)
+        except zlib.error as e:
+            raise ValueError(f"checkpoint value of type {type_!r}: damaged compressed data") from e
+        type_ = type_[: -len(_Z)]
+    return serde.loads_typed((type_, bytes(data)))
