@@ -334,12 +334,16 @@ def _paged(
     SQL is exact, else pages re-checked in Python."""
     if want <= 0:
         return []
+    paged = _cached(
+        ("paged", id(stmt)),
+        lambda: (stmt, stmt.limit(sa.bindparam("lim")).offset(sa.bindparam("off"))),
+    )[1]
     if exact:
-        return [_item(r) for r in conn.execute(stmt.limit(want), params)]
+        return [_item(r) for r in conn.execute(paged, {**params, "lim": want, "off": 0})]
     kept: list[ItemRow] = []
     start, size = 0, max(want, 100)
     while len(kept) < want:
-        rows = conn.execute(stmt.limit(size).offset(start), params).all()
+        rows = conn.execute(paged, {**params, "lim": size, "off": start}).all()
         kept.extend(item for item in map(_item, rows) if matches(item.value, q.filter))
         if len(rows) < size:
             break
@@ -425,12 +429,18 @@ def vector_search(
     c = t.store_items.c
     kept: list[ItemRow] = []
     step = max(2 * want, 50) if q.filter else want  # rows to read per round
+    stmt = _cached(
+        ("by_ids", t.key, q.omit_expired),
+        lambda: sa.select(*_columns(t)).where(
+            c.id.in_(sa.bindparam("ids", expanding=True)), _live(t, q.omit_expired)
+        ),
+    )
     for i in range(0, len(ids), max(step, 1)):
         if len(kept) >= want:
             break
         chunk = dict(zip(ids[i : i + step], scores[i : i + step], strict=True))
-        stmt = sa.select(*_columns(t)).where(c.id.in_(list(chunk)), _live(t, q.omit_expired))
-        by_id = {r[0]: _item(r, chunk[r[0]]) for r in conn.execute(stmt, {"now": now})}
+        rows = conn.execute(stmt, {"ids": list(chunk), "now": now})
+        by_id = {r[0]: _item(r, chunk[r[0]]) for r in rows}
         kept.extend(
             by_id[item_id]
             for item_id in chunk
