@@ -41,7 +41,7 @@ from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
 from sqlalchemy.pool import StaticPool
 from sqlalchemy.util import greenlet_spawn
 
-from .lite import run_lite
+from .lite import Spares, run_lite
 
 __all__ = ["Database", "DatabaseLike", "Plan", "Step", "get_database"]
 
@@ -307,6 +307,12 @@ class Database:
         self._turns: threading.RLock | contextlib.nullcontext[None] = (
             threading.RLock() if shared else contextlib.nullcontext()
         )
+        # SQLite files: the light lane keeps its own idle connections (see lite.Spares)
+        self._spares = (
+            Spares(16)
+            if sync_engine is not None and sync_engine.dialect.name == "sqlite" and not shared
+            else None
+        )
         self.facts: dict[str, Any] = {}
         """Server settings read once and remembered (e.g. MySQL's ``max_allowed_packet``)."""
         self.ready: set[Any] = set()
@@ -391,11 +397,11 @@ class Database:
             for delay in _RETRY_DELAYS:
                 try:
                     with self._turns:
-                        return run_lite(base, fn, args, write, single)  # type: ignore[no-any-return]
+                        return run_lite(base, fn, args, write, single, self._spares)  # type: ignore[no-any-return]
                 except exc.DBAPIError as e:
                     time.sleep(_retry_delay(e, delay))
             with self._turns:
-                return run_lite(base, fn, args, write, single)  # type: ignore[no-any-return]
+                return run_lite(base, fn, args, write, single, self._spares)  # type: ignore[no-any-return]
         engine = self._writer_sync if write else self.sync_engine
         assert engine is not None
         opener = engine.connect if own_transaction else engine.begin
@@ -495,6 +501,8 @@ class Database:
 
     def dispose(self) -> None:
         """Close pooled connections of the engines this package created."""
+        if self._spares is not None:
+            self._spares.close()
         if self._sync is not None:
             self._sync.dispose()
         for engine, _ in list(self._loop_engines.values()):

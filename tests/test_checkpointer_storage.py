@@ -497,3 +497,36 @@ def test_values_are_compressed_unless_encrypted(db_url: str, prefix: str, encryp
     else:
         assert rows.get("msgpack+z", 10**9) < len(text) / 10  # compressed ~ 70x
         assert "msgpack" in rows  # "x" is too small to be worth it
+
+
+def test_a_delta_whose_base_vanished_is_stored_whole(saver: SQLSaver) -> None:
+    """Another process pruned the list version this process would extend: the put must not
+    write a checkpoint pointing at a missing base (on PostgreSQL the put is one statement in
+    autocommit mode, written again with the list whole)."""
+    m = [HumanMessage("one", id="1"), AIMessage("two", id="2")]
+    first = saver.put(cfg("gone"), _ckpt({"messages": m}, 1), {"source": "loop", "step": 0}, _v(1))
+    b = saver.tables.checkpoint_blobs
+    with saver.db.sync_engine.begin() as conn:
+        assert conn.execute(sa.delete(b).where(b.c.thread_id == "gone")).rowcount == 1
+    more = [*m, HumanMessage("three", id="3")]
+    second = saver.put(first, _ckpt({"messages": more}, 2), {"source": "loop", "step": 1}, _v(2))
+    got = saver.get_tuple(second)
+    assert got is not None and got.checkpoint["channel_values"]["messages"] == more
+    fresh = SQLSaver(saver.db, table_prefix=saver.tables.prefix, list_cache_size=0)
+    got = fresh.get_tuple(second)
+    assert got is not None and got.checkpoint["channel_values"]["messages"] == more
+    with saver.db.sync_engine.connect() as conn:
+        kinds = conn.execute(sa.select(b.c.kind).where(b.c.thread_id == "gone")).scalars().all()
+    assert len(kinds) == 1  # the second version, stored whole
+
+
+def _ckpt(values: dict[str, Any], version: int) -> Any:
+    ckpt = empty_checkpoint()
+    ckpt["id"] = f"00000000-0000-0000-0000-{version:012d}"
+    ckpt["channel_values"] = dict(values)
+    ckpt["channel_versions"] = _v(version)
+    return ckpt
+
+
+def _v(version: int) -> dict[str, str]:
+    return {"messages": f"{version:012d}.aaaaaaaaaaaa"}

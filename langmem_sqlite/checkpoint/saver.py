@@ -442,7 +442,10 @@ class SQLSaver(BaseCheckpointSaver[str]):
             created_at=_now_ms(),
         )
         thread_md = md_json if s.ns == "" else None
-        stored = yield from self._op(sql.put_checkpoint, row, blobs, thread_md, write=True)
+        # one statement on PostgreSQL (see sql.put_checkpoint): autocommit, one round trip
+        stored = yield from self._op(
+            sql.put_checkpoint, row, blobs, thread_md, write=True, single=True
+        )
         for ch, entry in entries.items():
             b = stored.get(ch)
             if b is None:

@@ -282,13 +282,37 @@ def _casts(table: Table, binds: dict[str, Any]) -> list[Any]:
 
 
 def _pg_put_stmt(t: Tables, n_plain: int, list_kinds: tuple[str, ...], meta: bool) -> Any:
-    """The whole of a put as ONE PostgreSQL statement (data-modifying CTEs), by shape."""
+    """The whole of a put as ONE PostgreSQL statement (data-modifying CTEs), by shape.
+
+    The checkpoint row is written only if the base of every delta is there: otherwise the
+    statement writes no checkpoint (its counts say which deltas were not stored), and the caller
+    runs it again with those lists whole. Each run is atomic on its own, so the put can run in
+    autocommit mode: one round trip.
+    """
     key = (t.key, "pg_put", n_plain, list_kinds, meta)
     stmt = _stmts.get(key)
     if stmt is not None:
         return stmt
     tc, tb, tt = t.checkpoints, t.checkpoint_blobs, t.checkpoint_threads
-    ins_c = postgresql.insert(tc).values(_bind(tc, "c_", [c.name for c in tc.columns]))
+    list_cols = [_bind(tb, f"l{j}_", _BLOB_COLS) for j in range(len(list_kinds))]
+    bases = [
+        select(literal_column("1"))
+        .select_from(tb)
+        .where(
+            tb.c.thread_id == cols["thread_id"],
+            tb.c.ns_hash == cols["ns_hash"],
+            tb.c.channel_hash == cols["channel_hash"],
+            tb.c.version == cols["base_version"],
+        )
+        for kind, cols in zip(list_kinds, list_cols, strict=True)
+        if kind == DELTA
+    ]
+    c_cols = _bind(tc, "c_", [c.name for c in tc.columns])
+    if bases:
+        source_c = select(*_casts(tc, c_cols)).where(*[exists(b) for b in bases])
+        ins_c = postgresql.insert(tc).from_select(list(c_cols), source_c)
+    else:
+        ins_c = postgresql.insert(tc).values(c_cols)
     ins_c = ins_c.on_conflict_do_update(
         index_elements=[c.name for c in tc.primary_key],
         set_={c: ins_c.excluded[c] for c in _CKPT_UPDATE},
@@ -312,7 +336,7 @@ def _pg_put_stmt(t: Tables, n_plain: int, list_kinds: tuple[str, ...], meta: boo
     ctes.append(ins_t.cte("put_t"))
     counts: list[Any] = []
     for j, kind in enumerate(list_kinds):
-        cols = _bind(tb, f"l{j}_", _BLOB_COLS)
+        cols = list_cols[j]
         if kind == DELTA:
             base: Any = (
                 select(literal_column("1"))
@@ -355,15 +379,15 @@ def _put_pg(
     )
     stmt = _pg_put_stmt(t, len(plain), tuple(b.kind for b in lists), thread_metadata is not None)
     inserted = conn.execute(stmt, params).one()
-    stored: dict[str, BlobRow] = {}
-    for b, n in zip(lists, inserted if lists else (), strict=False):
-        if n:
-            stored[b.channel] = b
-        elif b.kind == DELTA and b.full is not None:  # base gone (or row already there)
-            full = b.full()
-            if _insert_blob(conn, t, row, full):
-                stored[b.channel] = full
-    return stored
+    counts = list(inserted) if lists else []
+    # a delta not stored: its base is gone (then no checkpoint was written), or it was there
+    redo = {
+        id(b) for b, n in zip(lists, counts, strict=True) if not n and b.kind == DELTA and b.full
+    }
+    if redo:  # the same put again, those lists whole (a second statement, atomic too)
+        whole = [b.full() if id(b) in redo and b.full else b for b in blobs]
+        return _put_pg(conn, t, row, whole, thread_metadata)
+    return {b.channel: b for b, n in zip(lists, counts, strict=True) if n}
 
 
 def _insert_blob(conn: Connection, t: Tables, row: CheckpointRow, b: BlobRow) -> bool:

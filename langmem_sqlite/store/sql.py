@@ -50,7 +50,8 @@ __all__ = [
 
 T = TypeVar("T")
 
-_CHUNK = 500
+CHUNK = 500
+"""Rows per statement for lists of ids or keys."""
 _SIMPLE_FIELD = re.compile(r"^[A-Za-z0-9_\-]{1,200}$")
 
 
@@ -321,8 +322,8 @@ def get_items(
             _live(t, omit_expired),
         ),
     )
-    for i in range(0, len(unique), _CHUNK):
-        for row in conn.execute(stmt, {"pairs": unique[i : i + _CHUNK], "now": now}):
+    for i in range(0, len(unique), CHUNK):
+        for row in conn.execute(stmt, {"pairs": unique[i : i + CHUNK], "now": now}):
             out[(row[1], row[2])] = _item(row)
     return out
 
@@ -490,8 +491,8 @@ def refresh_ttl(conn: Connection, t: Tables, ids: Sequence[int], now: int) -> No
             .values(expires_at=c.ttl_us + sa.bindparam("now", type_=sa.BigInteger))
         ),
     )
-    for i in range(0, len(ids), _CHUNK):
-        conn.execute(stmt, {"ids": list(ids[i : i + _CHUNK]), "now": now})
+    for i in range(0, len(ids), CHUNK):
+        conn.execute(stmt, {"ids": list(ids[i : i + CHUNK]), "now": now})
 
 
 def _upsert(conn: Connection, t: Tables, rows: list[dict[str, Any]]) -> None:
@@ -521,8 +522,8 @@ def _ids(conn: Connection, t: Tables, pairs: list[tuple[str, str]]) -> dict[tupl
             sa.tuple_(c.ns, c.key).in_(sa.bindparam("pairs", expanding=True))
         ),
     )
-    for i in range(0, len(pairs), _CHUNK):
-        for item_id, ns, key in conn.execute(stmt, {"pairs": pairs[i : i + _CHUNK]}):
+    for i in range(0, len(pairs), CHUNK):
+        for item_id, ns, key in conn.execute(stmt, {"pairs": pairs[i : i + CHUNK]}):
             out[(ns, key)] = item_id
     return out
 
@@ -541,8 +542,8 @@ def apply_puts(
                 sa.tuple_(c.ns, c.key).in_(sa.bindparam("pairs", expanding=True))
             ),
         )
-        for i in range(0, len(deletes), _CHUNK):
-            conn.execute(stmt, {"pairs": deletes[i : i + _CHUNK]})
+        for i in range(0, len(deletes), CHUNK):
+            conn.execute(stmt, {"pairs": deletes[i : i + CHUNK]})
     puts = [r for r in rows if r.value is not None]
     if not puts:
         return
@@ -577,8 +578,8 @@ def _replace_vectors(conn: Connection, t: Tables, puts: list[PutRow], pgvector: 
                 table.c.item_id.in_(sa.bindparam("ids", expanding=True))
             ),
         )
-        for i in range(0, len(id_list), _CHUNK):
-            conn.execute(stmt, {"ids": id_list[i : i + _CHUNK]})
+        for i in range(0, len(id_list), CHUNK):
+            conn.execute(stmt, {"ids": id_list[i : i + CHUNK]})
     vectors = [
         {"item_id": ids[(r.ns, r.key)], "field": field, "ns": r.ns, "embedding": blob}
         for r in puts

@@ -316,7 +316,13 @@ class SQLStore(BaseStore):
                 self._read, (batch, queries, now, pgvector, results), lite=True, single=one
             )
             if refresh:
-                yield Step(q.refresh_ttl, (self.tables, refresh, now), write=True, lite=True)
+                yield Step(
+                    q.refresh_ttl,
+                    (self.tables, refresh, now),
+                    write=True,
+                    lite=True,
+                    single=len(refresh) <= q.CHUNK,  # one UPDATE: no BEGIN/COMMIT on a server
+                )
         if batch.puts:
             vectors = iter(doc_vectors)
             rows = [
@@ -325,11 +331,14 @@ class SQLStore(BaseStore):
                 )
                 for (ns, key), (value, ttl_us, texts) in batch.puts.items()
             ]
+            # one item without vectors to replace is one statement: no BEGIN/COMMIT on a server
+            one = len(rows) == 1 and (rows[0].value is None or self.index is None)
             yield Step(
                 q.apply_puts,
                 (self.tables, rows, now, self.index is not None, pgvector),
                 write=True,
                 lite=True,
+                single=one,
             )
         return results
 
