@@ -52,6 +52,7 @@ T = TypeVar("T")
 
 CHUNK = 500
 """Rows per statement for lists of ids or keys."""
+_NEVER = 2**63 - 1  # an expiry time after every other (microseconds)
 _SIMPLE_FIELD = re.compile(r"^[A-Za-z0-9_\-]{1,200}$")
 
 
@@ -108,7 +109,11 @@ def _live(t: Tables, omit_expired: bool) -> ColumnElement[bool]:
     c = t.store_items.c
     if not omit_expired:
         return sa.true()
-    return sa.or_(c.expires_at.is_(None), c.expires_at > sa.bindparam("now", type_=sa.BigInteger))
+    # "NULL or later than now", written so that no planner ANDs the expiry index into a search
+    # (PostgreSQL did, reading every entry of the index for "expires_at IS NULL": 1.7 of 2.8 ms
+    # of a one-user search at 100,000 items)
+    never = sa.literal(_NEVER, sa.BigInteger)
+    return sa.func.coalesce(c.expires_at, never) > sa.bindparam("now", type_=sa.BigInteger)
 
 
 def _under(column: Any, prefix: tuple[str, ...]) -> ColumnElement[bool]:
@@ -364,11 +369,17 @@ def use_custom_plans(conn: Connection) -> None:
     cannot see how much of the table a namespace prefix or a filter selects (measured: 2x slower
     on a whole-store filtered search at 100,000 items). No-op elsewhere.
     """
-    if conn.dialect.name == "postgresql":
-        # outside a transaction (a read on the light lane runs in autocommit mode) the setting
-        # stays with the pooled connection, for every later search on it
-        scope = "" if getattr(conn, "autocommit", False) else "LOCAL "
-        conn.exec_driver_sql(f"SET {scope}plan_cache_mode = force_custom_plan")
+    if conn.dialect.name != "postgresql":
+        return
+    if not getattr(conn, "autocommit", False):
+        conn.exec_driver_sql("SET LOCAL plan_cache_mode = force_custom_plan")
+        return
+    # Outside a transaction (a read on the light lane runs in autocommit mode) the setting stays
+    # with the connection: set it once per connection (its pool record remembers).
+    info = conn.raw.info  # type: ignore[attr-defined]
+    if not info.get("langmem_custom_plans"):
+        conn.exec_driver_sql("SET plan_cache_mode = force_custom_plan")
+        info["langmem_custom_plans"] = True
 
 
 def search_items(conn: Connection, t: Tables, q: SearchQuery, now: int) -> list[ItemRow]:
