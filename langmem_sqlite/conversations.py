@@ -211,7 +211,7 @@ def _appended(conn: Connection, t: Tables, key: SessionKey, token: str) -> int |
     ).scalar()
     if not found:
         return None
-    return int(conn.execute(select(s.message_count).where(_match(t, key))).scalar())
+    return int(conn.execute(select(s.message_count).where(_match(t, key))).scalar_one())
 
 
 def add_messages(
@@ -244,7 +244,7 @@ def add_messages(
     if rows:
         seq = count_after - len(rows)
         before = tokens_after - tokens
-        params = []
+        params: list[dict[str, Any]] = []
         for r in rows:
             params.append(
                 {

@@ -394,25 +394,26 @@ class Database:
         """
         if lite:
             base = self.sync_engine
-            for delay in _RETRY_DELAYS:
-                try:
-                    with self._turns:
-                        return run_lite(base, fn, args, write, single, self._spares)  # type: ignore[no-any-return]
-                except exc.DBAPIError as e:
-                    time.sleep(_retry_delay(e, delay))
-            with self._turns:
-                return run_lite(base, fn, args, write, single, self._spares)  # type: ignore[no-any-return]
-        engine = self._writer_sync if write else self.sync_engine
-        assert engine is not None
-        opener = engine.connect if own_transaction else engine.begin
-        for delay in _RETRY_DELAYS:
-            try:
+
+            def attempt() -> T:
+                with self._turns:
+                    return run_lite(base, fn, args, write, single, self._spares)  # type: ignore[no-any-return]
+
+        else:
+            engine = self._writer_sync if write else self.sync_engine
+            assert engine is not None
+            opener = engine.connect if own_transaction else engine.begin
+
+            def attempt() -> T:
                 with self._turns, opener() as conn:
                     return fn(conn, *args)
+
+        for delay in _RETRY_DELAYS:
+            try:
+                return attempt()
             except exc.DBAPIError as e:
                 time.sleep(_retry_delay(e, delay))
-        with self._turns, opener() as conn:
-            return fn(conn, *args)
+        return attempt()
 
     async def arun(
         self,
@@ -442,22 +443,24 @@ class Database:
             )
         if lite:
             core = pair[0].sync_engine
-            for delay in _RETRY_DELAYS:
-                try:
-                    return await greenlet_spawn(run_lite, core, fn, args, write, single)  # type: ignore[no-any-return]
-                except exc.DBAPIError as e:
-                    await asyncio.sleep(_retry_delay(e, delay))
-            return await greenlet_spawn(run_lite, core, fn, args, write, single)  # type: ignore[no-any-return]
-        engine = pair[1] if write else pair[0]
-        opener = engine.connect if own_transaction else engine.begin
-        for delay in _RETRY_DELAYS:
-            try:
+
+            async def attempt() -> T:
+                return await greenlet_spawn(run_lite, core, fn, args, write, single)  # type: ignore[no-any-return]
+
+        else:
+            engine = pair[1] if write else pair[0]
+            opener = engine.connect if own_transaction else engine.begin
+
+            async def attempt() -> T:
                 async with opener() as conn:
                     return await conn.run_sync(fn, *args)
+
+        for delay in _RETRY_DELAYS:
+            try:
+                return await attempt()
             except exc.DBAPIError as e:
                 await asyncio.sleep(_retry_delay(e, delay))
-        async with opener() as conn:
-            return await conn.run_sync(fn, *args)
+        return await attempt()
 
     def drive(self, plan: Plan[T]) -> T:
         """Run a :data:`Plan` synchronously and return its result."""

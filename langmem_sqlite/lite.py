@@ -66,12 +66,12 @@ class _Compiled:
             if proc is not None:
                 processors[escaped.get(name, name)] = proc
         self.processors: dict[str, Callable[[Any], Any]] = processors
-        columns = getattr(compiled, "_result_columns", None) or []
+        selected: list[Any] = getattr(compiled, "_result_columns", None) or []
         self.result: list[Callable[[Any], Any] | None] = [
-            c.type.dialect_impl(dialect).result_processor(dialect, None) for c in columns
+            c.type.dialect_impl(dialect).result_processor(dialect, None) for c in selected
         ]
         self.row: Any = (
-            namedtuple("Row", [c.keyname for c in columns], rename=True) if columns else None
+            namedtuple("Row", [c.keyname for c in selected], rename=True) if selected else None  # type: ignore[misc]
         )
 
     def params(self, params: Mapping[str, Any] | None, key: Any = None) -> tuple[str, Any]:
@@ -162,7 +162,7 @@ class _Scalars(list[Any]):
 class LiteConnection:
     """A pooled DBAPI connection that executes SQLAlchemy statements (see the module doc)."""
 
-    def __init__(self, raw: PoolProxiedConnection, dialect: Dialect, cache: dict[int, Any]):
+    def __init__(self, raw: PoolProxiedConnection, dialect: Dialect, cache: dict[Any, Any]):
         self.raw = raw
         self.dialect = dialect
         self._cache = cache
@@ -218,7 +218,7 @@ class LiteConnection:
             rows = [c.params(p, key)[1] for p in params]
             cur.executemany(sql, rows)
             return LiteResult([], cur.rowcount)
-        sql, args = c.params(params, key)
+        sql, args = c.params(params, key)  # type: ignore[arg-type]
         cur.execute(sql, args)
         return self._result(cur, c)
 
@@ -258,11 +258,11 @@ class LiteConnection:
         return LiteResult(rows, cur.rowcount)
 
 
-_caches: dict[int, dict[int, Any]] = {}
+_caches: dict[int, dict[Any, Any]] = {}
 _caches_lock = threading.Lock()
 
 
-def _cache_for(dialect: Dialect) -> dict[int, Any]:
+def _cache_for(dialect: Dialect) -> dict[Any, Any]:
     cache = _caches.get(id(dialect))
     if cache is None:
         with _caches_lock:
@@ -335,7 +335,7 @@ def run_lite(
     autocommit = False
     try:
         conn = LiteConnection(raw, dialect, _cache_for(dialect))
-        dbapi = raw.dbapi_connection
+        dbapi: Any = raw.dbapi_connection
         if name == "sqlite":
             if not single_read:
                 conn.cursor.execute("BEGIN IMMEDIATE" if write else "BEGIN")
@@ -363,7 +363,7 @@ def run_lite(
     finally:
         if autocommit and raw.is_valid:
             try:
-                dialect.reset_isolation_level(raw.dbapi_connection)
+                dialect.reset_isolation_level(dbapi)
             except dbapi_error:
                 raw.invalidate()
         if spares is None:

@@ -196,7 +196,7 @@ def _encode(message: BaseMessage) -> str:
     return text
 
 
-_FAST = {
+_FAST: dict[str, type[BaseMessage]] = {
     "human": HumanMessage,
     "ai": AIMessage,
     "system": SystemMessage,
@@ -286,7 +286,7 @@ def decode_message(body: str | bytes) -> BaseMessage:
             and fields["type"] == kind
             and _fast_ok(kind, fields)
         ):
-            return _FAST[kind].model_construct(**fields)  # type: ignore[no-any-return]
+            return _FAST[kind].model_construct(**fields)
         return messages_from_dict([data])[0]
     except (ValueError, TypeError, KeyError, AttributeError, IndexError, RecursionError) as e:
         # a hostile or corrupted row: whatever the parser or pydantic tripped on, one error type

@@ -81,7 +81,7 @@ class CheckpointRow:
     versions: str
     metadata_type: str
     metadata: bytes
-    metadata_json: dict[str, Any]
+    metadata_json: dict[str, Any] | None
     run_id: str | None
     created_at: int
 
@@ -295,7 +295,7 @@ def _pg_put_stmt(t: Tables, n_plain: int, list_kinds: tuple[str, ...], meta: boo
         return stmt
     tc, tb, tt = t.checkpoints, t.checkpoint_blobs, t.checkpoint_threads
     list_cols = [_bind(tb, f"l{j}_", _BLOB_COLS) for j in range(len(list_kinds))]
-    bases = [
+    bases: list[Any] = [
         select(literal_column("1"))
         .select_from(tb)
         .where(

@@ -69,7 +69,7 @@ def _for_policy(h: SQLChatMessageHistory, record: dict[str, Any] | None) -> Any:
 
 def _for_storage(
     h: SQLChatMessageHistory, previous: dict[str, Any] | None, new: dict[str, Any]
-) -> str:
+) -> str | None:
     """The record to store: positions back in terms of the whole history, plus ``upto_seq``
     (the stored position of the last summarized message) that bounds the next read."""
     if not h.since_summary or h.pinned is None:

@@ -27,6 +27,7 @@ from sqlalchemy.engine import Connection
 from sqlalchemy.sql.elements import ColumnElement
 from sqlalchemy.types import UserDefinedType
 
+from ..lite import LiteConnection
 from ..schema import Tables
 from . import namespaces
 from .filters import is_operator_dict, matches
@@ -282,12 +283,12 @@ def _params(dialect: str, q: SearchQuery, now: int) -> dict[str, Any]:
     return params
 
 
-def _where(conn: Connection, t: Tables, q: SearchQuery) -> tuple[list[Any], bool]:
+def _where(conn: LiteConnection, t: Tables, q: SearchQuery) -> tuple[list[Any], bool]:
     conds, exact = prefilter(t, conn.dialect.name, q.filter)
     return [_under(t.store_items.c.ns, q.prefix), _live(t, q.omit_expired), *conds], exact
 
 
-def _shape(conn: Connection, t: Tables, q: SearchQuery, what: str) -> tuple[Any, ...]:
+def _shape(conn: LiteConnection, t: Tables, q: SearchQuery, what: str) -> tuple[Any, ...]:
     leaves = tuple((p, op, _kind(v)) for p, op, v in _conditions(q.filter or {}))
     return (what, t.key, conn.dialect.name, bool(q.prefix), q.omit_expired, leaves)
 
@@ -310,7 +311,7 @@ def _get_one_stmt(t: Tables, omit_expired: bool) -> Any:
 
 
 def get_items(
-    conn: Connection, t: Tables, keys: Sequence[tuple[str, str]], now: int, omit_expired: bool
+    conn: LiteConnection, t: Tables, keys: Sequence[tuple[str, str]], now: int, omit_expired: bool
 ) -> dict[tuple[str, str], ItemRow]:
     """The live items at ``(encoded ns, key)`` pairs, keyed by that pair."""
     c = t.store_items.c
@@ -334,7 +335,7 @@ def get_items(
 
 
 def _paged(
-    conn: Connection, stmt: Any, params: dict[str, Any], q: SearchQuery, want: int, exact: bool
+    conn: LiteConnection, stmt: Any, params: dict[str, Any], q: SearchQuery, want: int, exact: bool
 ) -> list[ItemRow]:
     """The first ``want`` rows of an ordered select that match ``q.filter``: one query when the
     SQL is exact, else pages re-checked in Python."""
@@ -362,7 +363,7 @@ def _ordered(t: Tables) -> tuple[Any, Any]:
     return c.updated_at.desc(), c.id.desc()
 
 
-def use_custom_plans(conn: Connection) -> None:
+def use_custom_plans(conn: LiteConnection) -> None:
     """PostgreSQL: plan this transaction's searches for their actual values.
 
     psycopg prepares statements run often; PostgreSQL then may switch to a generic plan, which
@@ -382,7 +383,7 @@ def use_custom_plans(conn: Connection) -> None:
         info["langmem_custom_plans"] = True
 
 
-def search_items(conn: Connection, t: Tables, q: SearchQuery, now: int) -> list[ItemRow]:
+def search_items(conn: LiteConnection, t: Tables, q: SearchQuery, now: int) -> list[ItemRow]:
     """Items under ``q.prefix`` matching ``q.filter``, most recently updated first."""
 
     def build() -> tuple[Any, bool]:
@@ -400,7 +401,7 @@ def search_items(conn: Connection, t: Tables, q: SearchQuery, now: int) -> list[
 
 
 def _scored(
-    conn: Connection, t: Tables, q: SearchQuery, query_vector: list[float], now: int, pgv: Any
+    conn: LiteConnection, t: Tables, q: SearchQuery, query_vector: list[float], now: int, pgv: Any
 ) -> tuple[list[int], list[float]]:
     """Candidates with a vector, best score per item, best first (expiry checked later)."""
     items = t.store_items
@@ -427,7 +428,7 @@ def _scored(
 
 
 def vector_search(
-    conn: Connection,
+    conn: LiteConnection,
     t: Tables,
     q: SearchQuery,
     query_vector: list[float],
@@ -473,7 +474,7 @@ def vector_search(
 
 
 def list_namespaces(
-    conn: Connection, t: Tables, prefix: tuple[str, ...], now: int, omit_expired: bool
+    conn: LiteConnection, t: Tables, prefix: tuple[str, ...], now: int, omit_expired: bool
 ) -> list[tuple[str, ...]]:
     """Distinct namespaces holding a live item, under ``prefix``, in tuple order."""
     c = t.store_items.c
@@ -491,7 +492,7 @@ def list_namespaces(
 # -- writes ------------------------------------------------------------------------------------
 
 
-def refresh_ttl(conn: Connection, t: Tables, ids: Sequence[int], now: int) -> None:
+def refresh_ttl(conn: LiteConnection, t: Tables, ids: Sequence[int], now: int) -> None:
     """Restart the TTL of the items ``ids`` (those that have one) from ``now``."""
     c = t.store_items.c
     stmt = _cached(
@@ -506,7 +507,7 @@ def refresh_ttl(conn: Connection, t: Tables, ids: Sequence[int], now: int) -> No
         conn.execute(stmt, {"ids": list(ids[i : i + CHUNK]), "now": now})
 
 
-def _upsert(conn: Connection, t: Tables, rows: list[dict[str, Any]]) -> None:
+def _upsert(conn: LiteConnection, t: Tables, rows: list[dict[str, Any]]) -> None:
     items = t.store_items
     name = conn.dialect.name
     changing = ("value", "updated_at", "ttl_us", "expires_at")
@@ -524,7 +525,9 @@ def _upsert(conn: Connection, t: Tables, rows: list[dict[str, Any]]) -> None:
     conn.execute(_cached(("upsert", t.key, name), build), rows)
 
 
-def _ids(conn: Connection, t: Tables, pairs: list[tuple[str, str]]) -> dict[tuple[str, str], int]:
+def _ids(
+    conn: LiteConnection, t: Tables, pairs: list[tuple[str, str]]
+) -> dict[tuple[str, str], int]:
     c = t.store_items.c
     out: dict[tuple[str, str], int] = {}
     stmt = _cached(
@@ -540,7 +543,7 @@ def _ids(conn: Connection, t: Tables, pairs: list[tuple[str, str]]) -> dict[tupl
 
 
 def apply_puts(
-    conn: Connection, t: Tables, rows: Sequence[PutRow], now: int, index: bool, pgvector: bool
+    conn: LiteConnection, t: Tables, rows: Sequence[PutRow], now: int, index: bool, pgvector: bool
 ) -> None:
     """Apply writes (the last per ``(ns, key)`` should be given once); with ``index``, replace
     the vectors of every written item."""
@@ -578,7 +581,7 @@ def apply_puts(
         _replace_vectors(conn, t, puts, pgvector)
 
 
-def _replace_vectors(conn: Connection, t: Tables, puts: list[PutRow], pgvector: bool) -> None:
+def _replace_vectors(conn: LiteConnection, t: Tables, puts: list[PutRow], pgvector: bool) -> None:
     ids = _ids(conn, t, [(r.ns, r.key) for r in puts])
     targets = [t.store_vectors, *([pgvector_table(t)] if pgvector else [])]
     id_list = list(ids.values())
