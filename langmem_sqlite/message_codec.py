@@ -83,10 +83,16 @@ class _Unstorable(TypeError):
         return self
 
 
+_INT_MIN, _INT_MAX = -(2**63), 2**64 - 1
+"""Integers orjson reads back as integers; beyond, it reads floats (so they are tagged)."""
+
+
 def _prepare(value: Any) -> Any:
     """Return ``value`` with every non-JSON value replaced by its tagged form."""
-    if isinstance(value, str) or value is None or isinstance(value, bool | int):
+    if isinstance(value, str) or value is None or isinstance(value, bool):
         return value
+    if isinstance(value, int):
+        return value if _INT_MIN <= value <= _INT_MAX else _tag("int", str(value))
     if isinstance(value, float):
         return value if math.isfinite(value) else _tag("float", repr(value))
     if isinstance(value, dict):
@@ -129,6 +135,7 @@ def _prepare(value: Any) -> Any:
 
 
 _REVIVE = {
+    "int": int,
     "float": float,
     "dict": lambda v: v,
     "tuple": tuple,
@@ -186,7 +193,7 @@ def _encode(message: BaseMessage) -> str:
     try:
         return orjson.dumps(data).decode("utf-8")
     except (orjson.JSONEncodeError, UnicodeDecodeError):
-        pass  # integers beyond 64 bits, or lone surrogates: the standard library handles both
+        pass  # lone surrogates: the standard library keeps them
     try:
         text = json.dumps(data, ensure_ascii=False, allow_nan=False, separators=(",", ":"))
         text.encode("utf-8")
@@ -275,7 +282,7 @@ def decode_message(body: str | bytes) -> BaseMessage:
         else:
             try:
                 data = orjson.loads(body)
-            except orjson.JSONDecodeError:  # e.g. integers beyond 64 bits: the slow parser
+            except orjson.JSONDecodeError:  # lone surrogates as \u escapes: the slow parser
                 data = json.loads(body)
         kind = data["type"]
         fields = data["data"]

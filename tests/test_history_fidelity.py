@@ -188,3 +188,15 @@ def test_size_cap(db_url: str, prefix: str) -> None:
     with pytest.raises(ValueError, match="max_message_bytes"):
         store.add_messages("s", [HumanMessage("ok"), HumanMessage("x" * 20_000)])
     assert store.get_messages("s") == []
+
+
+@pytest.mark.parametrize("number", [-(2**63) - 1, 2**64, 2**64 - 1, -(2**63), 10**40])
+def test_integers_beyond_64_bits_stay_integers(db_url: str, prefix: str, number: int) -> None:
+    """orjson reads integers outside [-2**63, 2**64 - 1] back as floats: such integers are
+    stored tagged (found by the full hypothesis run on MariaDB)."""
+    store = ConversationStore(db_url, table_prefix=prefix)
+    msg = HumanMessage("n", response_metadata={"n": [number], "m": {"k": number}})
+    store.add_messages("big-int", [msg])
+    got = store.get_messages("big-int")[0]
+    assert got == msg
+    assert type(got.response_metadata["n"][0]) is int and got.response_metadata["m"]["k"] == number
