@@ -25,6 +25,7 @@ from langgraph.store.base import (
     BaseStore,
     GetOp,
     IndexConfig,
+    InvalidNamespaceError,
     Item,
     ListNamespacesOp,
     MatchCondition,
@@ -166,6 +167,27 @@ def _shape_namespaces(op: ListNamespacesOp, found: list[tuple[str, ...]]) -> lis
     if op.max_depth is not None:
         kept = sorted({ns[: op.max_depth] for ns in kept})
     return kept[op.offset : op.offset + op.limit]
+
+
+def _get_item(row: q.ItemRow) -> Item:
+    return Item(
+        value=row.value,
+        key=row.key,
+        namespace=row.ns,
+        created_at=_dt(row.created_at),
+        updated_at=_dt(row.updated_at),
+    )
+
+
+def _public_labels(namespace: Any) -> None:
+    """What ``BaseStore.get`` refuses on top of :func:`namespaces.check_namespace`: labels with
+    a period (as LangGraph's stores do)."""
+    if isinstance(namespace, tuple | list) and any(
+        isinstance(label, str) and "." in label for label in namespace
+    ):
+        raise InvalidNamespaceError(
+            f"Invalid namespace {tuple(namespace)!r}: labels cannot contain periods ('.')"
+        )
 
 
 def _search_item(row: q.ItemRow) -> SearchItem:
@@ -360,13 +382,7 @@ class SQLStore(BaseStore):
         for i, ns, key, refresh_ttl in batch.gets:
             row = found.get((ns, key))
             if row is not None:
-                results[i] = Item(
-                    value=row.value,
-                    key=row.key,
-                    namespace=row.ns,
-                    created_at=_dt(row.created_at),
-                    updated_at=_dt(row.updated_at),
-                )
+                results[i] = _get_item(row)
                 if refresh_ttl and row.ttl_us is not None:
                     refresh.append(row.id)
         if batch.searches:
@@ -384,6 +400,38 @@ class SQLStore(BaseStore):
             found_ns = q.list_namespaces(conn, t, _literal_prefix(op), now, self.omit_expired)
             results[i] = _shape_namespaces(op, found_ns)
         return sorted(set(refresh))
+
+    def get(
+        self,
+        namespace: tuple[str, ...],
+        key: str,
+        *,
+        refresh_ttl: bool | None = None,
+    ) -> Item | None:
+        """One item, or ``None`` (as ``BaseStore.get``, on a shorter path than :meth:`batch`:
+        one statement on the light lane once the tables are known to be there)."""
+        if self.tables.key not in self.db.ready:
+            return super().get(namespace, key, refresh_ttl=refresh_ttl)
+        _public_labels(namespace)
+        ns = namespaces.encode(namespaces.check_namespace(namespace, allow_empty=True))
+        k = namespaces.check_text(str(key), "key")
+        now = _now_us()
+        found = self.db.run(
+            q.get_items, self.tables, [(ns, k)], now, self.omit_expired, lite=True, single=True
+        )
+        row = found.get((ns, k))
+        if row is None:
+            return None
+        refresh = (
+            refresh_ttl
+            if refresh_ttl is not None
+            else ((self.ttl_config or {}).get("refresh_on_read", True))
+        )
+        if refresh and row.ttl_us is not None:
+            self.db.run(
+                q.refresh_ttl, self.tables, [row.id], now, write=True, lite=True, single=True
+            )
+        return _get_item(row)
 
     def batch(self, ops: Iterable[Op]) -> list[Result]:
         """Run store operations (Get, Put, Search, ListNamespaces) and return their results."""
