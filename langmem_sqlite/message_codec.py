@@ -22,7 +22,7 @@ import gc
 import json
 import math
 import uuid
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from decimal import Decimal
 from typing import Any
 
@@ -134,7 +134,7 @@ def _prepare(value: Any) -> Any:
     raise _Unstorable(value)
 
 
-_REVIVE = {
+_REVIVE: dict[str, Callable[[Any], Any]] = {
     "int": int,
     "float": float,
     "dict": lambda v: v,
