@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import os
 import threading
+import weakref
 from collections import namedtuple
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any
@@ -258,15 +259,16 @@ class LiteConnection:
         return LiteResult(rows, cur.rowcount)
 
 
-_caches: dict[int, dict[Any, Any]] = {}
+# compiled statements per dialect object (an engine's own; gone with it)
+_caches: weakref.WeakKeyDictionary[Dialect, dict[Any, Any]] = weakref.WeakKeyDictionary()
 _caches_lock = threading.Lock()
 
 
 def _cache_for(dialect: Dialect) -> dict[Any, Any]:
-    cache = _caches.get(id(dialect))
+    cache = _caches.get(dialect)
     if cache is None:
         with _caches_lock:
-            cache = _caches.setdefault(id(dialect), {})
+            cache = _caches.setdefault(dialect, {})
     return cache
 
 
