@@ -205,6 +205,10 @@ class LiteConnection:
     ) -> LiteResult:
         """Execute a SQLAlchemy statement with one parameter set, or a list of them
         (``executemany``, no rows returned)."""
+        if isinstance(params, list | tuple) and len(params) == 1:
+            # one row: a plain execute (psycopg's executemany enters pipeline mode, which
+            # costs several waits on the socket even for one row)
+            params = params[0]
         c, key = self._compiled(stmt, params)
         cur = self.cursor
         if isinstance(params, list | tuple):
