@@ -295,21 +295,20 @@ def _pg_put_stmt(t: Tables, n_plain: int, list_kinds: tuple[str, ...], meta: boo
         return stmt
     tc, tb, tt = t.checkpoints, t.checkpoint_blobs, t.checkpoint_threads
     list_cols = [_bind(tb, f"l{j}_", _BLOB_COLS) for j in range(len(list_kinds))]
-    bases: list[Any] = [
-        select(literal_column("1"))
-        .select_from(tb)
-        .where(
+    # per delta list: "its base version is stored"
+    bases = {
+        j: exists().where(
             tb.c.thread_id == cols["thread_id"],
             tb.c.ns_hash == cols["ns_hash"],
             tb.c.channel_hash == cols["channel_hash"],
             tb.c.version == cols["base_version"],
         )
-        for kind, cols in zip(list_kinds, list_cols, strict=True)
+        for j, (kind, cols) in enumerate(zip(list_kinds, list_cols, strict=True))
         if kind == DELTA
-    ]
+    }
     c_cols = _bind(tc, "c_", [c.name for c in tc.columns])
     if bases:
-        source_c = select(*_casts(tc, c_cols)).where(*[exists(b) for b in bases])
+        source_c = select(*_casts(tc, c_cols)).where(*bases.values())
         ins_c = postgresql.insert(tc).from_select(list(c_cols), source_c)
     else:
         ins_c = postgresql.insert(tc).values(c_cols)
@@ -338,17 +337,7 @@ def _pg_put_stmt(t: Tables, n_plain: int, list_kinds: tuple[str, ...], meta: boo
     for j, kind in enumerate(list_kinds):
         cols = list_cols[j]
         if kind == DELTA:
-            base: Any = (
-                select(literal_column("1"))
-                .select_from(tb)
-                .where(
-                    tb.c.thread_id == cols["thread_id"],
-                    tb.c.ns_hash == cols["ns_hash"],
-                    tb.c.channel_hash == cols["channel_hash"],
-                    tb.c.version == cols["base_version"],
-                )
-            )
-            source = select(*_casts(tb, cols)).where(exists(base))
+            source = select(*_casts(tb, cols)).where(bases[j])
             ins: Any = postgresql.insert(tb).from_select(list(_BLOB_COLS), source)
         else:
             ins = postgresql.insert(tb).values(cols)
