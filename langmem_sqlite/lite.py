@@ -45,7 +45,7 @@ _COLLECTS = "params" in getattr(CacheKey, "_fields", ())
 class _Compiled:
     """A statement compiled for one dialect, with its parameter and result converters."""
 
-    __slots__ = ("compiled", "expanding", "processors", "result", "row", "sql")
+    __slots__ = ("compiled", "expanding", "processors", "result", "row", "sql", "types")
 
     def __init__(
         self, stmt: Any, dialect: Dialect, columns: tuple[str, ...] | None, key: Any = None
@@ -68,11 +68,13 @@ class _Compiled:
                 processors[escaped.get(name, name)] = proc
         self.processors: dict[str, Callable[[Any], Any]] = processors
         selected: list[Any] = getattr(compiled, "_result_columns", None) or []
-        self.result: list[Callable[[Any], Any] | None] = [
-            c.type.dialect_impl(dialect).result_processor(dialect, None) for c in selected
-        ]
+        self.types = [c.type.dialect_impl(dialect) for c in selected]
+        # result processors: made at the first result, from the driver's column type codes
+        self.result: list[Callable[[Any], Any] | None] | None = None
         self.row: Any = (
-            namedtuple("Row", [c.keyname for c in selected], rename=True) if selected else None  # type: ignore[misc]
+            namedtuple("Row", [str(c.keyname) for c in selected], rename=True)  # type: ignore[misc]
+            if selected
+            else None
         )
 
     def params(self, params: Mapping[str, Any] | None, key: Any = None) -> tuple[str, Any]:
@@ -244,14 +246,19 @@ class LiteConnection:
             cur.execute(sql, params)
         return self._result(cur, None)
 
-    @staticmethod
-    def _result(cur: Any, c: _Compiled | None) -> LiteResult:
-        if cur.description is None:
+    def _result(self, cur: Any, c: _Compiled | None) -> LiteResult:
+        description = cur.description
+        if description is None:
             return LiteResult([], cur.rowcount)
         fetched = cur.fetchall()
-        if c is None or c.row is None or len(c.result) != len(cur.description):
+        if c is None or c.row is None or len(c.types) != len(description):
             return LiteResult([tuple(r) for r in fetched], cur.rowcount)
         procs = c.result
+        if procs is None:
+            dialect = self.dialect
+            procs = c.result = [
+                t.result_processor(dialect, d[1]) for t, d in zip(c.types, description, strict=True)
+            ]
         make = c.row._make
         if any(procs):
             rows = [

@@ -141,3 +141,21 @@ def test_a_dropped_connection_is_retried(server: str) -> None:
     # the pooled connection is dead: the run fails on it, is retried on a new one
     assert db.run(lambda c: c.exec_driver_sql(pid_sql).scalar(), lite=True) != pid
     db.dispose()
+
+
+def test_result_types_match_sqlalchemy(backend: str, tmp_path: Any) -> None:
+    """Result processors are made from the driver's column type codes, as SQLAlchemy does
+    (psycopg's numeric processor needs them)."""
+    db = get_database(backend_url(backend, tmp_path))
+    stmt = sa.select(
+        sa.literal(1.5, sa.Float).label("f"),
+        sa.cast(sa.literal(2), sa.Numeric(10, 2)).label("n"),
+        sa.func.count().label("c"),
+        sa.literal("é", sa.String).label("s"),
+    )
+    lite = db.run(lambda c: c.execute(stmt).one(), lite=True)
+    with db.sync_engine.connect() as conn:
+        plain = conn.execute(stmt).one()
+    assert tuple(lite) == tuple(plain)
+    assert [type(v) for v in lite] == [type(v) for v in plain]
+    assert (lite.f, lite.c) == (1.5, 1)
