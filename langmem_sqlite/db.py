@@ -242,6 +242,8 @@ def _is_retryable(error: BaseException) -> bool:
             "lost connection",
             "gone away",
             "terminating connection",
+            "connection socket closed",
+            "connection is closed",
             # a server restarting: refused or not yet accepting (bounded by the retry delays)
             "connection refused",
             "shutting down",

@@ -361,7 +361,7 @@ def run_lite(
             raw.commit()
         return result
     except dbapi_error as e:
-        invalid = dialect.is_disconnect(e, raw.dbapi_connection, None)
+        invalid = dialect.is_disconnect(e, raw.dbapi_connection, None) or _broken(raw)
         if invalid:
             raw.invalidate(e)
             _invalidate_older(engine)
@@ -383,6 +383,14 @@ def run_lite(
             raw.close()
         else:
             spares.give(raw)
+
+
+def _broken(raw: PoolProxiedConnection) -> bool:
+    """Whether the driver says its connection is gone (psycopg: ``closed``; PyMySQL: not
+    ``open``), for disconnect messages the dialect does not know, such as psycopg's
+    "connection socket closed"."""
+    conn = raw.dbapi_connection
+    return getattr(conn, "closed", False) is True or getattr(conn, "open", True) is False
 
 
 def _rollback(raw: PoolProxiedConnection) -> None:
