@@ -123,8 +123,6 @@ class LiteResult:
         """Every row."""
         return self.rows
 
-    fetchall = all
-
     def first(self) -> Any:
         """The first row, or ``None``."""
         return self.rows[0] if self.rows else None
@@ -137,18 +135,9 @@ class LiteResult:
             raise exc.MultipleResultsFound("Multiple rows were found when exactly one was required")
         return self.rows[0]
 
-    def one_or_none(self) -> Any:
-        """The only row, or ``None``."""
-        return self.one() if self.rows else None
-
     def scalar(self) -> Any:
         """The first column of the first row, or ``None``."""
         return self.rows[0][0] if self.rows else None
-
-    def scalar_one_or_none(self) -> Any:
-        """The first column of the only row, or ``None``."""
-        row = self.one_or_none()
-        return None if row is None else row[0]
 
     def scalars(self) -> _Scalars:
         """The first column of every row."""
