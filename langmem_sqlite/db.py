@@ -266,6 +266,33 @@ def _advance(plan: Plan[Any], result: Any, error: BaseException | None) -> Step 
         return _Done(stop.value)
 
 
+_file_locks: dict[str, threading.RLock] = {}
+_file_locks_guard = threading.Lock()
+
+
+def _file_write_lock(database: str) -> threading.RLock:
+    """The lock that this process's writers to one SQLite file share (one per file, whatever
+    the engine or URL spelling that reached it)."""
+    key = database if database.startswith("file:") else os.path.realpath(database)
+    with _file_locks_guard:
+        lock = _file_locks.get(key)
+        if lock is None:
+            lock = _file_locks[key] = threading.RLock()
+        return lock
+
+
+def _reinit_file_locks() -> None:
+    """In a forked child, no thread holds a lock (the parent's holders did not come along)."""
+    for lock in _file_locks.values():
+        reinit = getattr(lock, "_at_fork_reinit", None)
+        if reinit is not None:
+            reinit()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_reinit_file_locks)
+
+
 def _retry_delay(error: exc.DBAPIError, delay: float) -> float:
     """Seconds to wait before re-running a transaction that failed with ``error``; re-raise it
     when it is not transient."""
@@ -310,11 +337,16 @@ class Database:
             threading.RLock() if shared else contextlib.nullcontext()
         )
         # SQLite files: the light lane keeps its own idle connections (see lite.Spares)
-        self._spares = (
-            Spares(16)
-            if sync_engine is not None and sync_engine.dialect.name == "sqlite" and not shared
-            else None
+        sqlite_file = (
+            sync_engine is not None and sync_engine.dialect.name == "sqlite" and not shared
         )
+        self._spares = Spares(16) if sqlite_file else None
+        # ... and its writers in this process take turns on a lock rather than on SQLite's
+        # busy handler, which sleeps (1, 2, 5, 10 ... ms) between polls of the file lock
+        self._writers: threading.RLock | contextlib.nullcontext[None] = self._turns
+        if sqlite_file:
+            assert sync_engine is not None
+            self._writers = _file_write_lock(sync_engine.url.database or "")
         self.facts: dict[str, Any] = {}
         """Server settings read once and remembered (e.g. MySQL's ``max_allowed_packet``)."""
         self.ready: set[Any] = set()
@@ -397,17 +429,21 @@ class Database:
         if lite:
             base = self.sync_engine
 
+            turn = self._writers if write else self._turns
+
             def attempt() -> T:
-                with self._turns:
+                with turn:
                     return run_lite(base, fn, args, write, single, self._spares)  # type: ignore[no-any-return]
 
         else:
             engine = self._writer_sync if write else self.sync_engine
             assert engine is not None
             opener = engine.connect if own_transaction else engine.begin
+            # a transaction that commits as it goes may be long: it does not hold the turn
+            turn = self._writers if write and not own_transaction else self._turns
 
             def attempt() -> T:
-                with self._turns, opener() as conn:
+                with turn, opener() as conn:
                     return fn(conn, *args)
 
         for delay in _RETRY_DELAYS:
@@ -464,23 +500,23 @@ class Database:
                 await asyncio.sleep(_retry_delay(e, delay))
         return await attempt()
 
+    def run_step(self, step: Step) -> Any:
+        """Run one :class:`Step` of a plan with :meth:`run`."""
+        return self.run(
+            step.fn,
+            *step.args,
+            write=step.write,
+            own_transaction=step.own_transaction,
+            lite=step.lite,
+            single=step.single,
+        )
+
     def drive(self, plan: Plan[T]) -> T:
         """Run a :data:`Plan` synchronously and return its result."""
         step = _advance(plan, None, None)
         while isinstance(step, Step):
             try:
-                step = _advance(
-                    plan,
-                    self.run(
-                        step.fn,
-                        *step.args,
-                        write=step.write,
-                        own_transaction=step.own_transaction,
-                        lite=step.lite,
-                        single=step.single,
-                    ),
-                    None,
-                )
+                step = _advance(plan, self.run_step(step), None)
             except Exception as e:
                 step = _advance(plan, None, e)
         return step.value  # type: ignore[no-any-return]

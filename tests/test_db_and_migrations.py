@@ -14,7 +14,7 @@ from conftest import server_url
 from langchain_core.messages import HumanMessage
 from sqlalchemy.ext.asyncio import create_async_engine
 
-from langmem_sqlite import ConversationStore, SchemaTooNewError, get_database
+from langmem_sqlite import ConversationStore, SchemaTooNewError, SQLStore, get_database
 from langmem_sqlite.migrate import LATEST_VERSION, ensure_schema
 from langmem_sqlite.schema import MIGRATIONS, get_tables
 
@@ -73,6 +73,88 @@ async def test_sqlite_settings_async(tmp_path: Path) -> None:
         mode = (await conn.exec_driver_sql("PRAGMA journal_mode")).scalar()
         timeout = (await conn.exec_driver_sql("PRAGMA busy_timeout")).scalar()
     assert (mode, timeout) == ("wal", 30000)
+
+
+@pytest.mark.parametrize("lane", ["connection", "lite"])
+def test_sqlite_writers_in_one_process_take_turns_without_polling(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, lane: str
+) -> None:
+    """Writers to one SQLite file wait on a lock of this process, not on SQLite's busy handler
+    (which sleeps 1, 2, 5, 10 ... ms between polls). With the busy timeout set to 0, any
+    contention that reached SQLite would fail with "database is locked" and be retried."""
+    import threading
+
+    import langmem_sqlite.db as dbmod
+
+    retries: list[str] = []
+    real_delay = dbmod._retry_delay
+
+    def counted(error: sa.exc.DBAPIError, delay: float) -> float:
+        retries.append(str(error.orig))
+        return real_delay(error, delay)
+
+    monkeypatch.setattr(dbmod, "_retry_delay", counted)
+    engine = sa.create_engine(f"sqlite:///{tmp_path / 'w.db'}")
+    store = ConversationStore(engine)
+    store.add_messages("warm-up", [HumanMessage("x")])
+    facts = SQLStore(engine)  # its writes run on the light lane (langmem_sqlite.lite)
+    facts.put(("warm-up",), "k", {"v": 0})
+
+    @sa.event.listens_for(engine, "connect")
+    def no_busy_wait(dbapi_conn: object, _record: object) -> None:
+        dbapi_conn.execute("PRAGMA busy_timeout = 0")  # type: ignore[attr-defined]
+
+    engine.dispose()
+    retries.clear()  # creating the schema above may retry by design
+    db = get_database(engine)
+    db._spares.close()  # type: ignore[union-attr]  # connections made before the listener
+
+    def writer(n: int) -> None:
+        for i in range(40):
+            if lane == "connection":
+                store.add_messages(f"s{n}", [HumanMessage(f"{n}-{i}")])
+            else:
+                facts.put((f"s{n}",), str(i), {"v": i})
+
+    threads = [threading.Thread(target=writer, args=(n,)) for n in range(8)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert retries == []
+    if lane == "connection":
+        assert [len(store.get_messages(f"s{n}")) for n in range(8)] == [40] * 8
+    else:
+        assert [len(facts.search((f"s{n}",), limit=100)) for n in range(8)] == [40] * 8
+
+
+def test_one_sqlite_file_has_one_writer_lock(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Engines and spellings that reach the same file share the lock; a write waits for it."""
+    import threading
+
+    monkeypatch.chdir(tmp_path)
+    by_path = get_database(tmp_path / "l.db")
+    by_engine = get_database(sa.create_engine("sqlite:///l.db"))
+    assert by_path is not by_engine
+    assert by_path._writers is by_engine._writers
+    assert get_database(tmp_path / "other.db")._writers is not by_path._writers
+    store = ConversationStore(by_engine)
+    store.add_messages("s", [HumanMessage("first")])
+    done = threading.Event()
+
+    def write() -> None:
+        store.add_messages("s", [HumanMessage("second")])
+        done.set()
+
+    with by_path._writers:
+        t = threading.Thread(target=write)
+        t.start()
+        assert not done.wait(0.3)  # held back by the other database object's writer
+    assert done.wait(10)
+    t.join()
+    assert [m.content for m in store.get_messages("s")] == ["first", "second"]
 
 
 def test_pools_are_reused(db_url: str, prefix: str) -> None:
