@@ -45,7 +45,17 @@ _COLLECTS = "params" in getattr(CacheKey, "_fields", ())
 class _Compiled:
     """A statement compiled for one dialect, with its parameter and result converters."""
 
-    __slots__ = ("compiled", "expanding", "processors", "result", "row", "sql", "types")
+    __slots__ = (
+        "compiled",
+        "converters",
+        "expanding",
+        "fast",
+        "processors",
+        "result",
+        "row",
+        "sql",
+        "types",
+    )
 
     def __init__(
         self, stmt: Any, dialect: Dialect, columns: tuple[str, ...] | None, key: Any = None
@@ -67,21 +77,70 @@ class _Compiled:
             if proc is not None:
                 processors[escaped.get(name, name)] = proc
         self.processors: dict[str, Callable[[Any], Any]] = processors
+        self.fast = self._fast_binds(compiled, escaped)
         selected: list[Any] = getattr(compiled, "_result_columns", None) or []
         self.types = [c.type.dialect_impl(dialect) for c in selected]
         # result processors: made at the first result, from the driver's column type codes
         self.result: list[Callable[[Any], Any] | None] | None = None
+        self.converters: list[tuple[int, Callable[[Any], Any]]] = []
         self.row: Any = (
             namedtuple("Row", [str(c.keyname) for c in selected], rename=True)  # type: ignore[misc]
             if selected
             else None
         )
 
+    def _fast_binds(self, compiled: Any, escaped: Mapping[str, str]) -> list[Any] | None:
+        """Per driver parameter, in the driver's order: ``(driver name, key, name, required,
+        value, processor)``, for :meth:`params` to look values up without ``construct_params``; None
+        for statements that need SQLAlchemy's general path (IN lists, callable or collected
+        values)."""
+        if (
+            self.expanding
+            or getattr(compiled, "_collected_params", None)  # values given by .params()
+            or getattr(compiled, "_render_postcompile", False)
+        ):
+            return None
+        by_name = {}
+        for bind, name in compiled.bind_names.items():
+            if bind.callable is not None:
+                return None
+            esc = escaped.get(name, name)
+            by_name[esc] = (
+                esc,
+                bind.key,
+                name,
+                bind.required,
+                bind.value,
+                self.processors.get(esc),
+            )
+        order = compiled.positiontup if compiled.positional else list(by_name)
+        if order is None or any(n not in by_name for n in order):
+            return None
+        return [by_name[n] for n in order]
+
     def params(self, params: Mapping[str, Any] | None, key: Any = None) -> tuple[str, Any]:
         """The SQL and the driver parameters for one parameter set (``key``: the cache key of a
         statement that shares this compiled form, which holds that statement's literal
         values)."""
         compiled = self.compiled
+        fast = self.fast
+        if fast is not None and key is None and params:
+            # what construct_params and the bind processors give, without their generality
+            out = []
+            for _, bkey, name, required, default, proc in fast:
+                if bkey in params:
+                    v = params[bkey]
+                elif name in params:
+                    v = params[name]
+                elif required:
+                    break  # construct_params raises SQLAlchemy's error
+                else:
+                    v = default
+                out.append(v if proc is None else proc(v))
+            else:
+                if compiled.positional:
+                    return self.sql, tuple(out)
+                return self.sql, {f[0]: v for f, v in zip(fast, out, strict=True)}
         if self.expanding:
             state = compiled.construct_expanded_state(params)
             values = dict(state.parameters)
@@ -172,7 +231,8 @@ class LiteConnection:
             columns = tuple(params[0] if isinstance(params, list | tuple) else params)
         entry = cache.get((id(stmt), columns))
         if entry is not None and entry[0] is stmt:
-            return entry[1], entry[2]
+            # compiled from this very statement: its own values are the compiled ones
+            return entry[1], None
         key = stmt._generate_cache_key()
         if key is None:  # not cacheable: compile for this call only
             return _Compiled(stmt, self.dialect, columns), None
@@ -184,12 +244,12 @@ class LiteConnection:
         if any(b.expanding for b in key[1]):
             # IN lists are expanded from the compiled values: this statement only
             compiled = _Compiled(stmt, self.dialect, columns)
-            cache[(id(stmt), columns)] = (stmt, compiled, None)
+            cache[(id(stmt), columns)] = (stmt, compiled)
             return compiled, None
         compiled = _Compiled(stmt, self.dialect, columns, key)
         cache[(key.key, columns)] = compiled
-        cache[(id(stmt), columns)] = (stmt, compiled, key)
-        return compiled, key
+        cache[(id(stmt), columns)] = (stmt, compiled)
+        return compiled, None
 
     def execute(
         self, stmt: Any, params: Mapping[str, Any] | Sequence[Mapping[str, Any]] | None = None
@@ -242,20 +302,25 @@ class LiteConnection:
         fetched = cur.fetchall()
         if c is None or c.row is None or len(c.types) != len(description):
             return LiteResult([tuple(r) for r in fetched], cur.rowcount)
-        procs = c.result
-        if procs is None:
+        if c.result is None:
             dialect = self.dialect
-            procs = c.result = [
+            procs = [
                 t.result_processor(dialect, d[1]) for t, d in zip(c.types, description, strict=True)
             ]
+            c.converters = [(i, p) for i, p in enumerate(procs) if p is not None]
+            c.result = procs
         make = c.row._make
-        if any(procs):
-            rows = [
-                make([v if p is None or v is None else p(v) for p, v in zip(procs, r, strict=True)])
-                for r in fetched
-            ]
-        else:
-            rows = [make(r) for r in fetched]
+        converters = c.converters
+        if not converters:
+            return LiteResult(list(map(make, fetched)), cur.rowcount)
+        rows = []
+        for r in fetched:
+            values = list(r)
+            for i, p in converters:
+                v = values[i]
+                if v is not None:
+                    values[i] = p(v)
+            rows.append(make(values))
         return LiteResult(rows, cur.rowcount)
 
 
@@ -335,18 +400,21 @@ def run_lite(
     raw = engine.raw_connection() if spares is None else spares.take(engine)
     name = dialect.name
     autocommit = False
+    commit = True
     try:
         conn = LiteConnection(raw, dialect, _cache_for(dialect))
         dbapi: Any = raw.dbapi_connection
         if name == "sqlite":
-            if not single_read:
+            if single_read:
+                commit = False  # no transaction was opened
+            else:
                 conn.cursor.execute("BEGIN IMMEDIATE" if write else "BEGIN")
         elif name == "postgresql" and (single or not write):
             # a read, or a write of one statement, needs no BEGIN and COMMIT round trips
             dialect.set_isolation_level(dbapi, "AUTOCOMMIT")
             autocommit = conn.autocommit = True
         result = fn(conn, *args)
-        if not autocommit:
+        if commit and not autocommit:
             raw.commit()
         return result
     except dbapi_error as e:

@@ -75,7 +75,36 @@ BigInt = BigInteger().with_variant(Integer(), "sqlite")
 """64-bit integer; plain ``INTEGER`` on SQLite so that primary keys become rowid aliases."""
 
 
-class IdString(TypeDecorator[str]):
+class _BytesOnMySQL(TypeDecorator[str]):
+    """Text stored as UTF-8 bytes on MySQL/MariaDB only. Elsewhere the value passes through
+    unchanged, so no conversion function is called per value there (SQLAlchemy would otherwise
+    call ``process_bind_param`` and ``process_result_value`` for every parameter and row)."""
+
+    impl: Any = Text
+    cache_ok = True
+
+    def bind_processor(self, dialect: Dialect) -> Any:
+        if dialect.name in _MYSQL:
+            return super().bind_processor(dialect)
+        return self.load_dialect_impl(dialect).bind_processor(dialect)
+
+    def result_processor(self, dialect: Dialect, coltype: Any) -> Any:
+        if dialect.name in _MYSQL:
+            return super().result_processor(dialect, coltype)
+        return self.load_dialect_impl(dialect).result_processor(dialect, coltype)
+
+    def process_bind_param(self, value: str | None, dialect: Dialect) -> Any:
+        if value is not None and dialect.name in _MYSQL:
+            return value.encode("utf-8")
+        return value
+
+    def process_result_value(self, value: Any, dialect: Dialect) -> str | None:
+        if isinstance(value, bytes | bytearray | memoryview):
+            return bytes(value).decode("utf-8")
+        return value
+
+
+class IdString(_BytesOnMySQL):
     """An id of at most :data:`ID_MAX_CHARS` characters, compared byte for byte.
 
     ``VARCHAR(255)`` on SQLite and PostgreSQL (both compare exactly). On MySQL/MariaDB the
@@ -91,22 +120,12 @@ class IdString(TypeDecorator[str]):
             return dialect.type_descriptor(mysql.VARBINARY(ID_MAX_CHARS * 4))
         return dialect.type_descriptor(String(ID_MAX_CHARS))
 
-    def process_bind_param(self, value: str | None, dialect: Dialect) -> Any:
-        if value is not None and dialect.name in _MYSQL:
-            return value.encode("utf-8")
-        return value
-
-    def process_result_value(self, value: Any, dialect: Dialect) -> str | None:
-        if isinstance(value, bytes | bytearray | memoryview):
-            return bytes(value).decode("utf-8")
-        return value
-
 
 NAMESPACE_MAX_BYTES = 1024
 """Longest encoded namespace of the long-term store, in UTF-8 bytes."""
 
 
-class NamespacePath(TypeDecorator[str]):
+class NamespacePath(_BytesOnMySQL):
     """An encoded store namespace, compared and ordered byte for byte (code point order).
 
     ``TEXT`` on SQLite, ``TEXT COLLATE "C"`` on PostgreSQL, ``VARBINARY`` on MySQL/MariaDB, so
@@ -122,16 +141,6 @@ class NamespacePath(TypeDecorator[str]):
         if dialect.name == "postgresql":
             return dialect.type_descriptor(Text(collation="C"))
         return dialect.type_descriptor(Text())
-
-    def process_bind_param(self, value: str | None, dialect: Dialect) -> Any:
-        if value is not None and dialect.name in _MYSQL:
-            return value.encode("utf-8")
-        return value
-
-    def process_result_value(self, value: Any, dialect: Dialect) -> str | None:
-        if isinstance(value, bytes | bytearray | memoryview):
-            return bytes(value).decode("utf-8")
-        return value
 
 
 @dataclass(frozen=True)

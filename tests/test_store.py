@@ -81,6 +81,23 @@ def test_bad_namespaces_are_rejected(store: SQLStore, namespace: Any, error: typ
     assert store.search(()) == []
 
 
+def test_remembered_namespaces_are_still_checked(store: SQLStore) -> None:
+    """Namespaces seen before skip their checks (store.namespaces.encoded); others do not."""
+    store.put(("a",), "k", {"v": 1})
+    for _ in range(2):  # the second time from the remembered namespaces
+        assert store.get(("a",), "k").value == {"v": 1}  # type: ignore[union-attr]
+        assert store.get(["a"], "k").value == {"v": 1}  # type: ignore[arg-type, union-attr]
+        with pytest.raises(InvalidNamespaceError, match="period"):
+            store.get(("a.b",), "k")
+        with pytest.raises(ValueError, match="namespace"):
+            store.get(("a", ""), "k")
+        with pytest.raises(TypeError, match="namespace"):
+            store.get(("a", 3), "k")  # type: ignore[arg-type]
+        with pytest.raises(ValueError, match="namespace"):
+            store.batch([PutOp((), "k", {"v": 1})])  # () is remembered by get's allow_empty
+        assert store.get((), "k") is None
+
+
 def test_list_namespaces_prefix_suffix_depth_paging(store: SQLStore) -> None:
     for ns in [("a", "b", "c"), ("a", "b", "d", "e"), ("a", "b", "d", "i"), ("a", "b", "f"),
                ("a", "c", "f"), ("b", "a", "f")]:  # fmt: skip

@@ -18,7 +18,7 @@ from langgraph.store.base import InvalidNamespaceError
 from ..schema import ID_MAX_CHARS, NAMESPACE_MAX_BYTES
 from ..validation import check_id
 
-__all__ = ["check_namespace", "check_text", "decode", "encode", "prefix_range"]
+__all__ = ["check_namespace", "check_text", "decode", "encode", "encoded", "prefix_range"]
 
 _SEP = "\x01"
 _ESC = "\x02"
@@ -90,6 +90,30 @@ def check_text(value: Any, name: str) -> str:
 def encode(namespace: tuple[str, ...]) -> str:
     """The stored text of a (validated) namespace."""
     return "".join(label.translate(_ENCODE) + _SEP for label in namespace)
+
+
+_known: dict[tuple[str, ...], str] = {}
+_KNOWN_LIMIT = 4096
+
+
+def encoded(namespace: Any, name: str = "namespace", *, allow_empty: bool = False) -> str:
+    """``encode(check_namespace(namespace))``, remembered for the namespaces seen last (an app
+    reads and writes the same few namespaces over and over: a get then skips 10 µs of checks).
+
+    Raises:
+        TypeError, ValueError: as :func:`check_namespace`.
+    """
+    if type(namespace) is tuple and (namespace or allow_empty):
+        try:
+            return _known[namespace]
+        except (KeyError, TypeError):  # not seen yet, or holds something unhashable
+            pass
+    text = encode(check_namespace(namespace, name, allow_empty=allow_empty))
+    if type(namespace) is tuple and all(type(label) is str for label in namespace):
+        if len(_known) >= _KNOWN_LIMIT:
+            _known.clear()
+        _known[namespace] = text
+    return text
 
 
 def decode(text: str) -> tuple[str, ...]:

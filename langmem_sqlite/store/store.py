@@ -256,10 +256,8 @@ class SQLStore(BaseStore):
         batch = _Batch(len(ops))
         for i, op in enumerate(ops):
             if isinstance(op, GetOp):
-                ns = namespaces.check_namespace(op.namespace, allow_empty=True)
-                batch.gets.append(
-                    (i, namespaces.encode(ns), namespaces.check_text(op.key, "key"), op.refresh_ttl)
-                )
+                ns = namespaces.encoded(op.namespace, allow_empty=True)
+                batch.gets.append((i, ns, namespaces.check_text(op.key, "key"), op.refresh_ttl))
             elif isinstance(op, PutOp):
                 self._prepare_put(batch, op)
             elif isinstance(op, SearchOp):
@@ -276,7 +274,7 @@ class SQLStore(BaseStore):
         return batch
 
     def _prepare_put(self, batch: _Batch, op: PutOp) -> None:
-        ns = namespaces.encode(namespaces.check_namespace(op.namespace))
+        ns = namespaces.encoded(op.namespace)
         key = namespaces.check_text(op.key, "key")
         value = _check_value(op.value)
         ttl_us = _check_ttl_minutes(op.ttl, "ttl")
@@ -332,19 +330,9 @@ class SQLStore(BaseStore):
         results: list[Result] = [None] * batch.size
         now = _now_us()
         if batch.gets or batch.searches or batch.lists:
-            queries = dict(zip(batch.queries, query_vectors, strict=True))
-            one = len(batch.gets) == 1 and not batch.searches and not batch.lists
-            refresh = yield Step(
-                self._read, (batch, queries, now, pgvector, results), lite=True, single=one
-            )
+            refresh = yield self._read_step(batch, query_vectors, now, pgvector, results)
             if refresh:
-                yield Step(
-                    q.refresh_ttl,
-                    (self.tables, refresh, now),
-                    write=True,
-                    lite=True,
-                    single=len(refresh) <= q.CHUNK,  # one UPDATE: no BEGIN/COMMIT on a server
-                )
+                yield self._refresh_step(refresh, now)
         if batch.puts:
             vectors = iter(doc_vectors)
             rows = [
@@ -363,6 +351,16 @@ class SQLStore(BaseStore):
                 single=one,
             )
         return results
+
+    def _one_statement(self, batch: _Batch) -> bool:
+        """Whether the reads of ``batch`` are one statement (one get, or one search done in
+        SQL without a vector query): SQLite then runs it without BEGIN and COMMIT."""
+        if batch.lists or len(batch.gets) + len(batch.searches) != 1:
+            return False
+        if batch.gets:
+            return True
+        _, query, text, _ = batch.searches[0]
+        return text is None and q.prefilter(self.tables, self.db.dialect, query.filter)[1]
 
     def _read(
         self,
@@ -412,8 +410,9 @@ class SQLStore(BaseStore):
         one statement on the light lane once the tables are known to be there)."""
         if self.tables.key not in self.db.ready:
             return super().get(namespace, key, refresh_ttl=refresh_ttl)
-        _public_labels(namespace)
-        ns = namespaces.encode(namespaces.check_namespace(namespace, allow_empty=True))
+        ns = namespaces.encoded(namespace, allow_empty=True)
+        if "." in ns:
+            _public_labels(namespace)
         k = namespaces.check_text(str(key), "key")
         now = _now_us()
         found = self.db.run(
@@ -437,7 +436,46 @@ class SQLStore(BaseStore):
         """Run store operations (Get, Put, Search, ListNamespaces) and return their results."""
         prepared = self._prepare(ops)
         vectors = self.index.embed(prepared.texts, prepared.queries) if self.index else ([], [])
+        if not prepared.puts and self._pgvector is not None and self.tables.key in self.db.ready:
+            return self._reads_now(prepared, vectors[1])
         return self.db.drive(self._plan(prepared, *vectors))
+
+    def _reads_now(self, batch: _Batch, query_vectors: list[list[float]]) -> list[Result]:
+        """A batch of reads once the schema is known to be there: :meth:`_plan`'s steps, run
+        directly (a get or search then skips the plan's machinery)."""
+        results: list[Result] = [None] * batch.size
+        now = _now_us()
+        step = self._read_step(batch, query_vectors, now, bool(self._pgvector), results)
+        refresh = self.db.run_step(step)
+        if refresh:
+            self.db.run_step(self._refresh_step(refresh, now))
+        return results
+
+    def _read_step(
+        self,
+        batch: _Batch,
+        query_vectors: list[list[float]],
+        now: int,
+        pgvector: bool,
+        results: list[Result],
+    ) -> Step:
+        queries = dict(zip(batch.queries, query_vectors, strict=True))
+        return Step(
+            self._read,
+            (batch, queries, now, pgvector, results),
+            lite=True,
+            single=self._one_statement(batch),
+        )
+
+    def _refresh_step(self, ids: list[int], now: int) -> Step:
+        # one UPDATE (up to CHUNK ids): no BEGIN/COMMIT on a server
+        return Step(
+            q.refresh_ttl,
+            (self.tables, ids, now),
+            write=True,
+            lite=True,
+            single=len(ids) <= q.CHUNK,
+        )
 
     async def abatch(self, ops: Iterable[Op]) -> list[Result]:
         """Async :meth:`batch` (same plan, on the async engine)."""
