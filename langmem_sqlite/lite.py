@@ -337,46 +337,63 @@ def _cache_for(dialect: Dialect) -> dict[Any, Any]:
     return cache
 
 
+_forks = 0
+"""How many times this process was forked into (a child's count differs from its parent's)."""
+
+
+def _forked() -> None:
+    global _forks
+    _forks += 1
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_forked)
+
+
 class Spares:
     """Idle SQLite connections kept for the light lane, outside the pool.
 
     A pool checkout and checkin cost about 10 us, a quarter of a whole ``SqliteStore.get``;
     a SQLite connection needs no reset between uses (each use commits or rolls back), so the
     lane keeps its own: connections are taken from the pool once (with the pool's
-    connect-time settings), detached, and reused. A forked child never reuses its parent's.
+    connect-time settings), detached, and reused with their cursor. A forked child never
+    reuses its parent's.
     """
 
     def __init__(self, limit: int) -> None:
         self.limit = limit
-        self._items: list[PoolProxiedConnection] = []
-        self._pid = os.getpid()
+        self._items: list[LiteConnection] = []
+        self._fork = _forks
 
-    def take(self, engine: Engine) -> PoolProxiedConnection:
+    def take(self, engine: Engine) -> LiteConnection:
         """An idle connection, or a new one detached from ``engine``'s pool."""
-        if self._pid == os.getpid():
+        if self._fork == _forks:
             try:
-                return self._items.pop()
+                conn = self._items.pop()
             except IndexError:
                 pass
+            else:
+                conn.autocommit = False
+                return conn
         raw = engine.raw_connection()
         raw.detach()
-        return raw
+        return LiteConnection(raw, engine.dialect, _cache_for(engine.dialect))
 
-    def give(self, raw: PoolProxiedConnection) -> None:
-        """Keep ``raw`` for reuse (closed instead when enough are kept or it is broken)."""
-        if self._pid != os.getpid():
-            self._items, self._pid = [], os.getpid()  # the parent's: never touch them
-        if raw.is_valid and len(self._items) < self.limit:
-            self._items.append(raw)
+    def give(self, conn: LiteConnection) -> None:
+        """Keep ``conn`` for reuse (closed instead when enough are kept or it is broken)."""
+        if self._fork != _forks:
+            self._items, self._fork = [], _forks  # the parent's: never touch them
+        if conn.raw.is_valid and len(self._items) < self.limit:
+            self._items.append(conn)
         else:
-            raw.close()
+            conn.raw.close()
 
     def close(self) -> None:
         """Close the idle connections."""
         items, self._items = self._items, []
-        if self._pid == os.getpid():
-            for raw in items:
-                raw.close()
+        if self._fork == _forks:
+            for conn in items:
+                conn.raw.close()
 
 
 def run_lite(
@@ -397,12 +414,18 @@ def run_lite(
     dialect = engine.dialect
     dbapi_error = dialect.loaded_dbapi.Error
     single_read = single and not write
-    raw = engine.raw_connection() if spares is None else spares.take(engine)
+    if spares is None:
+        raw = engine.raw_connection()
+        conn = None
+    else:
+        conn = spares.take(engine)
+        raw = conn.raw
     name = dialect.name
     autocommit = False
     commit = True
     try:
-        conn = LiteConnection(raw, dialect, _cache_for(dialect))
+        if conn is None:
+            conn = LiteConnection(raw, dialect, _cache_for(dialect))
         dbapi: Any = raw.dbapi_connection
         if name == "sqlite":
             if single_read:
@@ -436,10 +459,10 @@ def run_lite(
                 dialect.reset_isolation_level(dbapi)
             except dbapi_error:
                 raw.invalidate()
-        if spares is None:
+        if spares is None or conn is None:
             raw.close()
         else:
-            spares.give(raw)
+            spares.give(conn)
 
 
 def _broken(raw: PoolProxiedConnection) -> bool:

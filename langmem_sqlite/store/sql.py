@@ -18,7 +18,7 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Callable, Iterator, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
 import sqlalchemy as sa
@@ -91,6 +91,15 @@ class SearchQuery:
     limit: int
     offset: int
     omit_expired: bool
+    leaves: tuple[tuple[tuple[str, ...], str, Any], ...] = field(init=False, compare=False)
+    """``(path, op, operand)`` of each leaf condition of the filter."""
+    shape: tuple[Any, ...] = field(init=False, compare=False)
+    """What of the filter shapes the SQL (paths, operators, kinds of values)."""
+
+    def __post_init__(self) -> None:
+        leaves = tuple(_conditions(self.filter or {}))
+        object.__setattr__(self, "leaves", leaves)
+        object.__setattr__(self, "shape", tuple((p, op, _kind(v)) for p, op, v in leaves))
 
 
 def _columns(t: Tables) -> list[Any]:
@@ -138,8 +147,8 @@ def _under(column: Any, prefix: tuple[str, ...]) -> ColumnElement[bool]:
 
 def _conditions(filter: dict[str, Any], path: tuple[str, ...] = ()) -> Iterator[Any]:
     """``(path, op, operand)`` for each leaf condition of a validated filter."""
-    for field, cond in filter.items():
-        here = (*path, field)
+    for name, cond in filter.items():
+        here = (*path, name)
         if is_operator_dict(cond):
             for op, operand in cond.items():
                 yield here, op, operand
@@ -252,10 +261,10 @@ def _cached(key: Any, build: Callable[[], T]) -> T:
     return hit  # type: ignore[no-any-return]
 
 
-def prefilter(t: Tables, dialect: str, filter: dict[str, Any] | None) -> tuple[list[Any], bool]:
-    """SQL conditions implied by ``filter`` (values as parameters ``f0``...), and whether they
-    are exactly the filter."""
-    leaves = list(_conditions(filter or {}))
+def prefilter(t: Tables, dialect: str, q: SearchQuery) -> tuple[list[Any], bool]:
+    """SQL conditions implied by ``q.filter`` (values as parameters ``f0``...), and whether
+    they are exactly the filter."""
+    leaves = q.leaves
 
     def build() -> tuple[list[Any], bool]:
         make = _BUILDERS.get(dialect, _mysql_condition)
@@ -267,8 +276,7 @@ def prefilter(t: Tables, dialect: str, filter: dict[str, Any] | None) -> tuple[l
             exact = exact and is_exact
         return out, exact
 
-    shape = tuple((p, op, _kind(v)) for p, op, v in leaves)
-    return _cached(("filter", t.key, dialect, shape), build)
+    return _cached(("filter", t.key, dialect, q.shape), build)
 
 
 def _params(dialect: str, q: SearchQuery, now: int) -> dict[str, Any]:
@@ -277,20 +285,19 @@ def _params(dialect: str, q: SearchQuery, now: int) -> dict[str, Any]:
     bounds = namespaces.prefix_range(q.prefix)
     if bounds is not None:
         params["lo"], params["hi"] = bounds
-    for i, (_, _, v) in enumerate(_conditions(q.filter or {})):
-        if v is not None and (dialect == "postgresql" or _kind(v) in _SCALARS):
+    for i, ((_, _, v), (_, _, kind)) in enumerate(zip(q.leaves, q.shape, strict=True)):
+        if v is not None and (dialect == "postgresql" or kind in _SCALARS):
             params[f"f{i}"] = _param(dialect, v)
     return params
 
 
 def _where(conn: LiteConnection, t: Tables, q: SearchQuery) -> tuple[list[Any], bool]:
-    conds, exact = prefilter(t, conn.dialect.name, q.filter)
+    conds, exact = prefilter(t, conn.dialect.name, q)
     return [_under(t.store_items.c.ns, q.prefix), _live(t, q.omit_expired), *conds], exact
 
 
 def _shape(conn: LiteConnection, t: Tables, q: SearchQuery, what: str) -> tuple[Any, ...]:
-    leaves = tuple((p, op, _kind(v)) for p, op, v in _conditions(q.filter or {}))
-    return (what, t.key, conn.dialect.name, bool(q.prefix), q.omit_expired, leaves)
+    return (what, t.key, conn.dialect.name, bool(q.prefix), q.omit_expired, q.shape)
 
 
 # -- reads -------------------------------------------------------------------------------------

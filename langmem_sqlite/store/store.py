@@ -360,7 +360,7 @@ class SQLStore(BaseStore):
         if batch.gets:
             return True
         _, query, text, _ = batch.searches[0]
-        return text is None and q.prefilter(self.tables, self.db.dialect, query.filter)[1]
+        return text is None and q.prefilter(self.tables, self.db.dialect, query)[1]
 
     def _read(
         self,
