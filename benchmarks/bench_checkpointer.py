@@ -146,7 +146,8 @@ def total_times(
 ) -> None:
     """Print the median total run time of ours and the anchor over :data:`REPS` runs (``first``
     and further threads, interleaved so that machine load hits both alike), and the same graph
-    on LangGraph's InMemorySaver: what LangGraph itself costs, which no saver can go below."""
+    on LangGraph's InMemorySaver, for reference: LangGraph's own work plus an in-memory saver
+    (which still serializes every new value and decodes the whole state on each read)."""
     runs: dict[str, list[float]] = {"ours": [first[0]], "anchor": [first[1]], "floor": []}
     for r in range(REPS):
         if r:
@@ -156,10 +157,9 @@ def total_times(
     t_ours, t_anchor, base = (statistics.median(runs[k]) for k in ("ours", "anchor", "floor"))
     row(f"total run time (median of {REPS})", t_ours, t_anchor, "s", TOTAL_TARGET[ours.db.dialect])
     print(
-        f"  LangGraph alone (InMemorySaver)    {base:.3f} s = {base / t_anchor:.3f}x the anchor's "
-        "total: the floor of the total-time ratio"
+        f"  LangGraph with InMemorySaver       {base:.3f} s = {base / t_anchor:.3f}x the anchor's total"
     )
-    row("saver's own time (total - floor)", t_ours - base, t_anchor - base, "s", "-")
+    row("total - InMemorySaver's total", t_ours - base, t_anchor - base, "s", "-")
 
 
 TOTAL_TARGET = {"sqlite": "<= 0.5x", "postgresql": "<= 0.7x"}
@@ -338,13 +338,15 @@ def pg_chat(turns: int) -> None:
 
 
 def _throughput(saver: BaseCheckpointSaver, workers: int, n: int) -> float:
+    texts = [text(300, i) for i in range(64)]  # made once: the harness's CPU is not the saver's
+
     def one(i: int) -> None:
         cfg = {
             "configurable": {"thread_id": f"w{i % 64}-{uuid.uuid4().hex[:6]}", "checkpoint_ns": ""}
         }
         ckpt = empty_checkpoint()
         v = saver.get_next_version(None, None)
-        ckpt["channel_values"] = {"messages": [text(300, i)] * 20}
+        ckpt["channel_values"] = {"messages": [texts[i % 64]] * 20}
         ckpt["channel_versions"] = {"messages": v}
         saver.put(cfg, ckpt, {"source": "loop", "step": i}, {"messages": v})
 

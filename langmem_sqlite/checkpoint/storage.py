@@ -113,10 +113,15 @@ class BlobRow:
         }
 
 
+_ATOMIC = frozenset({str, bytes, int, float, bool, type(None)})
+
+
 def _shape(item: Any) -> Any:
     """What must stay equal for ``item`` to still be the stored value: its fields (a copy of its
     ``__dict__``, as for LangChain messages), or its items; held, so compared by identity
     first."""
+    if type(item) in _ATOMIC:
+        return None
     try:
         return dict(item.__dict__)
     except AttributeError:
