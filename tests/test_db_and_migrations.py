@@ -397,4 +397,34 @@ def test_upgrade_adds_the_write_token_column(db_url: str, prefix: str) -> None:
     assert "write_token" in columns
     assert [m.content for m in store.get_messages("s")] == ["old", "new"]
     with db.sync_engine.connect() as conn:
-        assert conn.execute(sa.select(sa.func.max(t.migrations.c.version))).scalar() == 4
+        assert conn.execute(sa.select(sa.func.max(t.migrations.c.version))).scalar() == (
+            LATEST_VERSION
+        )
+
+
+def test_upgrade_adds_the_store_namespace_index(db_url: str, prefix: str) -> None:
+    """A database made before migration 5 gets the (ns, updated_at, id) index on first use
+    (SQLite only: servers do without it), and its items and searches are unchanged."""
+    db = get_database(db_url)
+    t = get_tables(prefix)
+    store = SQLStore(db_url, table_prefix=prefix)
+    store.put(("u", "1"), "a", {"v": 1})
+    store.put(("u", "1", "x"), "b", {"v": 2})
+    name = f"{prefix}store_items_ns_upd_ix"
+    index = next(i for i in t.store_items.indexes if i.name == name)
+
+    def names() -> set[str]:
+        return {i["name"] for i in sa.inspect(db.sync_engine).get_indexes(t.store_items.name)}
+
+    sqlite = db.dialect == "sqlite"
+    assert (name in names()) is sqlite
+    with db.sync_engine.begin() as conn:
+        if sqlite:
+            index.drop(conn)
+        conn.execute(sa.delete(t.migrations).where(t.migrations.c.version == 5))
+    db.ready.discard(t.key)
+    assert name not in names()
+    assert [i.key for i in SQLStore(db_url, table_prefix=prefix).search(("u", "1"))] == ["b", "a"]
+    assert (name in names()) is sqlite
+    with db.sync_engine.connect() as conn:
+        assert conn.execute(sa.select(sa.func.max(t.migrations.c.version))).scalar() == 5

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import threading
+import time
 from datetime import timezone
 from typing import Any
 
@@ -231,6 +232,39 @@ def test_search_orders_by_most_recent_and_pages_consistently(store: SQLStore) ->
     store.put(("s", "g0"), "k00", {"i": 0, "even": True, "name": "n00", "tags": {"c": "x"}})
     assert store.search(("s",), limit=1)[0].key == "k00"
     assert store.search(("s",), limit=0) == []
+
+
+def test_search_merges_a_namespace_and_its_sub_namespaces_newest_first(store: SQLStore) -> None:
+    """A prefix search reads the prefix's own namespace and its sub-namespaces apart (see
+    store.sql._newest_under); the merged pages must be the newest-first order of both."""
+    spaces = [("u",), ("u", "x"), ("u", "x", "y"), ("u", "z"), ("v",), ("u0",)]
+    for i in range(48):
+        store.put(spaces[i % len(spaces)], f"k{i:02d}", {"i": i, "even": i % 2 == 0})
+        time.sleep(0.001)  # distinct update times
+    store.put(("u",), "k00", {"i": 0, "even": True})  # now the newest
+    for prefix, flt in [(("u",), None), (("u",), {"even": True}), (("u", "x"), None)]:
+        want = [
+            it.key
+            for it in sorted(
+                (
+                    store.get(ns, f"k{i:02d}")
+                    for i in range(48)
+                    for ns in [spaces[i % len(spaces)]]
+                    if ns[: len(prefix)] == prefix and (flt is None or i % 2 == 0)
+                ),
+                key=lambda it: it.updated_at,  # type: ignore[union-attr]
+                reverse=True,
+            )
+        ]
+        assert [it.key for it in store.search(prefix, filter=flt, limit=100)] == want
+        for size in (1, 3, 5):
+            pages = [
+                it.key
+                for off in range(0, len(want) + size, size)
+                for it in store.search(prefix, filter=flt, limit=size, offset=off)
+            ]
+            assert pages == want, (prefix, flt, size)
+    assert store.search(("u",), limit=1)[0].key == "k00"
 
 
 def test_filter_operators(store: SQLStore) -> None:

