@@ -46,6 +46,7 @@ class _Compiled:
     """A statement compiled for one dialect, with its parameter and result converters."""
 
     __slots__ = (
+        "binds",
         "compiled",
         "converters",
         "expanding",
@@ -53,6 +54,7 @@ class _Compiled:
         "processors",
         "result",
         "row",
+        "shapes",
         "sql",
         "types",
     )
@@ -78,6 +80,9 @@ class _Compiled:
                 processors[escaped.get(name, name)] = proc
         self.processors: dict[str, Callable[[Any], Any]] = processors
         self.fast = self._fast_binds(compiled, escaped)
+        # IN lists: the expanded SQL per shape (list lengths), see _expanded
+        self.binds = self._expanding_binds(compiled, escaped)
+        self.shapes: dict[tuple[Any, ...], Any] = {}
         selected: list[Any] = getattr(compiled, "_result_columns", None) or []
         self.types = [c.type.dialect_impl(dialect) for c in selected]
         # result processors: made at the first result, from the driver's column type codes
@@ -118,6 +123,77 @@ class _Compiled:
             return None
         return [by_name[n] for n in order]
 
+    def _expanding_binds(self, compiled: Any, escaped: Mapping[str, str]) -> list[Any] | None:
+        """``(driver name, key, name, required, value, expanding)`` per bind of a statement with
+        IN lists, for :meth:`_expanded`; None when SQLAlchemy's general path is needed."""
+        if (
+            not self.expanding
+            or getattr(compiled, "_collected_params", None)
+            or getattr(compiled, "_render_postcompile", False)
+            or any(b.callable is not None for b in compiled.bind_names)
+        ):
+            return None
+        return [
+            (escaped.get(n, n), b.key, n, b.required, b.value, b.expanding)
+            for b, n in compiled.bind_names.items()
+        ]
+
+    def _expanded(self, params: Mapping[str, Any]) -> tuple[str, Any] | None:
+        """The SQL and driver parameters of a statement with IN lists, or None (then
+        ``construct_expanded_state`` does it).
+
+        SQLAlchemy renders the expanded SQL on every call (130 µs for a few short lists). It
+        depends only on the lists' lengths, so it is kept per shape; the values are spread
+        here (``ids`` -> ``ids_1``, ``ids_2`` ...; tuples -> ``pairs_1_1`` ...), and checked
+        once per shape against SQLAlchemy's own expansion (a mismatch keeps the general path).
+        """
+        binds = self.binds
+        if binds is None:
+            return None
+        raw: dict[str, Any] = {}
+        shape: list[Any] = []
+        for esc, bkey, name, required, default, expanding in binds:
+            if bkey in params:
+                v = params[bkey]
+            elif name in params:
+                v = params[name]
+            elif required:
+                return None
+            else:
+                v = default
+            if not expanding:
+                raw[esc] = v
+                continue
+            if not isinstance(v, list | tuple):
+                return None
+            width = len(v[0]) if v and isinstance(v[0], list | tuple) else 0
+            shape.append((esc, len(v), width))
+            for i, item in enumerate(v, 1):
+                if width:
+                    if not isinstance(item, list | tuple) or len(item) != width:
+                        return None
+                    for j, x in enumerate(item, 1):
+                        raw[f"{esc}_{i}_{j}"] = x
+                else:
+                    raw[f"{esc}_{i}"] = item
+        key = tuple(shape)
+        entry = self.shapes.get(key)
+        if entry is None:
+            state = self.compiled.construct_expanded_state(params)
+            same = raw == dict(state.parameters)
+            entry = (state.statement, state.positiontup, dict(state.processors)) if same else False
+            if len(self.shapes) < 256:
+                self.shapes[key] = entry
+        if not entry:
+            return None
+        sql, order, processors = entry  # type: ignore[misc]
+        for n, proc in processors.items():
+            if n in raw:
+                raw[n] = proc(raw[n])
+        if order is not None:
+            return sql, tuple(raw[n] for n in order)
+        return sql, raw
+
     def params(self, params: Mapping[str, Any] | None, key: Any = None) -> tuple[str, Any]:
         """The SQL and the driver parameters for one parameter set (``key``: the cache key of a
         statement that shares this compiled form, which holds that statement's literal
@@ -142,6 +218,9 @@ class _Compiled:
                     return self.sql, tuple(out)
                 return self.sql, {f[0]: v for f, v in zip(fast, out, strict=True)}
         if self.expanding:
+            done = self._expanded(params) if params and key is None else None
+            if done is not None:
+                return done
             state = compiled.construct_expanded_state(params)
             values = dict(state.parameters)
             for name, proc in state.processors.items():

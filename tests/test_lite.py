@@ -75,6 +75,42 @@ def test_in_lists_literal_and_bound(table: tuple[Database, sa.Table]) -> None:
         assert db.run(by_literal, ids, lite=True) == set(ids)
 
 
+def test_in_list_shapes_are_kept_without_mixing_values(table: tuple[Database, sa.Table]) -> None:
+    """The expanded SQL of a statement with IN lists is kept per list length (lite._expanded):
+    lengths seen before, tuple lists, other parameters and empty lists all give what
+    SQLAlchemy itself gives."""
+    db, t = table
+    db.run(_insert, t, [{"id": i, "name": f"n{i % 3}"} for i in range(12)], lite=True)
+    scalar = sa.select(t.c.id).where(
+        t.c.id.in_(sa.bindparam("ids", expanding=True)),
+        t.c.name != sa.bindparam("skip"),
+        t.c.id < 100,  # a literal value among the parameters
+    )
+    pairs = sa.select(t.c.id).where(
+        sa.tuple_(t.c.id, t.c.name).in_(sa.bindparam("pairs", expanding=True))
+    )
+
+    def lite(conn: LiteConnection, stmt: Any, params: dict[str, Any]) -> list[int]:
+        return sorted(conn.execute(stmt, params).scalars())
+
+    def core(conn: sa.Connection, stmt: Any, params: dict[str, Any]) -> list[int]:
+        return sorted(conn.execute(stmt, params).scalars())
+
+    cases = [
+        (scalar, {"ids": [1, 2, 3], "skip": "n0"}),
+        (scalar, {"ids": [4, 5, 6], "skip": "n1"}),  # same length, other values
+        (scalar, {"ids": [7], "skip": "none"}),
+        (scalar, {"ids": [9, 10, 11], "skip": "n2"}),
+        (scalar, {"ids": [], "skip": "n0"}),
+        (pairs, {"pairs": [(1, "n1"), (2, "n0"), (3, "n0")]}),
+        (pairs, {"pairs": [(4, "n1"), (5, "n1"), (6, "n0")]}),
+        (pairs, {"pairs": [(8, "n2")]}),
+    ]
+    for stmt, params in cases:
+        assert db.run(lite, stmt, params, lite=True) == db.run(core, stmt, params), params
+    assert db.run(lite, scalar, {"ids": [4, 5, 6], "skip": "n1"}, lite=True) == [5, 6]
+
+
 def test_insert_compiles_for_the_columns_given(table: tuple[Database, sa.Table]) -> None:
     db, t = table
     stmt = sa.insert(t)  # one statement object, two column sets

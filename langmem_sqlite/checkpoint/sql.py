@@ -13,7 +13,7 @@ from __future__ import annotations
 import json
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, NamedTuple
 
 from sqlalchemy import (
     Table,
@@ -598,6 +598,39 @@ def _ckpt_latest(t: Tables) -> Any:
     return _ckpt_scope(t).order_by(t.checkpoints.c.checkpoint_id.desc()).limit(1)
 
 
+class PendingWrite(NamedTuple):
+    """A row of pending writes, as :func:`read_checkpoint` returns it."""
+
+    checkpoint_id: str
+    task_id: str
+    task_path: str
+    idx: int
+    channel: str
+    type: str
+    value: Any
+
+
+def _with_writes(build: Callable[[Tables], Any]) -> Callable[[Tables], Any]:
+    """The checkpoint row selected by ``build``, once per pending write (its columns
+    prefixed ``w_``), or once with NULLs: a checkpoint and its writes in one round trip."""
+
+    def joined(t: Tables) -> Any:
+        c = build(t).subquery()
+        w = t.checkpoint_writes.c
+        on = and_(
+            w.thread_id == c.c.thread_id,
+            w.ns_hash == c.c.ns_hash,
+            w.checkpoint_id == c.c.checkpoint_id,
+        )
+        wcols = [
+            col.label(f"w_{col.name}")
+            for col in (w.task_id, w.task_path, w.idx, w.channel, w.type, w.value)
+        ]
+        return select(*c.c, *wcols).select_from(c.outerjoin(t.checkpoint_writes, on))
+
+    return joined
+
+
 def read_checkpoint(
     conn: Connection,
     t: Tables,
@@ -605,19 +638,30 @@ def read_checkpoint(
     ns_hash: str,
     checkpoint_id: str | None,
     skip: frozenset[tuple[str, str]] = frozenset(),
-) -> tuple[Row[Any], list[Row[Any]], dict[BlobKey, Any]] | None:
+) -> tuple[Row[Any], list[PendingWrite], dict[BlobKey, Any]] | None:
     """A checkpoint row (the latest when ``checkpoint_id`` is None), its writes, and its blobs
-    except those whose ``(channel_hash, version)`` is in ``skip`` (the caller has them)."""
+    except those whose ``(channel_hash, version)`` is in ``skip`` (the caller has them).
+
+    Two statements: the checkpoint joined with its writes, then the blobs.
+    """
     params = {"t": thread_id, "n": ns_hash}
     if checkpoint_id is not None:
-        stmt = _prepared_stmt(t, "ckpt_by_id", _ckpt_by_id)
-        row = conn.execute(stmt, {**params, "id": checkpoint_id}).first()
+        stmt = _prepared_stmt(t, "ckpt_by_id_w", _with_writes(_ckpt_by_id))
+        rows = conn.execute(stmt, {**params, "id": checkpoint_id}).all()
     else:
-        row = conn.execute(_prepared_stmt(t, "ckpt_latest", _ckpt_latest), params).first()
-    if row is None:
+        rows = conn.execute(
+            _prepared_stmt(t, "ckpt_latest_w", _with_writes(_ckpt_latest)), params
+        ).all()
+    if not rows:
         return None
-    key = (thread_id, ns_hash, row.checkpoint_id)
-    writes = _writes_for(conn, t, [key]).get(key, [])
+    row = rows[0]
+    writes = [
+        PendingWrite(
+            r.checkpoint_id, r.w_task_id, r.w_task_path, r.w_idx, r.w_channel, r.w_type, r.w_value
+        )
+        for r in rows
+        if r.w_task_id is not None
+    ]
     blobs = _blobs_for(conn, t, [k for k in blob_keys(row) if (k[2], k[3]) not in skip])
     return row, writes, blobs
 
