@@ -7,10 +7,12 @@ or read) therefore run through :class:`LiteConnection`, which keeps what matters
 and drops the rest:
 
 * statements are still SQLAlchemy constructs, compiled by SQLAlchemy for the engine's dialect
-  (once per statement object, then cached), with bound parameters only: SQLAlchemy's own
-  :meth:`~sqlalchemy.sql.compiler.SQLCompiler.construct_params` and
-  :meth:`~sqlalchemy.sql.compiler.SQLCompiler.construct_expanded_state` (``IN`` lists) order
-  and expand them, and each column type's bind and result processors convert values;
+  (once per statement object, then cached), with bound parameters only, ordered as the compiled
+  statement says and converted by each column type's bind and result processors. A statement
+  run as the very object compiled looks its values up directly; others go through SQLAlchemy's
+  :meth:`~sqlalchemy.sql.compiler.SQLCompiler.construct_params`. ``IN`` lists are expanded by
+  :meth:`~sqlalchemy.sql.compiler.SQLCompiler.construct_expanded_state` once per list length,
+  whose SQL is then reused (checked against SQLAlchemy's expansion the first time);
 * connections come from the engine's pool, with the dialect's connect-time settings;
 * transactions are the driver's own (``BEGIN IMMEDIATE`` for SQLite writers, as elsewhere);
 * driver errors are wrapped into SQLAlchemy's exception classes with
