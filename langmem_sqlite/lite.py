@@ -154,6 +154,7 @@ class _Compiled:
             return None
         raw: dict[str, Any] = {}
         shape: list[Any] = []
+        # the lookup of params() inlined: a shared helper cost 1 us of the lane's 5.5 per call
         for esc, bkey, name, required, default, expanding in binds:
             if bkey in params:
                 v = params[bkey]
