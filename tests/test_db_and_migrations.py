@@ -6,6 +6,7 @@ import asyncio
 import multiprocessing as mp
 import os
 import uuid
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
@@ -82,7 +83,6 @@ def test_sqlite_writers_in_one_process_take_turns_without_polling(
     """Writers to one SQLite file wait on a lock of this process, not on SQLite's busy handler
     (which sleeps 1, 2, 5, 10 ... ms between polls). With the busy timeout set to 0, any
     contention that reached SQLite would fail with "database is locked" and be retried."""
-    import threading
 
     import langmem_sqlite.db as dbmod
 
@@ -116,11 +116,8 @@ def test_sqlite_writers_in_one_process_take_turns_without_polling(
             else:
                 facts.put((f"s{n}",), str(i), {"v": i})
 
-    threads = [threading.Thread(target=writer, args=(n,)) for n in range(8)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
+    with ThreadPoolExecutor(8) as pool:  # a writer's error is raised here
+        list(pool.map(writer, range(8)))
     assert retries == []
     if lane == "connection":
         assert [len(store.get_messages(f"s{n}")) for n in range(8)] == [40] * 8
