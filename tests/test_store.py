@@ -234,6 +234,48 @@ def test_search_orders_by_most_recent_and_pages_consistently(store: SQLStore) ->
     assert store.search(("s",), limit=0) == []
 
 
+def test_search_shortcut_matches_batch(store: SQLStore) -> None:
+    """Once the tables are known, ``search`` skips ``batch`` (SQLStore.search): same results,
+    same refusals as a SearchOp through ``batch``."""
+    _fill(store)
+    assert store._pgvector is not None and store.tables.key in store.db.ready  # the shortcut
+    cases: list[dict[str, Any]] = [
+        {},
+        {"filter": {"even": True}, "limit": 4, "offset": 2},
+        {"filter": {"i": {"$ne": 3}, "tags": {"c": "red"}}, "limit": 7, "offset": 5},
+        {"filter": {"name": {"$gte": "n1"}, "i": {"$lt": 25}}, "limit": 100},
+        {"filter": {"tags": {"c": {"$eq": "x"}}}, "query": "ignored without an index"},
+        {"limit": 0},
+    ]
+    for prefix in [(), ("s",), ("s", "g1"), ["s", "g2"], ("t",)]:
+        for case in cases:
+            op = SearchOp(
+                tuple(prefix),
+                case.get("filter"),
+                case.get("limit", 10),
+                case.get("offset", 0),
+                case.get("query"),
+            )
+            want = [(i.namespace, i.key, i.value) for i in store.batch([op])[0]]
+            got = [(i.namespace, i.key, i.value) for i in store.search(prefix, **case)]
+            assert got == want, (prefix, case)
+    assert len(store.search(("s",), filter={"i": {"$ne": 3}}, limit=100)) == 29
+    with pytest.raises(InvalidNamespaceError, match="period"):
+        store.search(("s.g1",))
+    with pytest.raises(ValueError, match="namespace"):
+        store.search(("s", ""))
+    with pytest.raises(TypeError, match="namespace"):
+        store.search("s")  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match="filter"):
+        store.search(("s",), filter={"i": {"$regex": "x"}})
+    with pytest.raises(ValueError, match="limit"):
+        store.search(("s",), limit=-1)
+    with pytest.raises(TypeError, match="offset"):
+        store.search(("s",), offset="1")  # type: ignore[arg-type]
+    with pytest.raises(TypeError, match="query"):
+        store.search(("s",), query=3)  # type: ignore[arg-type]
+
+
 def test_search_merges_a_namespace_and_its_sub_namespaces_newest_first(store: SQLStore) -> None:
     """A prefix search reads the prefix's own namespace and its sub-namespaces apart (see
     store.sql._newest_under); the merged pages must be the newest-first order of both."""

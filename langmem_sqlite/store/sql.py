@@ -390,6 +390,12 @@ def use_custom_plans(conn: LiteConnection) -> None:
         info["langmem_custom_plans"] = True
 
 
+def search_now(conn: LiteConnection, t: Tables, q: SearchQuery, now: int) -> list[ItemRow]:
+    """:func:`search_items` as a transaction of its own (custom plans on PostgreSQL)."""
+    use_custom_plans(conn)
+    return search_items(conn, t, q, now)
+
+
 def search_items(conn: LiteConnection, t: Tables, q: SearchQuery, now: int) -> list[ItemRow]:
     """Items under ``q.prefix`` matching ``q.filter``, most recently updated first."""
 
