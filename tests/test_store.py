@@ -193,6 +193,48 @@ def test_batch_reads_see_state_before_writes_and_last_write_wins(store: SQLStore
         store.batch(["not an op"])  # type: ignore[list-item]
 
 
+def test_batches_of_many_keys(db_url: str, prefix: str) -> None:
+    """Gets, deletes and vector replacement for many (namespace, key) pairs in one batch
+    (looked up pair by pair: see store.sql._at_pairs), across chunks, with labels and keys
+    that need quoting."""
+    from langchain_core.embeddings import DeterministicFakeEmbedding
+
+    store = SQLStore(
+        db_url,
+        table_prefix=prefix,
+        index={"dims": 8, "embed": DeterministicFakeEmbedding(size=8), "fields": ["t", "u"]},
+    )
+    spaces = [("a",), ("a", "b"), ('q"x', "ünï"), ("x\\y", "[1]")]
+    keys = [f"k{i}" for i in range(300)] + ['"', "'", "ключ", "a b", "k0 "]
+    pairs = [(ns, k) for ns in spaces for k in keys]  # 1,220 pairs: three chunks
+    store.batch([PutOp(ns, k, {"t": f"{ns} {k}", "u": k}) for ns, k in pairs])
+    missing = [(("a",), "nope"), (("zz",), "k1"), (("a", "b", "c"), "k1")]
+    asked = pairs[::-1] + missing
+    got = store.batch([GetOp(ns, k) for ns, k in asked])
+    assert [None if i is None else (i.namespace, i.key) for i in got] == [
+        *((tuple(ns), k) for ns, k in pairs[::-1]),
+        None,
+        None,
+        None,
+    ]
+    assert all(i.value == {"t": f"{i.namespace} {i.key}", "u": i.key} for i in got if i)
+
+    def vectors() -> int:
+        with get_database(db_url).sync_engine.connect() as c:
+            t = get_tables(prefix).store_vectors
+            return int(c.execute(sa.select(sa.func.count()).select_from(t)).scalar_one())
+
+    assert vectors() == 2 * len(pairs)
+    # re-put half with one field: their vectors are replaced, the others' kept
+    store.batch([PutOp(ns, k, {"t": "new"}) for ns, k in pairs[::2]])
+    assert vectors() == len(pairs[::2]) + 2 * len(pairs[1::2])
+    store.batch([PutOp(ns, k, None) for ns, k in pairs[1::2] + missing])
+    assert vectors() == len(pairs[::2])
+    left = store.batch([GetOp(ns, k) for ns, k in pairs])
+    assert [i is not None for i in left] == [i % 2 == 0 for i in range(len(pairs))]
+    assert all(i.value == {"t": "new"} for i in left if i)
+
+
 def test_delete_missing_is_a_no_op(store: SQLStore) -> None:
     store.delete(("d",), "missing")
     assert store.get(("d",), "missing") is None
