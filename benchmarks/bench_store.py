@@ -220,6 +220,9 @@ def sqlite_pair(
         )
         anchor = SqliteStore(conn, index=index)
         anchor.setup()
+        for store in (ours, extra):  # both sides' tables exist before the timed bulk load
+            if store is not None:
+                store.setup()
         yield ours, anchor, extra, lambda: None
         conn.close()
         for name in ("ours", "vectors"):
@@ -253,6 +256,10 @@ def postgres_pair(
                 extra = SQLStore(
                     PG_URL, table_prefix=prefixes[1], engine_args=engine_args, index=INDEX
                 )
+
+            for store in (ours, extra):  # as anchor.setup(): tables made before the bulk load
+                if store is not None:
+                    store.setup()
 
             def analyze() -> None:
                 # what autovacuum does within a minute of a bulk load: without statistics the

@@ -186,7 +186,7 @@ _INT64_MIN, _INT64_MAX = -(2**63), 2**63 - 1
 
 def _param(dialect: str, v: Any) -> Any:
     if dialect == "postgresql":
-        return json.dumps(v)
+        return v  # bound as jsonb
     if isinstance(v, str) or (dialect == "sqlite" and _INT64_MIN <= v <= _INT64_MAX):
         return v
     return float(v)  # SQLite reads integers beyond 64 bits as floats, too
@@ -203,7 +203,8 @@ def _pg_condition(t: Tables, path: tuple[str, ...], op: str, v: Any, name: str) 
     if v is None:
         cond = sa.or_(at.is_(None), sa.func.jsonb_typeof(at) == "null") if op == "$eq" else None
         return cond, cond is not None and len(path) == 1
-    operand = sa.cast(sa.bindparam(name, type_=sa.Text), postgresql.JSONB)
+    # a jsonb parameter (psycopg sends it typed): no text-to-jsonb cast per row in a generic plan
+    operand = sa.bindparam(name, type_=postgresql.JSONB)
     if _contained(op, v):
         # value @> {"a": {"b": v}} (the parameter, see _params): for a scalar, exactly JSON
         # equality at that path (arrays contain scalars only at the top level), and cheaper
@@ -312,7 +313,7 @@ def _params(dialect: str, q: SearchQuery, now: int) -> dict[str, Any]:
         params["lo"], params["hi"] = bounds
     for i, ((path, op, v), (_, _, kind)) in enumerate(zip(q.leaves, q.shape, strict=True)):
         if v is not None and dialect == "postgresql" and _contained(op, v):
-            params[f"f{i}"] = json.dumps(_nested(path, v))
+            params[f"f{i}"] = _nested(path, v)
         elif v is not None and (dialect == "postgresql" or kind in _SCALARS):
             params[f"f{i}"] = _param(dialect, v)
     return params
