@@ -45,7 +45,7 @@ from ..validation import check_positive
 from . import namespaces
 from . import sql as q
 from .filters import check_filter
-from .vectors import VectorIndex, to_blob
+from .vectors import VectorIndex, to_blobs
 
 __all__ = ["SQLStore"]
 
@@ -334,11 +334,9 @@ class SQLStore(BaseStore):
             if refresh:
                 yield self._refresh_step(refresh, now)
         if batch.puts:
-            vectors = iter(doc_vectors)
+            vectors = iter(to_blobs(doc_vectors))
             rows = [
-                q.PutRow(
-                    ns, key, value, ttl_us, tuple((f, to_blob(next(vectors))) for f, _ in texts)
-                )
+                q.PutRow(ns, key, value, ttl_us, tuple((f, next(vectors)) for f, _ in texts))
                 for (ns, key), (value, ttl_us, texts) in batch.puts.items()
             ]
             # one item without vectors to replace is one statement: no BEGIN/COMMIT on a server

@@ -12,21 +12,38 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from functools import lru_cache
 from typing import Any
 
 import numpy as np
 from langchain_core.embeddings import Embeddings
 from langgraph.store.base import IndexConfig, ensure_embeddings, get_text_at_path, tokenize_path
 
-__all__ = ["VectorIndex", "best_first", "cosine_max_pool", "from_blob", "to_blob"]
+__all__ = ["VectorIndex", "best_first", "cosine_max_pool", "from_blob", "to_blob", "to_blobs"]
 
 
 def to_blob(vector: Sequence[float]) -> bytes:
     """A vector scaled to unit length (zero stays zero), as little-endian float32 bytes: the
     cosine with a stored vector is then a dot product."""
-    v = np.asarray(vector, dtype=np.float64)
-    norm = np.linalg.norm(v)
-    return (v / norm if norm else v).astype("<f4").tobytes()
+    return to_blobs([vector])[0]
+
+
+def to_blobs(vectors: Sequence[Sequence[float]]) -> list[bytes]:
+    """:func:`to_blob` of each vector, normalized together (one numpy pass for a batch)."""
+    if not vectors:
+        return []
+    dims = {len(v) for v in vectors}
+    if len(dims) > 1:  # vectors of several lengths (no ``dims`` in the config): one by one
+        return [to_blobs([v])[0] for v in vectors]
+    m = np.asarray(vectors, dtype=np.float64).reshape(len(vectors), -1)
+    norms = np.linalg.norm(m, axis=1, keepdims=True)
+    m = (m / np.where(norms == 0, 1.0, norms)).astype("<f4")
+    return [row.tobytes() for row in m]
+
+
+@lru_cache(maxsize=256)
+def _tokens(path: str) -> list[str]:
+    return tokenize_path(path)
 
 
 def from_blob(blob: bytes) -> np.ndarray:
@@ -103,7 +120,7 @@ class VectorIndex:
         config's); an array path yields one vector per element (``"path.0"``, ...)."""
         out: list[tuple[str, str]] = []
         for path in self.fields if fields is None else fields:
-            tokens = path if path == "$" else tokenize_path(path)
+            tokens = path if path == "$" else _tokens(path)
             found = [t for t in get_text_at_path(value, tokens) if t]
             if len(found) == 1:
                 out.append((path, found[0]))
