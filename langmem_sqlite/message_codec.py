@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import base64
 import datetime as dt
-import gc
 import json
 import math
 import uuid
@@ -36,6 +35,8 @@ from langchain_core.messages import (
     message_to_dict,
     messages_from_dict,
 )
+
+from .gcpause import gc_paused
 
 __all__ = [
     "STORABLE_TYPES",
@@ -306,13 +307,8 @@ def decode_messages(bodies: Iterable[str | bytes]) -> list[BaseMessage]:
     Decoding builds many small objects and none of them cycles; without the pause, long reads
     trigger full collections whose cost grows with the process's memory, not with the read.
     """
-    enabled = gc.isenabled()
-    gc.disable()
-    try:
+    with gc_paused():
         return [decode_message(b) for b in bodies]
-    finally:
-        if enabled:
-            gc.enable()
 
 
 def message_text(message: BaseMessage) -> str:

@@ -511,3 +511,35 @@ def test_string_filters_never_match_arrays_or_objects(store: SQLStore) -> None:
         ({"f": ["a"]}, {"arr"}),
     ]:
         assert {i.key for i in store.search(("j",), filter=flt)} == keys, flt
+
+
+def test_bulk_batches_pause_the_garbage_collector(store: SQLStore) -> None:
+    """A batch of many operations runs with the cyclic collector paused (langmem_sqlite.gcpause)
+    and leaves it as it found it, even when the batch fails."""
+    import gc
+
+    from langmem_sqlite.gcpause import gc_paused
+
+    seen: list[bool] = []
+    real = store._prepare
+
+    def spy(ops: Any) -> Any:
+        seen.append(gc.isenabled())
+        return real(ops)
+
+    store._prepare = spy  # type: ignore[method-assign]
+    assert gc.isenabled()
+    store.batch([PutOp(("g",), f"k{i}", {"i": i}) for i in range(100)])
+    store.batch([PutOp(("g",), "one", {"i": 1})])
+    assert seen == [False, True] and gc.isenabled()
+    with pytest.raises(ValueError, match="value"):
+        store.batch([PutOp(("g",), f"k{i}", {"i": float("nan")}) for i in range(100)])
+    assert gc.isenabled()
+    assert len(store.search(("g",), limit=1000)) == 101
+    gc.disable()
+    try:
+        with gc_paused():
+            assert not gc.isenabled()
+        assert not gc.isenabled()  # the application's choice stands
+    finally:
+        gc.enable()

@@ -38,6 +38,7 @@ from langgraph.store.base import (
 )
 
 from ..db import Database, DatabaseLike, Plan, Step, get_database
+from ..gcpause import gc_paused
 from ..lite import LiteConnection
 from ..migrate import schema_plan
 from ..schema import DEFAULT_PREFIX, Tables, get_tables
@@ -53,6 +54,10 @@ logger = logging.getLogger(__name__)
 
 _EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
 _TTL_KEYS = frozenset({"refresh_on_read", "omit_expired", "default_ttl", "sweep_interval_minutes"})
+
+
+_MANY_OPS = 64
+"""Batches of at least this many operations run with the garbage collector paused."""
 
 
 def _now_us() -> int:
@@ -480,11 +485,15 @@ class SQLStore(BaseStore):
 
     def batch(self, ops: Iterable[Op]) -> list[Result]:
         """Run store operations (Get, Put, Search, ListNamespaces) and return their results."""
-        prepared = self._prepare(ops)
+        ops = list(ops)
+        many = len(ops) >= _MANY_OPS  # a bulk write: see gcpause (not around user embeddings)
+        with gc_paused(many):
+            prepared = self._prepare(ops)
         vectors = self.index.embed(prepared.texts, prepared.queries) if self.index else ([], [])
         if not prepared.puts and self._pgvector is not None and self.tables.key in self.db.ready:
             return self._reads_now(prepared, vectors[1])
-        return self.db.drive(self._plan(prepared, *vectors))
+        with gc_paused(many):
+            return self.db.drive(self._plan(prepared, *vectors))
 
     def _reads_now(self, batch: _Batch, query_vectors: list[list[float]]) -> list[Result]:
         """A batch of reads once the schema is known to be there: :meth:`_plan`'s steps, run
