@@ -84,6 +84,16 @@ _DEFAULT_DRIVER = {
 SQLITE_BUSY_TIMEOUT_MS = 30_000
 """How long a SQLite connection waits for another writer before giving up."""
 
+SQLITE_WAL_AUTOCHECKPOINT_PAGES = 4000
+"""Pages in the write-ahead log before a commit copies them into the database (SQLite's default
+is 1,000). A checkpoint writes each page once however often it changed since the last one and
+ends with the only fsync of ``synchronous=NORMAL``: a batch of 1,000 store items with vectors
+dirties about 1,080 pages, so with the default every such commit also checkpointed (41 ms per
+batch at 40,000 items; 35 ms with 4,000)."""
+
+SQLITE_JOURNAL_SIZE_LIMIT = 32 * 1024 * 1024
+"""Bytes of write-ahead log left on disk after a checkpoint resets it (the rest is truncated)."""
+
 _RETRY_DELAYS = (0.05, 0.1, 0.2, 0.4, 0.8, 1.6)
 
 
@@ -140,7 +150,8 @@ def _is_memory_sqlite(url: URL) -> bool:
 
 
 def _sqlite_on_connect(dbapi_conn: Any, _record: Any) -> None:
-    """Per-connection SQLite settings: WAL, busy timeout, NORMAL sync, foreign keys.
+    """Per-connection SQLite settings: WAL (checkpointed every 4,000 pages), busy timeout, NORMAL
+    sync, foreign keys.
 
     Also hands transaction control to SQLAlchemy's ``begin`` event (see :func:`_sqlite_on_begin`),
     so that write transactions can start with ``BEGIN IMMEDIATE``.
@@ -150,6 +161,8 @@ def _sqlite_on_connect(dbapi_conn: Any, _record: Any) -> None:
     cur.execute(f"PRAGMA busy_timeout = {SQLITE_BUSY_TIMEOUT_MS}")
     cur.execute("PRAGMA foreign_keys = ON")
     cur.execute("PRAGMA synchronous = NORMAL")
+    cur.execute(f"PRAGMA wal_autocheckpoint = {SQLITE_WAL_AUTOCHECKPOINT_PAGES}")
+    cur.execute(f"PRAGMA journal_size_limit = {SQLITE_JOURNAL_SIZE_LIMIT}")
     cur.execute("PRAGMA journal_mode")
     mode = str(cur.fetchone()[0]).lower()
     if mode not in ("wal", "memory"):

@@ -58,13 +58,22 @@ def test_sqlite_settings(tmp_path: Path) -> None:
     with db.sync_engine.connect() as conn:
         pragma = {
             k: conn.exec_driver_sql(f"PRAGMA {k}").scalar()
-            for k in ("journal_mode", "busy_timeout", "synchronous", "foreign_keys")
+            for k in (
+                "journal_mode",
+                "busy_timeout",
+                "synchronous",
+                "foreign_keys",
+                "wal_autocheckpoint",
+                "journal_size_limit",
+            )
         }
     assert pragma == {
         "journal_mode": "wal",
         "busy_timeout": 30000,
         "synchronous": 1,
         "foreign_keys": 1,
+        "wal_autocheckpoint": 4000,
+        "journal_size_limit": 32 * 1024 * 1024,
     }
 
 
