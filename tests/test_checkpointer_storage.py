@@ -398,6 +398,18 @@ def test_versions_increase_and_differ_across_forks(saver: SQLSaver) -> None:
     assert a.split(".")[0] == b.split(".")[0] == "2".zfill(12)
     assert saver.get_next_version(7, None).startswith("8".zfill(12) + ".")
     assert saver.get_next_version("00000000000000000000000000000041.5", None) > "0" * 10 + "41"
+    # and across forked processes writing the same thread (the random bits are reseeded)
+    read, write = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # the child: its next versions, through the pipe
+        os.write(write, " ".join(saver.get_next_version(v1, None) for _ in range(20)).encode())
+        os._exit(0)
+    os.close(write)
+    child = set(os.read(read, 4096).decode().split())
+    os.waitpid(pid, 0)
+    os.close(read)
+    mine = {saver.get_next_version(v1, None) for _ in range(20)}
+    assert len(child) == 20 and not child & mine
 
 
 async def test_sync_methods_work_inside_a_running_loop(saver: SQLSaver) -> None:
