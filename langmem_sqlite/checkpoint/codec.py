@@ -2,10 +2,16 @@
 zlib; and a refusal of what LangGraph's serializer would change silently.
 
 Every value goes through ``serde.dumps_typed`` (so ``EncryptedSerializer`` and allowlists cover
-everything). Serialized values of 64 bytes or more are then compressed with zlib when that saves
+everything). Serialized values of 512 bytes or more are then compressed with zlib when that saves
 at least a tenth; the stored type gets a ``+z`` suffix and :func:`loads` undoes it. Encrypted
 output does not compress and stays as it is. Rows written before compression existed, without
-the suffix, read as before.
+the suffix, read as before (and so do rows compressed from 64 bytes up, as earlier versions did).
+
+Why 512: smaller values (a checkpoint's own record, about 230 bytes; one pending write, about
+280) save 15-30% at most, and each zlib call releases the GIL, which in a chat graph hands it to
+LangGraph's other thread and back: 28 us per call in the run, 5 us when timed alone. From 64 to
+512 bytes, a 200-turn chat run went from 0.587 to 0.552 s (medians of 8 interleaved runs) for
+68 KB more stored (PostgreSQL's raw row bytes 0.179x to about 0.19x of PostgresSaver's).
 
 LangGraph's ``JsonPlusSerializer`` packs with ``OPT_REPLACE_SURROGATES``: a string holding a lone
 surrogate (``"a\\ud800b"``, e.g. from bytes decoded with ``surrogateescape``) is stored as
@@ -29,7 +35,7 @@ from langgraph.checkpoint.serde.base import SerializerProtocol
 __all__ = ["dumps", "loads"]
 
 _Z = "+z"
-_MIN_COMPRESS = 64
+_MIN_COMPRESS = 512
 
 try:  # LangGraph's own msgpack hooks, so that the check packs what the serializer packs
     from langgraph.checkpoint.serde.jsonplus import _msgpack_default, _option
