@@ -318,6 +318,34 @@ def test_search_shortcut_matches_batch(store: SQLStore) -> None:
         store.search(("s",), query=3)  # type: ignore[arg-type]
 
 
+def test_put_shortcut_matches_basestore(db_url: str, prefix: str) -> None:
+    """Once the tables are known, ``put`` skips the batch plan (SQLStore.put): the same checks
+    as BaseStore.put, the TTL config's default, and the item written."""
+    store = SQLStore(db_url, table_prefix=prefix, ttl={"default_ttl": 5})
+    store.put(("p",), "first", {"v": 0})  # the first call goes through batch
+    assert store._pgvector is not None and store.tables.key in store.db.ready
+    store.put(("p", "q"), 7, {"v": 1})  # type: ignore[arg-type]
+    store.put(("p", "q"), "forever", {"v": 2}, ttl=None)
+    store.put(("p", "q"), "7", {"v": 3}, index=False)  # last write wins
+    got = {i.key: i.value for i in store.search(("p", "q"))}
+    assert got == {"7": {"v": 3}, "forever": {"v": 2}}
+    items = get_tables(prefix).store_items
+    with get_database(db_url).sync_engine.connect() as c:
+        ttl = dict(c.execute(sa.select(items.c.key, items.c.ttl_us)).all())
+    assert ttl == {"first": 300_000_000, "7": 300_000_000, "forever": None}
+    with pytest.raises(InvalidNamespaceError, match="langgraph"):
+        store.put(("langgraph", "x"), "k", {"v": 1})
+    with pytest.raises(InvalidNamespaceError, match="period"):
+        store.put(("a.b",), "k", {"v": 1})
+    with pytest.raises(InvalidNamespaceError):
+        store.put((), "k", {"v": 1})
+    with pytest.raises(TypeError, match="value"):
+        store.put(("p",), "k", ["not", "a", "dict"])  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match="ttl"):
+        store.put(("p",), "k", {"v": 1}, ttl=-1)
+    assert {i.key for i in store.search(("p",), limit=100)} == {"first", "7", "forever"}
+
+
 def test_search_merges_a_namespace_and_its_sub_namespaces_newest_first(store: SQLStore) -> None:
     """A prefix search reads the prefix's own namespace and its sub-namespaces apart (see
     store.sql._newest_under); the merged pages must be the newest-first order of both."""

@@ -16,12 +16,13 @@ import logging
 import math
 import threading
 import time
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta, timezone
-from typing import Any
+from typing import Any, Literal
 
 from langgraph.store.base import (
+    NOT_PROVIDED,
     BaseStore,
     GetOp,
     IndexConfig,
@@ -29,6 +30,7 @@ from langgraph.store.base import (
     Item,
     ListNamespacesOp,
     MatchCondition,
+    NotProvided,
     Op,
     PutOp,
     Result,
@@ -339,21 +341,26 @@ class SQLStore(BaseStore):
             if refresh:
                 yield self._refresh_step(refresh, now)
         if batch.puts:
-            vectors = iter(to_blobs(doc_vectors))
-            rows = [
-                q.PutRow(ns, key, value, ttl_us, tuple((f, next(vectors)) for f, _ in texts))
-                for (ns, key), (value, ttl_us, texts) in batch.puts.items()
-            ]
-            # one item without vectors to replace is one statement: no BEGIN/COMMIT on a server
-            one = len(rows) == 1 and (rows[0].value is None or self.index is None)
-            yield Step(
-                q.apply_puts,
-                (self.tables, rows, now, self.index is not None, pgvector),
-                write=True,
-                lite=True,
-                single=one,
-            )
+            yield self._puts_step(batch, doc_vectors, now, pgvector)
         return results
+
+    def _puts_step(
+        self, batch: _Batch, doc_vectors: list[list[float]], now: int, pgvector: bool
+    ) -> Step:
+        vectors = iter(to_blobs(doc_vectors))
+        rows = [
+            q.PutRow(ns, key, value, ttl_us, tuple((f, next(vectors)) for f, _ in texts))
+            for (ns, key), (value, ttl_us, texts) in batch.puts.items()
+        ]
+        # one item without vectors to replace is one statement: no BEGIN/COMMIT on a server
+        one = len(rows) == 1 and (rows[0].value is None or self.index is None)
+        return Step(
+            q.apply_puts,
+            (self.tables, rows, now, self.index is not None, pgvector),
+            write=True,
+            lite=True,
+            single=one,
+        )
 
     def _one_statement(self, batch: _Batch) -> bool:
         """Whether the reads of ``batch`` are one statement (one get, or one search done in
@@ -429,6 +436,33 @@ class SQLStore(BaseStore):
                 q.refresh_ttl, self.tables, [row.id], now, write=True, lite=True, single=True
             )
         return _get_item(row)
+
+    def put(
+        self,
+        namespace: tuple[str, ...],
+        key: str,
+        value: Mapping[str, Any],
+        index: Literal[False] | list[str] | None = None,
+        *,
+        ttl: float | NotProvided | None = NOT_PROVIDED,
+    ) -> None:
+        """Store or replace one item (as ``BaseStore.put``). Without an index to embed for,
+        once the tables are known to be there, this skips :meth:`batch`'s plan: one statement
+        on the light lane."""
+        if self.index is not None or self._pgvector is None or self.tables.key not in self.db.ready:
+            super().put(namespace, key, value, index, ttl=ttl)
+            return
+        namespaces.encoded(namespace)
+        _public_labels(namespace)
+        if namespace[0] == "langgraph":
+            raise InvalidNamespaceError(
+                f'Root label for namespace cannot be "langgraph". Got: {namespace}'
+            )
+        minutes = (
+            (self.ttl_config or {}).get("default_ttl") if isinstance(ttl, NotProvided) else ttl
+        )
+        batch = self._prepare([PutOp(namespace, str(key), value, index=index, ttl=minutes)])
+        self.db.run_step(self._puts_step(batch, [], _now_us(), False))
 
     def search(
         self,
