@@ -30,10 +30,9 @@ import threading
 import time
 import weakref
 from collections.abc import Callable, Generator
-from dataclasses import dataclass, field
 from decimal import Decimal
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any, NamedTuple, TypeVar
 
 from sqlalchemy import event, exc
 from sqlalchemy.engine import URL, Connection, Engine, create_engine, make_url
@@ -97,12 +96,12 @@ SQLITE_JOURNAL_SIZE_LIMIT = 32 * 1024 * 1024
 _RETRY_DELAYS = (0.05, 0.1, 0.2, 0.4, 0.8, 1.6)
 
 
-@dataclass(frozen=True)
-class Step:
-    """One transaction of a :data:`Plan`: ``fn(connection, *args)``."""
+class Step(NamedTuple):
+    """One transaction of a :data:`Plan`: ``fn(connection, *args)`` (a named tuple: made on
+    every call of the hot paths, where a frozen dataclass cost 1.5 us more)."""
 
     fn: Callable[..., Any]
-    args: tuple[Any, ...] = field(default=())
+    args: tuple[Any, ...] = ()
     write: bool = False
     own_transaction: bool = False
     lite: bool = False
@@ -266,8 +265,7 @@ def _is_retryable(error: BaseException) -> bool:
     )
 
 
-@dataclass(frozen=True)
-class _Done:
+class _Done(NamedTuple):
     value: Any
 
 
@@ -524,6 +522,17 @@ class Database:
             single=step.single,
         )
 
+    async def arun_step(self, step: Step) -> Any:
+        """The async twin of :meth:`run_step`."""
+        return await self.arun(
+            step.fn,
+            *step.args,
+            write=step.write,
+            own_transaction=step.own_transaction,
+            lite=step.lite,
+            single=step.single,
+        )
+
     def drive(self, plan: Plan[T]) -> T:
         """Run a :data:`Plan` synchronously and return its result."""
         step = _advance(plan, None, None)
@@ -539,14 +548,7 @@ class Database:
         step = _advance(plan, None, None)
         while isinstance(step, Step):
             try:
-                result = await self.arun(
-                    step.fn,
-                    *step.args,
-                    write=step.write,
-                    own_transaction=step.own_transaction,
-                    lite=step.lite,
-                    single=step.single,
-                )
+                result = await self.arun_step(step)
             except Exception as e:
                 step = _advance(plan, None, e)
             else:

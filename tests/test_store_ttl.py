@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 import sqlalchemy as sa
 from langchain_core.embeddings import DeterministicFakeEmbedding
-from langgraph.store.base import GetOp, PutOp
+from langgraph.store.base import GetOp, InvalidNamespaceError, PutOp, SearchOp
 
 import langmem_sqlite.store.store as store_module
 from langmem_sqlite import SQLStore
@@ -137,3 +137,32 @@ def test_bad_ttls(db_url: str, prefix: str) -> None:
         with pytest.raises(error, match="ttl"):
             store.batch([PutOp(("t",), "k", {"v": 1}, ttl=bad)])  # type: ignore[arg-type]
     assert store.batch([GetOp(("t",), "k")]) == [None]
+
+
+async def test_async_shortcuts_match_abatch(db_url: str, prefix: str, clock: Clock) -> None:
+    """aget, aput and asearch take the same shortcuts as their sync twins once the tables are
+    known: same answers as SearchOp/GetOp through abatch, same refusals, TTLs refreshed."""
+    store = SQLStore(db_url, table_prefix=prefix, ttl={"default_ttl": 10})
+    await store.abatch([PutOp(("a",), "seed", {"i": -1})])
+    assert store._ready()
+    for i in range(12):
+        await store.aput(("a", f"g{i % 2}"), f"k{i}", {"i": i, "even": i % 2 == 0})
+    for prefix_, flt in [(("a",), None), (("a", "g1"), {"i": {"$gt": 4}}), ((), {"even": True})]:
+        want = (await store.abatch([SearchOp(prefix_, flt, 5, 1)]))[0]
+        got = await store.asearch(prefix_, filter=flt, limit=5, offset=1)
+        assert [(i.key, i.value) for i in got] == [(i.key, i.value) for i in want]
+    assert (await store.aget(("a", "g0"), "k4")).value == {"i": 4, "even": True}  # type: ignore[union-attr]
+    assert await store.aget(("a", "g0"), "k5") is None
+    clock.advance(8)
+    assert await store.aget(("a", "g0"), "k0") is not None  # refreshed: 10 more minutes
+    assert len(await store.asearch(("a", "g1"), limit=100)) == 6  # refreshed too
+    clock.advance(8)
+    assert await store.aget(("a", "g0"), "k0") is not None
+    assert await store.aget(("a", "g0"), "k2") is None  # lapsed
+    assert len(await store.asearch(("a", "g1"), limit=100)) == 6
+    with pytest.raises(InvalidNamespaceError, match="langgraph"):
+        await store.aput(("langgraph",), "k", {"v": 1})
+    with pytest.raises(InvalidNamespaceError, match="period"):
+        await store.aget(("a.b",), "k")
+    with pytest.raises(ValueError, match="limit"):
+        await store.asearch(("a",), limit=-1)

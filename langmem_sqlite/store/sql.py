@@ -39,6 +39,7 @@ __all__ = [
     "SearchQuery",
     "apply_puts",
     "enable_pgvector",
+    "get_item",
     "get_items",
     "list_namespaces",
     "prefilter",
@@ -371,6 +372,15 @@ def _pairs(dialect: str, pairs: Sequence[tuple[str, str]]) -> dict[str, Any]:
     return {"pairs_json": json.dumps(list(pairs))}
 
 
+def get_item(
+    conn: LiteConnection, t: Tables, ns: str, key: str, now: int, omit_expired: bool
+) -> ItemRow | None:
+    """The live item at ``(encoded ns, key)``, if any."""
+    params = {"ns": ns, "key": key, "now": now}
+    row = conn.execute(_get_one_stmt(t, omit_expired), params).first()
+    return _item(row) if row is not None else None
+
+
 def get_items(
     conn: LiteConnection, t: Tables, keys: Sequence[tuple[str, str]], now: int, omit_expired: bool
 ) -> dict[tuple[str, str], ItemRow]:
@@ -378,9 +388,8 @@ def get_items(
     out: dict[tuple[str, str], ItemRow] = {}
     unique = list(dict.fromkeys(keys))
     if len(unique) == 1:
-        params = {"ns": unique[0][0], "key": unique[0][1], "now": now}
-        row = conn.execute(_get_one_stmt(t, omit_expired), params).first()
-        return {unique[0]: _item(row)} if row is not None else {}
+        one = get_item(conn, t, *unique[0], now, omit_expired)
+        return {unique[0]: one} if one is not None else {}
     name = conn.dialect.name
     stmt = _cached(
         ("get_many", t.key, name, omit_expired),

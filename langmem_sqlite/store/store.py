@@ -16,10 +16,10 @@ import logging
 import math
 import threading
 import time
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta, timezone
-from typing import Any, Literal
+from typing import Any, Literal, TypeVar
 
 from langgraph.store.base import (
     NOT_PROVIDED,
@@ -195,6 +195,18 @@ def _public_labels(namespace: Any) -> None:
         raise InvalidNamespaceError(
             f"Invalid namespace {tuple(namespace)!r}: labels cannot contain periods ('.')"
         )
+
+
+T = TypeVar("T")
+_Shortcut = tuple[
+    Callable[..., Any], tuple[Any, ...], bool, bool, Callable[[Any], tuple[T, "Step | None"]]
+]
+"""A shortcut's statement on the light lane (``fn``, ``args``, ``write``, ``single``), and what
+turns its result into (answer, refresh step or None)."""
+
+
+def _nothing_more(_: Any) -> tuple[None, None]:
+    return None, None
 
 
 def _search_item(row: q.ItemRow) -> SearchItem:
@@ -409,49 +421,48 @@ class SQLStore(BaseStore):
             results[i] = _shape_namespaces(op, found_ns)
         return sorted(set(refresh))
 
-    def get(
-        self,
-        namespace: tuple[str, ...],
-        key: str,
-        *,
-        refresh_ttl: bool | None = None,
-    ) -> Item | None:
-        """One item, or ``None`` (as ``BaseStore.get``, on a shorter path than :meth:`batch`:
-        one statement on the light lane once the tables are known to be there)."""
-        if self.tables.key not in self.db.ready:
-            return super().get(namespace, key, refresh_ttl=refresh_ttl)
+    # -- shortcuts: get, put and search without batch's plan --------------------------------
+    #
+    # Once the tables are known to be there, a single get, a put without an index to embed for,
+    # and a search without a vector query skip batch's preparation and plan: the same checks,
+    # then one statement on the light lane, and a second one to refresh TTLs when needed. Each
+    # shortcut validates its arguments at once and returns that statement with what turns its
+    # result into the answer (and the refresh step, if any): the sync method runs them, its
+    # async twin awaits them. None means "take BaseStore's path". (A generator plan, as batch
+    # uses, cost 1.7 us more per get: 15.1 instead of 13.4 us; a Step per call, 0.6 us.)
+
+    def _ready(self) -> bool:
+        return self._pgvector is not None and self.tables.key in self.db.ready
+
+    def _get_shortcut(
+        self, namespace: tuple[str, ...], key: str, refresh_ttl: bool | None
+    ) -> _Shortcut[Item | None] | None:
+        if not self._ready():
+            return None
         ns = namespaces.encoded(namespace, allow_empty=True)
         if "." in ns:
             _public_labels(namespace)
         k = namespaces.check_text(str(key), "key")
         now = _now_us()
-        found = self.db.run(
-            q.get_items, self.tables, [(ns, k)], now, self.omit_expired, lite=True, single=True
-        )
-        row = found.get((ns, k))
-        if row is None:
-            return None
-        if row.ttl_us is not None and self._refreshes(refresh_ttl):
-            self.db.run(
-                q.refresh_ttl, self.tables, [row.id], now, write=True, lite=True, single=True
-            )
-        return _get_item(row)
 
-    def put(
+        def finish(row: q.ItemRow | None) -> tuple[Item | None, Step | None]:
+            if row is None:
+                return None, None
+            refresh = row.ttl_us is not None and self._refreshes(refresh_ttl)
+            return _get_item(row), self._refresh_step([row.id], now) if refresh else None
+
+        return q.get_item, (self.tables, ns, k, now, self.omit_expired), False, True, finish
+
+    def _put_shortcut(
         self,
         namespace: tuple[str, ...],
         key: str,
         value: Mapping[str, Any],
-        index: Literal[False] | list[str] | None = None,
-        *,
-        ttl: float | NotProvided | None = NOT_PROVIDED,
-    ) -> None:
-        """Store or replace one item (as ``BaseStore.put``). Without an index to embed for,
-        once the tables are known to be there, this skips :meth:`batch`'s plan: one statement
-        on the light lane."""
-        if self.index is not None or self._pgvector is None or self.tables.key not in self.db.ready:
-            super().put(namespace, key, value, index, ttl=ttl)
-            return
+        index: Literal[False] | list[str] | None,
+        ttl: float | NotProvided | None,
+    ) -> _Shortcut[None] | None:
+        if self.index is not None or not self._ready():
+            return None
         namespaces.encoded(namespace)
         _public_labels(namespace)
         if namespace[0] == "langgraph":
@@ -462,7 +473,113 @@ class SQLStore(BaseStore):
             (self.ttl_config or {}).get("default_ttl") if isinstance(ttl, NotProvided) else ttl
         )
         batch = self._prepare([PutOp(namespace, str(key), value, index=index, ttl=minutes)])
-        self.db.run_step(self._puts_step(batch, [], _now_us(), False))
+        step = self._puts_step(batch, [], _now_us(), False)
+        return step.fn, step.args, True, step.single, _nothing_more
+
+    def _search_shortcut(
+        self,
+        namespace_prefix: tuple[str, ...],
+        query: str | None,
+        filter: dict[str, Any] | None,
+        limit: int,
+        offset: int,
+        refresh_ttl: bool | None,
+    ) -> _Shortcut[list[SearchItem]] | None:
+        if not self._ready() or (
+            query is not None and (self.index is not None or not isinstance(query, str))
+        ):
+            return None
+        ns = namespaces.encoded(namespace_prefix, "namespace_prefix", allow_empty=True)
+        if "." in ns:
+            _public_labels(namespace_prefix)
+        search = q.SearchQuery(
+            tuple(namespace_prefix),
+            check_filter(filter),
+            check_positive(limit, "limit", allow_zero=True),
+            check_positive(offset, "offset", allow_zero=True),
+            self.omit_expired,
+        )
+        now = _now_us()
+
+        def finish(rows: list[q.ItemRow]) -> tuple[list[SearchItem], Step | None]:
+            ids = sorted({r.id for r in rows if r.ttl_us is not None})
+            more = self._refresh_step(ids, now) if ids and self._refreshes(refresh_ttl) else None
+            return [_search_item(r) for r in rows], more
+
+        one = q.prefilter(self.tables, self.db.dialect, search)[1]
+        return q.search_now, (self.tables, search, now), False, one, finish
+
+    def _run(self, shortcut: _Shortcut[T]) -> T:
+        fn, args, write, single, finish = shortcut
+        answer, more = finish(self.db.run(fn, *args, write=write, lite=True, single=single))
+        if more is not None:
+            self.db.run_step(more)
+        return answer
+
+    async def _arun(self, shortcut: _Shortcut[T]) -> T:
+        fn, args, write, single, finish = shortcut
+        answer, more = finish(await self.db.arun(fn, *args, write=write, lite=True, single=single))
+        if more is not None:
+            await self.db.arun_step(more)
+        return answer
+
+    def get(
+        self,
+        namespace: tuple[str, ...],
+        key: str,
+        *,
+        refresh_ttl: bool | None = None,
+    ) -> Item | None:
+        """One item, or ``None`` (as ``BaseStore.get``; see the shortcuts above)."""
+        shortcut = self._get_shortcut(namespace, key, refresh_ttl)
+        if shortcut is None:
+            return super().get(namespace, key, refresh_ttl=refresh_ttl)
+        return self._run(shortcut)
+
+    async def aget(
+        self,
+        namespace: tuple[str, ...],
+        key: str,
+        *,
+        refresh_ttl: bool | None = None,
+    ) -> Item | None:
+        """Async :meth:`get`."""
+        shortcut = self._get_shortcut(namespace, key, refresh_ttl)
+        if shortcut is None:
+            return await super().aget(namespace, key, refresh_ttl=refresh_ttl)
+        return await self._arun(shortcut)
+
+    def put(
+        self,
+        namespace: tuple[str, ...],
+        key: str,
+        value: Mapping[str, Any],
+        index: Literal[False] | list[str] | None = None,
+        *,
+        ttl: float | NotProvided | None = NOT_PROVIDED,
+    ) -> None:
+        """Store or replace one item (as ``BaseStore.put``; see the shortcuts above)."""
+        shortcut = self._put_shortcut(namespace, key, value, index, ttl)
+        if shortcut is None:
+            super().put(namespace, key, value, index, ttl=ttl)
+            return
+        self._run(shortcut)
+
+    async def aput(
+        self,
+        namespace: tuple[str, ...],
+        key: str,
+        value: Mapping[str, Any],
+        index: Literal[False] | list[str] | None = None,
+        *,
+        ttl: float | NotProvided | None = NOT_PROVIDED,
+    ) -> None:
+        """Async :meth:`put`."""
+        shortcut = self._put_shortcut(namespace, key, value, index, ttl)
+        if shortcut is None:
+            await super().aput(namespace, key, value, index, ttl=ttl)
+            return
+        await self._arun(shortcut)
 
     def search(
         self,
@@ -475,14 +592,11 @@ class SQLStore(BaseStore):
         offset: int = 0,
         refresh_ttl: bool | None = None,
     ) -> list[SearchItem]:
-        """Items under ``namespace_prefix`` (as ``BaseStore.search``). Without a vector query,
-        once the tables are known to be there, this skips :meth:`batch`'s machinery: one
-        statement on the light lane when the filter is done wholly in SQL."""
-        if (
-            (query is not None and (self.index is not None or not isinstance(query, str)))
-            or self._pgvector is None
-            or self.tables.key not in self.db.ready
-        ):
+        """Items under ``namespace_prefix`` (as ``BaseStore.search``; see the shortcuts above)."""
+        shortcut = self._search_shortcut(
+            namespace_prefix, query, filter, limit, offset, refresh_ttl
+        )
+        if shortcut is None:
             return super().search(
                 namespace_prefix,
                 query=query,
@@ -491,24 +605,33 @@ class SQLStore(BaseStore):
                 offset=offset,
                 refresh_ttl=refresh_ttl,
             )
-        ns = namespaces.encoded(namespace_prefix, "namespace_prefix", allow_empty=True)
-        if "." in ns:
-            _public_labels(namespace_prefix)
-        search = q.SearchQuery(
-            tuple(namespace_prefix),
-            check_filter(filter),
-            check_positive(limit, "limit", allow_zero=True),
-            check_positive(offset, "offset", allow_zero=True),
-            self.omit_expired,
+        return self._run(shortcut)
+
+    async def asearch(
+        self,
+        namespace_prefix: tuple[str, ...],
+        /,
+        *,
+        query: str | None = None,
+        filter: dict[str, Any] | None = None,
+        limit: int = 10,
+        offset: int = 0,
+        refresh_ttl: bool | None = None,
+    ) -> list[SearchItem]:
+        """Async :meth:`search`."""
+        shortcut = self._search_shortcut(
+            namespace_prefix, query, filter, limit, offset, refresh_ttl
         )
-        now = _now_us()
-        one = q.prefilter(self.tables, self.db.dialect, search)[1]
-        rows = self.db.run(q.search_now, self.tables, search, now, lite=True, single=one)
-        if self._refreshes(refresh_ttl):
-            ids = sorted({r.id for r in rows if r.ttl_us is not None})
-            if ids:
-                self.db.run_step(self._refresh_step(ids, now))
-        return [_search_item(r) for r in rows]
+        if shortcut is None:
+            return await super().asearch(
+                namespace_prefix,
+                query=query,
+                filter=filter,
+                limit=limit,
+                offset=offset,
+                refresh_ttl=refresh_ttl,
+            )
+        return await self._arun(shortcut)
 
     def _refreshes(self, refresh_ttl: bool | None) -> bool:
         """Whether a read refreshes the TTL of what it returns (``refresh_ttl``, else the TTL
