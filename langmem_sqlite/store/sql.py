@@ -81,6 +81,8 @@ class PutRow:
     value: dict[str, Any] | None
     ttl_us: int | None
     vectors: tuple[tuple[str, bytes], ...] = ()
+    text: str | None = None
+    """The value's JSON text, when the caller has it (stored as is outside PostgreSQL)."""
 
 
 @dataclass(frozen=True)
@@ -614,13 +616,21 @@ def _upsert(conn: LiteConnection, t: Tables, rows: list[dict[str, Any]]) -> None
     changing = ("value", "updated_at", "ttl_us", "expires_at")
 
     def build() -> Any:
-        if name in ("sqlite", "postgresql"):
-            ins = (sqlite if name == "sqlite" else postgresql).insert(items)
+        if name == "postgresql":
+            ins = postgresql.insert(items)
             return ins.on_conflict_do_update(
                 index_elements=[items.c.ns, items.c.key],
                 set_={k: ins.excluded[k] for k in changing},
             )
-        mins = mysql.insert(items)
+        # the value arrives as JSON text (see PutRow.text): bound as text, not serialized again
+        text = {"value": sa.bindparam("value", type_=sa.Text)}
+        if name == "sqlite":
+            lite = sqlite.insert(items).values(text)
+            return lite.on_conflict_do_update(
+                index_elements=[items.c.ns, items.c.key],
+                set_={k: lite.excluded[k] for k in changing},
+            )
+        mins = mysql.insert(items).values(text)
         return mins.on_duplicate_key_update({k: mins.inserted[k] for k in changing})
 
     conn.execute(_cached(("upsert", t.key, name), build), rows)
@@ -657,6 +667,7 @@ def apply_puts(
     puts = [r for r in rows if r.value is not None]
     if not puts:
         return
+    as_text = conn.dialect.name != "postgresql"
     _upsert(
         conn,
         t,
@@ -664,7 +675,7 @@ def apply_puts(
             {
                 "ns": r.ns,
                 "key": r.key,
-                "value": r.value,
+                "value": _json_text(r) if as_text else r.value,
                 "created_at": now,
                 "updated_at": now,
                 "ttl_us": r.ttl_us,
@@ -675,6 +686,10 @@ def apply_puts(
     )
     if index:
         _replace_vectors(conn, t, puts, pgvector)
+
+
+def _json_text(row: PutRow) -> str:
+    return row.text if row.text is not None else json.dumps(row.value, ensure_ascii=False)
 
 
 def _replace_vectors(conn: LiteConnection, t: Tables, puts: list[PutRow], pgvector: bool) -> None:

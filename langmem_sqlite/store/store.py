@@ -70,9 +70,11 @@ def _dt(us: int) -> datetime:
     return _EPOCH + timedelta(microseconds=us)
 
 
-def _check_value(value: Any) -> dict[str, Any] | None:
+def _check_value(value: Any) -> tuple[dict[str, Any] | None, str | None]:
+    """The value and its JSON text (``(None, None)`` for a delete); stored as that text where
+    the column is text (SQLite, MySQL), so that it is serialized once."""
     if value is None:
-        return None
+        return None, None
     if not isinstance(value, dict):
         raise TypeError(f"value: expected a dict (or None to delete), got {type(value).__name__}")
     try:
@@ -88,7 +90,7 @@ def _check_value(value: Any) -> dict[str, Any] | None:
         raise ValueError("value: nested too deeply to store") from e
     if "\\u0000" in text:
         raise ValueError("value: strings must not contain NUL characters")
-    return value
+    return value, text
 
 
 def _check_ttl_minutes(ttl: Any, name: str) -> int | None:
@@ -126,9 +128,11 @@ class _Batch:
     gets: list[tuple[int, str, str, bool]] = field(default_factory=list)
     searches: list[tuple[int, q.SearchQuery, str | None, bool]] = field(default_factory=list)
     lists: list[tuple[int, ListNamespacesOp]] = field(default_factory=list)
-    puts: dict[tuple[str, str], tuple[dict[str, Any] | None, int | None, list[tuple[str, str]]]] = (
-        field(default_factory=dict)
-    )
+    puts: dict[
+        tuple[str, str],
+        tuple[dict[str, Any] | None, int | None, str | None, list[tuple[str, str]]],
+    ] = field(default_factory=dict)
+    """(ns, key) -> (value, TTL in us, the value's JSON text, (field, text) pairs to embed)"""
 
     @property
     def texts(self) -> list[str]:
@@ -295,7 +299,7 @@ class SQLStore(BaseStore):
     def _prepare_put(self, batch: _Batch, op: PutOp) -> None:
         ns = namespaces.encoded(op.namespace)
         key = namespaces.check_text(op.key, "key")
-        value = _check_value(op.value)
+        value, text = _check_value(op.value)
         ttl_us = _check_ttl_minutes(op.ttl, "ttl")
         if op.index not in (None, False) and (
             isinstance(op.index, str) or not all(isinstance(f, str) for f in op.index)  # type: ignore[union-attr]
@@ -305,7 +309,7 @@ class SQLStore(BaseStore):
         if self.index is not None and value is not None and op.index is not False:
             texts = self.index.texts(value, None if op.index is None else list(op.index))
         batch.puts.pop((ns, key), None)  # the last write wins, in batch order
-        batch.puts[(ns, key)] = (value, ttl_us, texts)
+        batch.puts[(ns, key)] = (value, ttl_us, text, texts)
 
     def _prepare_search(self, i: int, op: SearchOp) -> tuple[int, q.SearchQuery, str | None, bool]:
         prefix = namespaces.check_namespace(
@@ -361,8 +365,8 @@ class SQLStore(BaseStore):
     ) -> Step:
         vectors = iter(to_blobs(doc_vectors))
         rows = [
-            q.PutRow(ns, key, value, ttl_us, tuple((f, next(vectors)) for f, _ in texts))
-            for (ns, key), (value, ttl_us, texts) in batch.puts.items()
+            q.PutRow(ns, key, value, ttl_us, tuple((f, next(vectors)) for f, _ in texts), text)
+            for (ns, key), (value, ttl_us, text, texts) in batch.puts.items()
         ]
         # one item without vectors to replace is one statement: no BEGIN/COMMIT on a server
         one = len(rows) == 1 and (rows[0].value is None or self.index is None)
