@@ -7,6 +7,10 @@ the same way, embed what needs embedding (the only sync/async difference), then 
 
 As in LangGraph's ``InMemoryStore``, the reads of a batch see the data as it was before the
 batch's writes, and of several writes to one item in a batch the last wins.
+
+``get``/``aget``, ``put``/``aput`` (without an index) and ``search``/``asearch`` (without a
+vector query) take shortcuts once the tables are known to be there: the same checks and the same
+SQL functions, without the batch's plan (see "shortcuts" below).
 """
 
 from __future__ import annotations
