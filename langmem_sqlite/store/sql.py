@@ -19,7 +19,7 @@ import json
 import re
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
-from typing import Any, TypeVar
+from typing import Any, NamedTuple, TypeVar
 
 import sqlalchemy as sa
 from sqlalchemy.dialects import mysql, postgresql, sqlite
@@ -58,9 +58,8 @@ _NEVER = 2**63 - 1  # an expiry time after every other (microseconds)
 _SIMPLE_FIELD = re.compile(r"^[A-Za-z0-9_\-]{1,200}$")
 
 
-@dataclass(frozen=True)
-class ItemRow:
-    """A stored item as read (``ns`` decoded)."""
+class ItemRow(NamedTuple):
+    """A stored item as read (``ns`` decoded; a named tuple: one is made per row read)."""
 
     id: int
     ns: tuple[str, ...]

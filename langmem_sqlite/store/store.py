@@ -71,7 +71,7 @@ def _now_us() -> int:
 
 
 def _dt(us: int) -> datetime:
-    return _EPOCH + timedelta(microseconds=us)
+    return _EPOCH + timedelta(0, us // 1_000_000, us % 1_000_000)  # positional: 0.1 us less
 
 
 def _check_value(value: Any) -> tuple[dict[str, Any] | None, str | None]:
