@@ -616,7 +616,8 @@ def _upsert(conn: LiteConnection, t: Tables, rows: list[dict[str, Any]]) -> None
 
     def build() -> Any:
         if name == "postgresql":
-            ins = postgresql.insert(items)
+            # inline: no implicit RETURNING of the new id, which nothing reads (a row to fetch)
+            ins = postgresql.insert(items).inline()
             return ins.on_conflict_do_update(
                 index_elements=[items.c.ns, items.c.key],
                 set_={k: ins.excluded[k] for k in changing},
