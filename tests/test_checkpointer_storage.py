@@ -542,3 +542,24 @@ def _ckpt(values: dict[str, Any], version: int) -> Any:
 
 def _v(version: int) -> dict[str, str]:
     return {"messages": f"{version:012d}.aaaaaaaaaaaa"}
+
+
+def test_common_prefix_is_the_unchanged_same_objects() -> None:
+    """The prefix a delta may skip: the stored items, as the same objects with the same field
+    values (storage.CachedList.common_prefix), whatever the lengths."""
+    from langmem_sqlite.checkpoint import storage
+
+    msgs = [HumanMessage(content=f"m{i}", id=str(i)) for i in range(6)]
+    entry = storage.CachedList("v", "v", 1, list(msgs), storage._shapes(msgs), 6)
+    assert entry.common_prefix([*msgs, AIMessage("x")]) == 6
+    assert entry.common_prefix(msgs) == 6
+    assert entry.common_prefix(msgs[:4]) == 4
+    assert entry.common_prefix([]) == 0
+    replaced = list(msgs)
+    replaced[3] = HumanMessage(content="m3", id="3")  # equal, but another object
+    assert entry.common_prefix(replaced) == 3
+    msgs[2].content = "changed in place"
+    assert entry.common_prefix([*msgs, AIMessage("y")]) == 2
+    plain = storage.CachedList("v", "v", 1, ["a", "b", 3], storage._shapes(["a", "b", 3]), 3)
+    assert plain.common_prefix(["a", "b", 3, "c"]) == 3
+    assert plain.common_prefix(["a", "z", 3]) == 1

@@ -169,11 +169,14 @@ class CachedList:
     def common_prefix(self, value: list[Any]) -> int:
         """How many leading items of ``value`` are the stored items, unchanged (the same
         objects, whose field values are still equal to those stored)."""
-        n = min(len(self.items), len(value))
-        same = list(map(is_, self.items[:n], value[:n]))
-        k = same.index(False) if False in same else n
+        items = self.items
+        if all(map(is_, items, value)):  # the common case: one pass, no list (map stops early)
+            k = min(len(items), len(value))
+        else:
+            k = list(map(is_, items, value)).index(False)
         try:
-            if _unchanged(value[:k], self.shapes[:k]):
+            shapes = self.shapes if k == len(self.shapes) else self.shapes[:k]
+            if _unchanged(value[:k] if k < len(value) else value, shapes):
                 return k
             now = _shapes(value[:k])
             return next(i for i, (a, b) in enumerate(zip(now, self.shapes, strict=False)) if a != b)
