@@ -190,3 +190,20 @@ def test_pgvector_statements_compile() -> None:
     assert "<=> CAST(%(q)s AS vector)" in rendered
     bind = store_sql.Vector().bind_processor(postgresql.dialect())
     assert bind([1.0, -2.5, 3e-7]) == "[1.0,-2.5,3e-07]"
+
+
+def test_to_blobs_normalizes_each_vector() -> None:
+    """A batch's vectors are scaled to unit length together; zero stays zero, and vectors of
+    different lengths (no ``dims`` configured) are each stored whole."""
+    import numpy as np
+
+    from langmem_sqlite.store.vectors import from_blob, to_blobs
+
+    blobs = to_blobs([[3.0, 4.0], [0.0, 0.0], [0.0, -2.0]])
+    got = [from_blob(b).tolist() for b in blobs]
+    assert np.allclose(got, [[0.6, 0.8], [0.0, 0.0], [0.0, -1.0]])
+    assert all(len(b) == 8 for b in blobs)  # float32
+    mixed = to_blobs([[2.0], [1.0, 1.0, 1.0, 1.0]])
+    assert [from_blob(b).tolist() for b in mixed] == [[1.0], [0.5, 0.5, 0.5, 0.5]]
+    assert np.isclose(np.linalg.norm(from_blob(blobs[0])), 1.0)
+    assert to_blobs([]) == []

@@ -19,17 +19,12 @@ import numpy as np
 from langchain_core.embeddings import Embeddings
 from langgraph.store.base import IndexConfig, ensure_embeddings, get_text_at_path, tokenize_path
 
-__all__ = ["VectorIndex", "best_first", "cosine_max_pool", "from_blob", "to_blob", "to_blobs"]
-
-
-def to_blob(vector: Sequence[float]) -> bytes:
-    """A vector scaled to unit length (zero stays zero), as little-endian float32 bytes: the
-    cosine with a stored vector is then a dot product."""
-    return to_blobs([vector])[0]
+__all__ = ["VectorIndex", "best_first", "cosine_max_pool", "from_blob", "to_blobs"]
 
 
 def to_blobs(vectors: Sequence[Sequence[float]]) -> list[bytes]:
-    """:func:`to_blob` of each vector, normalized together (one numpy pass for a batch)."""
+    """Each vector scaled to unit length (zero stays zero), as little-endian float32 bytes (the
+    cosine with a stored vector is then a dot product); normalized together, one numpy pass."""
     if not vectors:
         return []
     dims = {len(v) for v in vectors}
@@ -47,7 +42,7 @@ def _tokens(path: str) -> list[str]:
 
 
 def from_blob(blob: bytes) -> np.ndarray:
-    """The vector stored by :func:`to_blob`."""
+    """A vector stored by :func:`to_blobs`."""
     return np.frombuffer(bytes(blob), dtype="<f4")
 
 
