@@ -91,4 +91,34 @@ def prefix(db_url: str) -> Iterator[str]:
     yield name
     tables = get_tables(name)
     engine = get_database(db_url).sync_engine
+    if engine.dialect.name == "postgresql":  # pgvector's copy refers to the items table
+        from langmem_sqlite.store.sql import pgvector_table
+
+        pgvector_table(tables).drop(engine, checkfirst=True)
     tables.metadata.drop_all(engine)
+
+
+@pytest.fixture(scope="session")
+def pgvector_url() -> Iterator[str]:
+    """A PostgreSQL 16 server WITH the pgvector extension, for the pgvector ranking path.
+
+    The test server (Debian's PostgreSQL 15) has no pgvector, and Debian's archive has no
+    package for it, so this starts the server that the PyPI package ``pgserver`` ships (with
+    pgvector built in) on a Unix socket in a temporary directory, deleted at the end. Its start
+    is not optional: if it fails, the tests that need it fail.
+    """
+    import tempfile
+    import warnings
+
+    with warnings.catch_warnings():  # platformdirs warns that XDG_RUNTIME_DIR is unset
+        warnings.simplefilter("ignore")
+        import pgserver  # type: ignore[import-untyped]
+
+    root = tempfile.mkdtemp(prefix="langmem-pgvector-")
+    server = pgserver.get_server(root, cleanup_mode="delete")
+    url = f"postgresql://postgres@/postgres?host={root}"
+    try:
+        yield url
+    finally:
+        get_database(url).dispose()
+        server.cleanup()

@@ -3,15 +3,30 @@
 from __future__ import annotations
 
 import importlib.util
+import uuid
 from typing import Any
 
 import pytest
 import sqlalchemy as sa
+from conftest import BACKENDS, backend_url
 from langchain_core.embeddings import DeterministicFakeEmbedding, Embeddings
 
 from langmem_sqlite import SQLStore
 from langmem_sqlite.db import get_database
 from langmem_sqlite.schema import get_tables
+
+
+@pytest.fixture(params=[*BACKENDS, "pgvector"])
+def backend(request: pytest.FixtureRequest) -> str:
+    """The three databases, plus PostgreSQL with pgvector (ranking in SQL)."""
+    return str(request.param)
+
+
+@pytest.fixture
+def db_url(backend: str, tmp_path: Any, request: pytest.FixtureRequest) -> str:
+    if backend == "pgvector":
+        return str(request.getfixturevalue("pgvector_url"))
+    return backend_url(backend, tmp_path)
 
 
 class KeywordEmbedding(Embeddings):
@@ -130,10 +145,10 @@ def test_sqlite_pgvector_flag(tmp_path: Any) -> None:
         store.put(("u",), "a", {"text": "x"})
 
 
-def test_postgres_without_pgvector_ranks_in_the_application(
+def test_postgres_ranks_with_pgvector_only_where_installed(
     prefix: str, db_url: str, backend: str
 ) -> None:
-    if backend != "postgres":
+    if backend not in ("postgres", "pgvector"):
         pytest.skip("PostgreSQL only")
     store = _store(db_url, prefix)
     store.put(("u",), "a", {"text": "food"})
@@ -173,8 +188,90 @@ def test_real_local_model(tmp_path: Any) -> None:
     assert store.search(("u1",), query="How long should replies be?")[0].key == "style"
 
 
+def _vector_table_rows(url: str, prefix: str) -> int:
+    from langmem_sqlite.store.sql import pgvector_table
+
+    table = pgvector_table(get_tables(prefix))
+    with get_database(url).sync_engine.connect() as conn:
+        return int(conn.execute(sa.select(sa.func.count()).select_from(table)).scalar_one())
+
+
+def test_pgvector_ranks_as_the_application_does(pgvector_url: str) -> None:
+    """On a server with pgvector, SQLStore ranks in SQL; the results (items, order, scores)
+    equal those of the same store ranking in the application, for prefixes, filters, offsets,
+    several embedded fields per item and items without a vector."""
+    import random
+
+    embed = DeterministicFakeEmbedding(size=16)
+    index: Any = {"dims": 16, "embed": embed, "fields": ["text", "title"]}
+    names = [f"p{uuid.uuid4().hex[:8]}_", f"a{uuid.uuid4().hex[:8]}_"]
+    in_sql = SQLStore(pgvector_url, table_prefix=names[0], index=index)
+    in_app = SQLStore(pgvector_url, table_prefix=names[1], index=index, pgvector=False)
+    rng = random.Random(5)
+    words = ["tea", "jazz", "paris", "rust", "chess", "piano", "garden", "budget"]
+    try:
+        for i in range(240):
+            ns = ("u", rng.choice(["a", "b", "c"])) if i % 5 else ("v",)
+            value: dict[str, Any] = {"text": " ".join(rng.sample(words, 3)), "n": i % 17}
+            if i % 3 == 0:
+                value["title"] = rng.choice(words)
+            if i % 11 == 0:
+                del value["text"]  # no title either for some: no vector at all
+            index_arg: Any = False if i % 13 == 0 else None
+            for store in (in_sql, in_app):
+                store.put(ns, f"k{i}", value, index=index_arg)
+        for i in range(0, 240, 7):  # updates replace the vectors
+            for store in (in_sql, in_app):
+                store.put(("u", "a"), f"k{i}", {"text": "tea tea", "n": 99, "title": "jazz"})
+        for i in range(0, 240, 19):
+            for store in (in_sql, in_app):
+                store.delete(("v",), f"k{i}")
+        assert in_sql._pgvector is True and in_app._pgvector is False
+        assert _vector_table_rows(pgvector_url, names[0]) > 200
+
+        def scores(store: SQLStore, prefix: tuple[str, ...]) -> dict[Any, float | None]:
+            everything = store.search(prefix, query=kwargs["query"], limit=1000)
+            return {(i.namespace, i.key): i.score for i in everything}
+
+        queries: list[dict[str, Any]] = [
+            {"query": "tea jazz", "limit": 10},
+            {"query": "paris", "limit": 300},
+            {"query": "rust chess", "limit": 5, "offset": 7},
+            {"query": "garden", "filter": {"n": {"$gte": 9}}, "limit": 20},
+            {"query": "piano budget", "filter": {"n": 99}, "limit": 50},
+        ]
+        compared = 0
+        for prefix in [(), ("u",), ("u", "a"), ("v",)]:
+            for kwargs in queries:
+                got = in_sql.search(prefix, **kwargs)
+                want = in_app.search(prefix, **kwargs)
+                assert len(got) == len(want), (prefix, kwargs)
+                compared += len(got)
+                # float32 sums differ in the last bits between numpy and pgvector, so items
+                # whose scores tie to 1e-6 may swap; scores by position and by item must agree
+                everyone = scores(in_app, prefix)
+                for mine, theirs in zip(got, want, strict=True):
+                    key = (mine.namespace, mine.key)
+                    if theirs.score is None:
+                        assert (mine.score, key) == (None, (theirs.namespace, theirs.key))
+                        continue
+                    assert mine.score == pytest.approx(theirs.score, abs=1e-6), (prefix, kwargs)
+                    assert mine.score == pytest.approx(everyone[key], abs=1e-6)
+                    if "filter" in kwargs:
+                        assert in_app.get(mine.namespace, mine.key).value["n"] >= 9  # type: ignore[union-attr]
+        assert compared > 600
+        assert any(i.score is None for i in in_sql.search((), query="tea", limit=300))
+    finally:
+        from langmem_sqlite.store.sql import pgvector_table
+
+        engine = get_database(pgvector_url).sync_engine
+        for name in names:  # pgvector's table first: it refers to the items
+            pgvector_table(get_tables(name)).drop(engine, checkfirst=True)
+            get_tables(name).metadata.drop_all(engine)
+
+
 def test_pgvector_statements_compile() -> None:
-    """The pgvector path (used when the extension exists; this server lacks it) renders."""
+    """The pgvector table and type render as pgvector expects."""
     import sqlalchemy as sa
     from sqlalchemy.dialects import postgresql
     from sqlalchemy.schema import CreateTable

@@ -9,8 +9,10 @@ Search filters go to SQL where the database can evaluate them without losing a m
 (:func:`prefilter`). :func:`.filters.matches` defines the result: when the SQL is exactly the
 filter, LIMIT/OFFSET run in the database; otherwise candidates are read page by page and
 re-checked until ``offset + limit`` matched. Statements are cached by the shape of the search.
-Vector search reads the (unit-length) vectors under the prefix, ranks them with numpy (or
-pgvector), then reads only the best items.
+Vector search ranks the (unit-length) vectors under the prefix exactly: with numpy after reading
+them, or in the database with pgvector (inner products, grouped per item, cut at ``offset +
+limit`` when the filter is exact in SQL); then it reads only the best items. Both give the same
+items and scores (to float32 rounding).
 """
 
 from __future__ import annotations
@@ -31,7 +33,7 @@ from ..lite import LiteConnection
 from ..schema import Tables
 from . import namespaces
 from .filters import is_operator_dict, matches
-from .vectors import best_first, cosine_max_pool
+from .vectors import cosine_max_pool, unit
 
 __all__ = [
     "ItemRow",
@@ -503,17 +505,41 @@ def _newest_under(t: Tables, conditions: list[Any]) -> Any:
 
 
 def _scored(
-    conn: LiteConnection, t: Tables, q: SearchQuery, query_vector: list[float], now: int, pgv: Any
+    conn: LiteConnection,
+    t: Tables,
+    q: SearchQuery,
+    query_vector: list[float],
+    now: int,
+    pgv: Any,
+    want: int,
 ) -> tuple[list[int], list[float]]:
-    """Candidates with a vector, best score per item, best first (expiry checked later)."""
+    """Candidates with a vector, best score per item, best first (expiry checked later).
+
+    With pgvector the database ranks: the inner product of the unit query with the stored unit
+    (or zero) vectors is their cosine, as :func:`cosine_max_pool` computes it; when the filter
+    is exact in SQL, only the first ``want`` items come back."""
     items = t.store_items
     params = _params(conn.dialect.name, q, now)
     if pgv is not None:
-        score = 1 - pgv.c.embedding.op("<=>")(sa.bindparam("q", type_=Vector()))
-        stmt = sa.select(pgv.c.item_id, score).join(items, items.c.id == pgv.c.item_id)
-        rows = conn.execute(stmt.where(*_where(conn, t, q)[0]), {**params, "q": query_vector})
-        pairs = rows.all()
-        return best_first([r[0] for r in pairs], [float(r[1]) for r in pairs])
+        where, exact = _where(conn, t, q)
+
+        def ranked() -> Any:
+            # <#> is the negative inner product; max over an item's fields = -min
+            neg = pgv.c.embedding.op("<#>", return_type=sa.Float)(sa.bindparam("q", type_=Vector()))
+            best = sa.func.min(neg)
+            return (
+                sa.select(pgv.c.item_id, -best)
+                .join(items, items.c.id == pgv.c.item_id)
+                .where(*where)
+                .group_by(pgv.c.item_id)
+                .order_by(best, pgv.c.item_id)
+            )
+
+        stmt = _cached(_shape(conn, t, q, "pgvector"), ranked)
+        if exact:
+            stmt = stmt.limit(want)
+        pairs = conn.execute_raw(stmt, {**params, "q": unit(query_vector)})
+        return [r[0] for r in pairs], [float(r[1]) for r in pairs]
 
     def build() -> Any:
         v = t.store_vectors
@@ -540,7 +566,8 @@ def vector_search(
     """Items ranked by cosine similarity to ``query_vector`` (best vector per item), among
     those matching the prefix and filter; items without a vector follow, unscored."""
     want = q.offset + q.limit
-    ids, scores = _scored(conn, t, q, query_vector, now, pgvector_table(t) if pgvector else None)
+    pgv = pgvector_table(t) if pgvector else None
+    ids, scores = _scored(conn, t, q, query_vector, now, pgv, want)
     c = t.store_items.c
     kept: list[ItemRow] = []
     step = max(2 * want, 50) if q.filter else want  # rows to read per round

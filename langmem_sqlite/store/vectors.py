@@ -19,7 +19,7 @@ import numpy as np
 from langchain_core.embeddings import Embeddings
 from langgraph.store.base import IndexConfig, ensure_embeddings, get_text_at_path, tokenize_path
 
-__all__ = ["VectorIndex", "best_first", "cosine_max_pool", "from_blob", "to_blobs"]
+__all__ = ["VectorIndex", "best_first", "cosine_max_pool", "from_blob", "to_blobs", "unit"]
 
 
 def to_blobs(vectors: Sequence[Sequence[float]]) -> list[bytes]:
@@ -57,12 +57,20 @@ def cosine_max_pool(
     return best_first(ids, _cosine(np.asarray(query, dtype=np.float64), matrix))
 
 
+def _unit32(q: np.ndarray) -> np.ndarray:
+    norm = np.linalg.norm(q)
+    return (q / norm if norm else np.zeros_like(q)).astype(np.float32)
+
+
+def unit(query: Sequence[float]) -> list[float]:
+    """``query`` scaled to unit length in float32, as the ranking uses it (zero stays zero):
+    its inner product with a stored vector is their cosine."""
+    return _unit32(np.asarray(query, dtype=np.float64)).tolist()  # type: ignore[no-any-return]
+
+
 def _cosine(q: np.ndarray, matrix: np.ndarray) -> np.ndarray:
     """Cosine of ``q`` with unit-length (or zero) rows."""
-    norm = np.linalg.norm(q)
-    if not norm:
-        return np.zeros(len(matrix))
-    return (matrix @ (q / norm).astype(np.float32)).astype(np.float64)
+    return (matrix @ _unit32(q)).astype(np.float64)
 
 
 def best_first(
