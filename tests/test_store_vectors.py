@@ -270,6 +270,30 @@ def test_pgvector_ranks_as_the_application_does(pgvector_url: str) -> None:
             get_tables(name).metadata.drop_all(engine)
 
 
+def test_pgvector_outside_the_search_path_falls_back(pgvector_url: str) -> None:
+    """pgvector installed in a schema that the store's connections do not search (another app
+    created it there): its type cannot be named, so the store ranks in the application."""
+    name = f"hidden_{uuid.uuid4().hex[:8]}"
+    admin = sa.create_engine(get_database(pgvector_url).url, isolation_level="AUTOCOMMIT")
+    with admin.connect() as conn:
+        conn.execute(sa.text(f'CREATE DATABASE "{name}"'))
+    url = get_database(pgvector_url).url.set(database=name)
+    try:
+        with sa.create_engine(url, isolation_level="AUTOCOMMIT").connect() as conn:
+            conn.execute(sa.text("CREATE SCHEMA elsewhere"))
+            conn.execute(sa.text("CREATE EXTENSION vector SCHEMA elsewhere"))
+        store = _store(url.render_as_string(hide_password=False), "t_")
+        store.put(("u",), "a", {"text": "food"})
+        store.put(("u",), "b", {"text": "music"})
+        assert [i.key for i in store.search(("u",), query="music")] == ["b", "a"]
+        assert store._pgvector is False
+    finally:
+        get_database(url.render_as_string(hide_password=False)).dispose()
+        with admin.connect() as conn:
+            conn.execute(sa.text(f'DROP DATABASE "{name}" WITH (FORCE)'))
+        admin.dispose()
+
+
 def test_pgvector_statements_compile() -> None:
     """The pgvector table and type render as pgvector expects."""
     import sqlalchemy as sa

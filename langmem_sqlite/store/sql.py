@@ -806,9 +806,10 @@ def pgvector_table(t: Tables) -> sa.Table:
 
 
 def enable_pgvector(conn: Connection, t: Tables) -> bool:
-    """On PostgreSQL: if the ``vector`` extension is installed, or available and this role may
-    create it, make sure the pgvector table exists (filled from the stored vectors) and return
-    True; else False (cosine is then computed in the application)."""
+    """On PostgreSQL: if the ``vector`` extension is installed (in a schema on the search path),
+    or available and this role may create it, make sure the pgvector table exists (filled from
+    the stored vectors) and return True; else False (cosine is then computed in the
+    application)."""
     if conn.dialect.name != "postgresql":
         return False
     installed = conn.execute(
@@ -825,6 +826,10 @@ def enable_pgvector(conn: Connection, t: Tables) -> bool:
                 conn.execute(sa.text("CREATE EXTENSION IF NOT EXISTS vector"))
         except sa.exc.DBAPIError:
             return False
+    if conn.execute(sa.text("SELECT to_regtype('vector')")).scalar() is None:
+        # installed in a schema that is not on this connection's search_path: its type and
+        # operators cannot be named unqualified, so rank in the application
+        return False
     table = pgvector_table(t)
     if not sa.inspect(conn).has_table(table.name, schema=t.schema):
         table.create(conn)
