@@ -519,7 +519,7 @@ def run_lite(
         conn = spares.take(engine)
         raw = conn.raw
     name = dialect.name
-    autocommit = False
+    autocommit = restore = False
     commit = True
     try:
         if conn is None:
@@ -531,9 +531,13 @@ def run_lite(
             else:
                 conn.cursor.execute("BEGIN IMMEDIATE" if write else "BEGIN")
         elif name == "postgresql" and (single or not write):
-            # a read, or a write of one statement, needs no BEGIN and COMMIT round trips
-            dialect.set_isolation_level(dbapi, "AUTOCOMMIT")
+            # a read, or a write of one statement, needs no BEGIN and COMMIT round trips. The
+            # drivers' ``autocommit`` attribute, not the dialect's isolation-level calls: two
+            # setter calls instead of four, and the engine's isolation level stays as it was.
             autocommit = conn.autocommit = True
+            if not dbapi.autocommit:
+                dbapi.autocommit = True
+                restore = True
         result = fn(conn, *args)
         if commit and not autocommit:
             raw.commit()
@@ -552,9 +556,9 @@ def run_lite(
         _rollback(raw)
         raise
     finally:
-        if autocommit and raw.is_valid:
+        if restore and raw.is_valid:
             try:
-                dialect.reset_isolation_level(dbapi)
+                dbapi.autocommit = False
             except dbapi_error:
                 raw.invalidate()
         if spares is None or conn is None:

@@ -10,6 +10,7 @@ import pytest
 import sqlalchemy as sa
 from conftest import BACKENDS, backend_url
 from langchain_core.embeddings import DeterministicFakeEmbedding, Embeddings
+from langgraph.store.base import PutOp
 
 from langmem_sqlite import SQLStore
 from langmem_sqlite.db import get_database
@@ -128,6 +129,21 @@ async def test_async_vector_search_and_dims_check(db_url: str, prefix: str) -> N
         ({"dims": 0, "embed": KeywordEmbedding()}, ValueError),
         ({"dims": 4, "embed": KeywordEmbedding(), "fields": "text"}, ValueError),
         ("openai", TypeError),
+        ({"dims": 4, "embed": KeywordEmbedding(), "ann_index_config": "hnsw"}, TypeError),
+        ({"dims": 4, "embed": KeywordEmbedding(), "ann_index_config": {"kind": "ivf"}}, ValueError),
+        ({"embed": KeywordEmbedding(), "ann_index_config": {"kind": "hnsw"}}, ValueError),
+        (
+            {"dims": 4, "embed": KeywordEmbedding(), "ann_index_config": {"kind": "hnsw", "m": 0}},
+            ValueError,
+        ),
+        (
+            {"dims": 4, "embed": KeywordEmbedding(), "ann_index_config": {"kind": "flat", "m": 8}},
+            ValueError,
+        ),
+        (
+            {"dims": 4, "embed": KeywordEmbedding(), "ann_index_config": {"kind": "hnsw", "x": 1}},
+            ValueError,
+        ),
     ],
 )
 def test_bad_index_configs(index: Any, error: type) -> None:
@@ -262,12 +278,16 @@ def test_pgvector_ranks_as_the_application_does(pgvector_url: str) -> None:
         assert compared > 600
         assert any(i.score is None for i in in_sql.search((), query="tea", limit=300))
     finally:
-        from langmem_sqlite.store.sql import pgvector_table
+        _drop(pgvector_url, names)
 
-        engine = get_database(pgvector_url).sync_engine
-        for name in names:  # pgvector's table first: it refers to the items
-            pgvector_table(get_tables(name)).drop(engine, checkfirst=True)
-            get_tables(name).metadata.drop_all(engine)
+
+def _drop(url: str, names: list[str]) -> None:
+    from langmem_sqlite.store.sql import pgvector_table
+
+    engine = get_database(url).sync_engine
+    for name in names:  # pgvector's table first: it refers to the items
+        pgvector_table(get_tables(name)).drop(engine, checkfirst=True)
+        get_tables(name).metadata.drop_all(engine)
 
 
 def test_pgvector_outside_the_search_path_falls_back(pgvector_url: str) -> None:
@@ -292,6 +312,91 @@ def test_pgvector_outside_the_search_path_falls_back(pgvector_url: str) -> None:
         with admin.connect() as conn:
             conn.execute(sa.text(f'DROP DATABASE "{name}" WITH (FORCE)'))
         admin.dispose()
+
+
+def _hnsw_scans(url: str, prefix: str) -> int:
+    with get_database(url).sync_engine.connect() as conn:
+        return int(
+            conn.execute(
+                sa.text("SELECT idx_scan FROM pg_stat_user_indexes WHERE indexrelname = :n"),
+                {"n": f"{prefix}store_pgvectors_hnsw16"},
+            ).scalar_one()
+        )
+
+
+def test_pgvector_hnsw_index_on_request(pgvector_url: str) -> None:
+    """``ann_index_config: {"kind": "hnsw"}`` builds an HNSW index that searches use; on a
+    small store its results are the exact ones, and a limit beyond pgvector's ef_search (40)
+    still fills up."""
+    import time
+
+    prefix = f"h{uuid.uuid4().hex[:8]}_"
+    embed = DeterministicFakeEmbedding(size=16)
+    hnsw: Any = {"dims": 16, "embed": embed, "fields": ["text"]}
+    try:
+        ann = SQLStore(
+            pgvector_url, table_prefix=prefix, index={**hnsw, "ann_index_config": {"kind": "hnsw"}}
+        )
+        exact = SQLStore(pgvector_url, table_prefix=prefix, index=hnsw)
+        ann.batch([PutOp(("u", f"g{i % 3}"), f"k{i}", {"text": f"fact {i}"}) for i in range(3000)])
+        assert ann.index is not None and ann.index.ann is not None
+        with get_database(pgvector_url).sync_engine.connect() as conn:  # as autovacuum would
+            conn.execute(sa.text(f'ANALYZE "{prefix}store_pgvectors"'))
+            conn.execute(sa.text(f'ANALYZE "{prefix}store_items"'))
+            conn.commit()
+        before = _hnsw_scans(pgvector_url, prefix)
+        for query in ("fact 7", "fact 150", "something else"):
+            got = ann.search(("u",), query=query, limit=10)
+            assert [(i.key, round(i.score or 0, 5)) for i in got] == [
+                (i.key, round(i.score or 0, 5)) for i in exact.search(("u",), query=query, limit=10)
+            ]
+        assert len(ann.search(("u",), query="fact 9", limit=120)) == 120  # > ef_search
+        tuned = SQLStore(  # one pooled connection: the setting is seen on it afterwards
+            pgvector_url,
+            table_prefix=prefix,
+            engine_args={"pool_size": 1, "max_overflow": 0},
+            index={**hnsw, "ann_index_config": {"kind": "hnsw", "ef_search": 77}},
+        )
+        assert len(tuned.search(("u",), query="fact 9", limit=5)) == 5
+        with tuned.db.sync_engine.connect() as conn:
+            assert conn.execute(sa.text("SHOW hnsw.ef_search")).scalar() == "77"
+        assert len(tuned.search(("u",), query="fact 9", limit=50)) == 50
+        with tuned.db.sync_engine.connect() as conn:
+            assert conn.execute(sa.text("SHOW hnsw.ef_search")).scalar() == "101"
+        tuned.db.dispose()
+        # all but 12 items expire: the index's nearest vectors are mostly of lapsed items,
+        # too few remain, so the exact ranking answers (never fewer items than match)
+        ann.batch(
+            [
+                PutOp(("u", f"g{i % 3}"), f"k{i}", {"text": f"fact {i}"}, ttl=0.001)
+                for i in range(12, 3000)
+            ]
+        )
+        time.sleep(0.1)
+        for query in ("fact 9", "fact 2000"):
+            live = ann.search(("u",), query=query, limit=10)
+            assert len(live) == 10 and {i.key for i in live} <= {f"k{i}" for i in range(12)}
+            assert [i.key for i in live] == [
+                i.key for i in exact.search(("u",), query=query, limit=10)
+            ]
+        for _ in range(50):  # the statistics are flushed within about a second
+            if _hnsw_scans(pgvector_url, prefix) > before:
+                break
+            time.sleep(0.1)
+        assert _hnsw_scans(pgvector_url, prefix) > before
+        assert exact.index is not None and exact.index.ann is None
+    finally:
+        _drop(pgvector_url, [prefix])
+
+
+def test_hnsw_config_elsewhere_ranks_exactly(tmp_path: Any) -> None:
+    store = SQLStore(
+        f"sqlite:///{tmp_path}/h.db",
+        index={"dims": 4, "embed": KeywordEmbedding(), "ann_index_config": {"kind": "hnsw"}},
+    )
+    store.put(("u",), "a", {"text": "food"})
+    store.put(("u",), "b", {"text": "music"})
+    assert [i.key for i in store.search(("u",), query="music")] == ["b", "a"]
 
 
 def test_pgvector_statements_compile() -> None:

@@ -33,7 +33,7 @@ from ..lite import LiteConnection
 from ..schema import Tables
 from . import namespaces
 from .filters import is_operator_dict, matches
-from .vectors import cosine_max_pool, unit
+from .vectors import HNSW, cosine_max_pool, unit
 
 __all__ = [
     "ItemRow",
@@ -555,6 +555,78 @@ def _scored(
     return cosine_max_pool(query_vector, [r[0] for r in pairs], b"".join([r[1] for r in pairs]))
 
 
+def _pg_top(
+    conn: LiteConnection,
+    t: Tables,
+    q: SearchQuery,
+    query_vector: list[float],
+    now: int,
+    want: int,
+    ann: HNSW | None,
+) -> list[ItemRow] | None:
+    """pgvector: the best ``want`` items with their rows, in one statement; None when the
+    filter is not exact in SQL (then :func:`_scored` ranks and Python re-checks).
+
+    Exact: every vector under the prefix is scored and grouped per item. With ``ann``, the
+    HNSW index yields the nearest vectors (two per wanted item per field, as PostgresStore),
+    filtered afterwards; when that leaves fewer than ``want`` items because the scan ran dry
+    (a selective prefix or filter), the exact ranking answers instead, so the approximation
+    may reorder or swap near neighbours but never returns fewer items than match."""
+    pgv, items = pgvector_table(t), t.store_items
+
+    def build() -> tuple[Any, bool]:
+        where, exact = _where(conn, t, q)
+        embedding = pgv.c.embedding if ann is None else sa.cast(pgv.c.embedding, Vector(ann.dims))
+        neg = embedding.op("<#>", return_type=sa.Float)(sa.bindparam("q", type_=Vector()))
+        joined = sa.select(pgv.c.item_id).join(items, items.c.id == pgv.c.item_id).where(*where)
+        if ann is None:  # best (lowest negative inner product) per item
+            best = sa.func.min(neg).label("neg")
+            top = joined.add_columns(best).group_by(pgv.c.item_id)
+            top = top.order_by(best, pgv.c.item_id)
+        else:  # the nearest vectors, through the index; then the best per item
+            nearest = joined.add_columns(neg.label("neg")).order_by(neg)
+            near = nearest.limit(sa.bindparam("candidates")).subquery()
+            best = sa.func.min(near.c.neg).label("neg")
+            top = sa.select(near.c.item_id, best).group_by(near.c.item_id)
+            top = top.order_by(best, near.c.item_id)
+        ranked = top.limit(sa.bindparam("lim")).subquery()
+        stmt = (
+            sa.select(*_columns(t), ranked.c.neg)
+            .join_from(ranked, items, items.c.id == ranked.c.item_id)
+            .order_by(ranked.c.neg, ranked.c.item_id)
+        )
+        return stmt, exact
+
+    key = _shape(conn, t, q, "pgvector" if ann is None else f"hnsw{ann.dims}")
+    stmt, exact = _cached(key, build)
+    if not exact:
+        return None
+    params = {**_params(conn.dialect.name, q, now), "q": unit(query_vector)}
+    params["lim"] = want
+    if ann is not None:
+        params["candidates"] = candidates = 2 * want * ann.per_item + 1
+        _ef_search(conn, max(ann.ef_search, min(candidates, 1000)))  # a scan yields <= it
+    found = [_item(r, -r[7]) for r in conn.execute(stmt, params)]
+    if ann is not None and len(found) < want:
+        # the index scan ran dry (ef_search, then the filter) or its vectors were of fewer
+        # items: rank exactly, so that a search never returns fewer items than match
+        return _pg_top(conn, t, q, query_vector, now, want, None)
+    return found
+
+
+_SET_EF = sa.select(sa.func.set_config("hnsw.ef_search", sa.bindparam("v"), False))
+
+
+def _ef_search(conn: LiteConnection, value: int) -> None:
+    """Set pgvector's ``hnsw.ef_search`` for this connection, if not already ``value`` (reads
+    run in autocommit mode, so a ``SET LOCAL`` would end with its own statement; the pool
+    record remembers the value, 40 being pgvector's default)."""
+    info = conn.raw.info  # type: ignore[attr-defined]
+    if info.get("langmem_ef_search", 40) != value:
+        conn.execute(_SET_EF, {"v": str(value)})
+        info["langmem_ef_search"] = value
+
+
 def vector_search(
     conn: LiteConnection,
     t: Tables,
@@ -562,14 +634,21 @@ def vector_search(
     query_vector: list[float],
     now: int,
     pgvector: bool = False,
+    ann: HNSW | None = None,
 ) -> list[ItemRow]:
     """Items ranked by cosine similarity to ``query_vector`` (best vector per item), among
-    those matching the prefix and filter; items without a vector follow, unscored."""
+    those matching the prefix and filter; items without a vector follow, unscored. With
+    ``pgvector`` the database ranks (approximately, through the HNSW index, with ``ann``)."""
     want = q.offset + q.limit
-    pgv = pgvector_table(t) if pgvector else None
-    ids, scores = _scored(conn, t, q, query_vector, now, pgv, want)
     c = t.store_items.c
-    kept: list[ItemRow] = []
+    top = _pg_top(conn, t, q, query_vector, now, want, ann) if pgvector else None
+    if top is not None:
+        kept = top
+        ids: list[int] = []
+    else:
+        pgv = pgvector_table(t) if pgvector else None
+        ids, scores = _scored(conn, t, q, query_vector, now, pgv, want)
+        kept = []
     step = max(2 * want, 50) if q.filter else want  # rows to read per round
     stmt = _cached(
         ("by_ids", t.key, q.omit_expired),
@@ -769,12 +848,16 @@ def sweep_expired(conn: Connection, t: Tables, now: int) -> int:
 
 
 class Vector(UserDefinedType[list[float]]):
-    """pgvector's ``vector`` type (no fixed dimension), bound from a list of floats."""
+    """pgvector's ``vector`` type (``dims``: fixed dimension, else none), bound from a list of
+    floats."""
 
     cache_ok = True
 
+    def __init__(self, dims: int | None = None) -> None:
+        self.dims = dims
+
     def get_col_spec(self, **_: Any) -> str:
-        return "vector"
+        return "vector" if self.dims is None else f"vector({int(self.dims)})"
 
     def bind_processor(self, dialect: Any) -> Any:
         return lambda value: None if value is None else "[" + ",".join(map(repr, value)) + "]"
@@ -805,11 +888,11 @@ def pgvector_table(t: Tables) -> sa.Table:
     return table
 
 
-def enable_pgvector(conn: Connection, t: Tables) -> bool:
+def enable_pgvector(conn: Connection, t: Tables, ann: HNSW | None = None) -> bool:
     """On PostgreSQL: if the ``vector`` extension is installed (in a schema on the search path),
     or available and this role may create it, make sure the pgvector table exists (filled from
-    the stored vectors) and return True; else False (cosine is then computed in the
-    application)."""
+    the stored vectors), with the HNSW index if ``ann``, and return True; else False (cosine is
+    then computed in the application)."""
     if conn.dialect.name != "postgresql":
         return False
     installed = conn.execute(
@@ -848,4 +931,27 @@ def enable_pgvector(conn: Connection, t: Tables) -> bool:
                     for r in rows
                 ],
             )
+    if ann is not None:
+        hnsw_index(t, ann).create(conn, checkfirst=True)
     return True
+
+
+_hnsw: dict[tuple[Any, ...], sa.Index] = {}
+
+
+def hnsw_index(t: Tables, ann: HNSW) -> sa.Index:
+    """The HNSW index of the pgvector table for ``ann.dims`` dimensions: an expression index on
+    ``embedding::vector(dims)`` with inner-product ops, as the approximate search orders by."""
+    key = (t.key, ann.dims)
+    index = _hnsw.get(key)
+    if index is None:
+        table = pgvector_table(t)
+        fixed = sa.cast(table.c.embedding, Vector(ann.dims)).label("embedding_fixed")
+        index = _hnsw[key] = sa.Index(
+            f"{table.name}_hnsw{ann.dims}",
+            fixed,
+            postgresql_using="hnsw",
+            postgresql_with={"m": ann.m, "ef_construction": ann.ef_construction},
+            postgresql_ops={"embedding_fixed": "vector_ip_ops"},
+        )
+    return index

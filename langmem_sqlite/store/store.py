@@ -52,7 +52,7 @@ from ..validation import check_positive
 from . import namespaces
 from . import sql as q
 from .filters import check_filter
-from .vectors import VectorIndex, to_blobs
+from .vectors import HNSW, VectorIndex, to_blobs
 
 __all__ = ["SQLStore"]
 
@@ -231,7 +231,10 @@ class SQLStore(BaseStore):
             ``$LANGMEM_SQLITE_URL`` or ``langmem.db``); engines are shared per URL with the
             conversation store and the checkpointer.
         index: LangGraph ``IndexConfig`` (``embed``, ``dims``, ``fields``) to enable semantic
-            search; without it ``query`` is ignored, as in ``InMemoryStore``.
+            search; without it ``query`` is ignored, as in ``InMemoryStore``. Ranking is exact
+            by default; on PostgreSQL with pgvector, ``"ann_index_config": {"kind": "hnsw"}``
+            (optional ``m``, ``ef_construction``, ``ef_search``; needs ``dims``) ranks through
+            an HNSW index instead, approximately, as LangGraph's PostgresStore does.
         ttl: LangGraph ``TTLConfig``: ``default_ttl`` and ``sweep_interval_minutes`` in
             minutes, ``refresh_on_read`` (default True), ``omit_expired`` (default **True**
             here: lapsed items are never returned, even before a sweep deletes them).
@@ -334,6 +337,9 @@ class SQLStore(BaseStore):
 
     # -- the plan (sync and async) -------------------------------------------------------------
 
+    def _ann(self, pgvector: bool) -> HNSW | None:
+        return self.index.ann if pgvector and self.index is not None else None
+
     def _pgvector_plan(self) -> Plan[bool]:
         if self._pgvector is None:
             enabled = False
@@ -342,7 +348,7 @@ class SQLStore(BaseStore):
                 and self._pgvector_wanted is not False
                 and self.db.dialect == "postgresql"
             ):
-                enabled = yield Step(q.enable_pgvector, (self.tables,), write=True)
+                enabled = yield Step(q.enable_pgvector, (self.tables, self.index.ann), write=True)
             if self._pgvector_wanted and not enabled:
                 raise RuntimeError(
                     "pgvector: True needs PostgreSQL with the 'vector' extension available"
@@ -420,7 +426,9 @@ class SQLStore(BaseStore):
             rows = (
                 q.search_items(conn, t, query, now)
                 if text is None
-                else q.vector_search(conn, t, query, queries[text], now, pgvector)
+                else q.vector_search(
+                    conn, t, query, queries[text], now, pgvector, self._ann(pgvector)
+                )
             )
             results[i] = [_search_item(r) for r in rows]
             if refresh_ttl:

@@ -6,6 +6,9 @@ LangChain ``Embeddings``, a sync or async function, or a provider string), ``dim
 the whole value). Vectors are stored as float32 bytes in the store's vector table and ranked by
 cosine similarity in the application (numpy). On PostgreSQL with the ``vector`` extension the
 same cosine is computed by pgvector in the database (see :mod:`.sql`); the scores are the same.
+There, and only there, ``"ann_index_config": {"kind": "hnsw"}`` in the index config (as in
+LangGraph's PostgresStore; needs ``dims``) adds an HNSW index: faster on large stores,
+approximate (a search may miss items that the exact ranking returns). The default is exact.
 """
 
 from __future__ import annotations
@@ -19,7 +22,7 @@ import numpy as np
 from langchain_core.embeddings import Embeddings
 from langgraph.store.base import IndexConfig, ensure_embeddings, get_text_at_path, tokenize_path
 
-__all__ = ["VectorIndex", "best_first", "cosine_max_pool", "from_blob", "to_blobs", "unit"]
+__all__ = ["HNSW", "VectorIndex", "best_first", "cosine_max_pool", "from_blob", "to_blobs", "unit"]
 
 
 def to_blobs(vectors: Sequence[Sequence[float]]) -> list[bytes]:
@@ -91,12 +94,53 @@ def best_first(
 
 
 @dataclass(frozen=True)
+class HNSW:
+    """An approximate (HNSW) pgvector index over ``dims``-dimensional vectors: ``m`` links per
+    node, ``ef_construction`` and ``ef_search`` candidate lists when building and searching
+    (pgvector's defaults)."""
+
+    dims: int
+    per_item: int = 1  # vectors per item (fields), for the number of candidates
+    m: int = 16
+    ef_construction: int = 64
+    ef_search: int = 40
+
+
+_HNSW_DIMS = 2000  # pgvector's limit for an index on ``vector``
+
+
+def _ann(config: Any, dims: int | None, fields: int) -> HNSW | None:
+    if config is None:
+        return None
+    if not isinstance(config, dict):
+        raise TypeError(f"index: 'ann_index_config' must be a dict, got {type(config).__name__}")
+    kind = config.get("kind", "flat")
+    unknown = set(config) - {"kind", "m", "ef_construction", "ef_search"}
+    if kind not in ("flat", "hnsw") or (kind == "flat" and set(config) - {"kind"}) or unknown:
+        raise ValueError(
+            "index: 'ann_index_config' takes kind 'flat' (exact, the default) or kind 'hnsw' "
+            f"with optional m, ef_construction, ef_search; got {config!r}"
+        )
+    if kind == "flat":
+        return None
+    if dims is None or dims > _HNSW_DIMS:
+        raise ValueError(f"index: an 'hnsw' index needs 'dims' between 1 and {_HNSW_DIMS}")
+    params = {k: config[k] for k in ("m", "ef_construction", "ef_search") if k in config}
+    for name, v in params.items():
+        if isinstance(v, bool) or not isinstance(v, int) or not 1 <= v <= 1000:
+            raise ValueError(f"index: 'ann_index_config' {name} must be an int in 1..1000")
+    return HNSW(dims, fields, **params)
+
+
+@dataclass(frozen=True)
 class VectorIndex:
-    """A validated index config: the embeddings and the fields to embed."""
+    """A validated index config: the embeddings, the fields to embed and, for PostgreSQL with
+    pgvector, an optional approximate index (``ann``; None: exact ranking)."""
 
     embeddings: Embeddings
     dims: int | None
     fields: tuple[str, ...]
+    ann: HNSW | None = None
 
     @classmethod
     def from_config(cls, index: IndexConfig | dict[str, Any]) -> VectorIndex:
@@ -104,7 +148,9 @@ class VectorIndex:
 
         Raises:
             TypeError: not a dict, or ``embed`` missing.
-            ValueError: ``dims`` not a positive int, or ``fields`` not a list of strings.
+            ValueError: ``dims`` not a positive int, ``fields`` not a list of strings, or an
+                ``ann_index_config`` other than kind ``flat`` or ``hnsw`` (which needs
+                ``dims``) with ints ``m``, ``ef_construction``, ``ef_search``.
         """
         if not isinstance(index, dict):
             raise TypeError(f"index: expected a dict (IndexConfig), got {type(index).__name__}")
@@ -116,7 +162,8 @@ class VectorIndex:
         fields = index.get("fields") or ["$"]
         if isinstance(fields, str) or not all(isinstance(f, str) and f for f in fields):
             raise ValueError(f"index: 'fields' must be a list of non-empty strings, got {fields!r}")
-        return cls(ensure_embeddings(index["embed"]), dims, tuple(fields))
+        ann = _ann(index.get("ann_index_config"), dims, len(fields))
+        return cls(ensure_embeddings(index["embed"]), dims, tuple(fields), ann)
 
     def texts(self, value: dict[str, Any], fields: Sequence[str] | None) -> list[tuple[str, str]]:
         """``(field label, text)`` pairs to embed for a value (``fields`` overrides the
