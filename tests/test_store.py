@@ -571,3 +571,34 @@ def test_bulk_batches_pause_the_garbage_collector(store: SQLStore) -> None:
         assert not gc.isenabled()  # the application's choice stands
     finally:
         gc.enable()
+
+
+def test_postgres_plans_searches_per_call_only_on_large_stores(
+    backend: str, db_url: str, prefix: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """PostgreSQL: a small store's searches may use cached generic plans (plan_cache_mode
+    auto); once the items table is large, each search is planned for its values. The choice is
+    re-checked every minute and set on the connection only when it changes."""
+    if backend != "postgres":
+        pytest.skip("PostgreSQL only")
+    from langmem_sqlite.store import sql as store_sql
+
+    store = SQLStore(
+        db_url, table_prefix=prefix, engine_args={"pool_size": 1, "max_overflow": 0}
+    )  # one pooled connection: the setting is seen on it afterwards
+    store.put(("u",), "a", {"tag": "x"})
+
+    def mode_after_search() -> str:
+        assert [i.key for i in store.search(("u",), filter={"tag": "x"})] == ["a"]
+        store.batch([SearchOp(("u",), {"tag": "x"})])  # the batch path too
+        with store.db.sync_engine.connect() as conn:
+            return str(conn.execute(sa.text("SHOW plan_cache_mode")).scalar())
+
+    try:
+        assert mode_after_search() == "auto" and store._plans.custom is False
+        monkeypatch.setattr(store_sql, "LARGE_ITEMS_TABLE", 1)  # any table is large now
+        assert mode_after_search() == "auto"  # not re-checked within the minute
+        store._plans.checked -= 61
+        assert mode_after_search() == "force_custom_plan" and store._plans.custom is True
+    finally:
+        store.db.dispose()

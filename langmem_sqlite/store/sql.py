@@ -18,7 +18,9 @@ items and scores (to float32 rounding).
 from __future__ import annotations
 
 import json
+import math
 import re
+import time
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple, TypeVar
@@ -37,6 +39,7 @@ from .vectors import HNSW, cosine_max_pool, unit
 
 __all__ = [
     "ItemRow",
+    "PlanMode",
     "PutRow",
     "SearchQuery",
     "apply_puts",
@@ -324,8 +327,16 @@ def _params(dialect: str, q: SearchQuery, now: int) -> dict[str, Any]:
 
 
 def _where(conn: LiteConnection, t: Tables, q: SearchQuery) -> tuple[list[Any], bool]:
+    """The conditions of a search: prefix, not lapsed, filter; on PostgreSQL the filter first.
+
+    PostgreSQL tests a row's conditions in the order written when they cost the same, and a
+    filter usually rejects more rows than a prefix: at 1,000 items, a whole-store filtered
+    search went from 0.45 to 0.42 ms on the server. (Index conditions are found anywhere.)"""
     conds, exact = prefilter(t, conn.dialect.name, q)
-    return [_under(t.store_items.c.ns, q.prefix), _live(t, q.omit_expired), *conds], exact
+    head = [_under(t.store_items.c.ns, q.prefix), _live(t, q.omit_expired)]
+    if conn.dialect.name == "postgresql":
+        return [*conds, *head], exact
+    return [*head, *conds], exact  # SQLite's newest-first search drops the first: the prefix
 
 
 def _shape(conn: LiteConnection, t: Tables, q: SearchQuery, what: str) -> tuple[Any, ...]:
@@ -433,29 +444,57 @@ def _ordered(t: Tables) -> tuple[Any, Any]:
     return c.updated_at.desc(), c.id.desc()
 
 
-def use_custom_plans(conn: LiteConnection) -> None:
-    """PostgreSQL: plan this transaction's searches for their actual values.
+@dataclass
+class PlanMode:
+    """A store's choice of PostgreSQL plan caching for its searches, re-checked every minute:
+    custom plans (planned per call for the actual values) once its items table is large."""
+
+    custom: bool = True
+    checked: float = -math.inf
+
+
+LARGE_ITEMS_TABLE = 4 << 20  # bytes: about 25,000 small items
+_RECHECK_S = 60.0
+
+
+def use_custom_plans(conn: LiteConnection, t: Tables, mode: PlanMode) -> None:
+    """PostgreSQL: let large stores' searches be planned for their actual values.
 
     psycopg prepares statements run often; PostgreSQL then may switch to a generic plan, which
-    cannot see how much of the table a namespace prefix or a filter selects (measured: 2x slower
-    on a whole-store filtered search at 100,000 items). No-op elsewhere.
+    cannot see how much of the table a namespace prefix or a filter selects (measured at 100,000
+    items: 21 instead of 13 ms for a whole-store filtered search). On a small table the generic
+    plan is as good and saves the planning: measured at 1,000 items, 0.38 instead of 0.43 ms
+    per search, and faster one-namespace searches at 10,000 and 30,000 items. So custom plans
+    are forced once the items table holds :data:`LARGE_ITEMS_TABLE` bytes. No-op elsewhere.
     """
     if conn.dialect.name != "postgresql":
         return
+    clock = time.monotonic()
+    if clock - mode.checked > _RECHECK_S:
+        name = conn.dialect.identifier_preparer.format_table(t.store_items)
+        size = conn.execute(_TABLE_BYTES, {"name": name}).scalar()
+        mode.custom, mode.checked = (size or 0) >= LARGE_ITEMS_TABLE, clock
     if not getattr(conn, "autocommit", False):
-        conn.exec_driver_sql("SET LOCAL plan_cache_mode = force_custom_plan")
+        if mode.custom:
+            conn.exec_driver_sql("SET LOCAL plan_cache_mode = force_custom_plan")
         return
     # Outside a transaction (a read on the light lane runs in autocommit mode) the setting stays
-    # with the connection: set it once per connection (its pool record remembers).
+    # with the connection: set it when it changes (its pool record remembers).
+    want = "force_custom_plan" if mode.custom else "auto"
     info = conn.raw.info  # type: ignore[attr-defined]
-    if not info.get("langmem_custom_plans"):
-        conn.exec_driver_sql("SET plan_cache_mode = force_custom_plan")
-        info["langmem_custom_plans"] = True
+    if info.get("langmem_plan_cache_mode", "auto") != want:
+        conn.exec_driver_sql(f"SET plan_cache_mode = {want}")  # one of two constants
+        info["langmem_plan_cache_mode"] = want
 
 
-def search_now(conn: LiteConnection, t: Tables, q: SearchQuery, now: int) -> list[ItemRow]:
-    """:func:`search_items` as a transaction of its own (custom plans on PostgreSQL)."""
-    use_custom_plans(conn)
+_TABLE_BYTES = sa.select(sa.func.pg_relation_size(sa.func.to_regclass(sa.bindparam("name"))))
+
+
+def search_now(
+    conn: LiteConnection, t: Tables, q: SearchQuery, now: int, mode: PlanMode
+) -> list[ItemRow]:
+    """:func:`search_items` as a transaction of its own (plans as ``mode`` says)."""
+    use_custom_plans(conn, t, mode)
     return search_items(conn, t, q, now)
 
 

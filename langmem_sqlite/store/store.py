@@ -277,6 +277,7 @@ class SQLStore(BaseStore):
             raise TypeError("pgvector: expected None, True or False")
         self._pgvector_wanted = pgvector
         self._pgvector: bool | None = None
+        self._plans = q.PlanMode()
         self._sweeper: threading.Thread | None = None
         self._stop = threading.Event()
 
@@ -421,7 +422,7 @@ class SQLStore(BaseStore):
                 if refresh_ttl and row.ttl_us is not None:
                     refresh.append(row.id)
         if batch.searches:
-            q.use_custom_plans(conn)
+            q.use_custom_plans(conn, t, self._plans)
         for i, query, text, refresh_ttl in batch.searches:
             rows = (
                 q.search_items(conn, t, query, now)
@@ -524,7 +525,7 @@ class SQLStore(BaseStore):
             return [_search_item(r) for r in rows], more
 
         one = q.prefilter(self.tables, self.db.dialect, search)[1]
-        return q.search_now, (self.tables, search, now), False, one, finish
+        return q.search_now, (self.tables, search, now, self._plans), False, one, finish
 
     def _run(self, shortcut: _Shortcut[T]) -> T:
         fn, args, write, single, finish = shortcut
