@@ -602,3 +602,66 @@ def test_postgres_plans_searches_per_call_only_on_large_stores(
         assert mode_after_search() == "force_custom_plan" and store._plans.custom is True
     finally:
         store.db.dispose()
+
+
+def test_sqlite_reads_a_broad_prefix_newest_first(
+    backend: str, db_url: str, prefix: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """SQLite reads a prefix holding many items through the recency index, a small one through
+    the namespace index: both give the same pages (namespace and sub-namespaces, filters,
+    offsets, lapsed items), sync and batch alike."""
+    from langmem_sqlite.store import sql as store_sql
+
+    store = SQLStore(db_url, table_prefix=prefix)
+    ops: list[Any] = []
+    for i in range(300):
+        ns = ("org",) if i % 10 == 0 else ("org", f"u{i % 7}", *(["deep"] if i % 3 else []))
+        ops.append(
+            PutOp(
+                ns, f"k{i}", {"n": i % 13, "tag": f"t{i % 4}"}, ttl=0.001 if i % 11 == 0 else None
+            )
+        )
+    ops.append(PutOp(("orgx",), "outside", {"n": 1, "tag": "t1"}))
+    store.batch(ops)
+    time.sleep(0.1)  # the items with a TTL have lapsed
+    searches = [
+        {"filter": None, "limit": 10, "offset": 0},
+        {"filter": {"tag": "t1"}, "limit": 7, "offset": 3},
+        {"filter": {"n": {"$gte": 9}, "tag": "t2"}, "limit": 50, "offset": 0},
+        {"filter": {"n": 99}, "limit": 10, "offset": 0},
+    ]
+
+    def pages(prefixes: list[tuple[str, ...]]) -> list[Any]:
+        store._plans.broad.clear()
+        out = []
+        for p in prefixes:
+            for kw in searches:
+                found = store.search(p, **kw)
+                batched = store.batch([SearchOp(p, kw["filter"], kw["limit"], kw["offset"])])[0]
+                assert [i.key for i in found] == [i.key for i in batched]
+                out.append([(i.namespace, i.key) for i in found])
+        return out
+
+    prefixes = [("org",), ("org", "u3"), ("org", "u3", "deep")]
+    monkeypatch.setattr(store_sql, "BROAD_PREFIX", 10**9)
+    narrow = pages(prefixes)
+    monkeypatch.setattr(store_sql, "BROAD_PREFIX", 20)
+    broad = pages(prefixes)
+    assert broad == narrow and sum(map(len, narrow)) > 40
+    assert all(i[0] != ("orgx",) for page in narrow for i in page)
+    assert not any(int(i[1][1:]) % 11 == 0 for page in narrow for i in page)  # lapsed
+    if backend == "sqlite":  # broad: at least BROAD_PREFIX items in sub-namespaces
+        assert store._plans.broad[()][0] is True  # the store: 301 items
+        assert store._plans.broad[("org",)][0] is True
+        # "deep" holds 20 to 30 items, but ("org", "u3") holds a seventh of the newest items:
+        # reading newest first would skip six items for each of its own
+        counted = store.db.run(store_sql._count_under, store.tables, ("org", "u3"), lite=True)
+        assert counted >= 20
+        assert store._plans.broad[("org", "u3")][0] is False
+        assert store._plans.broad[("org", "u3", "deep")][0] is False  # no sub-namespace
+        monkeypatch.setattr(store_sql, "BROAD_PREFIX", 302)
+        store._plans.broad.clear()
+        store.search(("org",))
+        assert store._plans.broad == {(): (False, store._plans.broad[()][1])}  # no count per prefix
+    else:
+        assert store._plans.broad == {}

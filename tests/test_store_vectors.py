@@ -389,6 +389,28 @@ def test_pgvector_hnsw_index_on_request(pgvector_url: str) -> None:
         _drop(pgvector_url, [prefix])
 
 
+async def test_pgvector_hnsw_async(pgvector_url: str) -> None:
+    """The async twins take the same HNSW path (ef_search set on the async driver's
+    connection) and give the exact store's answer on a small store."""
+    prefix = f"a{uuid.uuid4().hex[:8]}_"
+    base: Any = {"dims": 16, "embed": DeterministicFakeEmbedding(size=16), "fields": ["text"]}
+    ann = SQLStore(
+        pgvector_url, table_prefix=prefix, index={**base, "ann_index_config": {"kind": "hnsw"}}
+    )
+    exact = SQLStore(pgvector_url, table_prefix=prefix, index=base)
+    try:
+        await ann.abatch([PutOp(("u",), f"k{i}", {"text": f"fact {i}"}) for i in range(400)])
+        for limit in (10, 50):
+            got = await ann.asearch(("u",), query="fact 3", limit=limit)
+            want = await exact.asearch(("u",), query="fact 3", limit=limit)
+            assert len(got) == limit
+            assert [(i.key, round(i.score or 0, 5)) for i in got] == [
+                (i.key, round(i.score or 0, 5)) for i in want
+            ]
+    finally:
+        _drop(pgvector_url, [prefix])
+
+
 def test_hnsw_config_elsewhere_ranks_exactly(tmp_path: Any) -> None:
     store = SQLStore(
         f"sqlite:///{tmp_path}/h.db",

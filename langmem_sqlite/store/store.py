@@ -425,7 +425,7 @@ class SQLStore(BaseStore):
             q.use_custom_plans(conn, t, self._plans)
         for i, query, text, refresh_ttl in batch.searches:
             rows = (
-                q.search_items(conn, t, query, now)
+                q.search_items(conn, t, query, now, self._plans)
                 if text is None
                 else q.vector_search(
                     conn, t, query, queries[text], now, pgvector, self._ann(pgvector)
