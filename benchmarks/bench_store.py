@@ -133,11 +133,16 @@ def workloads(n: int, vectors: bool) -> dict[str, tuple[int, Callable[[BaseStore
             200,
             lambda s, j: s.put(
                 ("bench", f"u{j % USERS}"),
-                f"k{keys[j] if j % 2 else n + j + rng.randrange(10**9)}",
+                f"k{keys[j % len(keys)] if j % 2 else n + j + rng.randrange(10**9)}",
                 value(j),
             ),
         ),
-        "get": (500, lambda s, j: s.get(("bench", f"u{keys[j] % USERS}"), f"k{keys[j]}")),
+        "get": (
+            500,
+            lambda s, j: s.get(
+                ("bench", f"u{keys[j % len(keys)] % USERS}"), f"k{keys[j % len(keys)]}"
+            ),
+        ),
         "filtered search (all)": (
             50,
             lambda s, j: s.search(
@@ -165,16 +170,26 @@ def workloads(n: int, vectors: bool) -> dict[str, tuple[int, Callable[[BaseStore
     return out
 
 
+ROUNDS = 7
+ROUND_S = 0.03  # seconds per round for the slower store: short rounds are mostly noise
+
+
 def measure(
     ours: BaseStore, anchor: BaseStore | None, ops: int, fn: Callable[[BaseStore, int], Any]
 ) -> tuple[float, float]:
-    """Median ms per operation of each store, in interleaved rounds of ``ops // 5`` (NaN for
-    a missing anchor)."""
+    """Median ms per operation of each store, in :data:`ROUNDS` interleaved rounds (NaN for a
+    missing anchor). A round runs at least ``ops // 5`` operations, more for fast operations,
+    so that it lasts about :data:`ROUND_S` for the slower store."""
     stores = [(ours, []), *([(anchor, [])] if anchor is not None else [])]
+    slowest = 0.0
     for store, _ in stores:
         fn(store, 0)
-    per = max(1, ops // 5)
-    for r in range(5):
+        t0 = time.perf_counter()
+        for j in range(1, 6):
+            fn(store, j)
+        slowest = max(slowest, (time.perf_counter() - t0) / 5)
+    per = max(1, ops // 5, min(2000, int(ROUND_S / max(slowest, 1e-9))))
+    for r in range(ROUNDS):
         for store, times in stores:
             t0 = time.perf_counter()
             for j in range(r * per, (r + 1) * per):

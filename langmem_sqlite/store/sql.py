@@ -531,23 +531,19 @@ _SAMPLE = 1000
 def _dense(conn: LiteConnection, t: Tables, prefix: tuple[str, ...]) -> bool:
     """Whether at least half of the store's newest :data:`_SAMPLE` items are under ``prefix``:
     reading newest first then finds the prefix's items at least half as often as reading the
-    prefix's own, and not one in a thousand (a big prefix in a far bigger store)."""
+    prefix's own (for a big prefix in a far bigger store it would not: the namespace index then
+    reads only the prefix's items)."""
     c = t.store_items.c
 
     def build() -> Any:
         newest = sa.select(c.ns).order_by(*_ordered(t)).limit(_SAMPLE).subquery()
-        under = sa.case((sa.and_(*_ns_range(newest.c.ns)), 1), else_=0)
+        under = sa.case((_under(newest.c.ns, prefix), 1), else_=0)
         return sa.select(sa.func.count(), sa.func.sum(under))
 
     stmt = _cached(("dense", t.key), build)
     lo, hi = namespaces.prefix_range(prefix)  # type: ignore[misc]
     sampled, under = conn.execute(stmt, {"lo": lo, "hi": hi}).one()
     return 2 * int(under or 0) >= int(sampled)
-
-
-def _ns_range(column: Any) -> list[Any]:
-    lo, hi = sa.bindparam("lo", type_=column.type), sa.bindparam("hi", type_=column.type)
-    return [column >= lo, column < hi]
 
 
 def _count_under(conn: LiteConnection, t: Tables, prefix: tuple[str, ...]) -> int:
