@@ -482,11 +482,21 @@ def use_custom_plans(conn: LiteConnection, t: Tables, mode: PlanMode) -> None:
         return
     # Outside a transaction (a read on the light lane runs in autocommit mode) the setting stays
     # with the connection: set it when it changes (its pool record remembers).
-    want = "force_custom_plan" if mode.custom else "auto"
+    _set_on_connection(conn, "plan_cache_mode", "force_custom_plan" if mode.custom else "auto")
+
+
+_SET_CONFIG = sa.select(sa.func.set_config(sa.bindparam("name"), sa.bindparam("value"), False))
+_DEFAULTS = {"plan_cache_mode": "auto", "hnsw.ef_search": "40"}
+
+
+def _set_on_connection(conn: LiteConnection, name: str, value: str) -> None:
+    """Set a PostgreSQL setting for the session of this pooled connection, unless it already
+    has ``value``: its pool record remembers what was set (else the server's default)."""
     info = conn.raw.info  # type: ignore[attr-defined]
-    if info.get("langmem_plan_cache_mode", "auto") != want:
-        conn.exec_driver_sql(f"SET plan_cache_mode = {want}")  # one of two constants
-        info["langmem_plan_cache_mode"] = want
+    key = f"langmem_setting_{name}"
+    if info.get(key, _DEFAULTS[name]) != value:
+        conn.execute(_SET_CONFIG, {"name": name, "value": value})
+        info[key] = value
 
 
 _TABLE_BYTES = sa.select(sa.func.pg_relation_size(sa.func.to_regclass(sa.bindparam("name"))))
@@ -735,26 +745,16 @@ def _pg_top(
     params["lim"] = want
     if ann is not None:
         params["candidates"] = candidates = 2 * want * ann.per_item + 1
-        _ef_search(conn, max(ann.ef_search, min(candidates, 1000)))  # a scan yields <= it
+        # an index scan yields at most ef_search vectors; reads run in autocommit mode, so a
+        # SET LOCAL would end with its own statement: set it for the connection
+        ef_search = max(ann.ef_search, min(candidates, 1000))
+        _set_on_connection(conn, "hnsw.ef_search", str(ef_search))
     found = [_item(r, -r[7]) for r in conn.execute(stmt, params)]
     if ann is not None and len(found) < want:
         # the index scan ran dry (ef_search, then the filter) or its vectors were of fewer
         # items: rank exactly, so that a search never returns fewer items than match
         return _pg_top(conn, t, q, query_vector, now, want, None)
     return found
-
-
-_SET_EF = sa.select(sa.func.set_config("hnsw.ef_search", sa.bindparam("v"), False))
-
-
-def _ef_search(conn: LiteConnection, value: int) -> None:
-    """Set pgvector's ``hnsw.ef_search`` for this connection, if not already ``value`` (reads
-    run in autocommit mode, so a ``SET LOCAL`` would end with its own statement; the pool
-    record remembers the value, 40 being pgvector's default)."""
-    info = conn.raw.info  # type: ignore[attr-defined]
-    if info.get("langmem_ef_search", 40) != value:
-        conn.execute(_SET_EF, {"v": str(value)})
-        info["langmem_ef_search"] = value
 
 
 def vector_search(
