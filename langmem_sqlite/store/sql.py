@@ -651,35 +651,15 @@ def _scored(
     query_vector: list[float],
     now: int,
     pgv: Any,
-    want: int,
 ) -> tuple[list[int], list[float]]:
-    """Candidates with a vector, best score per item, best first (expiry checked later).
-
-    With pgvector the database ranks: the inner product of the unit query with the stored unit
-    (or zero) vectors is their cosine, as :func:`cosine_max_pool` computes it; when the filter
-    is exact in SQL, only the first ``want`` items come back."""
+    """Candidates with a vector, best score per item, best first (expiry checked later); with
+    pgvector (``pgv``) ranked in the database (:func:`_pg_ranking`)."""
     items = t.store_items
     params = _params(conn.dialect.name, q, now)
-    if pgv is not None:
-        where, exact = _where(conn, t, q)
-
-        def ranked() -> Any:
-            # <#> is the negative inner product; max over an item's fields = -min
-            neg = pgv.c.embedding.op("<#>", return_type=sa.Float)(sa.bindparam("q", type_=Vector()))
-            best = sa.func.min(neg)
-            return (
-                sa.select(pgv.c.item_id, -best)
-                .join(items, items.c.id == pgv.c.item_id)
-                .where(*where)
-                .group_by(pgv.c.item_id)
-                .order_by(best, pgv.c.item_id)
-            )
-
-        stmt = _cached(_shape(conn, t, q, "pgvector"), ranked)
-        if exact:
-            stmt = stmt.limit(want)
-        pairs = conn.execute_raw(stmt, {**params, "q": unit(query_vector)})
-        return [r[0] for r in pairs], [float(r[1]) for r in pairs]
+    if pgv is not None:  # every item under the prefix, best first (the filter is re-checked)
+        ranking = _cached(_shape(conn, t, q, "pgvector ranking"), lambda: _pg_ranking(conn, t, q))
+        pairs = conn.execute_raw(ranking[0], {**params, "q": unit(query_vector)})
+        return [r[0] for r in pairs], [-float(r[1]) for r in pairs]
 
     def build() -> Any:
         v = t.store_vectors
@@ -693,6 +673,29 @@ def _scored(
     # Plain DBAPI tuples: building a Row per vector would cost more than the ranking.
     pairs = conn.execute_raw(_cached(_shape(conn, t, q, "vectors"), build), params)
     return cosine_max_pool(query_vector, [r[0] for r in pairs], b"".join([r[1] for r in pairs]))
+
+
+def _pg_ranking(
+    conn: LiteConnection, t: Tables, q: SearchQuery, ann: HNSW | None = None
+) -> tuple[Any, bool]:
+    """pgvector: ``(item_id, neg)`` per item matching the prefix and filter, best first, where
+    ``neg`` is the lowest negative inner product of the unit query (parameter ``q``) with the
+    item's stored unit (or zero) vectors, i.e. minus their best cosine as
+    :func:`cosine_max_pool` computes it; and whether the filter is exact in SQL. With ``ann``,
+    only the ``candidates`` nearest vectors through the HNSW index are grouped."""
+    pgv, items = pgvector_table(t), t.store_items
+    where, exact = _where(conn, t, q)
+    embedding = pgv.c.embedding if ann is None else sa.cast(pgv.c.embedding, Vector(ann.dims))
+    neg = embedding.op("<#>", return_type=sa.Float)(sa.bindparam("q", type_=Vector()))
+    joined = sa.select(pgv.c.item_id).join(items, items.c.id == pgv.c.item_id).where(*where)
+    if ann is None:
+        best = sa.func.min(neg).label("neg")
+        return joined.add_columns(best).group_by(pgv.c.item_id).order_by(best, pgv.c.item_id), exact
+    nearest = joined.add_columns(neg.label("neg")).order_by(neg)
+    near = nearest.limit(sa.bindparam("candidates")).subquery()
+    best = sa.func.min(near.c.neg).label("neg")
+    top = sa.select(near.c.item_id, best).group_by(near.c.item_id)
+    return top.order_by(best, near.c.item_id), exact
 
 
 def _pg_top(
@@ -712,23 +715,10 @@ def _pg_top(
     filtered afterwards; when that leaves fewer than ``want`` items because the scan ran dry
     (a selective prefix or filter), the exact ranking answers instead, so the approximation
     may reorder or swap near neighbours but never returns fewer items than match."""
-    pgv, items = pgvector_table(t), t.store_items
+    items = t.store_items
 
     def build() -> tuple[Any, bool]:
-        where, exact = _where(conn, t, q)
-        embedding = pgv.c.embedding if ann is None else sa.cast(pgv.c.embedding, Vector(ann.dims))
-        neg = embedding.op("<#>", return_type=sa.Float)(sa.bindparam("q", type_=Vector()))
-        joined = sa.select(pgv.c.item_id).join(items, items.c.id == pgv.c.item_id).where(*where)
-        if ann is None:  # best (lowest negative inner product) per item
-            best = sa.func.min(neg).label("neg")
-            top = joined.add_columns(best).group_by(pgv.c.item_id)
-            top = top.order_by(best, pgv.c.item_id)
-        else:  # the nearest vectors, through the index; then the best per item
-            nearest = joined.add_columns(neg.label("neg")).order_by(neg)
-            near = nearest.limit(sa.bindparam("candidates")).subquery()
-            best = sa.func.min(near.c.neg).label("neg")
-            top = sa.select(near.c.item_id, best).group_by(near.c.item_id)
-            top = top.order_by(best, near.c.item_id)
+        top, exact = _pg_ranking(conn, t, q, ann)
         ranked = top.limit(sa.bindparam("lim")).subquery()
         stmt = (
             sa.select(*_columns(t), ranked.c.neg)
@@ -777,7 +767,7 @@ def vector_search(
         ids: list[int] = []
     else:
         pgv = pgvector_table(t) if pgvector else None
-        ids, scores = _scored(conn, t, q, query_vector, now, pgv, want)
+        ids, scores = _scored(conn, t, q, query_vector, now, pgv)
         kept = []
     step = max(2 * want, 50) if q.filter else want  # rows to read per round
     stmt = _cached(

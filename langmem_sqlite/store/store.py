@@ -241,8 +241,9 @@ class SQLStore(BaseStore):
         table_prefix: prefix of the table names (shared with the other adapters).
         schema: PostgreSQL schema name.
         pgvector: on PostgreSQL, rank with the pgvector extension: ``None`` (default) when
-            it is installed or can be created, ``True`` to require it, ``False`` never. The
-            ranking is exact either way (no approximate index), so the results are the same.
+            it is installed or can be created, ``True`` to require it, ``False`` never. Unless
+            ``index`` asks for an HNSW index, the ranking is exact either way, so the results
+            are the same.
 
     Namespaces are tuples of non-empty strings (any character but NUL, so labels with dots,
     reachable through ``batch``, are stored as themselves); keys are strings of at most 255

@@ -97,7 +97,8 @@ def best_first(
 class HNSW:
     """An approximate (HNSW) pgvector index over ``dims``-dimensional vectors: ``m`` links per
     node, ``ef_construction`` and ``ef_search`` candidate lists when building and searching
-    (pgvector's defaults)."""
+    (pgvector's defaults). The index is built once per table and dimension: changing ``m`` or
+    ``ef_construction`` later keeps the existing index (drop it to rebuild)."""
 
     dims: int
     per_item: int = 1  # vectors per item (fields), for the number of candidates
