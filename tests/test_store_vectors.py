@@ -393,6 +393,72 @@ def test_pgvector_hnsw_index_on_request(pgvector_url: str) -> None:
         _drop(pgvector_url, [prefix])
 
 
+def test_pgvector_hnsw_skips_a_scan_that_ran_dry(
+    pgvector_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """When the HNSW scan's nearest vectors leave too few items (here: nearly all items have
+    lapsed), the exact ranking answers. The store remembers that for a minute, per prefix and
+    filter shape, and then ranks exactly at once: the index is not scanned again until the
+    minute is over."""
+    import time
+
+    import langmem_sqlite.store.sql as q
+
+    prefix = f"d{uuid.uuid4().hex[:8]}_"
+    base: Any = {"dims": 16, "embed": DeterministicFakeEmbedding(size=16), "fields": ["text"]}
+    ann = SQLStore(
+        pgvector_url,
+        table_prefix=prefix,
+        engine_args={"pool_size": 1, "max_overflow": 0},  # one backend: statistics in order
+        index={**base, "ann_index_config": {"kind": "hnsw"}},
+    )
+    exact = SQLStore(pgvector_url, table_prefix=prefix, index=base)
+
+    def scans() -> int:
+        """The index's scan count, once the store's one backend has sent its statistics."""
+        with ann.db.sync_engine.connect() as conn:  # the pooled connection the store uses
+            conn.execute(sa.text("SELECT pg_stat_force_next_flush()"))
+            conn.commit()  # flushed as the backend goes idle
+        time.sleep(0.2)
+        return _hnsw_scans(pgvector_url, prefix)
+
+    def same(query: str) -> None:
+        got = ann.search(("u",), query=query, limit=10)
+        want = exact.search(("u",), query=query, limit=10)
+        assert len(got) == 10
+        assert [(i.key, round(i.score or 0, 5)) for i in got] == [
+            (i.key, round(i.score or 0, 5)) for i in want
+        ]
+
+    try:
+        ann.batch([PutOp(("u", f"g{i % 3}"), f"k{i}", {"text": f"fact {i}"}) for i in range(3000)])
+        with get_database(pgvector_url).sync_engine.connect() as conn:  # as autovacuum would
+            conn.execute(sa.text(f'ANALYZE "{prefix}store_pgvectors"'))
+            conn.execute(sa.text(f'ANALYZE "{prefix}store_items"'))
+            conn.commit()
+        ann.batch(  # then all but 12 items lapse
+            [
+                PutOp(("u", f"g{i % 3}"), f"k{i}", {"text": f"fact {i}"}, ttl=0.001)
+                for i in range(12, 3000)
+            ]
+        )
+        time.sleep(0.1)
+        start = scans()
+        same("fact 9")  # the scan finds lapsed items, too few remain: exact ranking
+        first = scans()
+        assert first == start + 1
+        for query in ("fact 1", "fact 2000", "zzz"):
+            same(query)  # exact at once: no scan
+        monkeypatch.setattr(q, "_RECHECK_S", 0.0)  # a minute later: the index is tried again
+        same("fact 5")
+        assert scans() == first + 1
+        same("fact 6")
+        assert scans() == first + 2
+    finally:
+        ann.db.dispose()
+        _drop(pgvector_url, [prefix])
+
+
 async def test_pgvector_hnsw_async(pgvector_url: str) -> None:
     """The async twins take the same HNSW path (ef_search set on the async driver's
     connection) and give the exact store's answer on a small store."""

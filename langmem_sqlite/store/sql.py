@@ -453,6 +453,9 @@ class PlanMode:
     custom: bool = True
     checked: float = -math.inf
     broad: dict[tuple[str, ...], tuple[bool, float]] = field(default_factory=dict)
+    dry: dict[tuple[Any, ...], float] = field(default_factory=dict)
+    """pgvector with HNSW: when a search's index scan last ran dry, per prefix and filter shape
+    (see :func:`_pg_top`)."""
 
 
 LARGE_ITEMS_TABLE = 4 << 20  # bytes: about 25,000 small items
@@ -706,6 +709,7 @@ def _pg_top(
     now: int,
     want: int,
     ann: HNSW | None,
+    mode: PlanMode | None = None,
 ) -> list[ItemRow] | None:
     """pgvector: the best ``want`` items with their rows, in one statement; None when the
     filter is not exact in SQL (then :func:`_scored` ranks and Python re-checks).
@@ -714,8 +718,18 @@ def _pg_top(
     HNSW index yields the nearest vectors (two per wanted item per field, as PostgresStore),
     filtered afterwards; when that leaves fewer than ``want`` items because the scan ran dry
     (a selective prefix or filter), the exact ranking answers instead, so the approximation
-    may reorder or swap near neighbours but never returns fewer items than match."""
+    may reorder or swap near neighbours but never returns fewer items than match.
+
+    A scan that ran dry is remembered in ``mode`` for a minute, per prefix and filter shape:
+    the searches that follow rank exactly at once instead of paying for a scan that finds
+    too little (one user's namespace among 100 at 100,000 items: 5.4 ms with the scan, 3.9
+    without)."""
     items = t.store_items
+    dry = (q.prefix, q.shape, want)
+    if ann is not None and mode is not None:
+        since = mode.dry.get(dry)
+        if since is not None and time.monotonic() - since < _RECHECK_S:
+            ann = None
 
     def build() -> tuple[Any, bool]:
         top, exact = _pg_ranking(conn, t, q, ann)
@@ -743,6 +757,10 @@ def _pg_top(
     if ann is not None and len(found) < want:
         # the index scan ran dry (ef_search, then the filter) or its vectors were of fewer
         # items: rank exactly, so that a search never returns fewer items than match
+        if mode is not None:
+            if len(mode.dry) >= 1024:
+                mode.dry.clear()
+            mode.dry[dry] = time.monotonic()
         return _pg_top(conn, t, q, query_vector, now, want, None)
     return found
 
@@ -755,13 +773,15 @@ def vector_search(
     now: int,
     pgvector: bool = False,
     ann: HNSW | None = None,
+    mode: PlanMode | None = None,
 ) -> list[ItemRow]:
     """Items ranked by cosine similarity to ``query_vector`` (best vector per item), among
     those matching the prefix and filter; items without a vector follow, unscored. With
-    ``pgvector`` the database ranks (approximately, through the HNSW index, with ``ann``)."""
+    ``pgvector`` the database ranks (approximately, through the HNSW index, with ``ann``;
+    ``mode`` remembers where that index found too little, see :func:`_pg_top`)."""
     want = q.offset + q.limit
     c = t.store_items.c
-    top = _pg_top(conn, t, q, query_vector, now, want, ann) if pgvector else None
+    top = _pg_top(conn, t, q, query_vector, now, want, ann, mode) if pgvector else None
     if top is not None:
         kept = top
         ids: list[int] = []

@@ -429,7 +429,7 @@ class SQLStore(BaseStore):
                 q.search_items(conn, t, query, now, self._plans)
                 if text is None
                 else q.vector_search(
-                    conn, t, query, queries[text], now, pgvector, self._ann(pgvector)
+                    conn, t, query, queries[text], now, pgvector, self._ann(pgvector), self._plans
                 )
             )
             results[i] = [_search_item(r) for r in rows]
