@@ -33,7 +33,7 @@ from contextlib import contextmanager
 from typing import Any
 
 from langchain_core.messages import AIMessage, HumanMessage
-from langgraph.checkpoint.base import BaseCheckpointSaver, empty_checkpoint
+from langgraph.checkpoint.base import BaseCheckpointSaver, CheckpointTuple, empty_checkpoint
 from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.graph import START, MessagesState, StateGraph
 
@@ -380,36 +380,106 @@ def pg_pool(n: int) -> None:
     print(f"  ours / anchor at 8 threads: {o8 / a8:.2f}x")
 
 
+class ByReference(BaseCheckpointSaver):
+    """LangGraph's own share of a turn: a saver that keeps the graph's objects as they are (no
+    serialization, no copies but the lists' spines), for one thread in one namespace. A turn on
+    it is LangGraph's work plus almost nothing, so its growth over a long thread is LangGraph's
+    own (``add_messages`` indexes every message of the state on each call)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.saved: list[tuple[str, Any, Any, str | None]] = []
+        self.writes: dict[str, list[tuple[str, str, Any]]] = {}
+
+    def _config(self, thread: str, checkpoint_id: str) -> Any:
+        return {
+            "configurable": {
+                "thread_id": thread,
+                "checkpoint_ns": "",
+                "checkpoint_id": checkpoint_id,
+            }
+        }
+
+    def get_tuple(self, config: Any) -> CheckpointTuple | None:
+        if not self.saved:
+            return None
+        cid, checkpoint, metadata, parent = self.saved[-1]
+        thread = config["configurable"]["thread_id"]
+        return CheckpointTuple(
+            self._config(thread, cid),
+            checkpoint,
+            metadata,
+            self._config(thread, parent) if parent else None,
+            self.writes.get(cid, []),
+        )
+
+    def put(self, config: Any, checkpoint: Any, metadata: Any, new_versions: Any) -> Any:
+        values = {
+            k: list(v) if isinstance(v, list) else v
+            for k, v in checkpoint["channel_values"].items()
+        }
+        kept = {**checkpoint, "channel_values": values}
+        parent = config["configurable"].get("checkpoint_id")
+        self.saved.append((checkpoint["id"], kept, metadata, parent))
+        return self._config(config["configurable"]["thread_id"], checkpoint["id"])
+
+    def put_writes(self, config: Any, writes: Any, task_id: str, task_path: str = "") -> None:
+        cid = config["configurable"]["checkpoint_id"]
+        self.writes.setdefault(cid, []).extend((task_id, c, v) for c, v in writes)
+
+    def get_next_version(self, current: Any, channel: Any) -> int:
+        return (current or 0) + 1
+
+
 def long_thread(turns: int, tmp: str) -> None:
     print(f"\n== 5. one {turns}-turn thread, SQLite file: growth every {turns // 10} turns ==")
     path = os.path.join(tmp, "long.db")
     saver = SQLSaver(path)
     saver.setup()
+    ours, alone = chat_graph(saver), chat_graph(ByReference())
+    timed = Timed(saver)
+    cfg = {"configurable": {"thread_id": "long"}}
     step = turns // 10
     marks: list[tuple[int, int]] = []
-
-    def on_turn(i: int) -> None:
-        if i % step == 0:
-            marks.append((i, sqlite_size(path)))
-
-    res = run_chat(saver, turns, "long", on_turn)
+    per_turn: list[list[float]] = []
+    turn_ms: list[tuple[float, float]] = []
+    for i in range(turns):  # the two graphs turn by turn: the machine's noise hits both alike
+        msg = {"messages": [HumanMessage(content=text(180, i))]}
+        start = len(timed.calls)
+        t0 = time.perf_counter()
+        ours.invoke(msg, cfg, durability="sync")
+        t1 = time.perf_counter()
+        alone.invoke(msg, cfg, durability="sync")
+        turn_ms.append(((t1 - t0) * 1e3, (time.perf_counter() - t1) * 1e3))
+        per_turn.append(timed.calls[start:])
+        if (i + 1) % step == 0:
+            marks.append((i + 1, sqlite_size(path)))
     prev = 0
-    print(f"  {'turns':>6} {'size MB':>9} {'+MB/block':>10} {'put p50 ms':>11} {'turn ms':>8}")
+    print(
+        f"  {'turns':>6} {'size MB':>9} {'+MB/block':>10} {'put p50 ms':>11} {'turn ms':>8}"
+        f" {'LangGraph alone':>16} {'saver share':>12}"
+    )
+    blocks: list[tuple[float, float, float, float]] = []
     for i, size in marks:
-        block = res["per_turn"][i - step : i]
-        put = statistics.median(x for t in block for x in t)
-        turn = statistics.median(res["turns"][i - step : i])
+        put = statistics.median(x for t in per_turn[i - step : i] for x in t)
+        mine = statistics.median(t[0] for t in turn_ms[i - step : i])
+        own = statistics.median(t[1] for t in turn_ms[i - step : i])
+        share = statistics.median(t[0] - t[1] for t in turn_ms[i - step : i])
+        blocks.append((put, mine, own, share))
         print(
             f"  {i:>6} {size / 1e6:9.3f} {(size - prev) / 1e6:10.3f} {put * 1e3:11.3f}"
-            f" {turn * 1e3:8.2f}"
+            f" {mine:8.2f} {own:16.2f} {share:12.2f}"
         )
         prev = size
     first = marks[1][1] - marks[0][1]
     last = marks[-1][1] - marks[-2][1]
-    p_first = put_median(res["per_turn"], step, 2 * step)
-    p_last = put_median(res["per_turn"], turns - step, turns)
     print(f"  size added by the last block / the second block: {last / first:.2f}x (linear: ~1x)")
-    print(f"  put p50 last block / second block: {p_last / p_first:.2f}x (flat: ~1x)")
+    growth = [b[-1] / b[1] for b in zip(*blocks, strict=True)]
+    print(f"  put p50 last block / second block: {growth[0]:.2f}x (flat: ~1x)")
+    print(
+        f"  turn p50 last block / second block: {growth[1]:.2f}x; LangGraph alone"
+        f" {growth[2]:.2f}x; the saver's share of a turn {growth[3]:.2f}x"
+    )
     half = dict(marks)[turns // 2]
     print(
         f"  size at {turns} turns / at {turns // 2}: {marks[-1][1] / half:.2f}x (linear: 2x, quadratic: 4x)"
