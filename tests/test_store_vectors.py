@@ -328,6 +328,18 @@ def _hnsw_scans(url: str, prefix: str) -> int:
         )
 
 
+def _flushed_scans(store: SQLStore, url: str, prefix: str) -> int:
+    """The HNSW index's scan count, once the store's one pooled backend has sent its
+    statistics (it flushes them when it goes idle after ``pg_stat_force_next_flush``)."""
+    import time
+
+    with store.db.sync_engine.connect() as conn:
+        conn.execute(sa.text("SELECT pg_stat_force_next_flush()"))
+        conn.commit()
+    time.sleep(0.2)
+    return _hnsw_scans(url, prefix)
+
+
 def test_pgvector_hnsw_index_on_request(pgvector_url: str) -> None:
     """``ann_index_config: {"kind": "hnsw"}`` builds an HNSW index that searches use; on a
     small store its results are the exact ones, and a limit beyond pgvector's ef_search (40)
@@ -415,12 +427,7 @@ def test_pgvector_hnsw_skips_a_scan_that_ran_dry(
     exact = SQLStore(pgvector_url, table_prefix=prefix, index=base)
 
     def scans() -> int:
-        """The index's scan count, once the store's one backend has sent its statistics."""
-        with ann.db.sync_engine.connect() as conn:  # the pooled connection the store uses
-            conn.execute(sa.text("SELECT pg_stat_force_next_flush()"))
-            conn.commit()  # flushed as the backend goes idle
-        time.sleep(0.2)
-        return _hnsw_scans(pgvector_url, prefix)
+        return _flushed_scans(ann, pgvector_url, prefix)
 
     def same(query: str) -> None:
         got = ann.search(("u",), query=query, limit=10)
@@ -454,6 +461,53 @@ def test_pgvector_hnsw_skips_a_scan_that_ran_dry(
         assert scans() == first + 1
         same("fact 6")
         assert scans() == first + 2
+    finally:
+        ann.db.dispose()
+        _drop(pgvector_url, [prefix])
+
+
+def test_pgvector_hnsw_not_tried_under_a_narrow_prefix(pgvector_url: str) -> None:
+    """A namespace holding too small a share of the store for the index's ``ef_search``
+    nearest vectors to include the items asked for is ranked exactly without scanning the
+    index (decided from the planner's row estimate and a count under the prefix); a namespace
+    holding most of the store still scans it."""
+    prefix = f"n{uuid.uuid4().hex[:8]}_"
+    base: Any = {"dims": 16, "embed": DeterministicFakeEmbedding(size=16), "fields": ["text"]}
+    hnsw = {**base, "ann_index_config": {"kind": "hnsw"}}
+    exact = SQLStore(pgvector_url, table_prefix=prefix, index=base)
+    loader = SQLStore(pgvector_url, table_prefix=prefix, index=hnsw)  # builds the index
+    loader.batch([PutOp(("u", "big"), f"b{i}", {"text": f"fact {i}"}) for i in range(2000)])
+    loader.batch([PutOp(("u", "small"), f"s{i}", {"text": f"note {i}"}) for i in range(2000)])
+    with get_database(pgvector_url).sync_engine.connect() as conn:  # as autovacuum would
+        conn.execute(sa.text(f'ANALYZE "{prefix}store_pgvectors"'))
+        conn.execute(sa.text(f'ANALYZE "{prefix}store_items"'))
+        conn.commit()
+    # then "small" shrinks to 40 items: the planner, which still sees half the store there,
+    # would scan the index (and find too few of its items); the count under the prefix sees 40
+    loader.batch([PutOp(("u", "small"), f"s{i}", None) for i in range(40, 2000)])
+    loader.db.dispose()
+    ann = SQLStore(
+        pgvector_url,
+        table_prefix=prefix,
+        engine_args={"pool_size": 1, "max_overflow": 0},
+        index=hnsw,
+    )
+    try:
+        start = _flushed_scans(ann, pgvector_url, prefix)
+        for ns, query, limit in (
+            (("u", "small"), "note 3", 10),  # 40 items: under the 1,000 needed (4,000 / 40 * 10)
+            (("u", "small"), "fact 9", 5),
+            (("u", "big"), "fact 9", 10),  # most of the store: the index
+        ):
+            got = ann.search(ns, query=query, limit=limit)
+            want = exact.search(ns, query=query, limit=limit)
+            assert len(got) == limit
+            if ns == ("u", "small"):  # exact: the same ranking
+                assert [(i.key, round(i.score or 0, 5)) for i in got] == [
+                    (i.key, round(i.score or 0, 5)) for i in want
+                ]
+                assert _flushed_scans(ann, pgvector_url, prefix) == start
+        assert _flushed_scans(ann, pgvector_url, prefix) == start + 1
     finally:
         ann.db.dispose()
         _drop(pgvector_url, [prefix])
