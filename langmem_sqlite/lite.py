@@ -26,6 +26,7 @@ runs the same function on the async engine's pool inside SQLAlchemy's greenlet b
 
 from __future__ import annotations
 
+import json
 import os
 import threading
 import weakref
@@ -369,6 +370,17 @@ class LiteConnection:
         sql, args = c.params(params, key)
         self.cursor.execute(sql, args)
         return list(self.cursor.fetchall())
+
+    def estimated_rows(self, stmt: Any, params: Mapping[str, Any] | None = None) -> float:
+        """PostgreSQL: the planner's estimate of the rows a select returns (``EXPLAIN``: the
+        statement is planned, not run)."""
+        c, key = self._compiled(stmt, params)
+        sql, args = c.params(params, key)
+        self.cursor.execute("EXPLAIN (FORMAT JSON) " + sql, args)
+        plan: Any = self.cursor.fetchall()[0][0]
+        if isinstance(plan, str | bytes):
+            plan = json.loads(plan)
+        return float(plan[0]["Plan"]["Plan Rows"])
 
     def exec_driver_sql(self, sql: str, params: Any = None) -> LiteResult:
         """Execute a constant SQL string (no user text in it) with driver parameters."""

@@ -14,6 +14,7 @@ from langgraph.store.base import PutOp
 
 from langmem_sqlite import SQLStore
 from langmem_sqlite.db import get_database
+from langmem_sqlite.lite import LiteConnection
 from langmem_sqlite.schema import get_tables
 from langmem_sqlite.store.filters import matches
 
@@ -468,48 +469,56 @@ def test_pgvector_hnsw_skips_a_scan_that_ran_dry(
 
 def test_pgvector_hnsw_not_tried_under_a_narrow_prefix(pgvector_url: str) -> None:
     """A namespace holding too small a share of the store for the index's ``ef_search``
-    nearest vectors to include the items asked for is ranked exactly without scanning the
-    index (decided from the planner's row estimate and a count under the prefix); a namespace
-    holding most of the store still scans it."""
+    nearest vectors to include the items asked for is ranked exactly without the index
+    (decided from the planner's statistics, once a minute per prefix); a namespace holding
+    most of the store, and the whole store, use the index."""
+    import langmem_sqlite.store.sql as q
+
     prefix = f"n{uuid.uuid4().hex[:8]}_"
     base: Any = {"dims": 16, "embed": DeterministicFakeEmbedding(size=16), "fields": ["text"]}
     hnsw = {**base, "ann_index_config": {"kind": "hnsw"}}
     exact = SQLStore(pgvector_url, table_prefix=prefix, index=base)
-    loader = SQLStore(pgvector_url, table_prefix=prefix, index=hnsw)  # builds the index
-    loader.batch([PutOp(("u", "big"), f"b{i}", {"text": f"fact {i}"}) for i in range(2000)])
-    loader.batch([PutOp(("u", "small"), f"s{i}", {"text": f"note {i}"}) for i in range(2000)])
-    with get_database(pgvector_url).sync_engine.connect() as conn:  # as autovacuum would
-        conn.execute(sa.text(f'ANALYZE "{prefix}store_pgvectors"'))
-        conn.execute(sa.text(f'ANALYZE "{prefix}store_items"'))
-        conn.commit()
-    # then "small" shrinks to 40 items: the planner, which still sees half the store there,
-    # would scan the index (and find too few of its items); the count under the prefix sees 40
-    loader.batch([PutOp(("u", "small"), f"s{i}", None) for i in range(40, 2000)])
-    loader.db.dispose()
-    ann = SQLStore(
-        pgvector_url,
-        table_prefix=prefix,
-        engine_args={"pool_size": 1, "max_overflow": 0},
-        index=hnsw,
-    )
+    ann = SQLStore(pgvector_url, table_prefix=prefix, index=hnsw)
     try:
-        start = _flushed_scans(ann, pgvector_url, prefix)
+        ann.batch([PutOp(("u", "big"), f"b{i}", {"text": f"fact {i}"}) for i in range(2000)])
+        ann.batch([PutOp(("u", "small"), f"s{i}", {"text": f"note {i}"}) for i in range(40)])
+        with get_database(pgvector_url).sync_engine.connect() as conn:  # as autovacuum would
+            conn.execute(sa.text(f'ANALYZE "{prefix}store_items"'))
+            conn.commit()
+        ann._plans.checked = float("-inf")  # read the table's new estimate now
         for ns, query, limit in (
-            (("u", "small"), "note 3", 10),  # 40 items: under the 1,000 needed (4,000 / 40 * 10)
+            (("u", "small"), "note 3", 10),
             (("u", "small"), "fact 9", 5),
-            (("u", "big"), "fact 9", 10),  # most of the store: the index
+            (("u", "big"), "fact 9", 10),
+            (("u",), "note 1", 10),
         ):
             got = ann.search(ns, query=query, limit=limit)
-            want = exact.search(ns, query=query, limit=limit)
             assert len(got) == limit
-            if ns == ("u", "small"):  # exact: the same ranking
+            if ns == ("u", "small"):  # ranked exactly: the exact store's answer
                 assert [(i.key, round(i.score or 0, 5)) for i in got] == [
-                    (i.key, round(i.score or 0, 5)) for i in want
+                    (i.key, round(i.score or 0, 5))
+                    for i in exact.search(ns, query=query, limit=limit)
                 ]
-                assert _flushed_scans(ann, pgvector_url, prefix) == start
-        assert _flushed_scans(ann, pgvector_url, prefix) == start + 1
+        assert 2000 <= ann._plans.rows <= 2100
+        decided = {(p, want): e[0] for (p, _, want), e in ann._plans.exact.items()}
+        # 40 of 2,040 items: the 40 nearest vectors hold about 0.8 of them, fewer than 10 or 5
+        assert decided == {
+            (("u", "small"), 10): True,
+            (("u", "small"), 5): True,
+            (("u", "big"), 10): False,
+            (("u",), 10): False,
+        }
+        with ann.db.sync_engine.connect() as raw:  # the rule itself, on the statistics
+            lite = LiteConnection(raw.connection, raw.dialect, {})  # type: ignore[arg-type]
+            mode = ann._plans
+            assert q._narrow(lite, ann.tables, ("u", "small"), mode, 10, 40)
+            # one vector wanted of the 100 nearest: about 2 of them are small's
+            assert not q._narrow(lite, ann.tables, ("u", "small"), mode, 1, 100)
+            assert not q._narrow(lite, ann.tables, ("u", "big"), mode, 10, 40)
+            assert not q._narrow(lite, ann.tables, (), mode, 10, 40)
+            unknown = q.PlanMode()  # no estimate yet: the index is tried
+            assert not q._narrow(lite, ann.tables, ("u", "small"), unknown, 10, 40)
     finally:
-        ann.db.dispose()
         _drop(pgvector_url, [prefix])
 
 

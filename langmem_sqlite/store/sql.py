@@ -455,10 +455,10 @@ class PlanMode:
     rows: float = -1.0
     """PostgreSQL: the planner's estimate of the items table's rows (-1: not known yet)."""
     broad: dict[tuple[str, ...], tuple[bool, float]] = field(default_factory=dict)
-    dry: dict[tuple[Any, ...], float] = field(default_factory=dict)
-    """pgvector with HNSW: since when a search is known to rank exactly, per prefix, filter
-    shape and number of items wanted: its prefix is too narrow for the index, or the index
-    scan ran dry (see :func:`_pg_top`)."""
+    exact: dict[tuple[Any, ...], tuple[bool, float]] = field(default_factory=dict)
+    """pgvector with HNSW, per prefix, filter shape and number of items wanted: whether a
+    search ranks exactly without the index (its prefix is too narrow for it, or its scan ran
+    dry), and since when (see :func:`_pg_top`)."""
 
 
 LARGE_ITEMS_TABLE = 4 << 20  # bytes: about 25,000 small items
@@ -728,19 +728,19 @@ def _pg_top(
     may reorder or swap near neighbours but never returns fewer items than match.
 
     The scan is not tried under a prefix holding too small a share of the store for the
-    ``ef_search`` nearest vectors to include ``want`` of its items (see :func:`_narrow`), and
-    a scan that ran dry is remembered in ``mode`` for a minute, per prefix, filter shape and
-    ``want``: such searches rank exactly at once instead of paying for a scan that finds too
-    little (one user's namespace among 100 at 100,000 items: 7.1 ms with the scan, 4.3
-    without)."""
+    ``ef_search`` nearest vectors to include ``want`` of its items (see :func:`_narrow`), nor
+    where it ran dry: both are decided once a minute per prefix, filter shape and ``want``
+    (in ``mode``), and such searches rank exactly at once instead of paying for a scan that
+    finds too little (one user's namespace among 100 at 100,000 items: 7.1 ms with the scan,
+    4.3 without)."""
     items = t.store_items
-    dry = (q.prefix, q.shape, want)
+    plan = (q.prefix, q.shape, want)
     if ann is not None and mode is not None:
-        since = mode.dry.get(dry)
-        if since is not None and time.monotonic() - since < _RECHECK_S:
-            ann = None
-        elif _narrow(conn, t, q.prefix, mode, want * ann.per_item, _ef_search(ann, want)):
-            _remember(mode.dry, dry)
+        known = mode.exact.get(plan)
+        if known is None or time.monotonic() - known[1] >= _RECHECK_S:
+            narrow = _narrow(conn, t, q.prefix, mode, want * ann.per_item, _ef_search(ann, want))
+            known = _remember(mode.exact, plan, narrow)
+        if known[0]:
             ann = None
 
     def build() -> tuple[Any, bool]:
@@ -769,7 +769,7 @@ def _pg_top(
         # the index scan ran dry (ef_search, then the filter) or its vectors were of fewer
         # items: rank exactly, so that a search never returns fewer items than match
         if mode is not None:
-            _remember(mode.dry, dry)
+            _remember(mode.exact, plan, True)
         return _pg_top(conn, t, q, query_vector, now, want, None)
     return found
 
@@ -780,10 +780,13 @@ def _ef_search(ann: HNSW, want: int) -> int:
     return max(ann.ef_search, min(2 * want * ann.per_item + 1, 1000))
 
 
-def _remember(known: dict[tuple[Any, ...], float], key: tuple[Any, ...]) -> None:
+def _remember(
+    known: dict[tuple[Any, ...], tuple[bool, float]], key: tuple[Any, ...], value: bool
+) -> tuple[bool, float]:
     if len(known) >= 1024:
         known.clear()
-    known[key] = time.monotonic()
+    known[key] = entry = (value, time.monotonic())
+    return entry
 
 
 def _narrow(
@@ -796,25 +799,19 @@ def _narrow(
 ) -> bool:
     """Whether ``prefix`` holds too small a share of the store for an HNSW scan: its
     ``ef_search`` nearest vectors would hold fewer than ``vectors`` of the prefix's on average,
-    i.e. it holds fewer than ``rows * vectors / ef_search`` items (``rows``: the planner's
-    estimate; counted through the namespace index up to that many). Not for the whole store,
-    nor while the estimate is unknown (the scan is tried, and the exact ranking answers if it
-    runs dry)."""
+    i.e. the planner expects fewer than ``rows * vectors / ef_search`` items under it
+    (``rows``: its estimate for the table; both from the statistics, without reading the
+    items). Not for the whole store, nor while the estimate is unknown: the scan is tried,
+    and the exact ranking answers if it runs dry."""
     if not prefix or mode.rows <= 0:
         return False
-    need = math.ceil(mode.rows * vectors / ef_search)
     c = t.store_items.c
     lo, hi = sa.bindparam("lo", type_=c.ns.type), sa.bindparam("hi", type_=c.ns.type)
-    stmt = _cached(
-        ("count_prefix", t.key),
-        lambda: sa.select(sa.func.count()).select_from(
-            sa.select(c.id).where(c.ns >= lo, c.ns < hi).limit(sa.bindparam("n")).subquery()
-        ),
-    )
+    stmt = _cached(("under_prefix", t.key), lambda: sa.select(c.id).where(c.ns >= lo, c.ns < hi))
     bounds = namespaces.prefix_range(prefix)
     assert bounds is not None
-    params = {"lo": bounds[0], "hi": bounds[1], "n": need}
-    return int(conn.execute(stmt, params).scalar() or 0) < need
+    under = conn.estimated_rows(stmt, {"lo": bounds[0], "hi": bounds[1]})
+    return under * ef_search < mode.rows * vectors
 
 
 def vector_search(
