@@ -467,12 +467,16 @@ def test_pgvector_hnsw_skips_a_scan_that_ran_dry(
         _drop(pgvector_url, [prefix])
 
 
-def test_pgvector_hnsw_not_tried_under_a_narrow_prefix(pgvector_url: str) -> None:
+def test_pgvector_hnsw_not_tried_under_a_narrow_prefix(
+    pgvector_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """A namespace holding too small a share of the store for the index's ``ef_search``
     nearest vectors to include the items asked for is ranked exactly without the index
     (decided from the planner's statistics, once a minute per prefix); a namespace holding
     most of the store, and the whole store, use the index."""
     import langmem_sqlite.store.sql as q
+
+    monkeypatch.setattr(q, "NARROW_FROM", 1000)  # the rule from 1,000 items (10,000 by default)
 
     prefix = f"n{uuid.uuid4().hex[:8]}_"
     base: Any = {"dims": 16, "embed": DeterministicFakeEmbedding(size=16), "fields": ["text"]}
@@ -518,6 +522,8 @@ def test_pgvector_hnsw_not_tried_under_a_narrow_prefix(pgvector_url: str) -> Non
             assert not q._narrow(lite, ann.tables, (), mode, 10, 40)
             unknown = q.PlanMode()  # no estimate yet: the index is tried
             assert not q._narrow(lite, ann.tables, ("u", "small"), unknown, 10, 40)
+            monkeypatch.setattr(q, "NARROW_FROM", 2100)  # a store too small to ask
+            assert not q._narrow(lite, ann.tables, ("u", "small"), mode, 10, 40)
     finally:
         _drop(pgvector_url, [prefix])
 

@@ -760,7 +760,7 @@ def _pg_top(
     params = {**_params(conn.dialect.name, q, now), "q": unit(query_vector)}
     params["lim"] = want
     if ann is not None:
-        params["candidates"] = 2 * want * ann.per_item + 1
+        params["candidates"] = _candidates(ann, want)
         # an index scan yields at most ef_search vectors; reads run in autocommit mode, so a
         # SET LOCAL would end with its own statement: set it for the connection
         _set_on_connection(conn, "hnsw.ef_search", str(_ef_search(ann, want)))
@@ -774,10 +774,16 @@ def _pg_top(
     return found
 
 
+def _candidates(ann: HNSW, want: int) -> int:
+    """The nearest vectors an HNSW search of ``want`` items groups: two per wanted item per
+    embedded field (as PostgresStore), plus one."""
+    return 2 * want * ann.per_item + 1
+
+
 def _ef_search(ann: HNSW, want: int) -> int:
-    """pgvector's ``hnsw.ef_search`` for a search of ``want`` items: at least the candidates
-    it groups (two per wanted item per field, up to pgvector's limit of 1,000)."""
-    return max(ann.ef_search, min(2 * want * ann.per_item + 1, 1000))
+    """pgvector's ``hnsw.ef_search`` for a search of ``want`` items: at least its candidates
+    (up to pgvector's limit of 1,000)."""
+    return max(ann.ef_search, min(_candidates(ann, want), 1000))
 
 
 def _remember(
@@ -787,6 +793,13 @@ def _remember(
         known.clear()
     known[key] = entry = (value, time.monotonic())
     return entry
+
+
+NARROW_FROM = 10_000
+"""Items from which an HNSW search first asks the planner whether its prefix is too narrow for
+the index (see :func:`_narrow`): in a smaller store a scan that runs dry costs less than the
+question's round trip (measured at 1,000 items: 0.74 instead of 0.54 ms for a user's first
+search)."""
 
 
 def _narrow(
@@ -801,9 +814,9 @@ def _narrow(
     ``ef_search`` nearest vectors would hold fewer than ``vectors`` of the prefix's on average,
     i.e. the planner expects fewer than ``rows * vectors / ef_search`` items under it
     (``rows``: its estimate for the table; both from the statistics, without reading the
-    items). Not for the whole store, nor while the estimate is unknown: the scan is tried,
-    and the exact ranking answers if it runs dry."""
-    if not prefix or mode.rows <= 0:
+    items). Not for the whole store, nor while the estimate is unknown or below
+    :data:`NARROW_FROM`: the scan is tried, and the exact ranking answers if it runs dry."""
+    if not prefix or mode.rows < max(NARROW_FROM, 1):
         return False
     c = t.store_items.c
     lo, hi = sa.bindparam("lo", type_=c.ns.type), sa.bindparam("hi", type_=c.ns.type)
@@ -827,7 +840,7 @@ def vector_search(
     """Items ranked by cosine similarity to ``query_vector`` (best vector per item), among
     those matching the prefix and filter; items without a vector follow, unscored. With
     ``pgvector`` the database ranks (approximately, through the HNSW index, with ``ann``;
-    ``mode`` remembers where that index found too little, see :func:`_pg_top`)."""
+    ``mode`` keeps where that index is not worth scanning, see :func:`_pg_top`)."""
     want = q.offset + q.limit
     c = t.store_items.c
     top = _pg_top(conn, t, q, query_vector, now, want, ann, mode) if pgvector else None
