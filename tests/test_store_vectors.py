@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import importlib.util
 import uuid
 from typing import Any
@@ -524,6 +525,21 @@ def test_pgvector_hnsw_not_tried_under_a_narrow_prefix(
             assert not q._narrow(lite, ann.tables, ("u", "small"), unknown, 10, 40)
             monkeypatch.setattr(q, "NARROW_FROM", 2100)  # a store too small to ask
             assert not q._narrow(lite, ann.tables, ("u", "small"), mode, 10, 40)
+        monkeypatch.setattr(q, "NARROW_FROM", 1000)
+
+        async def asearch() -> list[Any]:  # the same question on the async driver
+            fresh = SQLStore(pgvector_url, table_prefix=prefix, index=hnsw)
+            try:
+                got = await fresh.asearch(("u", "small"), query="note 3", limit=10)
+                assert fresh._plans.exact[(("u", "small"), (), 10)][0] is True
+                return got
+            finally:
+                await fresh.db.adispose()
+
+        got = asyncio.run(asearch())
+        assert [i.key for i in got] == [
+            i.key for i in exact.search(("u", "small"), query="note 3", limit=10)
+        ]
     finally:
         _drop(pgvector_url, [prefix])
 
