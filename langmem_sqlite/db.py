@@ -229,7 +229,11 @@ def jsonb_dumps(value: Any) -> str:
     as ``3.9e16`` would come back as the integer ``39000000000000000``. Floats written with a
     positive exponent are spelled out with a decimal point instead (``39000000000000000.0``),
     which ``numeric`` keeps and JSON decoders read back as the same float."""
-    text = json.dumps(value)
+    return jsonb_text(json.dumps(value))
+
+
+def jsonb_text(text: str) -> str:
+    """JSON text made safe for ``JSONB`` as :func:`jsonb_dumps` does (for text already made)."""
     if "e+" not in text:
         return text
     return _JSON_TOKEN.sub(_plain_number, text)

@@ -32,6 +32,7 @@ from sqlalchemy.sql import operators
 from sqlalchemy.sql.elements import ColumnElement, UnaryExpression
 from sqlalchemy.types import UserDefinedType
 
+from ..db import jsonb_text
 from ..lite import LiteConnection
 from ..schema import Tables
 from . import namespaces
@@ -924,8 +925,13 @@ def _upsert(conn: LiteConnection, t: Tables, rows: list[dict[str, Any]]) -> None
 
     def build() -> Any:
         if name == "postgresql":
-            # inline: no implicit RETURNING of the new id, which nothing reads (a row to fetch)
-            ins = postgresql.insert(items).inline()
+            # inline: no implicit RETURNING of the new id, which nothing reads (a row to fetch);
+            # the value arrives as the validation's JSON text, cast by the server
+            ins = (
+                postgresql.insert(items)
+                .inline()
+                .values(value=sa.cast(sa.bindparam("value", type_=sa.Text), postgresql.JSONB))
+            )
             return ins.on_conflict_do_update(
                 index_elements=[items.c.ns, items.c.key],
                 set_={k: ins.excluded[k] for k in changing},
@@ -975,7 +981,7 @@ def apply_puts(
     puts = [r for r in rows if r.value is not None]
     if not puts:
         return
-    as_text = conn.dialect.name != "postgresql"
+    pg = conn.dialect.name == "postgresql"
     _upsert(
         conn,
         t,
@@ -983,7 +989,7 @@ def apply_puts(
             {
                 "ns": r.ns,
                 "key": r.key,
-                "value": _json_text(r) if as_text else r.value,
+                "value": jsonb_text(_json_text(r)) if pg else _json_text(r),
                 "created_at": now,
                 "updated_at": now,
                 "ttl_us": r.ttl_us,
