@@ -820,8 +820,7 @@ def _narrow(
     if not prefix or mode.rows < max(NARROW_FROM, 1):
         return False
     c = t.store_items.c
-    lo, hi = sa.bindparam("lo", type_=c.ns.type), sa.bindparam("hi", type_=c.ns.type)
-    stmt = _cached(("under_prefix", t.key), lambda: sa.select(c.id).where(c.ns >= lo, c.ns < hi))
+    stmt = _cached(("under_prefix", t.key), lambda: sa.select(c.id).where(_under(c.ns, prefix)))
     bounds = namespaces.prefix_range(prefix)
     assert bounds is not None
     under = conn.estimated_rows(stmt, {"lo": bounds[0], "hi": bounds[1]})
