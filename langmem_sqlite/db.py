@@ -40,7 +40,7 @@ from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
 from sqlalchemy.pool import StaticPool
 from sqlalchemy.util import greenlet_spawn
 
-from .lite import Spares, run_lite
+from .lite import run_lite, spares_for
 
 __all__ = ["Database", "DatabaseLike", "Plan", "Step", "get_database"]
 
@@ -351,11 +351,11 @@ class Database:
         self._turns: threading.RLock | contextlib.nullcontext[None] = (
             threading.RLock() if shared else contextlib.nullcontext()
         )
-        # SQLite files: the light lane keeps its own idle connections (see lite.Spares)
+        # the light lane keeps its own idle connections (see lite.Spares)
         sqlite_file = (
             sync_engine is not None and sync_engine.dialect.name == "sqlite" and not shared
         )
-        self._spares = Spares(16) if sqlite_file else None
+        self._spares = spares_for(sync_engine) if sync_engine is not None else None
         # ... and its writers in this process take turns on a lock rather than on SQLite's
         # busy handler, which sleeps (1, 2, 5, 10 ... ms) between polls of the file lock
         self._writers: threading.RLock | contextlib.nullcontext[None] = self._turns

@@ -39,7 +39,7 @@ from sqlalchemy.engine import Dialect, Engine
 from sqlalchemy.pool import PoolProxiedConnection
 from sqlalchemy.sql.cache_key import CacheKey
 
-__all__ = ["LiteConnection", "LiteResult", "Spares", "run_lite"]
+__all__ = ["LiteConnection", "LiteResult", "Spares", "run_lite", "spares_for"]
 
 _CACHE_LIMIT = 2_000
 _COLLECTS = "params" in getattr(CacheKey, "_fields", ())
@@ -461,22 +461,34 @@ if hasattr(os, "register_at_fork"):
 
 
 class Spares:
-    """Idle SQLite connections kept for the light lane, outside the pool.
+    """Idle connections kept for the light lane, between its uses.
 
-    A pool checkout and checkin cost about 10 us, a quarter of a whole ``SqliteStore.get``;
-    a SQLite connection needs no reset between uses (each use commits or rolls back), so the
-    lane keeps its own: connections are taken from the pool once (with the pool's
-    connect-time settings), detached, and reused with their cursor. A forked child never
-    reuses its parent's.
+    A pool checkout and checkin, with the cursor made for each, cost 10 to 30 us: a quarter of
+    a whole ``SqliteStore.get``, and a tenth of a ``PostgresStore.put``. So the lane keeps its
+    own idle connections, with their cursor:
+
+    * SQLite (``detach=True``): connections are taken from the pool once (with its
+      connect-time settings) and detached from it; they need no reset between uses, since
+      each use commits or rolls back.
+    * PostgreSQL (``autocommit=True``): connections stay checked out of the pool, so that its
+      limits still count them, and stay in the driver's autocommit mode, in which the lane's
+      reads and one-statement writes run (no toggle of the mode per use); a transaction
+      turns it off for its own length. At most ``limit`` are kept idle, and a connection goes
+      back to the pool in the mode it came in.
+
+    A forked child never reuses its parent's connections.
     """
 
-    def __init__(self, limit: int) -> None:
+    def __init__(self, limit: int, *, detach: bool = True, autocommit: bool = False) -> None:
         self.limit = limit
+        self.detach = detach
+        self.autocommit = autocommit
+        """Whether kept connections stay in the driver's autocommit mode (PostgreSQL)."""
         self._items: list[LiteConnection] = []
         self._fork = _forks
 
     def take(self, engine: Engine) -> LiteConnection:
-        """An idle connection, or a new one detached from ``engine``'s pool."""
+        """An idle connection, or a new one from ``engine``'s pool."""
         if self._fork == _forks:
             try:
                 conn = self._items.pop()
@@ -486,24 +498,68 @@ class Spares:
                 conn.autocommit = False
                 return conn
         raw = engine.raw_connection()
-        raw.detach()
-        return LiteConnection(raw, engine.dialect, _cache_for(engine.dialect))
+        if self.detach:
+            raw.detach()
+        conn = LiteConnection(raw, engine.dialect, _cache_for(engine.dialect))
+        if self.autocommit:
+            try:
+                raw.dbapi_connection.autocommit = True  # type: ignore[union-attr]
+            except BaseException:
+                raw.close()
+                raise
+        return conn
 
     def give(self, conn: LiteConnection) -> None:
-        """Keep ``conn`` for reuse (closed instead when enough are kept or it is broken)."""
+        """Keep ``conn`` for reuse (released instead when enough are kept or it is broken)."""
         if self._fork != _forks:
             self._items, self._fork = [], _forks  # the parent's: never touch them
         if conn.raw.is_valid and len(self._items) < self.limit:
             self._items.append(conn)
         else:
-            conn.raw.close()
+            self._release(conn)
+
+    def _release(self, conn: LiteConnection) -> None:
+        """Close ``conn``, or return it to its pool in the driver's default mode."""
+        raw = conn.raw
+        if self.autocommit and raw.is_valid:
+            try:
+                raw.dbapi_connection.autocommit = False  # type: ignore[union-attr]
+            except Exception:
+                raw.invalidate()
+        raw.close()
 
     def close(self) -> None:
-        """Close the idle connections."""
+        """Release the idle connections."""
         items, self._items = self._items, []
         if self._fork == _forks:
             for conn in items:
-                conn.raw.close()
+                self._release(conn)
+
+    def discard(self) -> None:
+        """Drop the idle connections without using them (after a disconnect: a restarted
+        server dropped them too)."""
+        items, self._items = self._items, []
+        if self._fork == _forks:
+            for conn in items:
+                conn.raw.invalidate()
+
+
+def spares_for(engine: Engine) -> Spares | None:
+    """The light lane's idle connections for a sync ``engine``: SQLite files (16, detached);
+    PostgreSQL with a ``QueuePool`` (up to 8, a quarter of the pool's limit, so that the
+    pool's other users always find connections); None for others (kept in the pool)."""
+    from sqlalchemy.pool import QueuePool, StaticPool
+
+    name = engine.dialect.name
+    pool = engine.pool
+    if name == "sqlite":
+        return None if isinstance(pool, StaticPool) else Spares(16)
+    if name == "postgresql" and type(pool) is QueuePool:
+        overflow = pool._max_overflow  # no public accessor
+        capacity = 10**6 if overflow < 0 else pool.size() + overflow
+        limit = min(8, capacity // 4)
+        return Spares(limit, detach=False, autocommit=True) if limit else None
+    return None
 
 
 def run_lite(
@@ -515,7 +571,7 @@ def run_lite(
     spares: Spares | None = None,
 ) -> Any:
     """Run ``fn(lite_connection, *args)`` in one transaction on a connection of ``engine``'s pool
-    (or of ``spares``, for a SQLite file).
+    (or of ``spares``: see :class:`Spares`).
 
     Called directly for sync engines, and inside SQLAlchemy's greenlet bridge for the sync core
     of an async engine. Driver errors come out as SQLAlchemy's (``OperationalError`` ...); a
@@ -531,7 +587,8 @@ def run_lite(
         conn = spares.take(engine)
         raw = conn.raw
     name = dialect.name
-    autocommit = restore = False
+    autocommit = False
+    restore: bool | None = None  # the driver's autocommit mode to put back, if changed
     commit = True
     try:
         if conn is None:
@@ -549,7 +606,11 @@ def run_lite(
             autocommit = conn.autocommit = True
             if not dbapi.autocommit:
                 dbapi.autocommit = True
-                restore = True
+                restore = False
+        elif name == "postgresql" and dbapi.autocommit:
+            # a transaction on a spare kept in autocommit mode (see Spares)
+            dbapi.autocommit = False
+            restore = True
         result = fn(conn, *args)
         if commit and not autocommit:
             raw.commit()
@@ -559,6 +620,8 @@ def run_lite(
         if invalid:
             raw.invalidate(e)
             _invalidate_older(engine)
+            if spares is not None:
+                spares.discard()
         else:
             _rollback(raw)
         raise exc.DBAPIError.instance(
@@ -568,9 +631,9 @@ def run_lite(
         _rollback(raw)
         raise
     finally:
-        if restore and raw.is_valid:
+        if restore is not None and raw.is_valid:
             try:
-                dbapi.autocommit = False
+                dbapi.autocommit = restore
             except dbapi_error:
                 raw.invalidate()
         if spares is None or conn is None:

@@ -195,3 +195,95 @@ def test_result_types_match_sqlalchemy(backend: str, tmp_path: Any) -> None:
     assert tuple(lite) == tuple(plain)
     assert [type(v) for v in lite] == [type(v) for v in plain]
     assert (lite.f, lite.c) == (1.5, 1)
+
+
+def _pid(conn: LiteConnection) -> int:
+    return int(conn.exec_driver_sql("SELECT pg_backend_pid()").scalar())
+
+
+def _xids(conn: LiteConnection) -> tuple[int, int]:
+    xid = "SELECT txid_current()"
+    return conn.exec_driver_sql(xid).scalar(), conn.exec_driver_sql(xid).scalar()
+
+
+def test_postgres_spares_stay_in_autocommit_and_go_back_to_the_pool_as_they_came() -> None:
+    """PostgreSQL: the lane keeps idle connections checked out, in the driver's autocommit mode
+    (no toggle per read or one-statement write); a transaction is one transaction all the
+    same, and connections go back to the pool, for its other users, out of autocommit mode."""
+    db = get_database(server_url("postgres"), engine_args={"pool_size": 4, "max_overflow": 4})
+    try:
+        assert db._spares is not None and db._spares.limit == 2
+        first = db.run(_pid, lite=True, single=True)
+        assert db.run(_pid, write=True, lite=True, single=True) == first  # reused
+        # a transaction: one transaction id for both statements; a read: one per statement
+        a, b = db.run(_xids, write=True, lite=True)
+        assert a == b
+        a, b = db.run(_xids, lite=True)
+        assert a != b
+        assert db.run(_pid, write=True, lite=True) == first
+        (kept,) = db._spares._items
+        assert kept.raw.dbapi_connection.autocommit is True  # type: ignore[union-attr]
+        # while one is kept, the pool's other users get ordinary connections
+        with db.sync_engine.connect() as c:
+            assert c.connection.dbapi_connection.autocommit is False  # type: ignore[union-attr]
+        db._spares.close()
+        engine = db.sync_engine
+        held = [engine.raw_connection() for _ in range(8)]  # every connection the pool has
+        try:
+            assert first in [
+                h.cursor().execute("SELECT pg_backend_pid()").fetchone()[0]  # type: ignore[union-attr]
+                for h in held
+            ]
+            assert all(h.dbapi_connection.autocommit is False for h in held)  # type: ignore[union-attr]
+        finally:
+            for h in held:
+                h.close()
+    finally:
+        db.dispose()
+
+
+def test_postgres_spares_leave_small_pools_alone() -> None:
+    """A pool of 1: no idle connection is kept, so that an ordinary transaction after a light
+    one finds the pool's only connection (instead of waiting out the pool's timeout)."""
+    args = {"pool_size": 1, "max_overflow": 0, "pool_timeout": 2}
+    db = get_database(server_url("postgres"), engine_args=args)
+    try:
+        assert db._spares is None
+        pid = db.run(_pid, lite=True, single=True)
+        with db.sync_engine.connect() as c:
+            assert c.exec_driver_sql("SELECT pg_backend_pid()").scalar() == pid
+    finally:
+        db.dispose()
+
+
+def test_postgres_dropped_spares_are_retried_and_discarded(monkeypatch: Any) -> None:
+    """Idle kept connections whose server sessions ended: the next run fails on one, is re-run
+    once on a new connection, and the others kept are dropped rather than failing in turn."""
+    import langmem_sqlite.db as dbmod
+
+    retries: list[BaseException] = []
+    original = dbmod._retry_delay
+
+    def counted(error: Any, delay: float) -> float:
+        retries.append(error)
+        return original(error, delay)
+
+    monkeypatch.setattr(dbmod, "_retry_delay", counted)
+    db = get_database(server_url("postgres"), engine_args={"pool_size": 8, "max_overflow": 0})
+    try:
+        assert db._spares is not None and db._spares.limit == 2
+        conns = [db._spares.take(db.sync_engine) for _ in range(2)]
+        pids = [_pid(c) for c in conns]
+        for kept in conns:
+            db._spares.give(kept)
+        admin = sa.create_engine(db.url, poolclass=sa.pool.NullPool)
+        with admin.connect() as c:
+            for pid in pids:
+                c.execute(sa.text("SELECT pg_terminate_backend(:p)"), {"p": pid})
+        admin.dispose()
+        got = db.run(_pid, lite=True, single=True)
+        assert got not in pids
+        assert len(retries) == 1
+        assert all(_pid(kept) not in pids for kept in db._spares._items)
+    finally:
+        db.dispose()
