@@ -610,3 +610,101 @@ def test_to_blobs_normalizes_each_vector() -> None:
     assert [from_blob(b).tolist() for b in mixed] == [[1.0], [0.5, 0.5, 0.5, 0.5]]
     assert np.isclose(np.linalg.norm(from_blob(blobs[0])), 1.0)
     assert to_blobs([]) == []
+
+
+def test_pgvector_exact_search_with_lapsed_candidates(pgvector_url: str) -> None:
+    """The exact pgvector search ranks a prefix's vectors first and reads only the best items;
+    when lapsed items (not swept yet) leave fewer than asked among those, it ranks again with
+    every item: the result is the application's ranking of the live items."""
+    import time
+
+    embed = DeterministicFakeEmbedding(size=16)
+    index: Any = {"dims": 16, "embed": embed, "fields": ["text"]}
+    names = [f"l{uuid.uuid4().hex[:8]}_", f"m{uuid.uuid4().hex[:8]}_"]
+    in_sql = SQLStore(pgvector_url, table_prefix=names[0], index=index)
+    in_app = SQLStore(pgvector_url, table_prefix=names[1], index=index, pgvector=False)
+    try:
+        for store in (in_sql, in_app):
+            # the query's own text is the nearest vector: 40 copies of it lapse, 30 others live
+            store.batch(
+                [PutOp(("u", "a"), f"near{i}", {"text": "tea"}, ttl=0.001) for i in range(40)]
+                + [PutOp(("u", "a"), f"far{i}", {"text": f"jazz {i}"}) for i in range(30)]
+                + [PutOp(("u", "b"), f"other{i}", {"text": "tea"}) for i in range(10)]
+            )
+        time.sleep(0.1)
+        assert in_sql._pgvector is True
+        for prefix, limit in [(("u", "a"), 5), (("u", "a"), 30), (("u",), 12), ((), 45)]:
+            got = in_sql.search(prefix, query="tea", limit=limit)
+            want = in_app.search(prefix, query="tea", limit=limit)
+            assert [i.key for i in got] == [i.key for i in want], (prefix, limit)
+            assert [i.score for i in got] == pytest.approx([i.score for i in want], abs=1e-6)
+            assert not any(i.key.startswith("near") for i in got)
+        assert len(in_sql.search(("u", "a"), query="tea", limit=100)) == 30
+    finally:
+        _drop(pgvector_url, names)
+
+
+def test_pgvector_table_without_namespaces_is_upgraded(pgvector_url: str) -> None:
+    """A pgvector table made by an earlier version (no ``ns`` column) is upgraded by the first
+    store that uses it: the column is added and filled from the items, its index made, the
+    HNSW index rebuilt; two stores upgrading at once both succeed; searches then rank as the
+    application does."""
+    import threading
+
+    from langmem_sqlite.store.sql import pgvector_table
+
+    prefix = f"g{uuid.uuid4().hex[:8]}_"
+    embed = DeterministicFakeEmbedding(size=16)
+    base: Any = {"dims": 16, "embed": embed, "fields": ["text"]}
+    hnsw: Any = {**base, "ann_index_config": {"kind": "hnsw"}}
+    engine = get_database(pgvector_url).sync_engine
+    table = pgvector_table(get_tables(prefix))
+    try:
+        old = SQLStore(pgvector_url, table_prefix=prefix, index=hnsw)
+        old.batch([PutOp(("u", f"g{i % 4}"), f"k{i}", {"text": f"fact {i}"}) for i in range(200)])
+        with engine.begin() as conn:  # the table as an earlier version made it
+            conn.execute(sa.text(f'ALTER TABLE "{table.name}" DROP COLUMN ns'))
+
+        stores = [SQLStore(pgvector_url, table_prefix=prefix, index=hnsw) for _ in range(2)]
+        errors: list[BaseException] = []
+
+        def first_search(store: SQLStore) -> None:
+            try:
+                store.search(("u", "g1"), query="fact 5", limit=3)
+            except BaseException as e:  # pragma: no cover - reported below
+                errors.append(e)
+
+        threads = [threading.Thread(target=first_search, args=(s,)) for s in stores]
+        for th in threads:
+            th.start()
+        for th in threads:
+            th.join()
+        assert errors == []
+        items = get_tables(prefix).store_items
+        with engine.connect() as conn:
+            missing = conn.execute(
+                sa.select(sa.func.count())
+                .select_from(table.join(items, items.c.id == table.c.item_id))
+                .where(table.c.ns != items.c.ns)
+            ).scalar()
+            assert missing == 0
+            assert conn.execute(sa.select(sa.func.count()).select_from(table)).scalar() == 200
+            indexes = set(
+                conn.execute(
+                    sa.text("SELECT indexname FROM pg_indexes WHERE tablename = :t"),
+                    {"t": table.name},
+                ).scalars()
+            )
+        assert {f"{table.name}_ns_ix", f"{table.name}_hnsw16"} <= indexes
+        in_app = SQLStore(pgvector_url, table_prefix=prefix, index=base, pgvector=False)
+        flat = SQLStore(pgvector_url, table_prefix=prefix, index=base)
+        for prefix_ in [("u", "g1"), ("u",)]:
+            want = in_app.search(prefix_, query="fact 7")
+            for store in (*stores, flat):
+                got = store.search(prefix_, query="fact 7")
+                assert [i.key for i in got] == [i.key for i in want]
+                assert [i.score for i in got] == pytest.approx([i.score for i in want], abs=1e-6)
+        stores[0].put(("u", "g9"), "new", {"text": "fact 7"})  # writes fill the column too
+        assert flat.search(("u", "g9"), query="fact 7")[0].key == "new"
+    finally:
+        _drop(pgvector_url, [prefix])
