@@ -664,6 +664,13 @@ def test_pgvector_table_without_namespaces_is_upgraded(pgvector_url: str) -> Non
         old.batch([PutOp(("u", f"g{i % 4}"), f"k{i}", {"text": f"fact {i}"}) for i in range(200)])
         with engine.begin() as conn:  # the table as an earlier version made it
             conn.execute(sa.text(f'ALTER TABLE "{table.name}" DROP COLUMN ns'))
+            # and an HNSW index of other settings: rebuilt as it was defined
+            conn.execute(
+                sa.text(
+                    f'CREATE INDEX "{table.name}_hnsw_other" ON "{table.name}" USING hnsw '
+                    "((embedding::vector(16)) vector_l2_ops) WITH (m = 8)"
+                )
+            )
 
         stores = [SQLStore(pgvector_url, table_prefix=prefix, index=hnsw) for _ in range(2)]
         errors: list[BaseException] = []
@@ -689,13 +696,15 @@ def test_pgvector_table_without_namespaces_is_upgraded(pgvector_url: str) -> Non
             ).scalar()
             assert missing == 0
             assert conn.execute(sa.select(sa.func.count()).select_from(table)).scalar() == 200
-            indexes = set(
+            indexes = dict(
                 conn.execute(
-                    sa.text("SELECT indexname FROM pg_indexes WHERE tablename = :t"),
+                    sa.text("SELECT indexname, indexdef FROM pg_indexes WHERE tablename = :t"),
                     {"t": table.name},
-                ).scalars()
+                ).all()
             )
-        assert {f"{table.name}_ns_ix", f"{table.name}_hnsw16"} <= indexes
+        assert {f"{table.name}_ns_ix", f"{table.name}_hnsw16"} <= set(indexes)
+        assert "vector_l2_ops" in indexes[f"{table.name}_hnsw_other"]
+        assert "m='8'" in indexes[f"{table.name}_hnsw_other"]
         in_app = SQLStore(pgvector_url, table_prefix=prefix, index=base, pgvector=False)
         flat = SQLStore(pgvector_url, table_prefix=prefix, index=base)
         for prefix_ in [("u", "g1"), ("u",)]:
