@@ -476,6 +476,7 @@ def test_pgvector_hnsw_not_tried_under_a_narrow_prefix(
     (decided from the planner's statistics, once a minute per prefix); a namespace holding
     most of the store, and the whole store, use the index."""
     import langmem_sqlite.store.sql as q
+    from langmem_sqlite.store import namespaces
 
     monkeypatch.setattr(q, "NARROW_FROM", 1000)  # the rule from 1,000 items (10,000 by default)
 
@@ -491,6 +492,14 @@ def test_pgvector_hnsw_not_tried_under_a_narrow_prefix(
             conn.execute(sa.text(f'ANALYZE "{prefix}store_items"'))
             conn.commit()
         ann._plans.checked = float("-inf")  # read the table's new estimate now
+        asked: list[Any] = []
+        explain = LiteConnection.estimated_rows
+
+        def counted(self: LiteConnection, *args: Any) -> float:
+            asked.append(args[1])
+            return explain(self, *args)
+
+        monkeypatch.setattr(LiteConnection, "estimated_rows", counted)
         for ns, query, limit in (
             (("u", "small"), "note 3", 10),
             (("u", "small"), "fact 9", 5),
@@ -505,7 +514,7 @@ def test_pgvector_hnsw_not_tried_under_a_narrow_prefix(
                     for i in exact.search(ns, query=query, limit=limit)
                 ]
         assert 2000 <= ann._plans.rows <= 2100
-        decided = {(p, want): e[0] for (p, _, want), e in ann._plans.exact.items()}
+        decided = {(k[0], k[2]): e[0] for k, e in ann._plans.exact.items() if len(k) == 3}
         # 40 of 2,040 items: the 40 nearest vectors hold about 0.8 of them, fewer than 10 or 5
         assert decided == {
             (("u", "small"), 10): True,
@@ -513,6 +522,14 @@ def test_pgvector_hnsw_not_tried_under_a_narrow_prefix(
             (("u", "big"), 10): False,
             (("u",), 10): False,
         }
+        # "big" took its sibling's decision (no question to the planner), ranked exactly once,
+        # and its own count of items replaced that decision
+        assert [a["lo"] for a in asked] == [
+            namespaces.prefix_range(p)[0]  # type: ignore[index]
+            for p in (("u", "small"), ("u", "small"), ("u",))
+        ]
+        assert ann._plans.exact[(("u",), 2, (), 10)][0] is True
+        monkeypatch.setattr(LiteConnection, "estimated_rows", explain)
         with ann.db.sync_engine.connect() as raw:  # the rule itself, on the statistics
             lite = LiteConnection(raw.connection, raw.dialect, {})  # type: ignore[arg-type]
             mode = ann._plans
