@@ -37,7 +37,7 @@ from sqlalchemy import (
 )
 from sqlalchemy.dialects import mysql, postgresql
 from sqlalchemy.engine import Connection, Dialect
-from sqlalchemy.schema import CreateColumn
+from sqlalchemy.schema import CreateColumn, DropIndex
 from sqlalchemy.types import TypeDecorator
 
 __all__ = [
@@ -336,7 +336,13 @@ def _build(prefix: str, schema: str | None) -> Tables:
         Column("expires_at", BigInteger, nullable=True),
         UniqueConstraint("ns", "key", name=f"{prefix}store_items_ns_key_uq"),
         Index(f"{prefix}store_items_updated_ix", "updated_at", "id"),
-        Index(f"{prefix}store_items_expires_ix", "expires_at"),
+        # for the sweeper; only items with a TTL (on PostgreSQL: a search's "no TTL" test
+        # cannot read the whole index, see store.sql._live)
+        Index(
+            f"{prefix}store_items_expires_ix",
+            "expires_at",
+            postgresql_where=text("expires_at IS NOT NULL"),
+        ),
         # SQLite: one namespace's items, most recent first, so that a search stops after the
         # first matches (store.sql._newest_under). PostgreSQL's planner does not pick it for a
         # filtered search (it cannot estimate JSON conditions), so servers do without it.
@@ -455,6 +461,16 @@ def _create(*names: str) -> Callable[[Connection, Tables], None]:
     return apply
 
 
+def _partial_expiry_index(conn: Connection, t: Tables) -> None:
+    """PostgreSQL: the store's expiry index holds only items with a TTL (made again)."""
+    if conn.dialect.name != "postgresql":
+        return
+    name = f"{t.prefix}store_items_expires_ix"
+    index = next(i for i in t.store_items.indexes if i.name == name)
+    conn.execute(DropIndex(index, if_exists=True))
+    index.create(conn)
+
+
 MIGRATIONS: list[Migration] = [
     Migration(1, "conversation store: sessions and messages", _create("sessions", "messages")),
     Migration(
@@ -471,5 +487,6 @@ MIGRATIONS: list[Migration] = [
         "long-term store: items by namespace, most recent first",
         _add_indexes("store_items", "store_items_ns_upd_ix"),
     ),
+    Migration(6, "long-term store: expiry index of items with a TTL only", _partial_expiry_index),
 ]
 """Ordered schema changes; ``MIGRATIONS[i].version == i + 1``."""

@@ -433,4 +433,43 @@ def test_upgrade_adds_the_store_namespace_index(db_url: str, prefix: str) -> Non
     assert [i.key for i in SQLStore(db_url, table_prefix=prefix).search(("u", "1"))] == ["b", "a"]
     assert (name in names()) is sqlite
     with db.sync_engine.connect() as conn:
-        assert conn.execute(sa.select(sa.func.max(t.migrations.c.version))).scalar() == 5
+        assert 5 in conn.execute(sa.select(t.migrations.c.version)).scalars().all()
+
+
+def test_upgrade_makes_the_expiry_index_partial_on_postgres(db_url: str, prefix: str) -> None:
+    """Migration 6: on PostgreSQL the store's expiry index holds only items with a TTL (an
+    index made before it held every item); elsewhere nothing changes. Items, TTL expiry and
+    searches work the same afterwards."""
+    import time
+
+    db = get_database(db_url)
+    t = get_tables(prefix)
+    store = SQLStore(db_url, table_prefix=prefix)
+    store.put(("u",), "kept", {"v": 1})
+    store.put(("u",), "lapses", {"v": 2}, ttl=0.001)
+    name = f"{prefix}store_items_expires_ix"
+    pg = db.dialect == "postgresql"
+
+    def definition() -> str:
+        with db.sync_engine.connect() as conn:
+            return str(
+                conn.execute(
+                    sa.text("SELECT indexdef FROM pg_indexes WHERE indexname = :n"), {"n": name}
+                ).scalar()
+            )
+
+    if pg:
+        assert "WHERE (expires_at IS NOT NULL)" in definition()
+        with db.sync_engine.begin() as conn:  # the index as versions before 6 made it
+            conn.execute(sa.text(f'DROP INDEX "{name}"'))
+            conn.execute(sa.text(f'CREATE INDEX "{name}" ON "{t.store_items.name}" (expires_at)'))
+            conn.execute(sa.delete(t.migrations).where(t.migrations.c.version == 6))
+        assert "WHERE" not in definition()
+        db.ready.discard(t.key)
+    time.sleep(0.1)
+    again = SQLStore(db_url, table_prefix=prefix)
+    assert [i.key for i in again.search(("u",))] == ["kept"]
+    if pg:
+        assert "WHERE (expires_at IS NOT NULL)" in definition()
+    with db.sync_engine.connect() as conn:
+        assert conn.execute(sa.select(sa.func.max(t.migrations.c.version))).scalar() == 6

@@ -123,11 +123,20 @@ def _item(row: Any, score: float | None = None) -> ItemRow:
     return ItemRow(row[0], namespaces.decode(row[1]), row[2], value, row[4], row[5], row[6], score)
 
 
-def _live(t: Tables, omit_expired: bool) -> ColumnElement[bool]:
-    """Not lapsed at the ``now`` parameter."""
+def _live(t: Tables, omit_expired: bool, dialect: str = "") -> ColumnElement[bool]:
+    """Not lapsed at the ``now`` parameter.
+
+    PostgreSQL's searches test ``expires_at IS NULL OR expires_at > now``, which its planner
+    estimates from the column's statistics (the share of items without a TTL), where it takes
+    a third for a test of an expression: that third made a whole-store filtered search at
+    100,000 items sort the whole table (21 ms) instead of reading the newest items through the
+    ``(updated_at, id)`` index until it had enough (0.6 ms). Its expiry index holds only items
+    with a TTL (migration 6), so the ``IS NULL`` test cannot read the whole index either."""
     c = t.store_items.c
     if not omit_expired:
         return sa.true()
+    if dialect == "postgresql":
+        return sa.or_(c.expires_at.is_(None), c.expires_at > sa.bindparam("now", sa.BigInteger))
     # "NULL or later than now", written so that no planner ANDs the expiry index into a search
     # (PostgreSQL did, reading every entry of the index for "expires_at IS NULL": 1.7 of 2.8 ms
     # of a one-user search at 100,000 items)
@@ -334,7 +343,8 @@ def _where(conn: LiteConnection, t: Tables, q: SearchQuery) -> tuple[list[Any], 
     100,000 items: one user's filtered search 1.65 -> 2.06 ms, the whole store's 13.5 -> 17 ms.)
     """
     conds, exact = prefilter(t, conn.dialect.name, q)
-    return [_under(t.store_items.c.ns, q.prefix), _live(t, q.omit_expired), *conds], exact
+    live = _live(t, q.omit_expired, conn.dialect.name)
+    return [_under(t.store_items.c.ns, q.prefix), live, *conds], exact
 
 
 def _shape(conn: LiteConnection, t: Tables, q: SearchQuery, what: str) -> tuple[Any, ...]:
