@@ -734,3 +734,61 @@ def test_pgvector_table_without_namespaces_is_upgraded(pgvector_url: str) -> Non
         assert flat.search(("u", "g9"), query="fact 7")[0].key == "new"
     finally:
         _drop(pgvector_url, [prefix])
+
+
+def test_pgvector_hnsw_dry_scan_spares_the_siblings(pgvector_url: str) -> None:
+    """A scan that ran dry under one user's namespace is not tried under another user's (same
+    parent, same depth) within the minute: those rank exactly at once, with the same results."""
+    prefix = f"s{uuid.uuid4().hex[:8]}_"
+    base: Any = {"dims": 16, "embed": DeterministicFakeEmbedding(size=16), "fields": ["text"]}
+    ann = SQLStore(
+        pgvector_url,
+        table_prefix=prefix,
+        engine_args={"pool_size": 1, "max_overflow": 0},  # one backend: statistics in order
+        index={**base, "ann_index_config": {"kind": "hnsw"}},
+    )
+    exact = SQLStore(pgvector_url, table_prefix=prefix, index=base)
+    try:
+        ann.batch([PutOp(("w",), f"w{i}", {"text": f"fact {i}"}) for i in range(2000)])
+        for user in ("a", "b", "c"):
+            ann.batch([PutOp(("u", user), f"{user}{i}", {"text": f"fact {i}"}) for i in range(12)])
+        with get_database(pgvector_url).sync_engine.connect() as conn:  # as autovacuum would
+            conn.execute(sa.text(f'ANALYZE "{prefix}store_pgvectors"'))
+            conn.execute(sa.text(f'ANALYZE "{prefix}store_items"'))
+            conn.commit()
+        start = _flushed_scans(ann, pgvector_url, prefix)
+        for user in ("a", "b", "c"):
+            got = ann.search(("u", user), query="fact 7", limit=10)
+            want = exact.search(("u", user), query="fact 7", limit=10)
+            assert [i.key for i in got] == [i.key for i in want]
+        assert _flushed_scans(ann, pgvector_url, prefix) == start + 1  # a's scan only
+    finally:
+        ann.db.dispose()
+        _drop(pgvector_url, [prefix])
+
+
+def test_pgvector_hnsw_index_used_by_prepared_plans(pgvector_url: str) -> None:
+    """The HNSW search reads the index on every run, also once psycopg has prepared it and
+    PostgreSQL plans it without the values (generic plans, after five runs): its nearest
+    vectors come from the vectors alone, where nothing but the index can rank them."""
+    prefix = f"p{uuid.uuid4().hex[:8]}_"
+    base: Any = {"dims": 16, "embed": DeterministicFakeEmbedding(size=16), "fields": ["text"]}
+    ann = SQLStore(
+        pgvector_url,
+        table_prefix=prefix,
+        engine_args={"pool_size": 1, "max_overflow": 0},  # one backend: statistics in order
+        index={**base, "ann_index_config": {"kind": "hnsw"}},
+    )
+    try:
+        ann.batch([PutOp(("u", f"g{i % 3}"), f"k{i}", {"text": f"fact {i}"}) for i in range(1000)])
+        with get_database(pgvector_url).sync_engine.connect() as conn:  # as autovacuum would
+            conn.execute(sa.text(f'ANALYZE "{prefix}store_pgvectors"'))
+            conn.execute(sa.text(f'ANALYZE "{prefix}store_items"'))
+            conn.commit()
+        start = _flushed_scans(ann, pgvector_url, prefix)
+        for i in range(12):
+            assert len(ann.search(("u",), query=f"fact {i}", limit=10)) == 10
+        assert _flushed_scans(ann, pgvector_url, prefix) == start + 12
+    finally:
+        ann.db.dispose()
+        _drop(pgvector_url, [prefix])

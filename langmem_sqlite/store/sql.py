@@ -703,19 +703,29 @@ def _pg_ranking(
     ``neg`` is the lowest negative inner product of the unit query (parameter ``q``) with the
     item's stored unit (or zero) vectors, i.e. minus their best cosine as
     :func:`cosine_max_pool` computes it; and whether the filter is exact in SQL. With ``ann``,
-    only the ``candidates`` nearest vectors through the HNSW index are grouped."""
+    only the ``candidates`` nearest vectors of the whole table, through the HNSW index, are
+    grouped and then tested (prefix, expiry, filter), as pgvector 0.6 would test them after its
+    scan anyway. The nearest vectors are taken from the vectors alone so that the index is the
+    only way to rank them: with the tests inside, a plan made without the values (PostgreSQL's
+    generic plan, after five runs) ranked every vector instead, 1.27-1.43 ms per whole-store
+    search at 1,000 items against 0.86-1.01 with the index."""
     pgv, items = pgvector_table(t), t.store_items
     where, exact = _where(conn, t, q)
     embedding = pgv.c.embedding if ann is None else sa.cast(pgv.c.embedding, Vector(ann.dims))
     neg = embedding.op("<#>", return_type=sa.Float)(sa.bindparam("q", type_=Vector()))
-    joined = sa.select(pgv.c.item_id).join(items, items.c.id == pgv.c.item_id).where(*where)
     if ann is None:
+        joined = sa.select(pgv.c.item_id).join(items, items.c.id == pgv.c.item_id).where(*where)
         best = sa.func.min(neg).label("neg")
         return joined.add_columns(best).group_by(pgv.c.item_id).order_by(best, pgv.c.item_id), exact
-    nearest = joined.add_columns(neg.label("neg")).order_by(neg)
+    nearest = sa.select(pgv.c.item_id, neg.label("neg")).order_by(neg)
     near = nearest.limit(sa.bindparam("candidates")).subquery()
     best = sa.func.min(near.c.neg).label("neg")
-    top = sa.select(near.c.item_id, best).group_by(near.c.item_id)
+    top = (
+        sa.select(near.c.item_id, best)
+        .join(items, items.c.id == near.c.item_id)
+        .where(*where)
+        .group_by(near.c.item_id)
+    )
     return top.order_by(best, near.c.item_id), exact
 
 
@@ -815,6 +825,8 @@ def _pg_top(
         # items: rank exactly, so that a search never returns fewer items than match
         if mode is not None:
             _remember(mode.exact, plan, True)
+            if q.prefix:  # and its siblings' scans would likely run dry too
+                _remember(mode.exact, (q.prefix[:-1], len(q.prefix), q.shape, want), True)
         return _pg_top(conn, t, q, query_vector, now, want, None)
     return found
 
