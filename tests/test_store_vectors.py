@@ -320,6 +320,15 @@ def test_pgvector_outside_the_search_path_falls_back(pgvector_url: str) -> None:
         admin.dispose()
 
 
+def _analyze(url: str, prefix: str) -> None:
+    """Statistics for the store's items and pgvector tables (what autovacuum does within a
+    minute of a bulk load)."""
+    with get_database(url).sync_engine.connect() as conn:
+        conn.execute(sa.text(f'ANALYZE "{prefix}store_pgvectors"'))
+        conn.execute(sa.text(f'ANALYZE "{prefix}store_items"'))
+        conn.commit()
+
+
 def _hnsw_scans(url: str, prefix: str) -> int:
     with get_database(url).sync_engine.connect() as conn:
         return int(
@@ -358,10 +367,7 @@ def test_pgvector_hnsw_index_on_request(pgvector_url: str) -> None:
         exact = SQLStore(pgvector_url, table_prefix=prefix, index=hnsw)
         ann.batch([PutOp(("u", f"g{i % 3}"), f"k{i}", {"text": f"fact {i}"}) for i in range(3000)])
         assert ann.index is not None and ann.index.ann is not None
-        with get_database(pgvector_url).sync_engine.connect() as conn:  # as autovacuum would
-            conn.execute(sa.text(f'ANALYZE "{prefix}store_pgvectors"'))
-            conn.execute(sa.text(f'ANALYZE "{prefix}store_items"'))
-            conn.commit()
+        _analyze(pgvector_url, prefix)  # as autovacuum would
         before = _hnsw_scans(pgvector_url, prefix)
         for query in ("fact 7", "fact 150", "something else"):
             got = ann.search(("u",), query=query, limit=10)
@@ -441,10 +447,7 @@ def test_pgvector_hnsw_skips_a_scan_that_ran_dry(
 
     try:
         ann.batch([PutOp(("u", f"g{i % 3}"), f"k{i}", {"text": f"fact {i}"}) for i in range(3000)])
-        with get_database(pgvector_url).sync_engine.connect() as conn:  # as autovacuum would
-            conn.execute(sa.text(f'ANALYZE "{prefix}store_pgvectors"'))
-            conn.execute(sa.text(f'ANALYZE "{prefix}store_items"'))
-            conn.commit()
+        _analyze(pgvector_url, prefix)  # as autovacuum would
         ann.batch(  # then all but 12 items lapse
             [
                 PutOp(("u", f"g{i % 3}"), f"k{i}", {"text": f"fact {i}"}, ttl=0.001)
@@ -752,10 +755,7 @@ def test_pgvector_hnsw_dry_scan_spares_the_siblings(pgvector_url: str) -> None:
         ann.batch([PutOp(("w",), f"w{i}", {"text": f"fact {i}"}) for i in range(2000)])
         for user in ("a", "b", "c"):
             ann.batch([PutOp(("u", user), f"{user}{i}", {"text": f"fact {i}"}) for i in range(12)])
-        with get_database(pgvector_url).sync_engine.connect() as conn:  # as autovacuum would
-            conn.execute(sa.text(f'ANALYZE "{prefix}store_pgvectors"'))
-            conn.execute(sa.text(f'ANALYZE "{prefix}store_items"'))
-            conn.commit()
+        _analyze(pgvector_url, prefix)  # as autovacuum would
         start = _flushed_scans(ann, pgvector_url, prefix)
         for user in ("a", "b", "c"):
             got = ann.search(("u", user), query="fact 7", limit=10)
@@ -781,10 +781,7 @@ def test_pgvector_hnsw_index_used_by_prepared_plans(pgvector_url: str) -> None:
     )
     try:
         ann.batch([PutOp(("u", f"g{i % 3}"), f"k{i}", {"text": f"fact {i}"}) for i in range(1000)])
-        with get_database(pgvector_url).sync_engine.connect() as conn:  # as autovacuum would
-            conn.execute(sa.text(f'ANALYZE "{prefix}store_pgvectors"'))
-            conn.execute(sa.text(f'ANALYZE "{prefix}store_items"'))
-            conn.commit()
+        _analyze(pgvector_url, prefix)  # as autovacuum would
         start = _flushed_scans(ann, pgvector_url, prefix)
         for i in range(12):
             assert len(ann.search(("u",), query=f"fact {i}", limit=10)) == 10
