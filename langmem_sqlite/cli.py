@@ -460,13 +460,25 @@ def vacuum(full: bool, db: str | None, prefix: str, as_json: bool) -> None:
 @prefix_option
 @json_option
 def migrate(db: str | None, prefix: str, as_json: bool) -> None:
-    """Create or upgrade the schema to the latest version."""
+    """Create or upgrade the schema to the latest version (and on PostgreSQL the store's
+    pgvector table, whose first use would otherwise upgrade it)."""
+    from .store.sql import upgrade_pgvector
+
     database = get_database(_url(db))
-    ensure_schema(database, get_tables(prefix))
+    tables = get_tables(prefix)
+    ensure_schema(database, tables)
+    pgvector = database.run(upgrade_pgvector, tables, write=True)
     if as_json:
-        _print_json({"database": str(database.url), "version": LATEST_VERSION})
+        doc = {
+            "database": str(database.url),
+            "version": LATEST_VERSION,
+            "pgvector_upgraded": pgvector,
+        }
+        _print_json(doc)
     else:
         click.echo(f"schema at version {LATEST_VERSION} in {database.url}")
+        if pgvector:
+            click.echo("pgvector table upgraded (namespace column, HNSW indexes built again)")
 
 
 # -- importers --------------------------------------------------------------------------------

@@ -789,3 +789,48 @@ def test_pgvector_hnsw_index_used_by_prepared_plans(pgvector_url: str) -> None:
     finally:
         ann.db.dispose()
         _drop(pgvector_url, [prefix])
+
+
+def test_migrate_command_upgrades_the_pgvector_table(
+    pgvector_url: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    """``langmem-sqlite migrate`` upgrades a pgvector table made by an earlier version, with a
+    warning before the slow part, so that it need not happen on a store's first call; a second
+    run has nothing left to do."""
+    import json as _json
+
+    from click.testing import CliRunner
+
+    from langmem_sqlite.cli import cli
+    from langmem_sqlite.store.sql import pgvector_table
+
+    prefix = f"c{uuid.uuid4().hex[:8]}_"
+    base: Any = {"dims": 16, "embed": DeterministicFakeEmbedding(size=16), "fields": ["text"]}
+    table = pgvector_table(get_tables(prefix))
+    engine = get_database(pgvector_url).sync_engine
+    try:
+        SQLStore(
+            pgvector_url, table_prefix=prefix, index={**base, "ann_index_config": {"kind": "hnsw"}}
+        ).batch([PutOp(("u",), f"k{i}", {"text": f"fact {i}"}) for i in range(50)])
+        with engine.begin() as conn:  # the table as an earlier version made it
+            conn.execute(sa.text(f'ALTER TABLE "{table.name}" DROP COLUMN ns'))
+
+        def migrate() -> dict[str, Any]:
+            args = ["migrate", "--db", pgvector_url, "--prefix", prefix, "--json"]
+            result = CliRunner().invoke(cli, args)
+            assert result.exit_code == 0, result.output
+            return dict(_json.loads(result.output))
+
+        with caplog.at_level("WARNING", logger="langmem_sqlite.store.sql"):
+            assert migrate()["pgvector_upgraded"] is True
+        assert "HNSW index" in caplog.text
+        with engine.connect() as conn:
+            nulls = conn.execute(
+                sa.select(sa.func.count()).select_from(table).where(table.c.ns.is_(None))
+            ).scalar()
+            assert nulls == 0
+        assert migrate()["pgvector_upgraded"] is False
+        store = SQLStore(pgvector_url, table_prefix=prefix, index=base)
+        assert store.search(("u",), query="fact 7", limit=1)[0].key == "k7"
+    finally:
+        _drop(pgvector_url, [prefix])

@@ -18,6 +18,7 @@ items and scores (to float32 rounding).
 from __future__ import annotations
 
 import json
+import logging
 import math
 import re
 import time
@@ -39,6 +40,8 @@ from . import namespaces
 from .filters import is_operator_dict, matches
 from .vectors import HNSW, cosine_max_pool, unit
 
+logger = logging.getLogger(__name__)
+
 __all__ = [
     "ItemRow",
     "PlanMode",
@@ -53,6 +56,7 @@ __all__ = [
     "refresh_ttl",
     "search_items",
     "sweep_expired",
+    "upgrade_pgvector",
     "use_custom_plans",
     "vector_search",
 ]
@@ -1228,11 +1232,23 @@ def enable_pgvector(conn: Connection, t: Tables, ann: HNSW | None = None) -> boo
                     for r in rows
                 ],
             )
-    elif not _has_ns(conn, table):
-        _add_pgvector_ns(conn, t, table)
+    else:
+        upgrade_pgvector(conn, t)
     if ann is not None:
         hnsw_index(t, ann).create(conn, checkfirst=True)
     return True
+
+
+def upgrade_pgvector(conn: Connection, t: Tables) -> bool:
+    """Bring the pgvector table (if this PostgreSQL database has one) up to date, as its first
+    use by a store would; True if it needed it. For ``langmem-sqlite migrate``, so that the
+    slow part (HNSW indexes built again) can run at a chosen time."""
+    if conn.dialect.name != "postgresql":
+        return False
+    table = pgvector_table(t)
+    if not sa.inspect(conn).has_table(table.name, schema=t.schema) or _has_ns(conn, table):
+        return False
+    return _add_pgvector_ns(conn, t, table)
 
 
 def _has_ns(conn: Connection, table: sa.Table) -> bool:
@@ -1248,7 +1264,7 @@ def _has_ns(conn: Connection, table: sa.Table) -> bool:
     return found is not None
 
 
-def _add_pgvector_ns(conn: Connection, t: Tables, table: sa.Table) -> None:
+def _add_pgvector_ns(conn: Connection, t: Tables, table: sa.Table) -> bool:
     """Upgrade a pgvector table made before it had the ``ns`` column: add it and fill it from
     the items, in the caller's transaction. The table is locked first (a concurrent upgrade
     waits, then finds it done). Its HNSW indexes are dropped before the rows are rewritten
@@ -1259,7 +1275,7 @@ def _add_pgvector_ns(conn: Connection, t: Tables, table: sa.Table) -> None:
     name = preparer.format_table(table)
     conn.execute(sa.text(f"LOCK TABLE {name} IN ACCESS EXCLUSIVE MODE"))
     if _has_ns(conn, table):
-        return  # upgraded meanwhile
+        return False  # upgraded meanwhile
     # the HNSW indexes as the server defines them (its own CREATE INDEX text), to build again
     hnsw = conn.execute(
         sa.text(
@@ -1270,6 +1286,13 @@ def _add_pgvector_ns(conn: Connection, t: Tables, table: sa.Table) -> None:
         {"name": name},
     ).all()
     schema = f"{preparer.quote_schema(t.schema)}." if t.schema else ""
+    logger.warning(
+        "upgrading %s: adding its namespace column%s",
+        name,
+        f" and building its {len(hnsw)} HNSW index(es) again (minutes for large tables)"
+        if hnsw
+        else "",
+    )
     for index, _ in hnsw:
         conn.execute(sa.text(f"DROP INDEX {schema}{preparer.quote(index)}"))
     ns_type = table.c.ns.type.compile(dialect=conn.dialect)
@@ -1282,6 +1305,7 @@ def _add_pgvector_ns(conn: Connection, t: Tables, table: sa.Table) -> None:
             index.create(conn)
     for _, definition in hnsw:
         conn.exec_driver_sql(definition)
+    return True
 
 
 _hnsw: dict[tuple[Any, ...], sa.Index] = {}
