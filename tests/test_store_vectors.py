@@ -339,6 +339,17 @@ def _hnsw_scans(url: str, prefix: str) -> int:
         )
 
 
+def _one_backend_hnsw(url: str, prefix: str, index: Any) -> SQLStore:
+    """A store with an HNSW index on one pooled backend, whose index scans
+    :func:`_flushed_scans` counts in order."""
+    return SQLStore(
+        url,
+        table_prefix=prefix,
+        engine_args={"pool_size": 1, "max_overflow": 0},
+        index={**index, "ann_index_config": {"kind": "hnsw"}},
+    )
+
+
 def _flushed_scans(store: SQLStore, url: str, prefix: str) -> int:
     """The HNSW index's scan count, once the store's one pooled backend has sent its
     statistics (it flushes them when it goes idle after ``pg_stat_force_next_flush``)."""
@@ -426,12 +437,7 @@ def test_pgvector_hnsw_skips_a_scan_that_ran_dry(
 
     prefix = f"d{uuid.uuid4().hex[:8]}_"
     base: Any = {"dims": 16, "embed": DeterministicFakeEmbedding(size=16), "fields": ["text"]}
-    ann = SQLStore(
-        pgvector_url,
-        table_prefix=prefix,
-        engine_args={"pool_size": 1, "max_overflow": 0},  # one backend: statistics in order
-        index={**base, "ann_index_config": {"kind": "hnsw"}},
-    )
+    ann = _one_backend_hnsw(pgvector_url, prefix, base)
     exact = SQLStore(pgvector_url, table_prefix=prefix, index=base)
 
     def scans() -> int:
@@ -744,12 +750,7 @@ def test_pgvector_hnsw_dry_scan_spares_the_siblings(pgvector_url: str) -> None:
     parent, same depth) within the minute: those rank exactly at once, with the same results."""
     prefix = f"s{uuid.uuid4().hex[:8]}_"
     base: Any = {"dims": 16, "embed": DeterministicFakeEmbedding(size=16), "fields": ["text"]}
-    ann = SQLStore(
-        pgvector_url,
-        table_prefix=prefix,
-        engine_args={"pool_size": 1, "max_overflow": 0},  # one backend: statistics in order
-        index={**base, "ann_index_config": {"kind": "hnsw"}},
-    )
+    ann = _one_backend_hnsw(pgvector_url, prefix, base)
     exact = SQLStore(pgvector_url, table_prefix=prefix, index=base)
     try:
         ann.batch([PutOp(("w",), f"w{i}", {"text": f"fact {i}"}) for i in range(2000)])
@@ -773,12 +774,7 @@ def test_pgvector_hnsw_index_used_by_prepared_plans(pgvector_url: str) -> None:
     vectors come from the vectors alone, where nothing but the index can rank them."""
     prefix = f"p{uuid.uuid4().hex[:8]}_"
     base: Any = {"dims": 16, "embed": DeterministicFakeEmbedding(size=16), "fields": ["text"]}
-    ann = SQLStore(
-        pgvector_url,
-        table_prefix=prefix,
-        engine_args={"pool_size": 1, "max_overflow": 0},  # one backend: statistics in order
-        index={**base, "ann_index_config": {"kind": "hnsw"}},
-    )
+    ann = _one_backend_hnsw(pgvector_url, prefix, base)
     try:
         ann.batch([PutOp(("u", f"g{i % 3}"), f"k{i}", {"text": f"fact {i}"}) for i in range(1000)])
         _analyze(pgvector_url, prefix)  # as autovacuum would

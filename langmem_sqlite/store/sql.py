@@ -766,20 +766,20 @@ def _pg_top(
     user."""
     items = t.store_items
     plan = (q.prefix, q.shape, want)
+    # siblings (same parent, same depth: other users' namespaces) are alike: one EXPLAIN a
+    # minute serves them all, until a prefix's own search says otherwise
+    kin = (q.prefix[:-1], len(q.prefix), q.shape, want) if q.prefix else None
     hnsw, guessed = ann, False
     if ann is not None and mode is not None:
         clock = time.monotonic()
         known = mode.exact.get(plan)
         if known is None or clock - known[1] >= _RECHECK_S:
-            # siblings (same parent, same depth: other users' namespaces) are alike: one
-            # EXPLAIN a minute serves them all, until a prefix's own search says otherwise
-            kin = (q.prefix[:-1], len(q.prefix), q.shape, want)
-            known = mode.exact.get(kin) if q.prefix else None
+            known = mode.exact.get(kin) if kin is not None else None
             if known is None or clock - known[1] >= _RECHECK_S:
                 vectors = want * ann.per_item
                 narrow = _narrow(conn, t, q.prefix, mode, vectors, _ef_search(ann, want))
                 known = _remember(mode.exact, plan, narrow)
-                if q.prefix:
+                if kin is not None:
                     _remember(mode.exact, kin, narrow)
             else:
                 guessed = True
@@ -829,8 +829,8 @@ def _pg_top(
         # items: rank exactly, so that a search never returns fewer items than match
         if mode is not None:
             _remember(mode.exact, plan, True)
-            if q.prefix:  # and its siblings' scans would likely run dry too
-                _remember(mode.exact, (q.prefix[:-1], len(q.prefix), q.shape, want), True)
+            if kin is not None:  # and its siblings' scans would likely run dry too
+                _remember(mode.exact, kin, True)
         return _pg_top(conn, t, q, query_vector, now, want, None)
     return found
 
