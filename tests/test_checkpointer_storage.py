@@ -532,6 +532,87 @@ def test_a_delta_whose_base_vanished_is_stored_whole(saver: SQLSaver) -> None:
     assert len(kinds) == 1  # the second version, stored whole
 
 
+def _blob_channels(saver: SQLSaver, thread: str) -> list[str]:
+    b = saver.tables.checkpoint_blobs.c
+    with saver.db.sync_engine.connect() as conn:
+        q = sa.select(b.channel_hash).where(b.thread_id == thread)
+        return sorted(conn.execute(q).scalars())
+
+
+def _md5(text: str) -> str:
+    return hashlib.md5(text.encode()).hexdigest()
+
+
+def test_none_values_live_in_the_record_not_in_blob_rows(saver: SQLSaver) -> None:
+    """A channel whose value is None (LangGraph's ``branch:to:<node>`` triggers, at every step)
+    takes no blob row: the checkpoint's record names it. It reads back as present and None,
+    not as absent; in a later checkpoint too, where its version did not change; a delta
+    channel keeps its row; the record still reads with its id."""
+    first = put_values(saver, "nulls", {"branch:to:a": None, "n": 1})
+    assert _blob_channels(saver, "nulls") == [_md5("n")]
+    got = saver.get_tuple(first)
+    assert got is not None
+    assert got.checkpoint["channel_values"] == {"branch:to:a": None, "n": 1}
+    assert got.checkpoint["id"] == first["configurable"]["checkpoint_id"]
+    # the next checkpoint changes "n" only: "branch:to:a" keeps its version and its None
+    ckpt = empty_checkpoint()
+    ckpt["channel_values"] = {"branch:to:a": None, "n": 2}
+    old = got.checkpoint["channel_versions"]
+    ckpt["channel_versions"] = {**old, "n": saver.get_next_version(old["n"], None)}
+    new = {"n": ckpt["channel_versions"]["n"]}
+    second = saver.put(first, ckpt, {"source": "loop", "step": 1}, new)
+    fresh = SQLSaver(saver.db, table_prefix=saver.tables.prefix, list_cache_size=0)
+    for s in (saver, fresh):
+        got = s.get_tuple(second)
+        assert got is not None
+        assert got.checkpoint["channel_values"] == {"branch:to:a": None, "n": 2}
+        assert [c.checkpoint["channel_values"] for c in s.list(cfg("nulls"))] == [
+            {"branch:to:a": None, "n": 2},
+            {"branch:to:a": None, "n": 1},
+        ]
+    # a delta channel's None keeps its row (its history is read from the rows)
+    put_values(saver, "nulls-delta", {"d": None}, counters_since_delta_snapshot={"d": 0})
+    assert _blob_channels(saver, "nulls-delta") == [_md5("d")]
+
+
+def test_records_of_the_earlier_format_still_read(saver: SQLSaver) -> None:
+    """Rows written before None values moved into the record: the record holds the id and a
+    None value has a blob row of type "null"."""
+    stored = put_values(saver, "older", {"branch:to:a": None, "n": 1})
+    cid = stored["configurable"]["checkpoint_id"]
+    t = saver.tables
+    with saver.db.sync_engine.begin() as conn:
+        row = conn.execute(
+            sa.select(t.checkpoints).where(t.checkpoints.c.thread_id == "older")
+        ).one()
+        body = saver.serde.loads_typed((row.type, row.checkpoint))
+        del body["channel_values"]
+        body["id"] = cid
+        ctype, cdata = saver.serde.dumps_typed(body)
+        conn.execute(
+            sa.update(t.checkpoints)
+            .where(t.checkpoints.c.thread_id == "older")
+            .values(type=ctype, checkpoint=cdata)
+        )
+        version = saver.get_tuple(stored).checkpoint["channel_versions"]["branch:to:a"]
+        conn.execute(
+            sa.insert(t.checkpoint_blobs).values(
+                thread_id="older",
+                ns_hash=_md5(""),
+                channel_hash=_md5("branch:to:a"),
+                version=version,
+                kind="v",
+                type="null",
+                value=b"",
+                depth=0,
+            )
+        )
+    fresh = SQLSaver(saver.db, table_prefix=saver.tables.prefix, list_cache_size=0)
+    got = fresh.get_tuple(stored)
+    assert got is not None and got.checkpoint["id"] == cid
+    assert got.checkpoint["channel_values"] == {"branch:to:a": None, "n": 1}
+
+
 def _ckpt(values: dict[str, Any], version: int) -> Any:
     ckpt = empty_checkpoint()
     ckpt["id"] = f"00000000-0000-0000-0000-{version:012d}"

@@ -105,6 +105,21 @@ def _ckpt_config(thread_id: str, ns: str, checkpoint_id: str) -> RunnableConfig:
     }
 
 
+_NOT_IN_RECORD = frozenset({"id", "channel_values", "channel_versions"})
+
+
+def _null_channels(
+    values: Mapping[str, Any], versions: Mapping[str, Any], metadata: Mapping[str, Any]
+) -> dict[str, None]:
+    """The versioned channels whose value is None, kept in the checkpoint's record instead of
+    a blob row each. Delta channels keep their rows: their history is read from the rows."""
+    counters = metadata.get("counters_since_delta_snapshot")
+    delta = counters if isinstance(counters, Mapping) else ()
+    return {
+        ch: None for ch, v in values.items() if v is None and ch in versions and ch not in delta
+    }
+
+
 @dataclass(frozen=True)
 class _Scope:
     thread_id: str
@@ -320,6 +335,11 @@ class SQLSaver(BaseCheckpointSaver[str]):
                 if entry is not None:
                     self.lists.put((row.thread_id, ns, ch), entry)
         checkpoint = self._loads(row.type, row.checkpoint)
+        # channels whose value is None are kept in the record itself (see _put_plan)
+        for ch in checkpoint.pop("channel_values", None) or ():
+            if ch in versions:
+                values[ch] = None
+        checkpoint["id"] = row.checkpoint_id
         checkpoint["channel_values"] = values
         checkpoint["channel_versions"] = versions
         ordered = sorted(writes, key=lambda w: writes_sort_key(w.task_path, w.task_id, w.idx))
@@ -405,11 +425,15 @@ class SQLSaver(BaseCheckpointSaver[str]):
         for ch, ver in versions.items():
             check_text(ch, "checkpoint['channel_versions'] key")
             _version_text(ver, ch)
-        body = {
-            k: v for k, v in checkpoint.items() if k not in ("channel_values", "channel_versions")
-        }
-        ctype, cdata = dumps(self.serde, body, "checkpoint")
         md = get_serializable_checkpoint_metadata(config, metadata)
+        # The record: the checkpoint without its id (a column), versions (a column) and values
+        # (blob rows), but with the names of the channels whose value is None. Such values
+        # (``branch:to:<node>`` triggers, at every step of every graph) take no blob row.
+        body = {k: v for k, v in checkpoint.items() if k not in _NOT_IN_RECORD}
+        nulls = _null_channels(values, versions, md)
+        if nulls:
+            body["channel_values"] = nulls
+        ctype, cdata = dumps(self.serde, body, "checkpoint")
         mtype, mdata = dumps(self.serde, md, "metadata")
         md_json = json_copy(md) if self.searchable_metadata else None
         run_id = md.get("run_id")
@@ -419,6 +443,9 @@ class SQLSaver(BaseCheckpointSaver[str]):
         blobs, entries = [], {}
         for ch, ver in (new_versions or {}).items():
             check_text(ch, "new_versions key")
+            if ch in nulls:
+                _version_text(ver, ch)
+                continue
             blob, entry = encode_channel(
                 self.serde, self.lists, (s.thread_id, s.ns, ch), _version_text(ver, ch), values
             )
