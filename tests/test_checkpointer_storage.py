@@ -505,10 +505,67 @@ def test_values_are_compressed_unless_encrypted(db_url: str, prefix: str, encryp
     with saver.db.sync_engine.connect() as conn:
         rows = {r.type: len(r.value) for r in conn.execute(sa.select(b.c.type, b.c.value))}
     if encrypted:  # ciphertext does not compress: stored as the serializer made it
-        assert not any(t.endswith("+z") for t in rows)
+        assert not any("+z" in t for t in rows)
     else:
-        assert rows.get("msgpack+z", 10**9) < len(text) / 10  # compressed ~ 70x
+        assert rows.get("msgpack+zd", 10**9) < len(text) / 10  # compressed ~ 70x
         assert "msgpack" in rows  # "x" is too small to be worth it
+
+
+def test_message_sized_values_are_deflated_with_the_dictionary(saver: SQLSaver) -> None:
+    """One message of 300 characters (a pending write, a list delta) is stored in under 60% of
+    its serialized size: the preset dictionary holds the serializer's framing."""
+    reply = AIMessage(
+        content="Postgres keeps each checkpoint row small when the saver stores the deltas "
+        "of a conversation instead of the whole list; the user asked how much space a thread "
+        "of two hundred turns would need, and whether old threads can be pruned after thirty "
+        "days without losing the latest state of each one.",
+        id="run--7c1f0e8e-54a2-4a4e-9d0c-2f5b8f0c1a11",
+    )
+    stored = put_values(saver, "zd", {"messages": [reply]})
+    saver.put_writes(stored, [("messages", [reply])], "task-1")
+    plain = len(saver.serde.dumps_typed([reply])[1])
+    t = saver.tables
+    with saver.db.sync_engine.connect() as conn:
+        for table in (t.checkpoint_blobs, t.checkpoint_writes):
+            row = conn.execute(sa.select(table.c.type, table.c.value)).one()
+            assert row.type == "msgpack+zd" and len(row.value) < 0.6 * plain
+    fresh = SQLSaver(saver.db, table_prefix=t.prefix, list_cache_size=0)
+    got = fresh.get_tuple(stored)
+    assert got is not None and got.checkpoint["channel_values"]["messages"] == [reply]
+    assert got.pending_writes == [("task-1", "messages", [reply])]
+
+
+def test_compressed_rows_of_every_format_read_and_damage_is_refused() -> None:
+    import zlib
+
+    from langmem_sqlite.checkpoint import codec, zdict
+
+    serde = JsonPlusSerializer()
+    value = {"text": "a value long enough to be compressed " * 4}
+    type_, data = serde.dumps_typed(value)
+    # earlier versions' "+z" (zlib, no dictionary) and the dictionary's own rows
+    assert codec.loads(serde, type_ + "+z", zlib.compress(data)) == value
+    ztype, zdata = codec.dumps(serde, value, "v")
+    assert ztype == type_ + "+zd" and codec.loads(serde, ztype, zdata) == value
+    with pytest.raises(ValueError, match="damaged"):
+        codec.loads(serde, ztype, zdata[:-3])
+    with pytest.raises(ValueError, match="damaged"):
+        codec.loads(serde, ztype, zdata + b"trailing")
+    with pytest.raises(ValueError, match="damaged"):
+        codec.loads(serde, "msgpack+z", b"not zlib")
+    # a row that would expand past the cap is refused instead of filling memory
+    bomb = zlib.compressobj(9, zlib.DEFLATED, -15, 8, zlib.Z_DEFAULT_STRATEGY, zdict.ZDICT_V1)
+    packed = bomb.compress(b"\x00" * 5000) + bomb.flush()
+    old_cap = codec.MAX_VALUE_BYTES
+    codec.MAX_VALUE_BYTES = 4096
+    try:
+        with pytest.raises(ValueError, match="over 4096 bytes"):
+            codec.loads(serde, "msgpack+zd", packed)
+    finally:
+        codec.MAX_VALUE_BYTES = old_cap
+    # rows compressed with the dictionary need exactly these bytes, forever
+    assert hashlib.sha256(zdict.ZDICT_V1).hexdigest() == zdict.ZDICT_V1_SHA256
+    assert zdict.ZDICT_V1_SHA256.startswith("f2bc8c6811c854fc")
 
 
 def test_a_delta_whose_base_vanished_is_stored_whole(saver: SQLSaver) -> None:
@@ -578,6 +635,8 @@ def test_none_values_live_in_the_record_not_in_blob_rows(saver: SQLSaver) -> Non
 def test_records_of_the_earlier_format_still_read(saver: SQLSaver) -> None:
     """Rows written before None values moved into the record: the record holds the id and a
     None value has a blob row of type "null"."""
+    from langmem_sqlite.checkpoint import codec
+
     stored = put_values(saver, "older", {"branch:to:a": None, "n": 1})
     cid = stored["configurable"]["checkpoint_id"]
     t = saver.tables
@@ -585,10 +644,10 @@ def test_records_of_the_earlier_format_still_read(saver: SQLSaver) -> None:
         row = conn.execute(
             sa.select(t.checkpoints).where(t.checkpoints.c.thread_id == "older")
         ).one()
-        body = saver.serde.loads_typed((row.type, row.checkpoint))
+        body = codec.loads(saver.serde, row.type, row.checkpoint)
         del body["channel_values"]
         body["id"] = cid
-        ctype, cdata = saver.serde.dumps_typed(body)
+        ctype, cdata = codec.dumps(saver.serde, body, "record")
         conn.execute(
             sa.update(t.checkpoints)
             .where(t.checkpoints.c.thread_id == "older")
