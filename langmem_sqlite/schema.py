@@ -306,6 +306,9 @@ def _build(prefix: str, schema: str | None) -> Tables:
         Column("channel", LongText, nullable=False),
         Column("type", String(64), nullable=False),
         Column("value", LongBlob, nullable=False),
+        # JSON ``[[idx, channel], ...]``: the same call's writes of None, which take no row of
+        # their own (``branch:to:<node>`` triggers beside most node outputs).
+        Column("nulls", LongText, nullable=True),
         **opts,
     )
 
@@ -488,5 +491,10 @@ MIGRATIONS: list[Migration] = [
         _add_indexes("store_items", "store_items_ns_upd_ix"),
     ),
     Migration(6, "long-term store: expiry index of items with a TTL only", _partial_expiry_index),
+    Migration(
+        7,
+        "checkpointer: a write's row carries the same call's writes of None",
+        _add_columns("checkpoint_writes", "nulls"),
+    ),
 ]
 """Ordered schema changes; ``MIGRATIONS[i].version == i + 1``."""

@@ -632,6 +632,44 @@ def test_none_values_live_in_the_record_not_in_blob_rows(saver: SQLSaver) -> Non
     assert _blob_channels(saver, "nulls-delta") == [_md5("d")]
 
 
+def test_writes_of_none_ride_on_their_calls_first_row(saver: SQLSaver) -> None:
+    """A node's output and its ``branch:to:<node>`` writes of None take one row; they read
+    back in order (get_tuple, list, the delta-channel history); the first write still wins
+    for each index, and a call starting with None stores it as a row of its own."""
+    first = put_values(saver, "carry", {"n": 1})
+    saver.put_writes(first, [("messages", ["hi"]), ("branch:to:a", None), ("b", None)], "t1")
+    saver.put_writes(first, [("messages", ["again"]), ("branch:to:a", "late"), ("c", 3)], "t1")
+    saver.put_writes(first, [("branch:to:x", None), ("m", 1), ("branch:to:y", None)], "t2")
+    w = saver.tables.checkpoint_writes
+    with saver.db.sync_engine.connect() as conn:
+        rows = conn.execute(
+            sa.select(w.c.task_id, w.c.idx, w.c.channel, w.c.nulls).order_by(w.c.task_id, w.c.idx)
+        ).all()
+    assert [tuple(r) for r in rows] == [
+        ("t1", 0, "messages", '[[1,"branch:to:a"],[2,"b"]]'),
+        ("t1", 1, "branch:to:a", None),  # the later call's rows: the carried Nones came first
+        ("t1", 2, "c", None),
+        ("t2", 0, "branch:to:x", '[[2,"branch:to:y"]]'),
+        ("t2", 1, "m", None),
+    ]
+    expected = [
+        ("t1", "messages", ["hi"]),
+        ("t1", "branch:to:a", None),
+        ("t1", "b", None),
+        ("t2", "branch:to:x", None),
+        ("t2", "m", 1),
+        ("t2", "branch:to:y", None),
+    ]
+    got = saver.get_tuple(first)
+    assert got is not None and got.pending_writes == expected
+    assert [c.pending_writes for c in saver.list(cfg("carry"))] == [expected]
+    second = saver.put(first, _ckpt({"n": 2}, 2), {"source": "loop", "step": 1}, {})
+    history = saver.get_delta_channel_history(config=second, channels=["branch:to:a", "b", "m"])
+    assert history["branch:to:a"]["writes"] == [("t1", "branch:to:a", None)]
+    assert history["b"]["writes"] == [("t1", "b", None)]
+    assert history["m"]["writes"] == [("t2", "m", 1)]
+
+
 def test_records_of_the_earlier_format_still_read(saver: SQLSaver) -> None:
     """Rows written before None values moved into the record: the record holds the id and a
     None value has a blob row of type "null"."""

@@ -472,4 +472,58 @@ def test_upgrade_makes_the_expiry_index_partial_on_postgres(db_url: str, prefix:
     if pg:
         assert "WHERE (expires_at IS NOT NULL)" in definition()
     with db.sync_engine.connect() as conn:
-        assert conn.execute(sa.select(sa.func.max(t.migrations.c.version))).scalar() == 6
+        assert conn.execute(sa.select(sa.func.max(t.migrations.c.version))).scalar() == (
+            LATEST_VERSION
+        )
+
+
+def test_upgrade_adds_the_carried_writes_column(db_url: str, prefix: str) -> None:
+    """Migration 7 adds ``nulls`` to a writes table made before it: pending writes stored
+    before the upgrade read as they were, and new ones carry their writes of None."""
+    from langgraph.checkpoint.base import empty_checkpoint
+
+    from langmem_sqlite import SQLSaver
+
+    db = get_database(db_url)
+    t = get_tables(prefix)
+    saver = SQLSaver(db_url, table_prefix=prefix)
+    ckpt = empty_checkpoint()
+    ckpt["id"] = "c1"
+    cfg = saver.put({"configurable": {"thread_id": "t", "checkpoint_ns": ""}}, ckpt, {}, {})
+    table = db.sync_engine.dialect.identifier_preparer.format_table(t.checkpoint_writes)
+    with db.sync_engine.begin() as conn:
+        conn.execute(sa.text(f"ALTER TABLE {table} DROP COLUMN nulls"))
+        conn.execute(sa.delete(t.migrations).where(t.migrations.c.version == 7))
+        # a row as versions before 7 wrote a write of None
+        conn.execute(
+            sa.insert(t.checkpoint_writes).values(
+                thread_id="t",
+                ns_hash="d41d8cd98f00b204e9800998ecf8427e",
+                checkpoint_id="c1",
+                task_hash="0" * 32,
+                idx=0,
+                task_id="old",
+                task_path="",
+                channel="branch:to:a",
+                type="null",
+                value=b"",
+            )
+        )
+    db.ready.discard(t.key)
+    db.ready.discard(("checkpointer", t.key))
+
+    def columns() -> set[str]:
+        return {c["name"] for c in sa.inspect(db.sync_engine).get_columns(t.checkpoint_writes.name)}
+
+    assert "nulls" not in columns()
+    again = SQLSaver(db_url, table_prefix=prefix)
+    again.put_writes(cfg, [("messages", ["hi"]), ("branch:to:a", None)], "new")
+    assert "nulls" in columns()
+    got = again.get_tuple(cfg)
+    assert got is not None and got.pending_writes == [
+        ("new", "messages", ["hi"]),
+        ("new", "branch:to:a", None),
+        ("old", "branch:to:a", None),
+    ]
+    with db.sync_engine.connect() as conn:
+        assert 7 in conn.execute(sa.select(t.migrations.c.version)).scalars().all()

@@ -497,11 +497,18 @@ class SQLSaver(BaseCheckpointSaver[str]):
         check_text(task_path, "task_path")
         special = all(ch in WRITES_IDX_MAP for ch, _ in writes)
         rows: dict[int, dict[str, Any]] = {}
+        # Writes of None after the call's first row ride on that row (its ``nulls``): one row
+        # for a node's output and its ``branch:to:<node>`` triggers. Not for special channels,
+        # which are upserted one by one.
+        nulls: dict[int, str] = {}
         for i, (ch, value) in enumerate(writes):
             check_text(ch, "writes channel")
             idx = WRITES_IDX_MAP.get(ch, i)
-            if idx in rows and not special:
+            if (idx in rows or idx in nulls) and not special:
                 continue  # first write wins, as in the database
+            if value is None and rows and not special:
+                nulls[idx] = ch
+                continue
             type_, data = dumps(self.serde, value, f"write to channel {ch!r}")
             rows[idx] = {
                 "thread_id": s.thread_id,
@@ -514,7 +521,11 @@ class SQLSaver(BaseCheckpointSaver[str]):
                 "channel": ch,
                 "type": type_,
                 "value": data,
+                "nulls": None,
             }
+        if nulls:
+            carried = [[idx, ch] for idx, ch in nulls.items()]
+            next(iter(rows.values()))["nulls"] = json.dumps(carried, separators=(",", ":"))
         if rows:
             # One statement, unless MySQL gets a value in parts (see sql.MYSQL_PART).
             single = all(len(r["value"]) <= sql.MYSQL_PART for r in rows.values())

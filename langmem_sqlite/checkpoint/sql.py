@@ -51,6 +51,7 @@ __all__ = [
     "fetch_blobs",
     "list_page",
     "list_threads",
+    "pending_writes",
     "prune_keep_latest",
     "put_checkpoint",
     "put_writes",
@@ -481,7 +482,7 @@ def _scope_groups(keys: Iterable[tuple[Any, ...]]) -> dict[tuple[str, str], list
 
 def _writes_stmt(t: Tables) -> Any:
     w = t.checkpoint_writes.c
-    cols = (w.checkpoint_id, w.task_id, w.task_path, w.idx, w.channel, w.type, w.value)
+    cols = (w.checkpoint_id, w.task_id, w.task_path, w.idx, w.channel, w.type, w.value, w.nulls)
     return select(*cols).where(
         w.thread_id == bindparam("t"),
         w.ns_hash == bindparam("n"),
@@ -491,15 +492,15 @@ def _writes_stmt(t: Tables) -> Any:
 
 def _writes_for(
     conn: Connection, t: Tables, keys: Iterable[tuple[str, str, str]]
-) -> dict[tuple[str, str, str], list[Row[Any]]]:
+) -> dict[tuple[str, str, str], list[PendingWrite]]:
     """Pending writes of the given ``(thread_id, ns_hash, checkpoint_id)``, unsorted."""
     stmt = _prepared_stmt(t, "writes", _writes_stmt)
-    out: dict[tuple[str, str, str], list[Row[Any]]] = {}
+    out: dict[tuple[str, str, str], list[PendingWrite]] = {}
     for (tid, nsh), group in _scope_groups(keys).items():
         for part in _chunks(group):
             params = {"t": tid, "n": nsh, "ids": [k[2] for k in part]}
-            for r in conn.execute(stmt, params).all():
-                out.setdefault((tid, nsh, r.checkpoint_id), []).append(r)
+            for w in pending_writes(conn.execute(stmt, params).all()):
+                out.setdefault((tid, nsh, w.checkpoint_id), []).append(w)
     return out
 
 
@@ -610,6 +611,30 @@ class PendingWrite(NamedTuple):
     value: Any
 
 
+def pending_writes(rows: Iterable[Sequence[Any]]) -> list[PendingWrite]:
+    """Write rows ``(checkpoint_id, task_id, task_path, idx, channel, type, value, nulls)`` as
+    pending writes, with the writes of None each row carries (``nulls``).
+
+    A carried write is its call's: if a row of the same task and index exists too, it came from
+    a later call (a call's first row carries, and a later call's first row would have met it),
+    so the carried one is kept: the first write wins.
+    """
+    out: dict[tuple[str, str, int], PendingWrite] = {}
+    carried: set[tuple[str, str, int]] = set()
+    rows = list(rows)
+    for cid, task_id, path, _idx, _ch, _type, _value, nulls in rows:
+        if nulls:
+            for idx, ch in json.loads(nulls):
+                key = (cid, task_id, int(idx))
+                out[key] = PendingWrite(cid, task_id, path, int(idx), ch, "null", b"")
+                carried.add(key)
+    for cid, task_id, path, idx, ch, type_, value, _ in rows:
+        key = (cid, task_id, idx)
+        if key not in carried:
+            out[key] = PendingWrite(cid, task_id, path, idx, ch, type_, value)
+    return list(out.values())
+
+
 def _with_writes(build: Callable[[Tables], Any]) -> Callable[[Tables], Any]:
     """The checkpoint row selected by ``build``, once per pending write (its columns
     prefixed ``w_``), or once with NULLs: a checkpoint and its writes in one round trip."""
@@ -624,7 +649,7 @@ def _with_writes(build: Callable[[Tables], Any]) -> Callable[[Tables], Any]:
         )
         wcols = [
             col.label(f"w_{col.name}")
-            for col in (w.task_id, w.task_path, w.idx, w.channel, w.type, w.value)
+            for col in (w.task_id, w.task_path, w.idx, w.channel, w.type, w.value, w.nulls)
         ]
         return select(*c.c, *wcols).select_from(c.outerjoin(t.checkpoint_writes, on))
 
@@ -655,13 +680,20 @@ def read_checkpoint(
     if not rows:
         return None
     row = rows[0]
-    writes = [
-        PendingWrite(
-            r.checkpoint_id, r.w_task_id, r.w_task_path, r.w_idx, r.w_channel, r.w_type, r.w_value
+    writes = pending_writes(
+        (
+            r.checkpoint_id,
+            r.w_task_id,
+            r.w_task_path,
+            r.w_idx,
+            r.w_channel,
+            r.w_type,
+            r.w_value,
+            r.w_nulls,
         )
         for r in rows
         if r.w_task_id is not None
-    ]
+    )
     blobs = _blobs_for(conn, t, [k for k in blob_keys(row) if (k[2], k[3]) not in skip])
     return row, writes, blobs
 
@@ -683,7 +715,7 @@ def list_page(
     q: ListQuery,
     cursor: tuple[str, str, str] | None,
     limit: int,
-) -> tuple[list[Row[Any]], dict[tuple[str, str, str], list[Row[Any]]], dict[BlobKey, Any]]:
+) -> tuple[list[Row[Any]], dict[tuple[str, str, str], list[PendingWrite]], dict[BlobKey, Any]]:
     """Up to ``limit`` checkpoint rows after ``cursor`` (newest first), with writes and blobs."""
     c = t.checkpoints.c
     stmt = select(*_ckpt_columns(t))
@@ -832,15 +864,18 @@ def delta_walk(
     result = _walk(conn, t, thread_id, ns_hash, target.parent_checkpoint_id, channels)
     w = t.checkpoint_writes.c
     for part in _chunks(result.path):
-        q = select(w.checkpoint_id, w.task_id, w.task_path, w.idx, w.channel, w.type, w.value)
+        q = select(
+            w.checkpoint_id, w.task_id, w.task_path, w.idx, w.channel, w.type, w.value, w.nulls
+        )
         q = q.where(
             w.thread_id == thread_id,
             w.ns_hash == ns_hash,
             w.checkpoint_id.in_(part),
-            w.channel.in_(list(channels)),
+            or_(w.channel.in_(list(channels)), w.nulls.is_not(None)),
         )
-        for r in conn.execute(q).all():
-            result.writes.setdefault((thread_id, ns_hash, r.checkpoint_id), []).append(r)
+        for r in pending_writes(conn.execute(q).all()):
+            if r.channel in channels:
+                result.writes.setdefault((thread_id, ns_hash, r.checkpoint_id), []).append(r)
     result.blobs = _blobs_for(conn, t, [key for _, key in result.seeds.values()])
     return result
 
