@@ -670,6 +670,31 @@ def test_writes_of_none_ride_on_their_calls_first_row(saver: SQLSaver) -> None:
     assert history["m"]["writes"] == [("t2", "m", 1)]
 
 
+def test_graph_input_lives_in_its_checkpoints_record(saver: SQLSaver) -> None:
+    """The input (``__start__``, read by the next step only) takes no blob row: the input
+    checkpoint's record holds it, and replaying from that checkpoint sees it."""
+    graph = chat_graph(saver)
+    for turn in range(2):
+        graph.invoke({"messages": [HumanMessage(f"question {turn}", id=f"h{turn}")]}, cfg("in"))
+    assert _md5("__start__") not in _blob_channels(saver, "in")
+    fresh = SQLSaver(saver.db, table_prefix=saver.tables.prefix, list_cache_size=0)
+    inputs = [c for c in fresh.list(cfg("in")) if c.metadata.get("source") == "input"]
+    assert [c.checkpoint["channel_values"]["__start__"] for c in inputs] == [
+        {"messages": [HumanMessage("question 1", id="h1")]},
+        {"messages": [HumanMessage("question 0", id="h0")]},
+    ]
+    later = [c for c in fresh.list(cfg("in")) if c.metadata.get("source") == "loop"]
+    assert all("__start__" not in c.checkpoint["channel_values"] for c in later)
+    # replay from the second input checkpoint: the graph runs its turn again from there
+    out = chat_graph(fresh).invoke(None, inputs[0].config)
+    assert [m.content for m in out["messages"][:3]] == [
+        "question 0",
+        out["messages"][1].content,
+        "question 1",
+    ]
+    assert len(out["messages"]) == 4
+
+
 def test_records_of_the_earlier_format_still_read(saver: SQLSaver) -> None:
     """Rows written before None values moved into the record: the record holds the id and a
     None value has a blob row of type "null"."""

@@ -39,6 +39,7 @@ from langgraph.checkpoint.base import (
 )
 from langgraph.checkpoint.serde.base import SerializerProtocol
 from langgraph.checkpoint.serde.encrypted import EncryptedSerializer
+from langgraph.constants import START
 from sqlalchemy import exc
 from sqlalchemy.engine import Connection
 
@@ -108,15 +109,20 @@ def _ckpt_config(thread_id: str, ns: str, checkpoint_id: str) -> RunnableConfig:
 _NOT_IN_RECORD = frozenset({"id", "channel_values", "channel_versions"})
 
 
-def _null_channels(
+def _record_values(
     values: Mapping[str, Any], versions: Mapping[str, Any], metadata: Mapping[str, Any]
-) -> dict[str, None]:
-    """The versioned channels whose value is None, kept in the checkpoint's record instead of
-    a blob row each. Delta channels keep their rows: their history is read from the rows."""
+) -> dict[str, Any]:
+    """The channel values kept in the checkpoint's record instead of a blob row each: values of
+    None (``branch:to:<node>`` triggers, at every step of every graph) and the graph's input
+    (``__start__``, read by the next step only). They are written again in each record whose
+    checkpoint still holds them (the input: none), which keeps every record whole on its own.
+    Delta channels keep their rows: their history is read from the rows."""
     counters = metadata.get("counters_since_delta_snapshot")
     delta = counters if isinstance(counters, Mapping) else ()
     return {
-        ch: None for ch, v in values.items() if v is None and ch in versions and ch not in delta
+        ch: v
+        for ch, v in values.items()
+        if (v is None or ch == START) and ch in versions and ch not in delta
     }
 
 
@@ -335,10 +341,10 @@ class SQLSaver(BaseCheckpointSaver[str]):
                 if entry is not None:
                     self.lists.put((row.thread_id, ns, ch), entry)
         checkpoint = self._loads(row.type, row.checkpoint)
-        # channels whose value is None are kept in the record itself (see _put_plan)
-        for ch in checkpoint.pop("channel_values", None) or ():
+        # values kept in the record itself (see _record_values)
+        for ch, value in (checkpoint.pop("channel_values", None) or {}).items():
             if ch in versions:
-                values[ch] = None
+                values[ch] = value
         checkpoint["id"] = row.checkpoint_id
         checkpoint["channel_values"] = values
         checkpoint["channel_versions"] = versions
@@ -427,13 +433,17 @@ class SQLSaver(BaseCheckpointSaver[str]):
             _version_text(ver, ch)
         md = get_serializable_checkpoint_metadata(config, metadata)
         # The record: the checkpoint without its id (a column), versions (a column) and values
-        # (blob rows), but with the names of the channels whose value is None. Such values
-        # (``branch:to:<node>`` triggers, at every step of every graph) take no blob row.
+        # (blob rows), but with the few values that take no row (see _record_values).
         body = {k: v for k, v in checkpoint.items() if k not in _NOT_IN_RECORD}
-        nulls = _null_channels(values, versions, md)
-        if nulls:
-            body["channel_values"] = nulls
-        ctype, cdata = dumps(self.serde, body, "checkpoint")
+        inline = _record_values(values, versions, md)
+        if inline:
+            body["channel_values"] = inline
+        try:
+            ctype, cdata = dumps(self.serde, body, "checkpoint")
+        except ValueError:
+            for ch, v in inline.items():  # name the channel at fault, if it is one
+                dumps(self.serde, v, f"channel {ch!r}")
+            raise
         mtype, mdata = dumps(self.serde, md, "metadata")
         md_json = json_copy(md) if self.searchable_metadata else None
         run_id = md.get("run_id")
@@ -443,7 +453,7 @@ class SQLSaver(BaseCheckpointSaver[str]):
         blobs, entries = [], {}
         for ch, ver in (new_versions or {}).items():
             check_text(ch, "new_versions key")
-            if ch in nulls:
+            if ch in inline:
                 _version_text(ver, ch)
                 continue
             blob, entry = encode_channel(
