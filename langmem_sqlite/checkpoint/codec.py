@@ -43,6 +43,11 @@ _ZD = "+zd"
 _MIN_COMPRESS = 64
 MAX_VALUE_BYTES = 2**31
 """Largest value a compressed row may expand to (2 GiB)."""
+# Deflate primed with the dictionary, copied for each value (cheaper than priming again). Values
+# up to 2 KiB take a 4 KiB window and a small hash, which the dictionary and the value fit in:
+# the same output size, and 4-8 us per value instead of 10-13.
+_SMALL = 2048
+_PRIMED_SMALL = zlib.compressobj(6, zlib.DEFLATED, -12, 5, zlib.Z_DEFAULT_STRATEGY, ZDICT_V1)
 _PRIMED = zlib.compressobj(6, zlib.DEFLATED, -15, 8, zlib.Z_DEFAULT_STRATEGY, ZDICT_V1)
 
 try:  # LangGraph's own msgpack hooks, so that the check packs what the serializer packs
@@ -74,7 +79,7 @@ def dumps(serde: SerializerProtocol, value: Any, what: str) -> tuple[str, bytes]
                 ) from e
             # anything else the serializer handled its own way (e.g. a pickle fallback)
     if len(data) >= _MIN_COMPRESS and type_ != "null":
-        deflate = _PRIMED.copy()
+        deflate = (_PRIMED_SMALL if len(data) <= _SMALL else _PRIMED).copy()
         packed = deflate.compress(data) + deflate.flush()
         if len(packed) * 10 <= len(data) * 9:
             return type_ + _ZD, packed
