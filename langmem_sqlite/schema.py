@@ -251,7 +251,8 @@ def _build(prefix: str, schema: str | None) -> Tables:
         Column("checkpoint_id", IdString, primary_key=True),
         Column("checkpoint_ns", LongText, nullable=False),
         Column("parent_checkpoint_id", IdString, nullable=True),
-        # The checkpoint without channel values and versions, through the saver's serde.
+        # The checkpoint without its id, versions and channel values (but for the small
+        # scalars and the input kept in it), through the saver's serde.
         Column("type", String(64), nullable=False),
         Column("checkpoint", LongBlob, nullable=False),
         # channel -> version, JSON text (versions are opaque counters, never user data).

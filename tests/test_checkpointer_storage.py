@@ -179,7 +179,7 @@ def test_strict_msgpack_and_with_allowlist(saver: SQLSaver) -> None:
 
 
 def test_pickle_rows_are_refused(saver: SQLSaver) -> None:
-    stored = put_values(saver, "pickled", {"v": 1})
+    stored = put_values(saver, "pickled", {"v": {"k": 1}})
     t = saver.tables.checkpoint_blobs
     with saver.db.sync_engine.begin() as conn:
         conn.execute(sa.update(t).values(type="pickle", value=b"\x80\x04K\x01."))
@@ -498,9 +498,9 @@ def test_values_are_compressed_unless_encrypted(db_url: str, prefix: str, encryp
     serde = EncryptedSerializer.from_pycryptodome_aes(key=b"c" * 16) if encrypted else None
     saver = SQLSaver(db_url, table_prefix=prefix, serde=serde)
     text = "the same sentence again and again. " * 200
-    put_values(saver, "z", {"doc": text, "tiny": "x"})
+    put_values(saver, "z", {"doc": text, "tiny": ["x"]})
     got = saver.get_tuple(cfg("z"))
-    assert got is not None and got.checkpoint["channel_values"] == {"doc": text, "tiny": "x"}
+    assert got is not None and got.checkpoint["channel_values"] == {"doc": text, "tiny": ["x"]}
     b = saver.tables.checkpoint_blobs
     with saver.db.sync_engine.connect() as conn:
         rows = {r.type: len(r.value) for r in conn.execute(sa.select(b.c.type, b.c.value))}
@@ -508,7 +508,7 @@ def test_values_are_compressed_unless_encrypted(db_url: str, prefix: str, encryp
         assert not any("+z" in t for t in rows)
     else:
         assert rows.get("msgpack+zd", 10**9) < len(text) / 10  # compressed ~ 70x
-        assert "msgpack" in rows  # "x" is too small to be worth it
+        assert "msgpack" in rows  # ["x"] is too small to be worth it
 
 
 def test_message_sized_values_are_deflated_with_the_dictionary(saver: SQLSaver) -> None:
@@ -600,33 +600,45 @@ def _md5(text: str) -> str:
     return hashlib.md5(text.encode()).hexdigest()
 
 
-def test_none_values_live_in_the_record_not_in_blob_rows(saver: SQLSaver) -> None:
-    """A channel whose value is None (LangGraph's ``branch:to:<node>`` triggers, at every step)
-    takes no blob row: the checkpoint's record names it. It reads back as present and None,
-    not as absent; in a later checkpoint too, where its version did not change; a delta
-    channel keeps its row; the record still reads with its id."""
-    first = put_values(saver, "nulls", {"branch:to:a": None, "n": 1})
-    assert _blob_channels(saver, "nulls") == [_md5("n")]
+LONG = "a value of more than thirty-two characters, #"
+
+
+def test_small_values_live_in_the_record_not_in_blob_rows(saver: SQLSaver) -> None:
+    """None (LangGraph's ``branch:to:<node>`` triggers, at every step), counters, flags and
+    short strings take no blob row: the checkpoint's record holds them. They read back as
+    present, not absent (None included); in a later checkpoint too, whether their version
+    changed or not; a delta channel keeps its row; the record still reads with its id."""
+    small = {"branch:to:a": None, "count": 1, "ok": True, "ratio": 0.5, "route": "agent"}
+    first = put_values(saver, "small", {**small, "n": LONG + "1"})
+    assert _blob_channels(saver, "small") == [_md5("n")]
     got = saver.get_tuple(first)
     assert got is not None
-    assert got.checkpoint["channel_values"] == {"branch:to:a": None, "n": 1}
+    assert got.checkpoint["channel_values"] == {**small, "n": LONG + "1"}
     assert got.checkpoint["id"] == first["configurable"]["checkpoint_id"]
-    # the next checkpoint changes "n" only: "branch:to:a" keeps its version and its None
+    # the next checkpoint changes "n" and "count": the others keep their versions and values
     ckpt = empty_checkpoint()
-    ckpt["channel_values"] = {"branch:to:a": None, "n": 2}
+    ckpt["channel_values"] = {**small, "count": 2, "n": LONG + "2"}
     old = got.checkpoint["channel_versions"]
-    ckpt["channel_versions"] = {**old, "n": saver.get_next_version(old["n"], None)}
-    new = {"n": ckpt["channel_versions"]["n"]}
+    new = {ch: saver.get_next_version(old[ch], None) for ch in ("n", "count")}
+    ckpt["channel_versions"] = {**old, **new}
     second = saver.put(first, ckpt, {"source": "loop", "step": 1}, new)
+    assert _blob_channels(saver, "small") == [_md5("n"), _md5("n")]
     fresh = SQLSaver(saver.db, table_prefix=saver.tables.prefix, list_cache_size=0)
     for s in (saver, fresh):
         got = s.get_tuple(second)
         assert got is not None
-        assert got.checkpoint["channel_values"] == {"branch:to:a": None, "n": 2}
-        assert [c.checkpoint["channel_values"] for c in s.list(cfg("nulls"))] == [
-            {"branch:to:a": None, "n": 2},
-            {"branch:to:a": None, "n": 1},
+        assert got.checkpoint["channel_values"] == {**small, "count": 2, "n": LONG + "2"}
+        assert [c.checkpoint["channel_values"] for c in s.list(cfg("small"))] == [
+            {**small, "count": 2, "n": LONG + "2"},
+            {**small, "n": LONG + "1"},
         ]
+    # what is not small keeps its row: a longer string, a big integer, a list, an object
+    for v in (LONG, [1], {"k": 1}, b"x"):
+        thread = f"row-{type(v).__name__}-{len(str(v))}"
+        put_values(saver, thread, {"v": v})
+        assert _blob_channels(saver, thread) == [_md5("v")]
+        got = fresh.get_tuple(cfg(thread))
+        assert got is not None and got.checkpoint["channel_values"] == {"v": v}
     # a delta channel's None keeps its row (its history is read from the rows)
     put_values(saver, "nulls-delta", {"d": None}, counters_since_delta_snapshot={"d": 0})
     assert _blob_channels(saver, "nulls-delta") == [_md5("d")]
@@ -700,7 +712,7 @@ def test_records_of_the_earlier_format_still_read(saver: SQLSaver) -> None:
     None value has a blob row of type "null"."""
     from langmem_sqlite.checkpoint import codec
 
-    stored = put_values(saver, "older", {"branch:to:a": None, "n": 1})
+    stored = put_values(saver, "older", {"branch:to:a": None, "n": LONG})
     cid = stored["configurable"]["checkpoint_id"]
     t = saver.tables
     with saver.db.sync_engine.begin() as conn:
@@ -732,7 +744,7 @@ def test_records_of_the_earlier_format_still_read(saver: SQLSaver) -> None:
     fresh = SQLSaver(saver.db, table_prefix=saver.tables.prefix, list_cache_size=0)
     got = fresh.get_tuple(stored)
     assert got is not None and got.checkpoint["id"] == cid
-    assert got.checkpoint["channel_values"] == {"branch:to:a": None, "n": 1}
+    assert got.checkpoint["channel_values"] == {"branch:to:a": None, "n": LONG}
 
 
 def _ckpt(values: dict[str, Any], version: int) -> Any:
