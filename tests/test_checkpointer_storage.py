@@ -628,6 +628,7 @@ def test_small_values_live_in_the_record_not_in_blob_rows(saver: SQLSaver) -> No
         got = s.get_tuple(second)
         assert got is not None
         assert got.checkpoint["channel_values"] == {**small, "count": 2, "n": LONG + "2"}
+        assert got.checkpoint["channel_versions"] == ckpt["channel_versions"]
         assert [c.checkpoint["channel_values"] for c in s.list(cfg("small"))] == [
             {**small, "count": 2, "n": LONG + "2"},
             {**small, "n": LONG + "1"},
@@ -708,8 +709,10 @@ def test_graph_input_lives_in_its_checkpoints_record(saver: SQLSaver) -> None:
 
 
 def test_records_of_the_earlier_format_still_read(saver: SQLSaver) -> None:
-    """Rows written before None values moved into the record: the record holds the id and a
-    None value has a blob row of type "null"."""
+    """Rows written before values and versions moved into the record: the record holds the id,
+    the ``versions`` column every channel, and a None value has a blob row of type "null"."""
+    import json
+
     from langmem_sqlite.checkpoint import codec
 
     stored = put_values(saver, "older", {"branch:to:a": None, "n": LONG})
@@ -719,16 +722,19 @@ def test_records_of_the_earlier_format_still_read(saver: SQLSaver) -> None:
         row = conn.execute(
             sa.select(t.checkpoints).where(t.checkpoints.c.thread_id == "older")
         ).one()
+        assert set(json.loads(row.versions)) == {"n"}  # the channels with rows only
         body = codec.loads(saver.serde, row.type, row.checkpoint)
         del body["channel_values"]
+        moved = body.pop("channel_versions")
         body["id"] = cid
         ctype, cdata = codec.dumps(saver.serde, body, "record")
+        versions = json.dumps({**json.loads(row.versions), **moved})
         conn.execute(
             sa.update(t.checkpoints)
             .where(t.checkpoints.c.thread_id == "older")
-            .values(type=ctype, checkpoint=cdata)
+            .values(type=ctype, checkpoint=cdata, versions=versions)
         )
-        version = saver.get_tuple(stored).checkpoint["channel_versions"]["branch:to:a"]
+        version = moved["branch:to:a"]
         conn.execute(
             sa.insert(t.checkpoint_blobs).values(
                 thread_id="older",
@@ -745,6 +751,7 @@ def test_records_of_the_earlier_format_still_read(saver: SQLSaver) -> None:
     got = fresh.get_tuple(stored)
     assert got is not None and got.checkpoint["id"] == cid
     assert got.checkpoint["channel_values"] == {"branch:to:a": None, "n": LONG}
+    assert set(got.checkpoint["channel_versions"]) == {"branch:to:a", "n"}
 
 
 def _ckpt(values: dict[str, Any], version: int) -> Any:

@@ -138,13 +138,35 @@ def _record_values(
     checkpoint that holds its version. (A scalar that never changes is thus copied into each
     record, a few bytes each.) Delta channels keep their rows: their history is read from the
     rows."""
-    counters = metadata.get("counters_since_delta_snapshot")
-    delta = counters if isinstance(counters, Mapping) else ()
+    delta = _delta_names(metadata)
     return {
         ch: v
         for ch, v in values.items()
         if (ch == START or _small(v)) and ch in versions and ch not in delta
     }
+
+
+def _delta_names(metadata: Mapping[str, Any]) -> Any:
+    """The delta channels named by a checkpoint's metadata."""
+    counters = metadata.get("counters_since_delta_snapshot")
+    return counters if isinstance(counters, Mapping) else ()
+
+
+def _split_versions(
+    versions: Mapping[str, Any], values: Mapping[str, Any], inline: Mapping[str, Any], delta: Any
+) -> tuple[dict[str, Any], dict[str, Any]]:
+    """``(column, record)``: the versions of channels with a blob row go to the ``versions``
+    column, which the SQL reads (blob keys, ancestor walks, clean-up); the versions of the
+    others (values kept in the record, channels without a value) go to the compressed record.
+    Delta channels always stay in the column."""
+    column: dict[str, Any] = {}
+    record: dict[str, Any] = {}
+    for ch, v in versions.items():
+        if ch in delta or (ch in values and ch not in inline):
+            column[ch] = v
+        else:
+            record[ch] = v
+    return column, record
 
 
 @dataclass(frozen=True)
@@ -349,7 +371,7 @@ class SQLSaver(BaseCheckpointSaver[str]):
         versions = json.loads(row.versions)
         ns = row.checkpoint_ns
         values: dict[str, Any] = {}
-        for ch, v in versions.items():
+        for ch, v in versions.items():  # the channels with rows (see _split_versions)
             if cached and ch in cached:
                 values[ch] = list(cached[ch].items)
                 continue
@@ -362,7 +384,9 @@ class SQLSaver(BaseCheckpointSaver[str]):
                 if entry is not None:
                     self.lists.put((row.thread_id, ns, ch), entry)
         checkpoint = self._loads(row.type, row.checkpoint)
-        # values kept in the record itself (see _record_values)
+        # the versions and values kept in the record itself (see _split_versions and
+        # _record_values)
+        versions.update(checkpoint.pop("channel_versions", None) or {})
         for ch, value in (checkpoint.pop("channel_values", None) or {}).items():
             if ch in versions:
                 values[ch] = value
@@ -453,12 +477,16 @@ class SQLSaver(BaseCheckpointSaver[str]):
             check_text(ch, "checkpoint['channel_versions'] key")
             _version_text(ver, ch)
         md = get_serializable_checkpoint_metadata(config, metadata)
-        # The record: the checkpoint without its id (a column), versions (a column) and values
-        # (blob rows), but with the few values that take no row (see _record_values).
+        # The record: the checkpoint without its id (a column) and the values stored in blob
+        # rows, with the values that take no row (see _record_values) and the versions of
+        # the channels without a row (see _split_versions).
         body = {k: v for k, v in checkpoint.items() if k not in _NOT_IN_RECORD}
         inline = _record_values(values, versions, md)
+        column, in_record = _split_versions(versions, values, inline, _delta_names(md))
         if inline:
             body["channel_values"] = inline
+        if in_record:
+            body["channel_versions"] = in_record
         try:
             ctype, cdata = dumps(self.serde, body, "checkpoint")
         except ValueError:
@@ -492,7 +520,7 @@ class SQLSaver(BaseCheckpointSaver[str]):
             parent_checkpoint_id=s.checkpoint_id,
             type=ctype,
             checkpoint=cdata,
-            versions=json.dumps(versions, separators=(",", ":")),
+            versions=json.dumps(column, separators=(",", ":")),
             metadata_type=mtype,
             metadata=mdata,
             metadata_json=md_json,
