@@ -30,12 +30,13 @@ import uuid
 from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
-from typing import Any
+from typing import Annotated, Any
 
-from langchain_core.messages import AIMessage, HumanMessage
+from langchain_core.messages import AIMessage, AnyMessage, HumanMessage
 from langgraph.checkpoint.base import BaseCheckpointSaver, CheckpointTuple, empty_checkpoint
 from langgraph.checkpoint.memory import InMemorySaver
-from langgraph.graph import START, MessagesState, StateGraph
+from langgraph.graph import START, MessagesState, StateGraph, add_messages
+from typing_extensions import TypedDict
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
@@ -221,6 +222,60 @@ def sqlite_chat(turns: int, tmp: str) -> None:
     n = len(list(fresh.list(cfg)))
     row(f"list() all {n} checkpoints", t_ours, t_anchor, "s", "<= 0.15x")
     anchor_conn.close()
+
+
+class ScalarState(TypedDict, total=False):
+    """A chat state with scalar channels: five set once, two changed every turn."""
+
+    messages: Annotated[list[AnyMessage], add_messages]
+    user_name: str
+    lang: str
+    tenant: str
+    max_steps: int
+    debug: bool
+    turns: int
+    route: str
+
+
+def scalar_graph(saver: BaseCheckpointSaver) -> Any:
+    def chat(state: ScalarState) -> dict[str, Any]:
+        n = len(state["messages"])
+        return {
+            "messages": [AIMessage(content=text(300, n))],
+            "turns": state.get("turns", 0) + 1,
+            "route": "tools" if n % 3 else "answer",
+        }
+
+    g = StateGraph(ScalarState)
+    g.add_node("chat", chat)
+    g.add_edge(START, "chat")
+    return g.compile(checkpointer=saver)
+
+
+def sqlite_scalars(turns: int, tmp: str) -> None:
+    """The chat graph with seven scalar channels besides ``messages``: the unchanging ones are
+    copied into every checkpoint's record, the changing ones take no row per version."""
+    from langgraph.checkpoint.sqlite import SqliteSaver
+
+    print(f"\n== 1b. chat graph with 7 scalar channels, {turns} turns, SQLite file ==")
+    paths = os.path.join(tmp, "scalars_ours.db"), os.path.join(tmp, "scalars_anchor.db")
+    conn = sqlite3.connect(paths[1], check_same_thread=False)
+    savers: list[BaseCheckpointSaver] = [SQLSaver(paths[0]), SqliteSaver(conn)]
+    totals = []
+    for saver in savers:
+        saver.setup()
+        graph = scalar_graph(saver)
+        cfg = {"configurable": {"thread_id": "s1"}}
+        t0 = time.perf_counter()
+        for i in range(turns):
+            first = {"user_name": "Ada Lovelace", "lang": "en", "tenant": "acme-corp"}
+            first.update(max_steps=10, debug=False)  # type: ignore[arg-type]
+            inp: dict[str, Any] = {"messages": [HumanMessage(content=text(180, i))]}
+            graph.invoke({**inp, **first} if i == 0 else inp, cfg, durability="sync")
+        totals.append(time.perf_counter() - t0)
+    row("database size", sqlite_size(paths[0]) / 1e6, sqlite_size(paths[1]) / 1e6, "MB", "-")
+    row("total run time", totals[0], totals[1], "s", "-")
+    conn.close()
 
 
 def tiny_put(n: int, tmp: str) -> None:
@@ -504,6 +559,7 @@ def main() -> None:
     print(f"python {sys.version.split()[0]}, {os.cpu_count()} CPUs; turns={turns}")
     with tempfile.TemporaryDirectory() as tmp:
         sqlite_chat(turns, tmp)
+        sqlite_scalars(turns, tmp)
         tiny_put(300 if args.quick else 2000, tmp)
         if not args.no_postgres:
             pg_chat(turns)
