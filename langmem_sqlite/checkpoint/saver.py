@@ -643,10 +643,7 @@ class SQLSaver(BaseCheckpointSaver[str]):
 
     def _delta_channels(self, row: Any) -> list[str]:
         metadata = self._loads(row.metadata_type, row.metadata)
-        counters = (
-            metadata.get("counters_since_delta_snapshot") if isinstance(metadata, Mapping) else None
-        )
-        return [str(k) for k in counters] if isinstance(counters, Mapping) else []
+        return [str(k) for k in _delta_names(metadata)] if isinstance(metadata, Mapping) else []
 
     def _prune_plan(self, thread_ids: Sequence[str], strategy: str) -> Plan[None]:
         if isinstance(thread_ids, str) or not isinstance(thread_ids, Sequence):
