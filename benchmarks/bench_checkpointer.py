@@ -435,6 +435,69 @@ def pg_pool(n: int) -> None:
     print(f"  ours / anchor at 8 threads: {o8 / a8:.2f}x")
 
 
+@contextmanager
+def remote_postgres(delay_ms: float) -> Iterator[str]:
+    """``PG_URL`` through a proxy process that delays each chunk by ``delay_ms`` each way, as a
+    database on another machine would (see ``_latency_proxy.py``)."""
+    import socket
+    import subprocess
+
+    from sqlalchemy.engine import make_url
+
+    url = make_url(PG_URL)
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    script = os.path.join(os.path.dirname(os.path.abspath(__file__)), "_latency_proxy.py")
+    args = [str(port), url.host or "127.0.0.1", str(url.port or 5432), str(delay_ms)]
+    proc = subprocess.Popen([sys.executable, script, *args], stdout=subprocess.PIPE, text=True)
+    try:
+        assert proc.stdout is not None and proc.stdout.readline().strip() == "ready"
+        yield url.set(host="127.0.0.1", port=port).render_as_string(hide_password=False)
+    finally:
+        proc.terminate()
+        proc.wait()
+
+
+def pg_pool_remote(n: int, delay_ms: float = 1.0) -> None:
+    """Section 4 with the database "on another machine": each thread then waits on the network
+    for most of a put, and what limits the scaling is the saver's own locking (the anchor holds
+    an instance lock around each operation) rather than these 2 CPUs."""
+    from langgraph.checkpoint.postgres import PostgresSaver
+    from psycopg_pool import ConnectionPool
+
+    print(
+        f"\n== 4b. as 4, through a proxy adding {delay_ms:g} ms each way "
+        f"(a database on another machine; {n} puts) =="
+    )
+    with pg_schemas(2) as (s_ours, s_anchor), remote_postgres(delay_ms) as remote:
+        import psycopg
+
+        rtt = []
+        for target in (PG_URL, remote):
+            with psycopg.connect(target, autocommit=True) as conn:
+                rtt.append(median_time(lambda c=conn: c.execute("SELECT 1").fetchone(), 50))
+        print(
+            f"  SELECT 1 round trip: {rtt[1] * 1e3:.2f} ms through the proxy, {rtt[0] * 1e3:.2f} direct"
+        )
+        ours = SQLSaver(remote, schema=s_ours)
+        ours.setup()
+        o1, o8 = _throughput(ours, 1, n), _throughput(ours, 8, n)
+        kwargs = {"autocommit": True, "prepare_threshold": 0}
+        sep = "&" if "?" in remote else "?"
+        url = f"{remote}{sep}options=-csearch_path%3D{s_anchor}"
+        with ConnectionPool(url, min_size=8, max_size=8, kwargs=kwargs, open=True) as pool:
+            anchor = PostgresSaver(pool)
+            anchor.setup()
+            a1, a8 = _throughput(anchor, 1, n), _throughput(anchor, 8, n)
+        ours.db.dispose()
+    print(
+        f"  ours:   1 thread {o1:8.0f}/s   8 threads {o8:8.0f}/s   scaling {o8 / o1:.2f}x  (>= 3x)"
+    )
+    print(f"  anchor: 1 thread {a1:8.0f}/s   8 threads {a8:8.0f}/s   scaling {a8 / a1:.2f}x")
+    print(f"  ours / anchor at 8 threads: {o8 / a8:.2f}x")
+
+
 class ByReference(BaseCheckpointSaver):
     """LangGraph's own share of a turn: a saver that keeps the graph's objects as they are (no
     serialization, no copies but the lists' spines), for one thread in one namespace. A turn on
@@ -564,6 +627,7 @@ def main() -> None:
         if not args.no_postgres:
             pg_chat(turns)
             pg_pool(400 if args.quick else 2000)
+            pg_pool_remote(200 if args.quick else 1000)
         long_thread(200 if args.quick else 1000, tmp)
 
 
