@@ -124,7 +124,7 @@ def _small(value: Any) -> bool:
 
 
 def _record_values(
-    values: Mapping[str, Any], versions: Mapping[str, Any], metadata: Mapping[str, Any]
+    values: Mapping[str, Any], versions: Mapping[str, Any], delta: Any
 ) -> dict[str, Any]:
     """The channel values kept in the checkpoint's record instead of a blob row each.
 
@@ -137,8 +137,7 @@ def _record_values(
     its own: which values are kept there depends on the value alone, the same for every
     checkpoint that holds its version. (A scalar that never changes is thus copied into each
     record, a few bytes each.) Delta channels keep their rows: their history is read from the
-    rows."""
-    delta = _delta_names(metadata)
+    rows (``delta``: their names, see :func:`_delta_names`)."""
     return {
         ch: v
         for ch, v in values.items()
@@ -481,8 +480,9 @@ class SQLSaver(BaseCheckpointSaver[str]):
         # rows, with the values that take no row (see _record_values) and the versions of
         # the channels without a row (see _split_versions).
         body = {k: v for k, v in checkpoint.items() if k not in _NOT_IN_RECORD}
-        inline = _record_values(values, versions, md)
-        column, in_record = _split_versions(versions, values, inline, _delta_names(md))
+        delta = _delta_names(md)
+        inline = _record_values(values, versions, delta)
+        column, in_record = _split_versions(versions, values, inline, delta)
         if inline:
             body["channel_values"] = inline
         if in_record:
