@@ -62,7 +62,7 @@ with warnings.catch_warnings():  # langchain-community prints a sunset notice on
 SESSION_SIZE = 10_000
 BATCH = 100
 WINDOW = 20
-SECTIONS = ("writes", "reads", "growth", "rwmh")
+SECTIONS = ("writes", "reads", "growth", "rwmh", "async")
 
 
 class Bench:
@@ -396,6 +396,58 @@ def bench_rwmh(b: Bench, url: str, engine: Engine) -> None:
         )
 
 
+# -- async -------------------------------------------------------------------------------------
+
+
+def bench_async(b: Bench) -> None:
+    """The async methods: ``aadd_messages`` one message per call, then ``aget_messages`` of the
+    whole session. The anchor in its async mode, on an aiosqlite ``AsyncEngine`` as its
+    documentation shows; ours given the file's URL, as in the other sections."""
+    import asyncio
+
+    from sqlalchemy.ext.asyncio import create_async_engine
+
+    n = b.reps(400, 100)
+    print(f"\n[async] aadd_messages x {n} (one message each), then aget_messages", flush=True)
+    url = b.our_url("async")
+    msgs = b.messages[:n]
+
+    async def run() -> None:
+        engine = create_async_engine(f"sqlite+aiosqlite:///{b.root / 'anchor_async.db'}")
+        try:
+            adds: dict[str, list[float]] = {"ours": [], "anchor": []}
+            reads: dict[str, list[float]] = {"ours": [], "anchor": []}
+            for rep in range(-1, b.reps(5, 3)):  # rep -1 warms up (schema, pools, threads)
+                histories = {
+                    "ours": SQLChatMessageHistory(f"async{rep}", connection=url),
+                    "anchor": AnchorHistory(
+                        session_id=f"async{rep}", connection=engine, async_mode=True
+                    ),
+                }
+                for side, h in histories.items():  # one side after the other, per repetition
+                    t0 = time.perf_counter()
+                    for m in msgs:
+                        await h.aadd_messages([m])
+                    t1 = time.perf_counter()
+                    got = await h.aget_messages()
+                    t2 = time.perf_counter()
+                    if len(got) != n:
+                        raise AssertionError(f"{side}: {len(got)} messages read, {n} added")
+                    if rep >= 0:
+                        adds[side].append((t1 - t0) * 1000 / n)
+                        reads[side].append((t2 - t1) * 1000)
+            b.details["async_add_ms_per_msg"] = adds
+            b.details["async_read_ms"] = reads
+            add = {k: statistics.median(v) for k, v in adds.items()}
+            read = {k: statistics.median(v) for k, v in reads.items()}
+            b.add(ratio_result("aadd_messages, per message", add["ours"], add["anchor"], 0.5))
+            b.add(ratio_result(f"aget_messages of {n}", read["ours"], read["anchor"], 0.5))
+        finally:
+            await engine.dispose()
+
+    asyncio.run(run())
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="fewer repetitions, smaller table")
@@ -434,6 +486,8 @@ def main(argv: list[str] | None = None) -> int:
             bench_table_growth(b)
         if "rwmh" in sections:
             bench_rwmh(b, url, engine)
+        if "async" in sections:
+            bench_async(b)
     finally:
         b.close()
         if not args.keep:

@@ -9,6 +9,8 @@ Scenarios (targets from the issue in brackets):
    database size [<= 0.1x], total run time [<= 0.5x], ``put`` latency at turn 200 vs turn 10
    [<= 3x], ``get_tuple`` at turn 200 [<= 0.5x], listing all checkpoints [<= 0.15x].
 2. A tiny-checkpoint ``put`` on SQLite [<= 1.5x SqliteSaver].
+2b. The async API on SQLite vs AsyncSqliteSaver: the chat graph with ``ainvoke``, a tiny
+   ``aput`` and ``aget_tuple`` [< 1x: the research notes' goal G4, not the issue's].
 3. The chat graph on PostgreSQL vs PostgresSaver: total time [<= 0.7x], bytes stored [<= 0.2x].
 4. Pooled PostgreSQL throughput, 8 threads vs 1 [>= 3x] (PostgresSaver with a pool measured too).
 5. A 1,000-turn thread on SQLite: size and per-turn latency every 100 turns (linear, flat).
@@ -306,6 +308,66 @@ def tiny_put(n: int, tmp: str) -> None:
     bench(ours)  # warm-up (statement caches)
     bench(anchor)
     row("put p50", bench(ours) * 1e6, bench(anchor) * 1e6, "us", "<= 1.5x")
+
+
+def sqlite_async(turns: int, n: int, tmp: str) -> None:
+    """The async API on a SQLite file (what ``ainvoke`` and an async server use) against
+    AsyncSqliteSaver: the chat graph with ``ainvoke``, then a tiny ``aput`` and ``aget_tuple``."""
+    import asyncio
+
+    import aiosqlite
+    from langgraph.checkpoint.sqlite.aio import AsyncSqliteSaver
+
+    print(
+        f"\n== 2b. async API, SQLite file: chat graph with ainvoke ({turns} turns), "
+        f"tiny aput / aget_tuple ({n} each) =="
+    )
+
+    async def chat(saver: BaseCheckpointSaver, thread: str) -> float:
+        graph = chat_graph(saver)
+        cfg = {"configurable": {"thread_id": thread}}
+        t0 = time.perf_counter()
+        for i in range(turns):
+            message = HumanMessage(content=text(180, i))
+            await graph.ainvoke({"messages": [message]}, cfg, durability="sync")
+        return time.perf_counter() - t0
+
+    async def tiny(saver: BaseCheckpointSaver) -> tuple[float, float]:
+        cfg: Any = {"configurable": {"thread_id": "tiny", "checkpoint_ns": ""}}
+        puts, gets = [], []
+        version = None
+        for i in range(n):
+            version = saver.get_next_version(version, None)
+            ckpt = empty_checkpoint()
+            ckpt["channel_values"] = {"x": i}
+            ckpt["channel_versions"] = {"x": version}
+            t0 = time.perf_counter()
+            cfg = await saver.aput(cfg, ckpt, {"source": "loop", "step": i}, {"x": version})
+            t1 = time.perf_counter()
+            await saver.aget_tuple(cfg)
+            puts.append(t1 - t0)
+            gets.append(time.perf_counter() - t1)
+        return statistics.median(puts), statistics.median(gets)
+
+    async def main() -> None:
+        ours = SQLSaver(os.path.join(tmp, "async_ours.db"))
+        await ours.asetup()
+        async with aiosqlite.connect(os.path.join(tmp, "async_anchor.db")) as conn:
+            anchor = AsyncSqliteSaver(conn)
+            await anchor.setup()
+            totals: dict[str, list[float]] = {"ours": [], "anchor": []}
+            for r in range(REPS):  # interleaved, so that machine load hits both alike
+                totals["ours"].append(await chat(ours, f"a{r}"))
+                totals["anchor"].append(await chat(anchor, f"a{r}"))
+            t_ours, t_anchor = (statistics.median(totals[k]) for k in ("ours", "anchor"))
+            row(f"ainvoke total (median of {REPS})", t_ours, t_anchor, "s", "< 1x")
+            await tiny(ours)  # warm-up (statement caches, worker threads)
+            await tiny(anchor)
+            (o_put, o_get), (a_put, a_get) = await tiny(ours), await tiny(anchor)
+            row("tiny aput p50", o_put * 1e6, a_put * 1e6, "us", "< 1x")
+            row("tiny aget_tuple p50", o_get * 1e6, a_get * 1e6, "us", "< 1x")
+
+    asyncio.run(main())
 
 
 def _pg_schema_url(schema: str) -> str:
@@ -679,6 +741,7 @@ def main() -> None:
         sqlite_chat(turns, tmp)
         sqlite_scalars(turns, tmp)
         tiny_put(300 if args.quick else 2000, tmp)
+        sqlite_async(turns, 300 if args.quick else 2000, tmp)
         if not args.no_postgres:
             pg_chat(turns)
             pg_pool(400 if args.quick else 2000)

@@ -5,17 +5,20 @@ from __future__ import annotations
 import asyncio
 import multiprocessing as mp
 import os
+import threading
 import uuid
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
+from typing import Any
 
 import pytest
 import sqlalchemy as sa
 from conftest import server_url
 from langchain_core.messages import HumanMessage
+from langgraph.checkpoint.base import empty_checkpoint
 from sqlalchemy.ext.asyncio import create_async_engine
 
-from langmem_sqlite import ConversationStore, SchemaTooNewError, SQLStore, get_database
+from langmem_sqlite import ConversationStore, SchemaTooNewError, SQLSaver, SQLStore, get_database
 from langmem_sqlite.migrate import LATEST_VERSION, ensure_schema
 from langmem_sqlite.schema import MIGRATIONS, get_tables
 
@@ -309,6 +312,96 @@ async def test_async_engine_only(tmp_path: Path) -> None:
     assert [m.content for m in store.get_messages("s")] == ["async engine"]
     assert store.db.async_engine is engine
     await engine.dispose()
+
+
+def _thread_and_connection(conn: object) -> tuple[str, str]:
+    return threading.current_thread().name, type(conn).__name__
+
+
+async def test_async_calls_on_a_sqlite_file_run_the_sync_path_in_worker_threads(
+    tmp_path: Path,
+) -> None:
+    """One thread hop per transaction (aiosqlite makes one per statement); an AsyncEngine the
+    caller gave is used as given."""
+    for db in (
+        get_database(tmp_path / "w.db"),
+        get_database(sa.create_engine(f"sqlite:///{tmp_path / 'e.db'}")),
+    ):
+        name, kind = await db.arun(_thread_and_connection)
+        assert name.startswith("langmem-sqlite") and kind == "Connection"
+        name, kind = await db.arun(_thread_and_connection, lite=True, write=True)
+        assert name.startswith("langmem-sqlite") and kind == "LiteConnection"
+    engine = create_async_engine(f"sqlite+aiosqlite:///{tmp_path / 'a.db'}")
+    try:
+        name, _ = await get_database(engine).arun(_thread_and_connection)
+        assert name == threading.current_thread().name  # run_sync, on the loop's thread
+    finally:
+        await engine.dispose()
+
+
+def _config(thread: str) -> dict[str, Any]:
+    return {"configurable": {"thread_id": thread, "checkpoint_ns": ""}}
+
+
+async def _aput(saver: SQLSaver, thread: str, value: int) -> Any:
+    ckpt = empty_checkpoint()
+    version = saver.get_next_version(None, None)
+    ckpt["channel_values"] = {"x": value}
+    ckpt["channel_versions"] = {"x": version}
+    return await saver.aput(_config(thread), ckpt, {"step": value}, {"x": version})
+
+
+async def test_async_reads_go_on_while_async_writes_wait_for_the_file(tmp_path: Path) -> None:
+    saver = SQLSaver(tmp_path / "r.db")
+    await saver.asetup()
+    cfg = await _aput(saver, "t", 1)
+    held, release = threading.Event(), threading.Event()
+
+    def hold(conn: object) -> None:  # a sync writer of this process, in a long transaction
+        held.set()
+        release.wait(20)
+
+    holder = threading.Thread(target=saver.db.run, args=(hold,), kwargs={"write": True})
+    holder.start()
+    try:
+        assert held.wait(10)
+        writes = [asyncio.ensure_future(_aput(saver, f"w{i}", i)) for i in range(4)]
+        await asyncio.sleep(0.1)
+        assert not any(w.done() for w in writes)  # waiting for the file's write lock
+        for _ in range(3):  # ... while reads still find worker threads
+            got = await asyncio.wait_for(saver.aget_tuple(cfg), 10)
+            assert got is not None and got.checkpoint["channel_values"] == {"x": 1}
+    finally:
+        release.set()
+        holder.join(20)
+    await asyncio.wait_for(asyncio.gather(*writes), 20)
+    assert len([t async for t in saver.alist(None)]) == 5
+
+
+def _forked_child(saver: SQLSaver, out: Any) -> None:
+    async def go() -> Any:
+        await _aput(saver, "child", 7)
+        return await saver.aget_tuple(_config("child"))
+
+    got = asyncio.run(go())
+    out.put(got.checkpoint["channel_values"])
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="needs fork")
+def test_async_calls_in_a_forked_child_get_their_own_worker_threads(tmp_path: Path) -> None:
+    saver = SQLSaver(tmp_path / "f.db")
+    asyncio.run(_aput(saver, "parent", 1))  # the parent's worker threads exist now
+    ctx = mp.get_context("fork")
+    out = ctx.Queue()
+    child = ctx.Process(target=_forked_child, args=(saver, out))
+    child.start()
+    child.join(30)
+    if child.is_alive():
+        child.kill()
+    assert child.exitcode == 0
+    assert out.get(timeout=5) == {"x": 7}
+    got = saver.get_tuple(_config("child"))
+    assert got is not None and got.checkpoint["channel_values"] == {"x": 7}
 
 
 def test_in_memory_sqlite_works_sync_and_async() -> None:
