@@ -12,7 +12,9 @@ values ``{"text", "n", "tag"}``, the ``text`` field embedded with the same cheap
 * filtered search: ``search(("bench",), filter={"tag": ..., "n": {"$gte": ...}}, limit=10)``
   over the whole store, and in one user's namespace;
 * vector search: ``search(("bench", "u<k>"), query=..., limit=10)`` (one user's 1%) and over the
-  whole store. SqliteStore needs the sqlite-vec extension (loaded through ``pysqlite3`` when this
+  whole store;
+* async (SQLite file, 1,000 items, against AsyncSqliteStore): ``aput``, ``aget``, and a filtered
+  ``asearch`` in one user's namespace. SqliteStore needs the sqlite-vec extension (loaded through ``pysqlite3`` when this
   Python's ``sqlite3`` cannot load extensions); PostgresStore needs the server's pgvector
   extension: without it only SQLStore (ranking in the application) is measured ("n/a").
 
@@ -371,6 +373,74 @@ def run(
             print(f"  {name}: ours {1000 / o:,.0f}/s, anchor {theirs}, ratio {ratio}", flush=True)
 
 
+def run_async_sqlite(n: int, rows: list[tuple[str, ...]]) -> None:
+    """The async API on a SQLite file: ``aput``, ``aget`` and a filtered ``asearch`` in one
+    user's namespace, SQLStore (given the path) vs AsyncSqliteStore, interleaved rounds."""
+    import asyncio
+
+    from langgraph.store.sqlite.aio import AsyncSqliteStore
+
+    rng = random.Random(11)
+    keys = [rng.randrange(n) for _ in range(5000)]
+    ops: dict[str, tuple[int, Callable[[BaseStore, int], Any]]] = {
+        "aput": (
+            100,
+            lambda s, j: s.aput(("bench", f"u{j % USERS}"), f"k{keys[j % len(keys)]}", value(j)),
+        ),
+        "aget": (
+            300,
+            lambda s, j: s.aget(
+                ("bench", f"u{keys[j % len(keys)] % USERS}"), f"k{keys[j % len(keys)]}"
+            ),
+        ),
+        "filtered asearch (user ns)": (
+            100,
+            lambda s, j: s.asearch(
+                ("bench", f"u{j % USERS}"), filter={"tag": f"t{j % 7}"}, limit=10
+            ),
+        ),
+    }
+
+    async def go(tmp: str) -> None:
+        ours = SQLStore(os.path.join(tmp, "ours.db"))
+        async with AsyncSqliteStore.from_conn_string(os.path.join(tmp, "anchor.db")) as anchor:
+            await anchor.setup()
+            for store in (ours, anchor):
+                for start in range(0, n, 1000):
+                    batch = range(start, min(n, start + 1000))
+                    await store.abatch(
+                        [PutOp(("bench", f"u{i % USERS}"), f"k{i}", value(i)) for i in batch]
+                    )
+            for name, (count, fn) in ops.items():
+                times: dict[int, list[float]] = {0: [], 1: []}
+                for r in range(-1, ROUNDS):  # round -1 warms up
+                    for side, store in enumerate((ours, anchor)):
+                        t0 = time.perf_counter()
+                        for j in range(max(r, 0) * count, (max(r, 0) + 1) * count):
+                            await fn(store, j)
+                        if r >= 0:
+                            times[side].append((time.perf_counter() - t0) * 1000 / count)
+                o, a = statistics.median(times[0]), statistics.median(times[1])
+                rows.append(
+                    (
+                        "sqlite async",
+                        f"{n:,}",
+                        name,
+                        f"{1000 / o:,.0f}/s",
+                        f"{1000 / a:,.0f}/s",
+                        f"{a / o:.2f}x",
+                    )
+                )
+                print(
+                    f"  {name}: ours {1000 / o:,.0f}/s, anchor {1000 / a:,.0f}/s, ratio {a / o:.2f}x"
+                )
+        ours.db.dispose()
+
+    print(f"SQLite file, {n:,} items, async API: SQLStore vs AsyncSqliteStore", flush=True)
+    with tempfile.TemporaryDirectory() as tmp:
+        asyncio.run(go(tmp))
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--quick", action="store_true", help="1,000 and 10,000 items")
@@ -396,6 +466,7 @@ def main() -> None:
                         print(f"PostgreSQL 16 + pgvector (pgserver), {n:,} items, {label}")
                         pair = postgres_pair(url, n, engine_args, True, ann)
                         run(f"pgvector {label}", pair, n, rows, only_vectors=True)
+    run_async_sqlite(sizes[0], rows)
     header = ("db", "items", "operation", "SQLStore", "anchor", "ratio (ours/anchor throughput)")
     widths = [max(len(r[i]) for r in [header, *rows]) for i in range(len(header))]
     print()
