@@ -497,7 +497,7 @@ class Database:
         A SQLite file reached by a URL, a path or an ``Engine`` runs :meth:`run` itself in one of
         this database's worker threads instead: one thread hop per transaction, where aiosqlite
         makes one per statement (an async ``put`` of a small checkpoint took 3.5 times the sync
-        one that way, and 1.5 times this way), and the process's sync and async writers to the
+        one that way, and about 1.7 times this way), and the process's sync and async writers to the
         file take turns on the same lock. So does a database without an async engine (an
         in-memory SQLite database, or an engine whose driver has no async twin). Either way the
         event loop never blocks. A cancelled call stops waiting at once; the transaction it
