@@ -280,6 +280,18 @@ def sqlite_scalars(turns: int, tmp: str) -> None:
     conn.close()
 
 
+def tiny_checkpoints(saver: BaseCheckpointSaver, n: int) -> Iterator[tuple[Any, Any, Any]]:
+    """``n`` tiny checkpoints of one thread, one integer channel each: ``(checkpoint, metadata,
+    new_versions)`` for ``put``, made before its timing starts."""
+    version = None
+    for i in range(n):
+        version = saver.get_next_version(version, None)
+        ckpt = empty_checkpoint()
+        ckpt["channel_values"] = {"x": i}
+        ckpt["channel_versions"] = {"x": version}
+        yield ckpt, {"source": "loop", "step": i}, {"x": version}
+
+
 def tiny_put(n: int, tmp: str) -> None:
     from langgraph.checkpoint.sqlite import SqliteSaver
 
@@ -288,14 +300,9 @@ def tiny_put(n: int, tmp: str) -> None:
     def bench(saver: BaseCheckpointSaver) -> float:
         cfg = {"configurable": {"thread_id": "tiny", "checkpoint_ns": ""}}
         times = []
-        version = None
-        for i in range(n):
-            version = saver.get_next_version(version, None)
-            ckpt = empty_checkpoint()
-            ckpt["channel_values"] = {"x": i}
-            ckpt["channel_versions"] = {"x": version}
+        for ckpt, metadata, versions in tiny_checkpoints(saver, n):
             t0 = time.perf_counter()
-            cfg = saver.put(cfg, ckpt, {"source": "loop", "step": i}, {"x": version})
+            cfg = saver.put(cfg, ckpt, metadata, versions)
             times.append(time.perf_counter() - t0)
         return statistics.median(times)
 
@@ -335,14 +342,9 @@ def sqlite_async(turns: int, n: int, tmp: str) -> None:
     async def tiny(saver: BaseCheckpointSaver) -> tuple[float, float]:
         cfg: Any = {"configurable": {"thread_id": "tiny", "checkpoint_ns": ""}}
         puts, gets = [], []
-        version = None
-        for i in range(n):
-            version = saver.get_next_version(version, None)
-            ckpt = empty_checkpoint()
-            ckpt["channel_values"] = {"x": i}
-            ckpt["channel_versions"] = {"x": version}
+        for ckpt, metadata, versions in tiny_checkpoints(saver, n):
             t0 = time.perf_counter()
-            cfg = await saver.aput(cfg, ckpt, {"source": "loop", "step": i}, {"x": version})
+            cfg = await saver.aput(cfg, ckpt, metadata, versions)
             t1 = time.perf_counter()
             await saver.aget_tuple(cfg)
             puts.append(t1 - t0)

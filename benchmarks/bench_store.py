@@ -113,16 +113,18 @@ def value(i: int) -> dict[str, Any]:
     }
 
 
+def load_batches(n: int) -> Iterator[list[PutOp]]:
+    """The puts that load ``n`` items, in batches of 1,000."""
+    for start in range(0, n, 1000):
+        items = range(start, min(n, start + 1000))
+        yield [PutOp(("bench", f"u{i % USERS}"), f"k{i}", value(i)) for i in items]
+
+
 def load(store: BaseStore, n: int) -> float:
     """Bulk-load ``n`` items in batches; seconds taken."""
     t0 = time.perf_counter()
-    for start in range(0, n, 1000):
-        store.batch(
-            [
-                PutOp(("bench", f"u{i % USERS}"), f"k{i}", value(i))
-                for i in range(start, min(n, start + 1000))
-            ]
-        )
+    for batch in load_batches(n):
+        store.batch(batch)
     return time.perf_counter() - t0
 
 
@@ -406,11 +408,8 @@ def run_async_sqlite(n: int, rows: list[tuple[str, ...]]) -> None:
         async with AsyncSqliteStore.from_conn_string(os.path.join(tmp, "anchor.db")) as anchor:
             await anchor.setup()
             for store in (ours, anchor):
-                for start in range(0, n, 1000):
-                    batch = range(start, min(n, start + 1000))
-                    await store.abatch(
-                        [PutOp(("bench", f"u{i % USERS}"), f"k{i}", value(i)) for i in batch]
-                    )
+                for batch in load_batches(n):
+                    await store.abatch(batch)
             for name, (count, fn) in ops.items():
                 times: dict[int, list[float]] = {0: [], 1: []}
                 for r in range(-1, ROUNDS):  # round -1 warms up
