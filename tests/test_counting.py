@@ -248,3 +248,32 @@ def test_store_persists_exact_counts(db_url: str, prefix: str) -> None:
     window = store.get_token_window("s1", 1500)
     assert window and sum(exact(m) for m in window) <= 1500
     assert window[0].type != "tool"
+
+
+# The approximate counts of these texts as the package has always computed them (stored with
+# every message: a change would make old and new rows disagree).
+APPROX_PINNED = [
+    ("The quick brown fox jumps over the lazy dog, twice: 1234567 times!", 17.0),
+    ("def f(x_1, y__2):\n    return {'k': [x_1 ** 2, y__2]}  # comment ==> ok", 31.2),
+    ("中文字符和日本語のテキスト、한국어 문장도 있습니다。", 18.75),
+    ("ㄱㄴㄷ ꀀꀁꀂ ﹐﹑ ＡＢＣ１２３ ٣٤٥ १२३ éüß Ωmega", 10.75),
+    ("2026-12-01T01:55:40.642714Z [info] GET /api/v1/items?id=42&sort=desc 200 OK (3.2 ms)", 43.0),
+    ("antidisestablishmentarianism supercalifragilisticexpialidocious", 12.0),
+    ("", 0.0),
+]
+
+
+@pytest.mark.parametrize("kept", [1 << 16, 0])
+def test_approximate_text_counts_are_pinned_with_and_without_the_piece_cache(
+    kept: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from langmem_sqlite import counting
+
+    monkeypatch.setattr(counting, "_PIECES_KEPT", kept)
+    monkeypatch.setattr(counting, "_piece_cache", counting._PieceTokens())
+    for _ in range(2):  # the second pass reads the pieces the first one kept
+        assert [counting._approx_text(text) for text, _ in APPROX_PINNED] == [
+            tokens for _, tokens in APPROX_PINNED
+        ]
+    pieces = {piece for text, _ in APPROX_PINNED for piece in counting._PIECE.findall(text)}
+    assert set(counting._piece_cache) == (pieces if kept else set())
