@@ -221,6 +221,8 @@ _PIECE = re.compile(
     rf"|[^\w\s{_CJK}]+"  # a run of punctuation
     r"|_+"
 )
+_PIECE_ASCII = re.compile(r"[A-Za-z]+|\d{1,3}|[^\w\s]+|_+")
+"""The pieces of :data:`_PIECE` in an ASCII text (twice as fast: no Unicode classes to test)."""
 
 
 def _piece_tokens(piece: str) -> float:
@@ -256,7 +258,8 @@ def _approx_text(text: str) -> float:
         return 0.0
     total = 0.0
     scores = _piece_cache
-    for piece in _PIECE.findall(text):  # in order: the same float sum as piece by piece
+    pieces = (_PIECE_ASCII if text.isascii() else _PIECE).findall(text)
+    for piece in pieces:  # in order: the same float sum as piece by piece
         total += scores[piece]
     return total
 

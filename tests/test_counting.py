@@ -277,3 +277,11 @@ def test_approximate_text_counts_are_pinned_with_and_without_the_piece_cache(
         ]
     pieces = {piece for text, _ in APPROX_PINNED for piece in counting._PIECE.findall(text)}
     assert set(counting._piece_cache) == (pieces if kept else set())
+
+
+@settings(max_examples=400, deadline=None)
+@given(st.text(alphabet=st.characters(max_codepoint=127), max_size=80))
+def test_ascii_texts_split_into_the_same_pieces_by_the_ascii_pattern(text: str) -> None:
+    from langmem_sqlite import counting
+
+    assert counting._PIECE_ASCII.findall(text) == counting._PIECE.findall(text)
