@@ -239,16 +239,18 @@ def _piece_tokens(piece: str) -> float:
 
 class _PieceTokens(dict[str, float]):
     """:func:`_piece_tokens` of pieces already seen (words repeat: most lookups hit). At most
-    :data:`_PIECES_KEPT` are kept; pieces beyond are scored each time."""
+    :data:`_PIECES_KEPT` pieces of up to :data:`_PIECE_KEPT_CHARS` characters are kept (a few
+    MB at most); others are scored each time."""
 
     def __missing__(self, piece: str) -> float:
         tokens = _piece_tokens(piece)
-        if len(self) < _PIECES_KEPT:
+        if len(piece) <= _PIECE_KEPT_CHARS and len(self) < _PIECES_KEPT:
             self[piece] = tokens
         return tokens
 
 
 _PIECES_KEPT = 1 << 16
+_PIECE_KEPT_CHARS = 40
 _piece_cache = _PieceTokens()
 
 
