@@ -128,50 +128,76 @@ def load(store: BaseStore, n: int) -> float:
     return time.perf_counter() - t0
 
 
-def workloads(n: int, vectors: bool) -> dict[str, tuple[int, Callable[[BaseStore, int], Any]]]:
-    """name -> (operations per round, fn(store, op_index))."""
+Args = tuple[tuple[Any, ...], dict[str, Any]]
+Workload = tuple[int, str, Callable[[int], Args]]
+"""(operations per round, the store's method, op_index -> its arguments)."""
+
+
+def workloads(n: int, vectors: bool) -> dict[str, Workload]:
+    """name -> workload; the async section calls the same methods' ``a`` twins."""
     rng = random.Random(7)
     keys = [rng.randrange(n) for _ in range(5000)]
-    out: dict[str, tuple[int, Callable[[BaseStore, int], Any]]] = {
+
+    def user(j: int) -> tuple[str, str]:
+        return ("bench", f"u{j % USERS}")
+
+    out: dict[str, Workload] = {
         "put": (
             200,
-            lambda s, j: s.put(
-                ("bench", f"u{j % USERS}"),
-                f"k{keys[j % len(keys)] if j % 2 else n + j + rng.randrange(10**9)}",
-                value(j),
+            "put",
+            lambda j: (
+                (
+                    user(j),
+                    f"k{keys[j % len(keys)] if j % 2 else n + j + rng.randrange(10**9)}",
+                    value(j),
+                ),
+                {},
             ),
         ),
         "get": (
             500,
-            lambda s, j: s.get(
-                ("bench", f"u{keys[j % len(keys)] % USERS}"), f"k{keys[j % len(keys)]}"
-            ),
+            "get",
+            lambda j: ((user(keys[j % len(keys)]), f"k{keys[j % len(keys)]}"), {}),
         ),
         "filtered search (all)": (
             50,
-            lambda s, j: s.search(
-                ("bench",), filter={"tag": f"t{j % 7}", "n": {"$gte": 90}}, limit=10
+            "search",
+            lambda j: (
+                (("bench",),),
+                {"filter": {"tag": f"t{j % 7}", "n": {"$gte": 90}}, "limit": 10},
             ),
         ),
         "filtered search (user ns)": (
             100,
-            lambda s, j: s.search(
-                ("bench", f"u{j % USERS}"), filter={"tag": f"t{j % 7}"}, limit=10
-            ),
+            "search",
+            lambda j: ((user(j),), {"filter": {"tag": f"t{j % 7}"}, "limit": 10}),
         ),
     }
     if vectors:
         out["vector search (user ns)"] = (
             50,
-            lambda s, j: s.search(
-                ("bench", f"u{j % USERS}"), query=f"{WORDS[j % 20]} {WORDS[(j * 3) % 20]}", limit=10
+            "search",
+            lambda j: (
+                (user(j),),
+                {"query": f"{WORDS[j % 20]} {WORDS[(j * 3) % 20]}", "limit": 10},
             ),
         )
         out["vector search (all)"] = (
             10 if n > 10_000 else 30,
-            lambda s, j: s.search(("bench",), query=f"{WORDS[j % 20]} {WORDS[j % 7]}", limit=10),
+            "search",
+            lambda j: ((("bench",),), {"query": f"{WORDS[j % 20]} {WORDS[j % 7]}", "limit": 10}),
         )
     return out
+
+
+def sync_call(method: str, args: Callable[[int], Args]) -> Callable[[BaseStore, int], Any]:
+    """fn(store, op_index) running one operation of a workload."""
+
+    def call(store: BaseStore, j: int) -> Any:
+        a, k = args(j)
+        return getattr(store, method)(*a, **k)
+
+    return call
 
 
 ROUNDS = 7
@@ -357,7 +383,8 @@ def run(
         print(f"  loaded {n:,} items: ours {lo:.2f} s, anchor {la:.2f} s", flush=True)
         if extra is not None:
             load(extra, n)
-        for name, (ops, fn) in workloads(n, True).items():
+        for name, (ops, method, args) in workloads(n, True).items():
+            fn = sync_call(method, args)
             if only_vectors and not name.startswith("vector"):
                 continue
             if name.startswith("vector") and extra is not None:
@@ -377,30 +404,16 @@ def run(
 
 def run_async_sqlite(n: int, rows: list[tuple[str, ...]]) -> None:
     """The async API on a SQLite file: ``aput``, ``aget`` and a filtered ``asearch`` in one
-    user's namespace, SQLStore (given the path) vs AsyncSqliteStore, interleaved rounds."""
+    user's namespace (the workloads' ``put``, ``get`` and ``filtered search (user ns)``), SQLStore
+    (given the path) vs AsyncSqliteStore, interleaved rounds."""
     import asyncio
 
     from langgraph.store.sqlite.aio import AsyncSqliteStore
 
-    rng = random.Random(11)
-    keys = [rng.randrange(n) for _ in range(5000)]
-    ops: dict[str, tuple[int, Callable[[BaseStore, int], Any]]] = {
-        "aput": (
-            100,
-            lambda s, j: s.aput(("bench", f"u{j % USERS}"), f"k{keys[j % len(keys)]}", value(j)),
-        ),
-        "aget": (
-            300,
-            lambda s, j: s.aget(
-                ("bench", f"u{keys[j % len(keys)] % USERS}"), f"k{keys[j % len(keys)]}"
-            ),
-        ),
-        "filtered asearch (user ns)": (
-            100,
-            lambda s, j: s.asearch(
-                ("bench", f"u{j % USERS}"), filter={"tag": f"t{j % 7}"}, limit=10
-            ),
-        ),
+    ops = {
+        name: spec
+        for name, spec in workloads(n, False).items()
+        if name in ("put", "get", "filtered search (user ns)")
     }
 
     async def go(tmp: str) -> None:
@@ -410,13 +423,14 @@ def run_async_sqlite(n: int, rows: list[tuple[str, ...]]) -> None:
             for store in (ours, anchor):
                 for batch in load_batches(n):
                     await store.abatch(batch)
-            for name, (count, fn) in ops.items():
+            for name, (count, method, args) in ops.items():
                 times: dict[int, list[float]] = {0: [], 1: []}
                 for r in range(-1, ROUNDS):  # round -1 warms up
                     for side, store in enumerate((ours, anchor)):
                         t0 = time.perf_counter()
                         for j in range(max(r, 0) * count, (max(r, 0) + 1) * count):
-                            await fn(store, j)
+                            a, k = args(j)
+                            await getattr(store, "a" + method)(*a, **k)
                         if r >= 0:
                             times[side].append((time.perf_counter() - t0) * 1000 / count)
                 o, a = statistics.median(times[0]), statistics.median(times[1])
