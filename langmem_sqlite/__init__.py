@@ -9,7 +9,7 @@ from .chat_history import (
     session_history_factory,
     user_conversation_history_factory,
 )
-from .checkpoint import SQLSaver, ThreadInfo
+from .checkpoint import CheckpointEncryptionError, SQLSaver, ThreadInfo
 from .context import (
     ContextBudgetError,
     ContextPolicy,
@@ -29,6 +29,7 @@ from .windows import drop_leading_orphans
 
 __all__ = [
     "USER_CONVERSATION_FIELDS",
+    "CheckpointEncryptionError",
     "ContextBudgetError",
     "ContextPolicy",
     "ContextStructureError",

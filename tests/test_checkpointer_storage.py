@@ -722,13 +722,14 @@ def test_records_of_the_earlier_format_still_read(saver: SQLSaver) -> None:
         row = conn.execute(
             sa.select(t.checkpoints).where(t.checkpoints.c.thread_id == "older")
         ).one()
-        assert set(json.loads(row.versions)) == {"n"}  # the channels with rows only
+        column = json.loads(row.versions)  # the channels with rows; None: value in the record
+        assert set(column) == {"n", "branch:to:a"} and column["branch:to:a"] is None
         body = codec.loads(saver.serde, row.type, row.checkpoint)
         del body["channel_values"]
         moved = body.pop("channel_versions")
         body["id"] = cid
         ctype, cdata = codec.dumps(saver.serde, body, "record")
-        versions = json.dumps({**json.loads(row.versions), **moved})
+        versions = json.dumps({**{k: v for k, v in column.items() if v is not None}, **moved})
         conn.execute(
             sa.update(t.checkpoints)
             .where(t.checkpoints.c.thread_id == "older")
@@ -766,22 +767,68 @@ def _v(version: int) -> dict[str, str]:
     return {"messages": f"{version:012d}.aaaaaaaaaaaa"}
 
 
-def test_common_prefix_is_the_unchanged_same_objects() -> None:
-    """The prefix a delta may skip: the stored items, as the same objects with the same field
-    values (storage.CachedList.common_prefix), whatever the lengths."""
+def test_list_versions_are_skip_deltas_found_by_digests() -> None:
+    """Version d of a list (d = 1, 2, 3... after its full copy) is a delta from version
+    d & (d - 1); the prefix it shares is found from the items' serialized bytes, so an item
+    replaced, or changed in place however deeply, ends it (storage.ListState.extend)."""
     from langmem_sqlite.checkpoint import storage
 
-    msgs = [HumanMessage(content=f"m{i}", id=str(i)) for i in range(6)]
-    entry = storage.CachedList("v", "v", 1, list(msgs), storage._shapes(msgs), 6)
-    assert entry.common_prefix([*msgs, AIMessage("x")]) == 6
-    assert entry.common_prefix(msgs) == 6
-    assert entry.common_prefix(msgs[:4]) == 4
-    assert entry.common_prefix([]) == 0
+    serde = JsonPlusSerializer()
+    size = storage.DIGEST_SIZE
+    msgs = [
+        HumanMessage(content=f"m{i}", id=str(i), additional_kwargs={"k": {}}) for i in range(70)
+    ]
+    digests = storage.item_digests(serde, msgs)
+    assert digests is not None and len(digests) == 70 * size
+    state = storage.ListState("v0", "v0", 0, 32, digests[: 32 * size])
+    for depth in range(1, 32):
+        plan = state.extend(f"v{depth}", digests[: (32 + depth) * size], 10_000)
+        assert plan is not None
+        base, base_len, state = plan
+        assert base == f"v{depth & (depth - 1)}" and base_len == 32 + (depth & (depth - 1))
+        assert state.depth == depth and len(state.chain) == bin(depth).count("1")
+        assert state.root == "v0" and state.chain[0][:2] == (0, "v0")
+    assert state.extend("v32", digests[: 64 * size], 10_000) is None  # doubled: stored whole
+    assert state.extend("v32", digests[: 63 * size], 31) is None  # too deep
+    assert state.extend("v32", b"", 10_000) is None  # nothing shared
     replaced = list(msgs)
-    replaced[3] = HumanMessage(content="m3", id="3")  # equal, but another object
-    assert entry.common_prefix(replaced) == 3
-    msgs[2].content = "changed in place"
-    assert entry.common_prefix([*msgs, AIMessage("y")]) == 2
-    plain = storage.CachedList("v", "v", 1, ["a", "b", 3], storage._shapes(["a", "b", 3]), 3)
-    assert plain.common_prefix(["a", "b", 3, "c"]) == 3
-    assert plain.common_prefix(["a", "z", 3]) == 1
+    replaced[5] = HumanMessage(content="m5", id="other")
+    assert storage.common_prefix(digests, storage.item_digests(serde, replaced) or b"") == 5
+    msgs[7].additional_kwargs["k"]["deep"] = [1]  # changed in place, two levels down
+    changed = storage.item_digests(serde, msgs) or b""
+    assert storage.common_prefix(digests, changed) == 7
+    plan = state.extend("v32", changed[: 63 * size], 10_000)
+    assert plan is not None and plan[:2] == ("v0", 7)  # the delta starts at the changed item
+    # encrypted values differ at every call: digests come from the serializer inside
+    enc = EncryptedSerializer.from_pycryptodome_aes(key=b"k" * 16)
+    assert storage.fingerprint_serde(enc) is enc.serde
+    assert storage.item_digests(storage.fingerprint_serde(enc), msgs) == changed
+
+
+class CountingSerde(JsonPlusSerializer):
+    """Counts the values it decodes."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.decoded = 0
+
+    def loads_typed(self, data: tuple[str, bytes]) -> Any:
+        self.decoded += 1
+        return super().loads_typed(data)
+
+
+def test_a_read_decodes_a_logarithmic_number_of_rows(db_url: str, prefix: str) -> None:
+    """At turn 60 of a chat (120 messages, a full copy at 64 of them, deltas since): a cold
+    get_tuple decodes the record, the metadata and at most 1 + log2(56) rows of the list."""
+    graph = chat_graph(SQLSaver(db_url, table_prefix=prefix))
+    for turn in range(60):
+        graph.invoke({"messages": [HumanMessage(f"question {turn}")]}, cfg("log"))
+    serde = CountingSerde()
+    cold = SQLSaver(db_url, table_prefix=prefix, serde=serde, list_cache_size=0)
+    got = cold.get_tuple(cfg("log"))
+    assert got is not None and len(got.checkpoint["channel_values"]["messages"]) == 120
+    assert serde.decoded - len(got.pending_writes) <= 2 + 1 + 6
+    assert (
+        got.checkpoint["channel_values"]["messages"]
+        == graph.get_state(cfg("log")).values["messages"]
+    )
