@@ -149,18 +149,19 @@ def fingerprint_serde(serde: SerializerProtocol) -> SerializerProtocol:
 
 
 def item_digests(serde: SerializerProtocol, items: Iterable[Any]) -> bytes | None:
-    """:data:`DIGEST_SIZE` bytes of SHA-256 per item, of its type and bytes as ``serde``
-    serializes it; None if an item cannot be serialized (the value is then stored whole, by
-    the path that reports the error)."""
+    """:data:`DIGEST_SIZE` bytes of SHA-256 per item, of its bytes as ``serde`` serializes it
+    (and of its type, unless ``"msgpack"``: a type name joined to bytes cannot equal the
+    encoding of one msgpack value); None if an item cannot be serialized (the value is then
+    stored whole, by the path that reports the error)."""
     dumps_typed = serde.dumps_typed
     sha256 = hashlib.sha256
     out = bytearray()
     try:
         for item in items:
             type_, data = dumps_typed(item)
-            h = sha256(type_.encode() + b"\x00")
-            h.update(data)
-            out += h.digest()[:DIGEST_SIZE]
+            if type_ != "msgpack":
+                data = type_.encode() + b"\x00" + data
+            out += sha256(data).digest()[:DIGEST_SIZE]
     except Exception:
         return None
     return bytes(out)
