@@ -755,6 +755,47 @@ def test_records_of_the_earlier_format_still_read(saver: SQLSaver) -> None:
     assert set(got.checkpoint["channel_versions"]) == {"branch:to:a", "n"}
 
 
+def test_list_rows_of_the_earlier_format_still_read(saver: SQLSaver) -> None:
+    """List rows written before digests were stored with the items (a bare list of items, in a
+    delta chain): they read as before, and the next put stores the list whole, with digests,
+    after which puts are deltas again."""
+    from langmem_sqlite.checkpoint import codec
+
+    graph = chat_graph(saver)
+    for turn in range(4):
+        graph.invoke({"messages": [HumanMessage(f"question {turn}", id=f"h{turn}")]}, cfg("old"))
+    expected = graph.get_state(cfg("old")).values["messages"]
+    b = saver.tables.checkpoint_blobs
+    with saver.db.sync_engine.begin() as conn:
+        for r in conn.execute(sa.select(b).where(b.c.thread_id == "old")).all():
+            payload = codec.loads(saver.serde, r.type, r.value)
+            if isinstance(payload, dict):  # items and digests: keep the items only
+                type_, data = codec.dumps(saver.serde, payload["items"], "old")
+                conn.execute(
+                    sa.update(b)
+                    .where(b.c.thread_id == "old", b.c.version == r.version)
+                    .values(type=type_, value=data)
+                )
+    fresh = SQLSaver(saver.db, table_prefix=saver.tables.prefix)
+    fresh_graph = chat_graph(fresh)
+    assert fresh_graph.get_state(cfg("old")).values["messages"] == expected
+    assert fresh.lists.get(("old", "", "messages")) is None  # no digests: nothing to build on
+    fresh_graph.invoke({"messages": [HumanMessage("next", id="h-next")]}, cfg("old"))
+    fresh_graph.invoke({"messages": [HumanMessage("then", id="h-then")]}, cfg("old"))
+    with saver.db.sync_engine.connect() as conn:
+        kinds = [
+            row.kind
+            for row in conn.execute(
+                sa.select(b.c.kind, b.c.version).where(b.c.thread_id == "old").order_by(b.c.version)
+            )
+        ]
+    assert kinds[-4:] == ["v", "d", "d", "d"]  # stored whole once, then deltas
+    cold = SQLSaver(saver.db, table_prefix=saver.tables.prefix, list_cache_size=0)
+    got = [m.content for m in chat_graph(cold).get_state(cfg("old")).values["messages"]]
+    assert got[: len(expected)] == [m.content for m in expected]
+    assert len(got) == len(expected) + 4 and got[-4] == "next" and got[-2] == "then"
+
+
 def _ckpt(values: dict[str, Any], version: int) -> Any:
     ckpt = empty_checkpoint()
     ckpt["id"] = f"00000000-0000-0000-0000-{version:012d}"
@@ -832,3 +873,33 @@ def test_a_read_decodes_a_logarithmic_number_of_rows(db_url: str, prefix: str) -
         got.checkpoint["channel_values"]["messages"]
         == graph.get_state(cfg("log")).values["messages"]
     )
+
+
+def test_upgrade_drops_the_blobs_root_index(db_url: str, prefix: str) -> None:
+    """A database made before reads followed base versions has an index on the chain's root;
+    the upgrade drops it (writes no longer maintain it), and the saver reads its rows."""
+    from langmem_sqlite.migrate import ensure_schema
+    from langmem_sqlite.schema import get_tables
+
+    saver = SQLSaver(db_url, table_prefix=prefix)
+    graph = chat_graph(saver)
+    graph.invoke({"messages": [HumanMessage("before the upgrade")]}, cfg("up"))
+    t = get_tables(prefix)
+    name = f"{prefix}checkpoint_blobs_root_ix"
+    b = t.checkpoint_blobs
+    old = sa.Index(name, b.c.thread_id, b.c.ns_hash, b.c.channel_hash, b.c.root_version)
+    b.indexes.discard(old)  # made on the database only, as the earlier schema did
+    with saver.db.sync_engine.begin() as conn:
+        old.create(conn)
+        conn.execute(sa.delete(t.migrations).where(t.migrations.c.version >= 8))
+    saver.db.ready.clear()
+    ensure_schema(saver.db, t)
+
+    def indexes() -> set[str]:
+        with saver.db.sync_engine.connect() as conn:
+            return {i["name"] for i in sa.inspect(conn).get_indexes(b.name)}
+
+    assert name not in indexes()
+    assert name not in {i.name for i in b.indexes}
+    graph.invoke({"messages": [HumanMessage("after")]}, cfg("up"))
+    assert len(graph.get_state(cfg("up")).values["messages"]) == 4

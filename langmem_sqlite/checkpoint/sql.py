@@ -4,7 +4,8 @@ Each function runs inside one transaction opened by :meth:`Database.run` (sync) 
 :meth:`Database.arun` (async, through ``run_sync``); none of them (de)serializes anything,
 which the saver does outside the transaction. Statements per operation are kept few: a
 ``put`` is one statement on PostgreSQL (data-modifying CTEs) and two to four elsewhere
-(checkpoint, blobs, list delta, thread); ``put_writes`` is one; ``get_tuple`` two to four.
+(checkpoint, blobs, list delta, thread); ``put_writes`` is one; ``get_tuple`` two (the
+checkpoint with its writes, then its values with the rows their deltas are built on).
 Reads use prebuilt statements with bound parameters, so SQLAlchemy compiles each once.
 """
 
@@ -575,17 +576,7 @@ def _chain_stmt(t: Tables) -> Any:
     chain."""
     b = t.checkpoint_blobs
     c = b.c
-    names = (
-        "channel_hash",
-        "version",
-        "kind",
-        "type",
-        "value",
-        "base_version",
-        "base_len",
-        "root_version",
-        "depth",
-    )
+    names = _BLOB_COLS[2:]  # the key within (thread, namespace), then the row
     start = select(*[c[n] for n in names], literal_column("0").label("hops")).where(
         c.thread_id == bindparam("t"),
         c.ns_hash == bindparam("n"),

@@ -11,9 +11,9 @@ stores each message a few times instead of once per checkpoint.
 **Which version a delta is built on** (skip deltas, as in Subversion's FSFS): the versions of a
 list since its last full copy are numbered 1, 2, 3...; version ``d`` is a delta from version
 ``d & (d - 1)`` (``d`` with its lowest set bit cleared, 0 being the full copy). Reading version
-``d`` decodes the full copy and ``popcount(d)`` deltas (at most 9 rows for a list of 500
-versions), and a delta holds the items added since its base (on average ``log2(d) / 2`` times
-the items of one version). Once a list has doubled since its last full copy it is stored whole
+``d`` decodes the full copy and ``popcount(d)`` deltas (3 rows for a chat's 400 messages, at
+most 9 while ``d < 256``), and a delta holds the items added since its base (on average
+``log2(d) / 2`` times the items of one version). Once a list has doubled since its last full copy it is stored whole
 again, which bounds the full copies to about twice the items (a geometric series).
 
 **How the shared prefix is found**: from the items' serialized bytes, never from the objects.
