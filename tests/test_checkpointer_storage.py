@@ -846,16 +846,46 @@ def test_list_versions_are_skip_deltas_found_by_digests() -> None:
     assert storage.item_digests(storage.fingerprint_serde(enc), msgs) == changed
 
 
+def test_a_list_extending_a_known_one_is_checked_with_one_serialization() -> None:
+    """storage.list_fingerprint: when the list extends the stored one, one serialization of the
+    whole list and one SHA-256 of its leading bytes stand for the stored items' digests; the
+    digests are those of each item serialized alone, and a change anywhere before the added
+    items (however deep) falls back to serializing each item."""
+    from langmem_sqlite.checkpoint import storage
+
+    serde = CountingSerde()
+    msgs = [AIMessage(f"m{i}", id=str(i), additional_kwargs={"k": {"n": [i]}}) for i in range(20)]
+    found = storage.list_fingerprint(serde, msgs[:18], None)
+    assert found is not None and found[1] is not None
+    known = storage.ListState("v", "v", 0, 18, found[0], (), found[1])
+    itemwise = storage.list_fingerprint(serde, msgs, None)
+    calls = serde.dumped
+    fast = storage.list_fingerprint(serde, msgs, known)
+    assert serde.dumped - calls == 1 + 2  # the whole list, then the two added items
+    assert fast == itemwise
+    msgs[4].additional_kwargs["k"]["n"].append("changed")  # in place, two levels down
+    changed = storage.list_fingerprint(serde, msgs, known)
+    assert changed is not None and changed[0] != fast[0]
+    assert storage.common_prefix(known.digests, changed[0]) == 4
+    with_none = storage.list_fingerprint(serde, [*msgs, None], known)  # not msgpack alone
+    assert with_none is not None and with_none[1] is None
+
+
 class CountingSerde(JsonPlusSerializer):
     """Counts the values it decodes."""
 
     def __init__(self) -> None:
         super().__init__()
         self.decoded = 0
+        self.dumped = 0
 
     def loads_typed(self, data: tuple[str, bytes]) -> Any:
         self.decoded += 1
         return super().loads_typed(data)
+
+    def dumps_typed(self, obj: Any) -> tuple[str, bytes]:
+        self.dumped += 1
+        return super().dumps_typed(obj)
 
 
 def test_a_read_decodes_a_logarithmic_number_of_rows(db_url: str, prefix: str) -> None:
