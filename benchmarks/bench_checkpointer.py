@@ -118,6 +118,18 @@ def put_median(per_turn: list[list[float]], lo: int, hi: int) -> float:
     return statistics.median(vals)
 
 
+def interleaved(fns: dict[str, Callable[[], Any]], n: int) -> dict[str, float]:
+    """Median seconds of each function, called in turn ``n`` times (the machine's load then
+    weighs on all alike)."""
+    times: dict[str, list[float]] = {k: [] for k in fns}
+    for _ in range(n):
+        for k, fn in fns.items():
+            t0 = time.perf_counter()
+            fn()
+            times[k].append(time.perf_counter() - t0)
+    return {k: statistics.median(v) for k, v in times.items()}
+
+
 def median_time(fn: Callable[[], Any], n: int) -> float:
     times = []
     for _ in range(n):
@@ -235,16 +247,22 @@ def sqlite_chat(turns: int, tmp: str) -> None:
     )
     cfg = a["cfg"]
     fresh = SQLSaver(ours_path, list_cache_size=0)
-    t_anchor = median_time(lambda: anchor.get_tuple(cfg), 20) * 1e3
-    warm = median_time(lambda: ours.get_tuple(cfg), 20) * 1e3
-    row("get_tuple(latest) p50, warm", warm, t_anchor, "ms", "<= 1.0x")
-    cold = median_time(lambda: fresh.get_tuple(cfg), 20) * 1e3
-    row("get_tuple(latest) p50, cold", cold, t_anchor, "ms", "<= 1.0x")
-    # Every stored value goes through the saver's serializer: a cold read must at least decode
-    # the thread's messages with it, as the anchor does.
+    # Every stored value goes through the saver's serializer: a read must at least decode the
+    # thread's messages with it, as the anchor does.
     messages = ours.get_tuple(cfg).checkpoint["channel_values"]["messages"]  # type: ignore[union-attr]
     blob = ours.serde.dumps_typed(messages)
-    decode = median_time(lambda: ours.serde.loads_typed(blob), 20) * 1e3
+    ms = interleaved(
+        {
+            "anchor": lambda: anchor.get_tuple(cfg),
+            "warm": lambda: ours.get_tuple(cfg),
+            "cold": lambda: fresh.get_tuple(cfg),
+            "decode": lambda: ours.serde.loads_typed(blob),
+        },
+        40,
+    )
+    t_anchor, decode = ms["anchor"] * 1e3, ms["decode"] * 1e3
+    row("get_tuple(latest) p50, warm", ms["warm"] * 1e3, t_anchor, "ms", "<= 1.0x")
+    row("get_tuple(latest) p50, cold", ms["cold"] * 1e3, t_anchor, "ms", "<= 1.0x")
     print(
         f"  decoding the {len(messages)} messages alone      {decode:.3f} ms = "
         f"{decode / t_anchor:.3f}x the anchor's get_tuple: the floor of the cold ratio"
@@ -473,16 +491,22 @@ def pg_chat(turns: int) -> None:
             anchor.setup()
             b = run_chat(anchor, turns, "t1")
             cfg = a["cfg"]
-            t_anchor = median_time(lambda: anchor.get_tuple(cfg), 20) * 1e3
+            fresh = SQLSaver(PG_URL, schema=s_ours, list_cache_size=0)
+            ms = interleaved(
+                {
+                    "anchor": lambda: anchor.get_tuple(cfg),
+                    "warm": lambda: ours.get_tuple(cfg),
+                    "cold": lambda: fresh.get_tuple(cfg),
+                },
+                40,
+            )
             # sizes of the one 200-turn thread, before the further runs below
             disk = (_pg_size(s_ours)[0] / 1e6, _pg_size(s_anchor)[0] / 1e6)
             raw = (_pg_raw_bytes(s_ours) / 1e6, _pg_raw_bytes(s_anchor) / 1e6)
             total_times(ours, anchor, (a["total"], b["total"]), turns)
-        fresh = SQLSaver(PG_URL, schema=s_ours, list_cache_size=0)
-        warm = median_time(lambda: ours.get_tuple(cfg), 20) * 1e3
-        cold = median_time(lambda: fresh.get_tuple(cfg), 20) * 1e3
-        row("get_tuple(latest) p50, warm", warm, t_anchor, "ms", "-")
-        row("get_tuple(latest) p50, cold", cold, t_anchor, "ms", "-")
+        t_anchor = ms["anchor"] * 1e3
+        row("get_tuple(latest) p50, warm", ms["warm"] * 1e3, t_anchor, "ms", "-")
+        row("get_tuple(latest) p50, cold", ms["cold"] * 1e3, t_anchor, "ms", "-")
         row("bytes stored (on disk, MB)", *disk, "MB", "<= 0.2x")
         row("bytes stored (raw rows, MB)", *raw, "MB", "<= 0.2x")
 
