@@ -10,6 +10,7 @@ import logging
 import os
 import secrets
 import sqlite3
+import time
 import uuid
 from collections.abc import Iterator
 from typing import Annotated, Any
@@ -257,6 +258,11 @@ def _released(backend: str, url: str, admin: Any) -> None:
         assert con.execute("PRAGMA journal_mode=DELETE").fetchone()[0] == "delete"
         con.close()
         return
+    # a closed connection's server process may take a moment to go: wait up to 5 s, as
+    # PostgreSQL's DROP DATABASE itself does
+    deadline = time.monotonic() + 5
+    while _open_connections(backend, admin, database) and time.monotonic() < deadline:
+        time.sleep(0.05)
     assert _open_connections(backend, admin, database) == 0
     if backend == "postgres":
         admin.execute(f'DROP DATABASE "{database}"')  # fails while anyone is connected
