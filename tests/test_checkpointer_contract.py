@@ -97,9 +97,14 @@ KEYS = [
 ]
 
 
+def _value(i: int) -> str:
+    """A value as odd as the keys: another key's spelling, and its number."""
+    return f"{KEYS[-1 - i]} {i}"
+
+
 def _filter_saver_threads(cp: BaseCheckpointSaver) -> None:
     for i, key in enumerate(KEYS):
-        put_values(cp, f"t{i}", {"v": i}, **{key: f"value {i}", key + "#n": i})
+        put_values(cp, f"t{i}", {"v": i}, **{key: _value(i), key + "#n": i})
     put_values(cp, "dotted", {"v": -1}, **{"a.b": "deep"})
     put_values(cp, "nested", {"v": -2}, a={"b": "deep"})
 
@@ -113,15 +118,15 @@ async def test_metadata_filters_match_keys_of_any_spelling(saver: SQLSaver) -> N
     for cp in (saver, memory):
         _filter_saver_threads(cp)
     for i, key in enumerate(KEYS):
-        for flt in ({key: f"value {i}"}, {key + "#n": i}, {key: f"value {i}", key + "#n": i}):
+        for flt in ({key: _value(i)}, {key + "#n": i}, {key: _value(i), key + "#n": i}):
             expected = _threads(memory.list(None, filter=flt))
             assert expected == {f"t{i}"}
             assert _threads(saver.list(None, filter=flt)) == expected, key
             assert _threads([t async for t in saver.alist(None, filter=flt)]) == expected, key
             assert [t.thread_id for t in saver.list_threads(metadata=flt)] == [f"t{i}"], key
             assert [t.thread_id for t in await saver.alist_threads(metadata=flt)] == [f"t{i}"]
-        assert list(saver.list(None, filter={key: "value -1"})) == []
-        assert saver.list_threads(metadata={key: f"value {i} "}) == []
+        assert list(saver.list(None, filter={key: _value(i) + " "})) == []
+        assert saver.list_threads(metadata={key: _value(i).upper() + "x"}) == []
     # a key is a key, not a JSON path
     assert _threads(saver.list(None, filter={"a.b": "deep"})) == {"dotted"}
     assert _threads(saver.list(None, filter={"a": {"b": "deep"}})) == {"nested"}

@@ -73,7 +73,8 @@ def prefilter(column: Any, filter: Mapping[str, Any], dialect: str) -> list[Colu
     spelling (non-ASCII, ``"``, ``\\``, ``.``, ``-``...) matches exactly that key:
 
     - PostgreSQL: ``column @> :filter`` (JSONB containment of the whole filter);
-    - MySQL/MariaDB: ``JSON_CONTAINS(column, JSON_OBJECT(:key, :value))`` per key;
+    - MySQL/MariaDB: ``JSON_CONTAINS(column, :candidate)`` per key, the candidate
+      ``{key: value}`` serialized as the column's values are;
     - SQLite: ``EXISTS (SELECT 1 FROM json_each(column) WHERE key = :key AND value = :value)``
       per key.
 
@@ -87,11 +88,14 @@ def prefilter(column: Any, filter: Mapping[str, Any], dialect: str) -> list[Colu
         return [type_coerce(column, postgresql.JSONB).contains(safe)]
     conds: list[ColumnElement[bool]] = []
     for key, value in safe.items():
-        k = literal(key, String())
-        v = literal(value, String() if isinstance(value, str) else Integer())
         if dialect in ("mysql", "mariadb"):
-            conds.append(func.json_contains(column, func.json_object(k, v)) == 1)
+            # the candidate is JSON text made by the column's own serializer: MariaDB compares
+            # strings as their escaped JSON text (JSON_OBJECT's "é" does not equal "\u00e9")
+            candidate = literal({key: value}, column.type)
+            conds.append(func.json_contains(column, candidate) == 1)
         else:
+            k = literal(key, String())
+            v = literal(value, String() if isinstance(value, str) else Integer())
             each = func.json_each(column).table_valued("key", "value")
             conds.append(
                 exists(
