@@ -21,10 +21,12 @@ POSTGRES_URL = os.environ.get(
     "LANGMEM_TEST_POSTGRES_URL", "postgresql://postgres@127.0.0.1:5432/test"
 )
 MARIADB_URL = os.environ.get("LANGMEM_TEST_MARIADB_URL", "mariadb://root@127.0.0.1:3306/test")
+
 REQUIRE_SERVERS = os.environ.get("CI", "").lower() == "true" or bool(
     os.environ.get("LANGMEM_REQUIRE_SERVERS")
 )
 BACKENDS = ["sqlite", "postgres", "mariadb"]
+_SERVER_URLS = {"postgres": POSTGRES_URL, "mariadb": MARIADB_URL}
 
 _reachable: dict[str, str | None] = {}
 
@@ -45,7 +47,7 @@ def _check_server(url: str) -> str | None:
 
 def server_url(backend: str) -> str:
     """The URL of a server backend, or skip/fail the test if the server is unreachable."""
-    url = POSTGRES_URL if backend == "postgres" else MARIADB_URL
+    url = _SERVER_URLS[backend]
     error = _check_server(url)
     if error is not None:
         message = f"{backend} server at {url} unreachable: {error}"
@@ -70,6 +72,20 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             item.add_marker(pytest.mark.postgres)
         elif backend == "mariadb":
             item.add_marker(pytest.mark.mysql)
+
+
+_ASYNC_DRIVERS = {
+    "sqlite": "sqlite+aiosqlite",
+    "postgresql": "postgresql+psycopg_async",
+    "mysql": "mysql+asyncmy",
+    "mariadb": "mariadb+asyncmy",
+}
+
+
+def async_url(url: str) -> sa.URL:
+    """The same database as ``url`` through its async driver (for an ``AsyncEngine``)."""
+    parsed = get_database(url).url
+    return parsed.set(drivername=_ASYNC_DRIVERS[parsed.get_backend_name()])
 
 
 @pytest.fixture(params=BACKENDS)
