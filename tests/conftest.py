@@ -1,7 +1,10 @@
 """Shared fixtures: the same tests run on a SQLite file, PostgreSQL and MariaDB.
 
-Server URLs come from ``LANGMEM_TEST_POSTGRES_URL`` and ``LANGMEM_TEST_MARIADB_URL`` (defaults:
-the local servers). A server that cannot be reached skips its tests locally, and FAILS them when
+Server URLs come from ``LANGMEM_TEST_POSTGRES_URL``, ``LANGMEM_TEST_MARIADB_URL`` and
+``LANGMEM_TEST_PGBOUNCER_URL`` (defaults: the local servers, and a PgBouncer in transaction
+pooling mode in front of the PostgreSQL server, which ``.ci/pgbouncer`` starts). Every test of
+the ``backend`` fixture runs on each: a SQLite file, PostgreSQL, MariaDB, and PostgreSQL through
+PgBouncer. A server that cannot be reached skips its tests locally, and FAILS them when
 ``CI=true`` (or ``LANGMEM_REQUIRE_SERVERS=1``), so CI never passes by skipping.
 """
 
@@ -21,12 +24,14 @@ POSTGRES_URL = os.environ.get(
     "LANGMEM_TEST_POSTGRES_URL", "postgresql://postgres@127.0.0.1:5432/test"
 )
 MARIADB_URL = os.environ.get("LANGMEM_TEST_MARIADB_URL", "mariadb://root@127.0.0.1:3306/test")
-
+PGBOUNCER_URL = os.environ.get(
+    "LANGMEM_TEST_PGBOUNCER_URL", "postgresql://postgres@127.0.0.1:6432/test"
+)
 REQUIRE_SERVERS = os.environ.get("CI", "").lower() == "true" or bool(
     os.environ.get("LANGMEM_REQUIRE_SERVERS")
 )
-BACKENDS = ["sqlite", "postgres", "mariadb"]
-_SERVER_URLS = {"postgres": POSTGRES_URL, "mariadb": MARIADB_URL}
+BACKENDS = ["sqlite", "postgres", "mariadb", "pgbouncer"]
+_SERVER_URLS = {"postgres": POSTGRES_URL, "mariadb": MARIADB_URL, "pgbouncer": PGBOUNCER_URL}
 
 _reachable: dict[str, str | None] = {}
 
@@ -68,7 +73,7 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     for item in items:
         callspec = getattr(item, "callspec", None)
         backend = callspec.params.get("backend") if callspec else None
-        if backend == "postgres":
+        if backend in ("postgres", "pgbouncer"):
             item.add_marker(pytest.mark.postgres)
         elif backend == "mariadb":
             item.add_marker(pytest.mark.mysql)
@@ -90,7 +95,7 @@ def async_url(url: str) -> sa.URL:
 
 @pytest.fixture(params=BACKENDS)
 def backend(request: pytest.FixtureRequest) -> str:
-    """Each of ``sqlite``, ``postgres``, ``mariadb``."""
+    """Each of ``sqlite``, ``postgres``, ``mariadb``, ``pgbouncer``."""
     return str(request.param)
 
 
