@@ -9,10 +9,12 @@ transient. Features ask the database's dialect object instead of comparing diale
 
 from __future__ import annotations
 
+import contextlib
+from collections.abc import Iterator
 from typing import Any, ClassVar
 
 from sqlalchemy import exc
-from sqlalchemy.engine import URL, Engine
+from sqlalchemy.engine import URL, Connection, Engine
 
 from ..retry import Fault
 
@@ -89,6 +91,15 @@ class Dialect:
 
     def end(self, dbapi_connection: Any, txn: Transaction) -> None:
         """Put the connection back as :meth:`begin` found it (before it returns to the pool)."""
+
+    # -- schema changes ------------------------------------------------------------------------
+
+    @contextlib.contextmanager
+    def migration_lock(self, conn: Connection, name: str, schema: str | None) -> Iterator[None]:
+        """Hold the database-wide lock ``name`` while schema changes run on ``conn`` (a
+        connection that commits as it goes), creating ``schema`` first where the database has
+        schemas of its own. The base rule: the connection's write transaction is the lock."""
+        yield
 
     # -- errors --------------------------------------------------------------------------------
 

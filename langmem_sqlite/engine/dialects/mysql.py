@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import contextlib
+from collections.abc import Iterator
 from typing import Any, ClassVar
 
-from sqlalchemy.engine import URL
+from sqlalchemy import text
+from sqlalchemy.engine import URL, Connection
 
 from ..retry import Fault
 from .base import DEFAULT_CONNECT_TIMEOUT_S, Dialect, merge_connect_args
@@ -25,6 +28,9 @@ _ERRORS = {
     1205: Fault.BUSY,  # lock wait timeout exceeded
     1213: Fault.BUSY,  # deadlock found
 }
+
+MIGRATION_LOCK_TIMEOUT_S = 120
+"""How long a process waits for another one's schema changes to finish."""
 
 
 class MySQLDialect(Dialect):
@@ -58,6 +64,21 @@ class MySQLDialect(Dialect):
                 url, {"charset": "utf8mb4", "connect_timeout": DEFAULT_CONNECT_TIMEOUT_S}
             ),
         }
+
+    @contextlib.contextmanager
+    def migration_lock(self, conn: Connection, name: str, schema: str | None) -> Iterator[None]:
+        """A named lock (``GET_LOCK``; DDL commits implicitly here, so the lock outlives each
+        step and is released at the end)."""
+        got = conn.execute(
+            text("SELECT GET_LOCK(:n, :s)"), {"n": name, "s": MIGRATION_LOCK_TIMEOUT_S}
+        ).scalar()
+        if got != 1:
+            raise TimeoutError(f"could not take the migration lock {name!r}")
+        try:
+            yield
+        finally:
+            conn.execute(text("SELECT RELEASE_LOCK(:n)"), {"n": name})
+            conn.commit()
 
     def fault(self, error: BaseException) -> Fault | None:
         kind = super().fault(error)

@@ -2,12 +2,17 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import re
+import zlib
+from collections.abc import Iterator
 from decimal import Decimal
 from typing import Any, ClassVar
 
-from sqlalchemy.engine import URL
+from sqlalchemy import text
+from sqlalchemy.engine import URL, Connection
+from sqlalchemy.schema import CreateSchema
 
 from ..retry import Fault
 from .base import DEFAULT_CONNECT_TIMEOUT_S, Dialect, Transaction, merge_connect_args
@@ -102,6 +107,16 @@ class PostgreSQLDialect(Dialect):
     def end(self, dbapi_connection: Any, txn: Transaction) -> None:
         if txn.restore_autocommit is not None:
             dbapi_connection.autocommit = txn.restore_autocommit
+
+    @contextlib.contextmanager
+    def migration_lock(self, conn: Connection, name: str, schema: str | None) -> Iterator[None]:
+        """A transaction-level advisory lock (released by the COMMIT: nothing for a pooler to
+        lose), and the schema created if missing."""
+        key = zlib.crc32(name.encode()) - 2**31
+        conn.execute(text("SELECT pg_advisory_xact_lock(:k)"), {"k": key})
+        if schema:
+            conn.execute(CreateSchema(schema, if_not_exists=True))
+        yield
 
     def fault(self, error: BaseException) -> Fault | None:
         kind = super().fault(error)
