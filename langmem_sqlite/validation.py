@@ -3,11 +3,19 @@
 from __future__ import annotations
 
 import uuid
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 from .schema import ID_MAX_CHARS
 
-__all__ = ["IdLike", "check_id", "check_optional_id", "check_positive", "check_text"]
+__all__ = [
+    "IdLike",
+    "check_id",
+    "check_list",
+    "check_optional_id",
+    "check_positive",
+    "check_text",
+]
 
 IdLike = str | int | uuid.UUID
 """What users may pass as a user, session or thread id; stored as its ``str``."""
@@ -62,3 +70,20 @@ def check_positive(value: Any, name: str, *, allow_zero: bool = False) -> int:
     if value < 0 or (value == 0 and not allow_zero):
         raise ValueError(f"{name}: must be {'>= 0' if allow_zero else '> 0'}, got {value}")
     return value
+
+
+def check_list(value: Any, name: str) -> list[Any]:
+    """A list, tuple or other iterable of items, as a new ``list``.
+
+    A ``str`` (or ``bytes``, or a mapping) is refused rather than taken apart: ``"Paris"``
+    where a list is expected would otherwise be five items, ``P``, ``a``, ``r``, ``i``, ``s``.
+
+    Raises:
+        TypeError: a ``str``, ``bytes`` or mapping, or not iterable at all.
+    """
+    if isinstance(value, str | bytes | bytearray | memoryview | Mapping) or not isinstance(
+        value, Iterable
+    ):
+        hint = f" (for a single one, pass [{value!r}])" if isinstance(value, str) else ""
+        raise TypeError(f"{name}: expected a list, got {type(value).__name__}{hint}")
+    return list(value)
