@@ -466,7 +466,11 @@ class _Bars:
         self.progress = progress
 
     def add(self, label: str, total: int) -> Any:
-        return None if self.progress is None else self.progress.add_task(label, total=total)
+        if self.progress is None:
+            return None
+        if not total:  # an empty table: a full bar, not 0% forever
+            return self.progress.add_task(label, total=1, completed=1)
+        return self.progress.add_task(label, total=total)
 
     def advance(self, task: Any, n: int) -> None:
         if self.progress is not None:

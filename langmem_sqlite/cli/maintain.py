@@ -1,4 +1,4 @@
-"""Commands that maintain a database: retention, vacuum, migrations."""
+"""Commands that maintain a database: retention, vacuum, migrations, copying to another one."""
 
 from __future__ import annotations
 
@@ -6,10 +6,21 @@ from typing import Any
 
 import click
 
-from .base import cli, db_option, json_option, prefix_option, saver, store, url, user_option
+from .base import (
+    DEFAULT_PREFIX,
+    cli,
+    db_option,
+    json_option,
+    prefix_option,
+    readable_url,
+    saver,
+    store,
+    url,
+    user_option,
+)
 from .output import out
 
-__all__ = ["migrate", "prune", "vacuum"]
+__all__ = ["copy_", "migrate", "prune", "vacuum"]
 
 
 @cli.command()
@@ -93,3 +104,57 @@ def migrate(db: str | None, prefix: str, as_json: bool) -> None:
         out.line(f"schema at version {LATEST_VERSION} in {database.url}")
         if pgvector:
             out.line("pgvector table upgraded (namespace column, HNSW indexes built again)")
+
+
+@cli.command(name="copy")
+@click.option("--from", "source", required=True, help="The database to copy (URL or SQLite path).")
+@click.option("--to", "target", required=True, help="Where to copy it (created if missing).")
+@click.option("--user", default=None, help="Copy only this user's sessions, threads and facts.")
+@click.option("--prefix", default=DEFAULT_PREFIX, show_default=True, help="The source's prefix.")
+@click.option("--to-prefix", default=None, help="The target's table prefix (default: the same).")
+@click.option(
+    "--batch-size", type=click.IntRange(min=1), default=500, show_default=True, help="Rows a page."
+)
+@json_option
+def copy_(
+    source: str,
+    target: str,
+    user: str | None,
+    prefix: str,
+    to_prefix: str | None,
+    batch_size: int,
+    as_json: bool,
+) -> None:
+    """Copy a whole database (or one --user) to another, between any two of SQLite,
+    PostgreSQL and MariaDB/MySQL.
+
+    Every table is copied in pages by primary key; what the target already holds is kept, so
+    running again copies nothing and an interrupted copy resumes. Every page is read back and
+    compared. The source is only read.
+    """
+    from ..transfer import copy_database
+
+    report = copy_database(
+        readable_url(source, "--from"),
+        target,
+        table_prefix=prefix,
+        target_prefix=to_prefix,
+        user_id=user,
+        batch_size=batch_size,
+        progress=not as_json,
+    )
+    if as_json:
+        out.json(report.as_dict())
+        return
+    out.table(
+        ("table", "rows", "copied", "already there", "verified"),
+        (
+            (t.table, t.rows, t.copied, t.present, "yes" if t.verified else t.note or "no")
+            for t in report.tables
+        ),
+    )
+    check = "verified by reading back" if report.verified else "NOT verified"
+    out.line(
+        f"copied {report.copied} rows ({report.present} already there) of {report.rows} "
+        f"from {report.source} to {report.target}; {check}"
+    )
