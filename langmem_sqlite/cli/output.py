@@ -71,7 +71,8 @@ class Output:
 
         stream = self.stream
         tty = bool(getattr(stream, "isatty", lambda: False)())
-        width = None if tty or not table else 200  # pipes: whole cells, not the 80 default
+        # a terminal's width; pipes get one line per row (grep finds whole rows), not Rich's 80
+        width = None if tty or not table else 100_000
         return Console(
             file=stream,
             markup=False,
