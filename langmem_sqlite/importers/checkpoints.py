@@ -183,8 +183,7 @@ def import_checkpoints(
         raise ValueError("user_id: give user_id or user_key, not both")
     if user_id is not None:
         user_id = check_id(user_id, "user_id")
-    report = ImportReport("checkpoints", containers=len(ids), container="threads")
-    report.item = "checkpoints"
+    report = ImportReport("checkpoints", len(ids), container="threads", item="checkpoints")
     target.list_threads(limit=1)  # the target answers (and has its tables) before any bar
     for thread_id in ids:
         if (
