@@ -74,8 +74,13 @@ __all__ = [
 
 def __getattr__(name: str) -> Any:
     module = _EXPORTS.get(name)
-    if module is None:
-        raise AttributeError(f"module 'langmem_sqlite' has no attribute {name!r}")
+    if module is None:  # a submodule used as an attribute (``langmem_sqlite.store.X``)
+        try:
+            return importlib.import_module(f".{name}", __name__)
+        except ModuleNotFoundError as e:
+            if e.name != f"{__name__}.{name}":
+                raise
+            raise AttributeError(f"module 'langmem_sqlite' has no attribute {name!r}") from None
     value = getattr(importlib.import_module(f".{module}", __name__), name)
     globals()[name] = value  # the next lookup is a plain attribute
     return value

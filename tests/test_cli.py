@@ -271,6 +271,8 @@ def test_every_command_prints_stored_text_verbatim(nasty_db: str, tmp_path: Path
         _all_shown(run(*args, *common), facts=True)
     assert "[/]t" in run("threads", *common) and "[bold]u" in run("threads", *common)
     assert "input" in run("checkpoints", "[/]t", *common)
+    pruned = run("prune", "--older-than", "0", "--dry-run", *common)
+    assert "[bold]u/[/]" in pruned and "[/]t" in pruned
     assert "[bold]u" in run("users", *common)
     # JSON keeps the exact string (control characters as \u escapes)
     doc = json.loads(run("history", "[/]", "--user", "[bold]u", "--json", *common))
