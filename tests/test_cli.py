@@ -382,6 +382,13 @@ def test_missing_session_names_the_users_who_have_it(populated: tuple[str, str])
             "no session 'main' without a user; user(s) 'ada' have one: add --user ada"
             in result.output
         )
+    ConversationStore(db, table_prefix=prefix).add_messages("anon", [HumanMessage("x")])
+    result = CliRunner().invoke(
+        cli_group, ["history", "anon", "--user", "ada", "--db", db, "--prefix", prefix]
+    )
+    assert "no session 'anon' of user 'ada'; there is one without a user: leave out --user" in (
+        result.output
+    )
     result = CliRunner().invoke(cli_group, ["export", "--db", db, "--prefix", prefix])
     assert result.exit_code == 2 and "give a SESSION, or --thread THREAD" in result.output
     assert "not both" not in result.output

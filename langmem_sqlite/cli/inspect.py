@@ -42,10 +42,13 @@ def _no_session(
 
     message = f"no session {session!r}" + (f" of user {user!r}" if user else " without a user")
     others = [u for u in users_with_session(store(db, prefix), session) if u != (user or "")]
-    if others:
-        named = ", ".join(repr(u) for u in others[:5]) + (" ..." if len(others) > 5 else "")
-        hint = f"--user {others[0]}" if len(others) == 1 else "--user U"
-        message += f"; user(s) {named} have one: add {hint}"
+    named = [u for u in others if u]
+    if named:
+        listed = ", ".join(repr(u) for u in named[:5]) + (" ..." if len(named) > 5 else "")
+        hint = f"--user {named[0]}" if len(named) == 1 else "--user U"
+        message += f"; user(s) {listed} have one: add {hint}"
+    elif others:  # only the session without a user
+        message += "; there is one without a user: leave out --user"
     return click.ClickException(message)
 
 
