@@ -20,7 +20,7 @@ from .context import (
     trim_context,
 )
 from .conversation_store import ConversationStore, SessionInfo
-from .counting import count_tokens, resolve_message_counter
+from .counting import EncodingUnavailableError, count_tokens, resolve_message_counter
 from .crypto import MessageCipher
 from .db import Database, get_database
 from .migrate import SchemaTooNewError
@@ -34,6 +34,7 @@ __all__ = [
     "ContextStructureError",
     "ConversationStore",
     "Database",
+    "EncodingUnavailableError",
     "Memory",
     "MessageCipher",
     "SQLChatMessageHistory",

@@ -570,9 +570,11 @@ def main(argv: list[str] | None = None) -> Any:
         _err.print("aborted")
         sys.exit(130)
     except click.ClickException as e:
-        _err.print(f"error: {e.format_message()}", highlight=False, soft_wrap=True)
+        _err.print(f"error: {e.format_message()}", highlight=False, soft_wrap=True, markup=False)
         sys.exit(e.exit_code)
     except Exception as e:  # everything the library raises: one line, no traceback
         text = " ".join(str(e).split("[SQL:")[0].split())
-        _err.print(f"error: {type(e).__name__}: {text}", highlight=False, soft_wrap=True)
+        _err.print(
+            f"error: {type(e).__name__}: {text}", highlight=False, soft_wrap=True, markup=False
+        )
         sys.exit(1)

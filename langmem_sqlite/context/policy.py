@@ -104,7 +104,9 @@ class ContextPolicy:
         max_tokens: hard budget of the model input, system message, summary and reply priming
             included. Defaults from ``model`` when its window is known.
         model: a model name used for defaults: the exact counter (OpenAI names; others count
-            approximately) and the budget (see :data:`MODEL_CONTEXT_WINDOWS`).
+            approximately) and the budget (see :data:`MODEL_CONTEXT_WINDOWS`). An exact
+            counter loads its tiktoken encoding here (see
+            :class:`~langmem_sqlite.counting.EncodingUnavailableError` when offline).
         token_counter: counter spec (``"gpt-4o"``, ``"approximate"``, ``"messages"``, a
             callable...); default: exact for a known OpenAI ``model``, else approximate.
         max_messages: optional message budget (system message included).
@@ -129,6 +131,7 @@ class ContextPolicy:
 
     Raises:
         ValueError: a missing budget, or ``keep >= trigger``.
+        EncodingUnavailableError: an exact counter whose encoding cannot be loaded.
     """
 
     def __init__(
@@ -174,6 +177,7 @@ class ContextPolicy:
         if not isinstance(summary_instructions, str):
             raise TypeError("summary_instructions: expected str")
         self.counter: TokenCounter = resolve_message_counter(token_counter)
+        self.counter.load()  # an exact counter's encoding, now: a clear error if offline
         self.limits = Limits.make(max_tokens, max_messages, max_chars, self.counter)
         self._text_counter = (
             self.counter if self.counter.name != "messages" else resolve_message_counter(None)
