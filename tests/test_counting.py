@@ -389,7 +389,7 @@ def test_the_extra_makes_exact_counts_work_offline_with_no_other_step(tmp_path: 
 class _FakeOpenAI(BaseHTTPRequestHandler):
     """Answers every chat completion with one short assistant message."""
 
-    def do_POST(self) -> None:  # noqa: N802
+    def do_POST(self) -> None:
         self.rfile.read(int(self.headers.get("Content-Length", 0)))
         body = json.dumps(
             {
