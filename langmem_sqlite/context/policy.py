@@ -385,6 +385,7 @@ class ContextPolicy:
         tail = conv[turn_start(conv, lo) :] if len(conv) > lo else []
         # the system message and the turn in progress must fit; nothing else has to
         require_turn(self.limits.meters([system] if system is not None else []), tail)
+        given = len(items)
         items = self._facts_within_share(system, items)
         new: dict[str, Any] | None = None
         with_facts = render_facts(system, items)
@@ -400,6 +401,7 @@ class ContextPolicy:
             if capped is not record:
                 record = new = capped
         fixed = self._compose(system, items, record, minimal_turn(tail), info)
+        info["facts_dropped"] = given - info["facts"]
         window = select_window(conv, self.limits.meters(fixed, check=False), lo=lo, cut=self.cut)
         out = fail_closed(fixed + window)
         info.update(
@@ -518,7 +520,6 @@ class ContextPolicy:
         k = len(items)
         if not fits(k, text) and k:
             k = _largest(k, lambda n: fits(n, text))
-        info["facts_dropped"] = len(items) - k
         if text and not fits(k, text):
             short = newest_part(text, SUMMARY_SHORTENED_MARKER, lambda t: fits(0, t))
             info["summary_shortened"] = short is not None
@@ -580,11 +581,12 @@ class ContextPolicy:
 
     def _chunk(self, conv: Sequence[BaseMessage], lo: int, cut: int) -> int:
         """End (exclusive) of the oldest new material for one summarizer call, at a tool-unit
-        boundary; at least one unit. A message counts at most a sixth of the room: larger
-        ones are shortened for the summarizer (see :meth:`_prompt`), so one call covers a
-        few of them rather than one."""
+        boundary; at least one unit. A message counts at most 1/24 of the room: larger ones
+        are shortened for the summarizer (see :meth:`_prompt`), so one call covers a whole
+        agent turn of big tool results (no message is then left neither summarized nor
+        sent); a longer backlog is summarized in passes, one per model call."""
         room = self._material_room()
-        most = max(1, room // 6)
+        most = max(1, room // 24)
         used, pending, best = 0, set(), lo
         for j in range(lo, cut):
             msg = conv[j]

@@ -214,6 +214,9 @@ def text_tokens(counter: TokenCounter, text: str, *, cache: bool = True) -> int:
     return max(0, count(HumanMessage(text)) - counter(HumanMessage("")))
 
 
+_LEAST_KEPT = 24
+"""Fewest characters of a summary worth sending shortened (about a short sentence)."""
+
 _BREAKS = ("\n", "。", ". ", "！", "？", "; ", "；")
 
 
@@ -233,7 +236,8 @@ def _snap(text: str, start: int) -> int:
 
 def newest_part(text: str, marker: str, fits: Callable[[str], bool]) -> str | None:
     """``text`` if ``fits(text)``, else ``marker`` followed by the longest end of ``text`` that
-    fits (starting on a sentence where one is close); ``None`` if not even ``marker`` fits.
+    fits (starting on a sentence where one is close); ``None`` if less than
+    :data:`_LEAST_KEPT` characters of ``text`` fit beside ``marker``.
 
     A summary grows at its end, so its end is its newest part: this drops the oldest first.
     """
@@ -249,8 +253,11 @@ def newest_part(text: str, marker: str, fits: Callable[[str], bool]) -> str | No
             hi = mid
         else:
             lo = mid + 1
+    least = min(len(body), _LEAST_KEPT)
+    if len(body) - lo < least:
+        return None  # not even a sentence's worth of the text fits beside the marker
     snapped = _snap(body, lo)
-    if snapped != lo and not fits(marker + body[snapped:]):
+    if snapped != lo and (len(body) - snapped < least or not fits(marker + body[snapped:])):
         snapped = lo
     return marker + body[snapped:]
 
