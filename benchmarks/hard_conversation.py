@@ -213,8 +213,10 @@ def hard_conversation(
 
 
 def make_tools(script: Sequence[Turn]) -> list[BaseTool]:
-    """The three tools; each returns the scripted result of its query."""
+    """The script's tools (every name its calls use); each returns the scripted result of
+    its query."""
     results = {q: r for turn in script for q, r in turn.results.items()}
+    names = sorted({c["name"] for turn in script for batch in turn.rounds for c in batch})
 
     def tool_for(name: str) -> BaseTool:
         def run(query: str) -> str:
@@ -224,7 +226,7 @@ def make_tools(script: Sequence[Turn]) -> list[BaseTool]:
             func=run, name=name, description=f"{name}: 检索资料（按查询返回结果）。"
         )
 
-    return [tool_for(n) for n in TOOL_NAMES]
+    return [tool_for(n) for n in names]
 
 
 class ScriptedAgent(RecordingModel):
