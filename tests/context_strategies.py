@@ -15,7 +15,7 @@ from langchain_core.messages import (
     ToolMessage,
 )
 
-from langmem_sqlite.context import check_structure
+from langmem_sqlite.context import TRUNCATION_MARKER, check_structure
 
 WORDS = [
     "alpha",
@@ -253,3 +253,33 @@ def hard_conversations(draw: Any, max_turns: int = 5) -> list[BaseMessage]:
         if t < turns - 1 or draw(st.booleans()):
             out.append(AIMessage(zh_text(next(seeds), draw(st.integers(20, 600))), id=f"a{t}"))
     return out
+
+
+def smallest_input(messages: Sequence[BaseMessage], counter: Any, system: str | None = None) -> int:
+    """What a model input needs at least (computed here, independently of the policy): the
+    system prompt and system messages, the latest human message and what follows it, tool
+    results cut to their markers."""
+    conv = conv_of(messages)
+    human = latest_human(conv)
+    start = conv.index(human) if human is not None else len(conv) - 1
+    texts = ([system] if system else []) + [
+        m.text for m in messages if isinstance(m, SystemMessage)
+    ]
+    out: list[BaseMessage] = [SystemMessage("\n\n".join(texts))] if texts else []
+    for m in conv[start:]:
+        if m.type == "tool":
+            n = len(m.text)
+            m = m.model_copy(update={"content": TRUNCATION_MARKER.format(removed=n, total=n)})
+        out.append(m)
+    return int(counter.count(out))
+
+
+def call_points(conv: Sequence[BaseMessage]) -> list[int]:
+    """Prefix ends at which an agent calls the model: after a human message, or after the last
+    result of a tool batch."""
+    points = []
+    for i, m in enumerate(conv):
+        nxt = conv[i + 1] if i + 1 < len(conv) else None
+        if m.type == "human" or (m.type == "tool" and (nxt is None or nxt.type != "tool")):
+            points.append(i + 1)
+    return points

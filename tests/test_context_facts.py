@@ -12,7 +12,6 @@ import time
 from pathlib import Path
 
 import pytest
-from langchain_core.embeddings import Embeddings
 from langchain_core.messages import AIMessage, HumanMessage, SystemMessage
 from tiktoken_offline import install_offline_encodings
 
@@ -20,6 +19,7 @@ install_offline_encodings()
 
 from context_drivers import ADAPTERS, make_driver  # noqa: E402
 from context_fakes import AgentModel, RecordingSummarizer  # noqa: E402
+from test_store_facts import TopicEmbedding as StoreTopics  # noqa: E402
 
 from langmem_sqlite import SQLStore  # noqa: E402
 from langmem_sqlite.context import ContextPolicy, context_step  # noqa: E402
@@ -30,20 +30,10 @@ EXACT = resolve_message_counter("gpt-4o")
 SYSTEM = "You are a travel assistant."
 
 
-class TopicEmbedding(Embeddings):
+class TopicEmbedding(StoreTopics):
     """Three topics; a text is near the topics it names."""
 
     TOPICS = ("food", "train", "hotel")
-
-    def _vec(self, text: str) -> list[float]:
-        t = text.lower()
-        return [float(w in t) + 0.01 for w in self.TOPICS]
-
-    def embed_documents(self, texts: list[str]) -> list[list[float]]:
-        return [self._vec(t) for t in texts]
-
-    def embed_query(self, text: str) -> list[float]:
-        return self._vec(text)
 
 
 def _remember(facts: UserFacts, texts: list[str]) -> None:

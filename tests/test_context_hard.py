@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, SystemMessage
+from langchain_core.messages import AIMessage, HumanMessage, SystemMessage
 from langgraph.store.base import Item
 from tiktoken_offline import install_offline_encodings
 
@@ -28,8 +28,10 @@ from context_drivers import ADAPTERS, make_driver  # noqa: E402
 from context_fakes import RecordingSummarizer  # noqa: E402
 from context_strategies import (  # noqa: E402
     assert_valid_model_input,
+    call_points,
     hard_conversations,
     latest_human,
+    smallest_input,
     violations,
     zh_text,
 )
@@ -43,34 +45,11 @@ from hard_conversation import (  # noqa: E402
     make_tools,
 )
 
-from langmem_sqlite.context import TRUNCATION_MARKER, ContextBudgetError, ContextPolicy  # noqa: E402
+from langmem_sqlite.context import ContextBudgetError, ContextPolicy  # noqa: E402
 from langmem_sqlite.context.summary import SUMMARY_SHORTENED_MARKER, text_tokens  # noqa: E402
 from langmem_sqlite.counting import resolve_message_counter  # noqa: E402
 
 EXACT = resolve_message_counter("gpt-4o")
-
-
-def smallest_input(system: str, conv: list[BaseMessage]) -> int:
-    """What the latest turn needs at least: the system prompt, the latest human message and
-    what follows it, tool results cut to their markers (computed here, independently)."""
-    human = latest_human(conv)
-    start = conv.index(human) if human is not None else len(conv) - 1
-    out: list[BaseMessage] = [SystemMessage(system)]
-    for m in conv[start:]:
-        if m.type == "tool":
-            n = len(m.text)
-            m = m.model_copy(update={"content": TRUNCATION_MARKER.format(removed=n, total=n)})
-        out.append(m)
-    return EXACT.count(out)
-
-
-def _call_points(conv: list[BaseMessage]) -> list[int]:
-    points = []
-    for i, m in enumerate(conv):
-        nxt = conv[i + 1] if i + 1 < len(conv) else None
-        if m.type == "human" or (m.type == "tool" and (nxt is None or nxt.type != "tool")):
-            points.append(i + 1)
-    return points
 
 
 def _facts(n: int) -> list[Item]:
@@ -103,10 +82,10 @@ def test_policy_on_random_hard_conversations(messages, budget, facts, mode, fail
     items = _facts(facts)
     record: dict[str, Any] | None = None
     failed = False
-    for calls, end in enumerate(_call_points(messages)):
+    for calls, end in enumerate(call_points(messages)):
         summ.fail = bool(fail_every) and calls % fail_every == 1
         prefix = messages[:end]
-        need = smallest_input(SYSTEM_ZH, prefix)
+        need = smallest_input(prefix, EXACT, SYSTEM_ZH)
         if need > budget:  # refused, before any summarizer call, saying by how much
             before = len(summ.calls)
             with pytest.raises(ContextBudgetError) as caught:

@@ -19,7 +19,7 @@ from context_fakes import (  # noqa: E402
     is_compaction,
     run_agent_loop,
 )
-from context_strategies import assert_valid_model_input, conversations  # noqa: E402
+from context_strategies import assert_valid_model_input, call_points, conversations  # noqa: E402
 
 from langmem_sqlite.context import ContextPolicy, load_record  # noqa: E402
 from langmem_sqlite.counting import resolve_message_counter  # noqa: E402
@@ -185,17 +185,6 @@ def test_configuration_is_validated() -> None:
     assert p.limits.max_tokens == 128_000 - 16_384 and p.counter.name == "gpt-4o"
 
 
-def _call_points(conv: list) -> list[int]:
-    """Prefix ends at which an agent calls the model: after a human message, or after the last
-    result of a tool batch."""
-    points = []
-    for i, m in enumerate(conv):
-        nxt = conv[i + 1] if i + 1 < len(conv) else None
-        if m.type == "human" or (m.type == "tool" and (nxt is None or nxt.type != "tool")):
-            points.append(i + 1)
-    return points
-
-
 @settings(max_examples=60, deadline=None, suppress_health_check=list(HealthCheck))
 @given(
     messages=conversations(max_turns=25),
@@ -217,7 +206,7 @@ def test_policy_on_random_conversations(messages, budget, keep_ratio, placement,
         summary_placement=placement,
     )
     record, covered = None, -1
-    for calls, end in enumerate(_call_points(messages)):
+    for calls, end in enumerate(call_points(messages)):
         summ.fail = bool(fail_every) and calls % fail_every == 1
         before = len(summ.calls)
         prefix = messages[:end]

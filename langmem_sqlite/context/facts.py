@@ -18,6 +18,7 @@ from langchain_core.messages import BaseMessage, HumanMessage, SystemMessage
 from langgraph.store.base import BaseStore, Item
 
 from ..store.facts import UserFacts, with_facts
+from ..store.facts import _user_id as user_id_from  # the fact tools' rule, shared
 from ..validation import check_id
 from .structure import merge_system
 
@@ -84,23 +85,15 @@ class FactsSource:
     def _user(self, config: Any, user_id: Any) -> str:
         key = self.user_id_key
         configurable = (config or {}).get("configurable") or {}
-        if configurable.get(key) is not None:
-            return check_id(configurable[key], key)
-        if user_id is not None:
+        if configurable.get(key) is None and user_id is not None:
             return check_id(user_id, key)
-        try:
-            from langgraph.runtime import get_runtime
-
-            context = get_runtime().context
-        except Exception:
-            context = None
-        value = context.get(key) if isinstance(context, dict) else getattr(context, key, None)
-        if value is None:
+        try:  # the config, else the runtime context: as the fact tools find the user
+            return user_id_from(config, key)
+        except ValueError as e:
             raise ValueError(
-                f"{key}: the policy reads the user's facts, but the run names no user: pass "
+                f"{e}: the policy reads the user's facts: pass "
                 f'config={{"configurable": {{"{key}": ...}}}} (or a runtime context with it)'
-            )
-        return check_id(value, key)
+            ) from None
 
 
 def latest_question(messages: Sequence[BaseMessage]) -> str | None:

@@ -28,6 +28,7 @@ from langchain_core.messages import BaseMessage, SystemMessage
 from langgraph.store.base import BaseStore, Item
 
 from ..counting import TokenCounter, resolve_message_counter
+from ..store.facts import UserFacts
 from ..validation import check_positive
 from .facts import FactsSource, latest_question, render_facts
 from .structure import call_ids, is_tool_result, merge_system
@@ -477,23 +478,26 @@ class ContextPolicy:
             raise ValueError("facts: need a token budget (max_tokens with a token counter)")
         return items
 
-    def _facts_cost(self, system: SystemMessage | None, items: Sequence[Item]) -> int:
-        """Exact tokens the facts add to the system message."""
+    def _facts_cost(
+        self, system: SystemMessage | None, items: Sequence[Item], *, cached: bool = False
+    ) -> int:
+        """Exact tokens the facts add to the system message (the variant counted uncached
+        unless ``cached``: the one likely sent)."""
         c = self._text_counter
         with_facts = render_facts(system, items)
-        base = c.uncached(system) if system is not None else 0
-        return (c.uncached(with_facts) if with_facts is not None else 0) - base
+        base = c(system) if system is not None else 0
+        count = c if cached else c.uncached
+        return (count(with_facts) if with_facts is not None else 0) - base
 
     def _facts_within_share(self, system: SystemMessage | None, items: list[Item]) -> list[Item]:
         """The most relevant facts (a prefix of ``items``) within ``facts_budget``."""
         if not items or self.facts_budget is None:
             return []
         budget = self.facts_budget
-        if self._facts_cost(system, items) <= budget:
+        if self._facts_cost(system, items, cached=True) <= budget:
             return items
-        return items[
-            : _largest(len(items), lambda k: self._facts_cost(system, items[:k]) <= budget)
-        ]
+        k = _largest(len(items), lambda n: self._facts_cost(system, items[:n]) <= budget)
+        return items[:k]
 
     def _build(
         self, system: SystemMessage | None, items: Sequence[Item], text: str | None
@@ -514,20 +518,21 @@ class ContextPolicy:
         (least relevant last), then the summary shortened for this call (newest part kept)."""
         text = record["summary"] if record else None
 
-        def fits(k: int, t: str | None) -> bool:
-            return self.limits.fits(self._build(system, items[:k], t), tail)
+        def fits(k: int, t: str | None, cached: bool = False) -> bool:
+            return self.limits.fits(self._build(system, items[:k], t), tail, cached=cached)
 
         k = len(items)
-        if not fits(k, text) and k:
-            k = _largest(k, lambda n: fits(n, text))
-        if text and not fits(k, text):
-            short = newest_part(text, SUMMARY_SHORTENED_MARKER, lambda t: fits(0, t))
-            info["summary_shortened"] = short is not None
-            info["summary_omitted"] = short is None
-            text = short
+        if not fits(k, text, cached=True):  # (the usual case: everything fits, counted once)
+            if k:
+                k = _largest(k, lambda n: fits(n, text))
+            if text and not fits(k, text):
+                short = newest_part(text, SUMMARY_SHORTENED_MARKER, lambda t: fits(0, t))
+                info["summary_shortened"] = short is not None
+                info["summary_omitted"] = short is None
+                text = short
         fixed = self._build(system, items[:k], text)
         info["facts"] = k
-        info["facts_tokens"] = self._facts_cost(system, items[:k]) if k else 0
+        info["facts_tokens"] = self._facts_cost(system, items[:k], cached=True) if k else 0
         return fixed
 
     def _unsummarized_meters(self, system: SystemMessage | None, record: Any) -> list[_Meter]:
@@ -660,9 +665,9 @@ class ContextPolicy:
             store: the graph's store, used when the policy was given ``facts=True``.
             user_id: the user, when the caller knows it.
         """
-        if self.facts_source is None:
+        facts = self._user_facts(config, store, user_id)
+        if facts is None:
             return []
-        facts = self.facts_source.user_facts(config, store=store, user_id=user_id)
         return list(facts.select(latest_question(messages), **self._select_args()))
 
     async def afetch_facts(
@@ -674,10 +679,15 @@ class ContextPolicy:
         user_id: Any = None,
     ) -> list[Item]:
         """Async :meth:`fetch_facts`."""
-        if self.facts_source is None:
+        facts = self._user_facts(config, store, user_id)
+        if facts is None:
             return []
-        facts = self.facts_source.user_facts(config, store=store, user_id=user_id)
         return list(await facts.aselect(latest_question(messages), **self._select_args()))
+
+    def _user_facts(self, config: Any, store: BaseStore | None, user_id: Any) -> UserFacts | None:
+        if self.facts_source is None:
+            return None
+        return self.facts_source.user_facts(config, store=store, user_id=user_id)
 
     def _select_args(self) -> dict[str, Any]:
         # UserFacts.select counts each line as a message of its own (a few tokens more than

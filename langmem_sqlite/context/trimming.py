@@ -154,12 +154,14 @@ class Limits:
                 )
         return out
 
-    def fits(self, fixed: Sequence[BaseMessage], rest: Sequence[BaseMessage]) -> bool:
-        """Whether ``fixed`` (counted uncached: a one-off variant) and ``rest`` fit every
-        limit."""
+    def fits(
+        self, fixed: Sequence[BaseMessage], rest: Sequence[BaseMessage], *, cached: bool = False
+    ) -> bool:
+        """Whether ``fixed`` and ``rest`` fit every limit; ``fixed`` is counted uncached (a
+        one-off variant) unless ``cached``."""
         for m in self.meters((), check=False):
-            fresh = getattr(m.fn, "uncached", m.fn)
-            if m.used + sum(fresh(x) for x in fixed) + _sum(m, rest) > m.limit:
+            count = m.fn if cached else getattr(m.fn, "uncached", m.fn)
+            if m.used + sum(count(x) for x in fixed) + _sum(m, rest) > m.limit:
                 return False
         return True
 
