@@ -44,7 +44,7 @@ __all__ = [
 ]
 
 HARD_BUDGET = 4_500
-"""The budget the conversation is run at. Its largest turns need up to about 4,260 tokens at
+"""The budget the conversation is run at. Its largest turns need up to about 4,250 tokens at
 their smallest (system prompt, question, tool calls, tool results cut to their markers): every
 turn but the oversized one fits, and the summary (up to 562 tokens) at times does not fit whole
 beside it."""
