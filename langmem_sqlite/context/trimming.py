@@ -73,6 +73,7 @@ class _Meter:
     fn: Callable[[BaseMessage], int]
     limit: int
     used: int = 0
+    fixed: int = 0  # messages pre-loaded (the system message, a summary note)
 
     def cost(self, message: BaseMessage) -> int:
         """``fn(message)``, uncached for a shortened copy."""
@@ -141,6 +142,8 @@ class Limits:
         if self.max_chars is not None:
             used = sum(count_characters(m) for m in fixed)
             out.append(_Meter("max_chars", "characters", count_characters, self.max_chars, used))
+        for m in out:
+            m.fixed = len(fixed)
         for m in out if check else ():
             if m.used > m.limit:
                 priming = " (with the reply priming)" if m.unit == "tokens" else ""
@@ -271,14 +274,26 @@ def _turn_error(m: _Meter, sent: Sequence[BaseMessage], shortened: bool) -> Cont
     h = m.cost(human) if human is not None else 0
     calls = [x for x in sent if call_ids(x)]
     results = [x for x in sent if is_tool_result(x)]
-    fixed = f"{m.used} for the system message" + (
-        " and the reply priming" if m.unit == "tokens" else ""
-    )
+    who = [
+        w
+        for w, ok in (("the system message", m.fixed), ("the reply priming", m.unit == "tokens"))
+        if ok
+    ]
+    fixed = f", plus {m.used} for {' and '.join(who)}" if m.used and who else ""
+    if m.unit == "messages":
+        return ContextBudgetError(
+            f"{m.label}={m.limit}: the turn in progress has {len(sent)} message(s){fixed}: "
+            f"{need} in all, {over} over the budget",
+            part="turn in progress",
+            needed=need,
+            limit=m.limit,
+            unit=m.unit,
+        )
     if human is not None and (m.used + h > m.limit or len(sent) == 1):
         return ContextBudgetError(
             f"{m.label}={m.limit}: the latest human message is too large: it needs {h} "
-            f"{m.unit}, plus {fixed}: {need} in all, {over} over the budget (shorten the "
-            f"message or raise {m.label})",
+            f"{m.unit}{fixed}: {need} in all, {over} over the budget (shorten the message or "
+            f"raise {m.label})",
             part="latest human message",
             needed=need,
             limit=m.limit,
@@ -295,7 +310,7 @@ def _turn_error(m: _Meter, sent: Sequence[BaseMessage], shortened: bool) -> Cont
         parts.append(f"{len(rest)} other message(s) {_sum(m, rest)}")
     return ContextBudgetError(
         f"{m.label}={m.limit}: the turn in progress is too large: {', '.join(parts)} "
-        f"{m.unit}, plus {fixed}: {need} in all, {over} over the budget",
+        f"{m.unit}{fixed}: {need} in all, {over} over the budget",
         part="turn in progress",
         needed=need,
         limit=m.limit,
