@@ -29,6 +29,7 @@ _EXPORTS = {
     "trim_context": "context",
     "ConversationStore": "conversation_store",
     "SessionInfo": "conversation_store",
+    "EncodingUnavailableError": "counting",
     "count_tokens": "counting",
     "resolve_message_counter": "counting",
     "MessageCipher": "crypto",
@@ -50,6 +51,7 @@ __all__ = [
     "ConversationStore",
     "CopyReport",
     "Database",
+    "EncodingUnavailableError",
     "Memory",
     "MessageCipher",
     "SQLChatMessageHistory",
@@ -108,7 +110,7 @@ if TYPE_CHECKING:
         trim_context,
     )
     from .conversation_store import ConversationStore, SessionInfo
-    from .counting import count_tokens, resolve_message_counter
+    from .counting import EncodingUnavailableError, count_tokens, resolve_message_counter
     from .crypto import MessageCipher
     from .db import Database, get_database
     from .migrate import SchemaTooNewError

@@ -78,9 +78,10 @@ def test_summary_appears_once_the_trigger_is_passed(db_url: str, prefix: str) ->
     turns = "".join(f"Note number {i}: the weather in the mountains matters.\n" for i in range(8))
     late = chat(db_url, prefix, turns + "/summary\n", "--user", "u")
     assert "summary of " in late.stdout
-    assert "The user said: I am planning a trip." in late.stdout
+    # past its cap (75 tokens here) the summary keeps its newest statements, not its oldest
+    assert "The user said: Note number" in late.stdout
     stored = ConversationStore(db_url, table_prefix=prefix).get_summary("main", user_id="u")
-    assert stored and "I am planning a trip." in stored
+    assert stored and "The user said: Note number" in stored
     # after a restart the summary is still there, and a question is answered from it
     again = chat(db_url, prefix, "/summary\n", "--user", "u")
     assert "summary of " in again.stdout
