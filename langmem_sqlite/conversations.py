@@ -232,7 +232,7 @@ class Appended(NamedTuple):
     """The session's message count after it."""
 
 
-_IN_CHUNK = 500  # ids per IN list (SQLite allows 32,766 parameters a statement, older ones 999)
+_IN_CHUNK = 30_000  # ids per IN list: PostgreSQL binds 65,535 parameters a statement, SQLite 32,766
 
 
 def _known_ids(conn: Connection, t: Tables, pk: int, ids: Sequence[str]) -> set[str]:
@@ -393,10 +393,11 @@ def existing_message_ids(
     conn: Connection, t: Tables, key: SessionKey, message_ids: Sequence[str]
 ) -> set[str]:
     """Which of ``message_ids`` the session already holds."""
-    if not message_ids:
-        return set()
-    rows = conn.execute(_hot(t).known_ids, _params(key, k_ids=list(message_ids))).scalars()
-    return set(rows)
+    hot, known = _hot(t), set[str]()
+    for i in range(0, len(message_ids), _IN_CHUNK):
+        chunk = list(message_ids[i : i + _IN_CHUNK])
+        known.update(conn.execute(hot.known_ids, _params(key, k_ids=chunk)).scalars())
+    return known
 
 
 def clear_session(conn: Connection, t: Tables, key: SessionKey, now: int) -> int:

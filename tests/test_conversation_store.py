@@ -449,3 +449,13 @@ def _session_ids(store: ConversationStore, session: str) -> list[tuple[int, str 
             sa.select(m.seq, m.message_id).where(m.session_pk == pk).order_by(m.seq)
         )
         return [(r[0], r[1]) for r in rows]
+
+
+def test_skip_existing_with_a_state_of_70_000_messages(db_url: str, prefix: str) -> None:
+    """More ids than one statement binds (PostgreSQL: 65,535; some SQLite builds: 32,766):
+    the ids are read in chunks."""
+    store = ConversationStore(db_url, table_prefix=prefix, token_counter=lambda m: 1)
+    state = [HumanMessage("m", id=f"m{i}") for i in range(70_000)]
+    assert store.add_messages("s", state, skip_existing=True) == 70_000
+    assert store.add_messages("s", [*state, AIMessage("new", id="n")], skip_existing=True) == 1
+    assert store.count_messages("s") == 70_001
