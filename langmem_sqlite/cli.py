@@ -8,6 +8,7 @@ Examples::
     langmem-sqlite history s1 --db chat.db --limit 10 --json
     langmem-sqlite export s1 --db chat.db --format md
     langmem-sqlite prune --older-than 90 --dry-run --db chat.db
+    langmem-sqlite forget-user ada --dry-run --db chat.db
     langmem-sqlite import history sqlite:///old.db --db chat.db
     langmem-sqlite migrate --db postgresql://user@host/db
 
@@ -423,6 +424,79 @@ def prune(
     click.echo(f"{verb} {len(report.sessions)} sessions and {len(report.threads)} threads")
     for name in (*report.sessions, *report.threads):
         click.echo(f"  {name}")
+
+
+# forget-user: one self-contained block over langmem_sqlite.erasure.forget_user
+
+
+@cli.command(name="forget-user")
+@click.argument("user")
+@click.option("--dry-run", is_flag=True, help="Count what would be deleted; delete nothing.")
+@click.option(
+    "--namespace",
+    "namespaces",
+    multiple=True,
+    help="Store namespace prefix of the user's items, labels joined by '/', {user_id} for the "
+    "user (repeatable; default: users/{user_id}).",
+)
+@click.option("--thread", "threads", multiple=True, help="Also delete this thread (repeatable).")
+@click.option("--no-vacuum", is_flag=True, help="SQLite: skip rewriting the file (VACUUM).")
+@db_option
+@prefix_option
+@json_option
+def forget_user(
+    user: str,
+    dry_run: bool,
+    namespaces: tuple[str, ...],
+    threads: tuple[str, ...],
+    no_vacuum: bool,
+    db: str | None,
+    prefix: str,
+    as_json: bool,
+) -> None:
+    """Delete everything stored about USER: sessions, messages, summaries, checkpointer
+    threads, store items and facts; on SQLite, leave no copy in the file or its WAL."""
+    from .erasure import DEFAULT_STORE_PREFIXES
+    from .erasure import forget_user as run_forget
+
+    prefixes = [tuple(n.split("/")) for n in namespaces] or list(DEFAULT_STORE_PREFIXES)
+    report = run_forget(
+        _url(db),
+        user,
+        dry_run=dry_run,
+        table_prefix=prefix,
+        store_prefixes=prefixes,
+        thread_ids=threads,
+        vacuum=not no_vacuum,
+    )
+    if as_json:
+        _print_json(report.as_dict())
+    else:
+        verb = "would delete" if dry_run else "deleted"
+        click.echo(f"{verb} for user {user!r}:")
+        _table(
+            ("kind", "count"),
+            (
+                (kind, getattr(report, kind))
+                for kind in (
+                    "sessions",
+                    "messages",
+                    "summaries",
+                    "threads",
+                    "checkpoints",
+                    "facts",
+                    "store_items",
+                )
+            ),
+        )
+        if report.vacuumed:
+            click.echo("SQLite file rewritten (VACUUM) and its write-ahead log emptied")
+    for ns in report.other_namespaces:
+        _err.print(f"kept: namespace {'/'.join(ns)} names the user (add --namespace)")
+    if report.unreadable_threads:
+        _err.print(f"{report.unreadable_threads} threads have encrypted metadata, not searched")
+    if report.wal_emptied is False:
+        raise click.ClickException("a reader kept the write-ahead log busy: run again")
 
 
 def _file_bytes(conn: Any) -> int | None:

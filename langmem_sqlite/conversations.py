@@ -14,7 +14,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
-from sqlalchemy import and_, bindparam, delete, insert, select, text, update
+from sqlalchemy import and_, bindparam, delete, func, insert, select, text, update
 from sqlalchemy.dialects import mysql, postgresql, sqlite
 from sqlalchemy.engine import Connection
 from sqlalchemy.sql.elements import ColumnElement
@@ -32,6 +32,7 @@ __all__ = [
     "count_messages",
     "delete_idle_sessions",
     "delete_session",
+    "delete_user",
     "existing_message_ids",
     "get_session",
     "list_sessions",
@@ -39,6 +40,7 @@ __all__ = [
     "read_token_window",
     "rename_session",
     "set_summary",
+    "user_counts",
 ]
 
 
@@ -437,6 +439,43 @@ def delete_idle_sessions(
     if user_id is not None:
         where = and_(where, t.sessions.c.user_id == user_id)
     return _delete_sessions(conn, t, where)
+
+
+def user_counts(conn: Connection, t: Tables, user_id: str) -> tuple[int, int, int]:
+    """A user's ``(sessions, messages, summaries)``."""
+    s, m = t.sessions.c, t.messages.c
+    sessions, summaries = conn.execute(
+        select(func.count(), func.count(s.summary)).where(s.user_id == user_id)
+    ).one()
+    messages = conn.execute(
+        select(func.count())
+        .select_from(t.messages.join(t.sessions, m.session_pk == s.id))
+        .where(s.user_id == user_id)
+    ).scalar_one()
+    return int(sessions), int(messages), int(summaries)
+
+
+def delete_user(conn: Connection, t: Tables, user_id: str) -> tuple[int, int, int]:
+    """Delete every session of ``user_id`` (messages, titles, summaries); return what
+    :func:`user_counts` counted.
+
+    On SQLite the deleted rows are overwritten with zeros in the pages they leave
+    (``secure_delete``, which builds without ``SQLITE_SECURE_DELETE`` leave off) before the
+    transaction commits.
+    """
+    counts = user_counts(conn, t, user_id)
+    if not counts[0]:
+        return counts
+    sqlite = conn.dialect.name == "sqlite"
+    if sqlite:
+        was = conn.exec_driver_sql("PRAGMA secure_delete").scalar()
+        conn.exec_driver_sql("PRAGMA secure_delete = ON")
+    try:
+        _delete_sessions(conn, t, t.sessions.c.user_id == user_id)
+    finally:
+        if sqlite:
+            conn.exec_driver_sql(f"PRAGMA secure_delete = {int(bool(was))}")
+    return counts
 
 
 def rename_session(conn: Connection, t: Tables, key: SessionKey, title: str | None) -> bool:
