@@ -23,6 +23,7 @@ from .conversation_store import ConversationStore, SessionInfo
 from .counting import count_tokens, resolve_message_counter
 from .crypto import MessageCipher
 from .db import Database, get_database
+from .erasure import ForgetReport, aforget_user, forget_user
 from .migrate import SchemaTooNewError
 from .store import Memory, SQLStore
 from .windows import drop_leading_orphans
@@ -34,6 +35,7 @@ __all__ = [
     "ContextStructureError",
     "ConversationStore",
     "Database",
+    "ForgetReport",
     "Memory",
     "MessageCipher",
     "SQLChatMessageHistory",
@@ -42,10 +44,12 @@ __all__ = [
     "SchemaTooNewError",
     "SessionInfo",
     "ThreadInfo",
+    "aforget_user",
     "context_node",
     "context_step",
     "count_tokens",
     "drop_leading_orphans",
+    "forget_user",
     "get_database",
     "pre_model_hook",
     "resolve_message_counter",

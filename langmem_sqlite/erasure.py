@@ -35,7 +35,7 @@ from functools import partial
 from typing import TYPE_CHECKING, Any, NamedTuple, TypeVar
 
 from langgraph.store.base import PutOp, SearchItem
-from sqlalchemy import and_, func, or_, select
+from sqlalchemy import Text, and_, cast, func, or_, select
 from sqlalchemy.engine import Connection
 
 from . import conversations as sql
@@ -199,9 +199,9 @@ def _threads_named(
         )
         if any(matches(row.metadata_json, f) for f in filters)
     }
-    opaque = set(
-        conn.execute(select(c.thread_id).where(c.metadata_json.is_(None)).distinct()).scalars()
-    )
+    # no JSON copy: SQL NULL, or the JSON null that a saver without searchable metadata writes
+    no_copy = or_(c.metadata_json.is_(None), cast(c.metadata_json, Text) == "null")
+    opaque = set(conn.execute(select(c.thread_id).where(no_copy).distinct()).scalars())
     return found, len(opaque - found)
 
 
