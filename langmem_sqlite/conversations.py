@@ -455,6 +455,9 @@ def user_counts(conn: Connection, t: Tables, user_id: str) -> tuple[int, int, in
     return int(sessions), int(messages), int(summaries)
 
 
+_SECURE_DELETE = {0: "OFF", 1: "ON", 2: "FAST"}
+
+
 def delete_user(conn: Connection, t: Tables, user_id: str) -> tuple[int, int, int]:
     """Delete every session of ``user_id`` (messages, titles, summaries); return what
     :func:`user_counts` counted.
@@ -474,7 +477,7 @@ def delete_user(conn: Connection, t: Tables, user_id: str) -> tuple[int, int, in
         _delete_sessions(conn, t, t.sessions.c.user_id == user_id)
     finally:
         if sqlite:
-            conn.exec_driver_sql(f"PRAGMA secure_delete = {int(bool(was))}")
+            conn.exec_driver_sql(f"PRAGMA secure_delete = {_SECURE_DELETE.get(was, 'OFF')}")
     return counts
 
 

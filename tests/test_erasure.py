@@ -337,3 +337,22 @@ def test_cli_forget_user(db_url: str, prefix: str) -> None:
     assert json.loads(run("forget-user", "ada", "--dry-run", "--json", *common))["sessions"] == 0
     users = {r["user_id"] for r in json.loads(run("users", "--json", *common))}
     assert users == {"u"}
+
+
+async def test_aforget_user_on_an_aiosqlite_engine(tmp_path: Path) -> None:
+    """Given an AsyncEngine, the steps (VACUUM included) run on it through ``run_sync``."""
+    from sqlalchemy.ext.asyncio import create_async_engine
+
+    engine = create_async_engine(f"sqlite+aiosqlite:///{tmp_path}/a.db")
+    memory = Memory(engine)
+    await memory.conversations.aadd_messages("s", [HumanMessage(f"{ALICE} hi")], user_id="alice")
+    await UserFacts(memory.store, "alice").aremember(f"{ALICE} fact")
+    report = await aforget_user(memory, "alice")
+    assert (report.sessions, report.facts, report.vacuumed, report.wal_emptied) == (
+        1,
+        1,
+        True,
+        True,
+    )
+    await engine.dispose()
+    assert _hits(tmp_path / "a.db", ALICE) == {}
