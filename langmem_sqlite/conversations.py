@@ -237,12 +237,12 @@ class Appended(NamedTuple):
 _IN_CHUNK = 30_000  # ids per IN list: PostgreSQL binds 65,535 parameters a statement, SQLite 32,766
 
 
-def _known_ids(conn: Connection, t: Tables, pk: int, ids: Sequence[str]) -> set[str]:
-    """Which of ``ids`` the session ``pk`` holds (read with the session row locked)."""
-    hot, known = _hot(t), set[str]()
+def _ids_in(conn: Connection, stmt: Any, params: dict[str, Any], ids: Sequence[str]) -> set[str]:
+    """The message ids ``stmt`` finds among ``ids`` (bound as ``k_ids``, a chunk at a time)."""
+    known = set[str]()
     for i in range(0, len(ids), _IN_CHUNK):
         chunk = list(ids[i : i + _IN_CHUNK])
-        known.update(conn.execute(hot.known_ids_at, {"k_pk": pk, "k_ids": chunk}).scalars())
+        known.update(conn.execute(stmt, {**params, "k_ids": chunk}).scalars())
     return known
 
 
@@ -294,7 +294,7 @@ def add_messages(
     known: set[str] = set()
     if read_ids:
         ids = [r.message_id for r in rows if r.message_id is not None]
-        known = _known_ids(conn, t, pk, ids) if ids else known
+        known = _ids_in(conn, hot.known_ids_at, {"k_pk": pk}, ids) if ids else known
     kept: list[tuple[MessageRow, str | None]] = []
     for r in rows:
         mid = r.message_id
@@ -395,11 +395,7 @@ def existing_message_ids(
     conn: Connection, t: Tables, key: SessionKey, message_ids: Sequence[str]
 ) -> set[str]:
     """Which of ``message_ids`` the session already holds."""
-    hot, known = _hot(t), set[str]()
-    for i in range(0, len(message_ids), _IN_CHUNK):
-        chunk = list(message_ids[i : i + _IN_CHUNK])
-        known.update(conn.execute(hot.known_ids, _params(key, k_ids=chunk)).scalars())
-    return known
+    return _ids_in(conn, _hot(t).known_ids, _params(key), message_ids)
 
 
 def clear_session(conn: Connection, t: Tables, key: SessionKey, now: int) -> int:
@@ -469,15 +465,15 @@ def delete_user(conn: Connection, t: Tables, user_id: str) -> tuple[int, int, in
     counts = user_counts(conn, t, user_id)
     if not counts[0]:
         return counts
-    sqlite = conn.dialect.name == "sqlite"
-    if sqlite:
-        was = conn.exec_driver_sql("PRAGMA secure_delete").scalar()
+    was = None
+    if conn.dialect.name == "sqlite":
+        was = _SECURE_DELETE.get(int(conn.exec_driver_sql("PRAGMA secure_delete").scalar_one()))
         conn.exec_driver_sql("PRAGMA secure_delete = ON")
     try:
         _delete_sessions(conn, t, t.sessions.c.user_id == user_id)
     finally:
-        if sqlite:
-            conn.exec_driver_sql(f"PRAGMA secure_delete = {_SECURE_DELETE.get(was, 'OFF')}")
+        if was is not None:
+            conn.exec_driver_sql(f"PRAGMA secure_delete = {was}")
     return counts
 
 
