@@ -356,3 +356,22 @@ async def test_aforget_user_on_an_aiosqlite_engine(tmp_path: Path) -> None:
     )
     await engine.dispose()
     assert _hits(tmp_path / "a.db", ALICE) == {}
+
+
+def test_the_connections_secure_delete_mode_is_restored(tmp_path: Path) -> None:
+    """The pooled connection that deleted the sessions goes back with the mode it had."""
+    engine = sa.create_engine(
+        f"sqlite:///{tmp_path}/one.db",
+        poolclass=sa.pool.StaticPool,
+        connect_args={"check_same_thread": False},
+    )
+
+    @event.listens_for(engine, "connect")
+    def _fast(dbapi_conn: Any, _record: Any) -> None:
+        dbapi_conn.execute("PRAGMA secure_delete = FAST")
+
+    store = ConversationStore(engine)
+    store.add_messages("s", [HumanMessage(f"{ALICE} hi")], user_id="alice")
+    assert forget_user(store.db, "alice").sessions == 1
+    with engine.connect() as conn:
+        assert conn.exec_driver_sql("PRAGMA secure_delete").scalar() == 2
