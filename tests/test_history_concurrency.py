@@ -6,6 +6,7 @@ import asyncio
 import multiprocessing as mp
 import threading
 from collections import Counter
+from collections.abc import Callable
 from pathlib import Path
 
 import sqlalchemy as sa
@@ -81,25 +82,30 @@ def test_sqlite_16_threads_and_4_processes(tmp_path: Path) -> None:
     _check(ConversationStore(url, table_prefix=prefix), writers, 4)
 
 
-def test_threads_race_to_create_one_session(db_url: str, prefix: str) -> None:
-    store = ConversationStore(db_url, table_prefix=prefix)
-    store.list_sessions()
+def _started_together(n: int, work: Callable[[str], None]) -> None:
+    """``work("w0")`` ... ``work(f"w{n-1}")`` in ``n`` threads released at once; no errors."""
     errors: list[BaseException] = []
-    start = threading.Barrier(8)
+    start = threading.Barrier(n)
 
     def run(name: str) -> None:
         try:
             start.wait()
-            _write_turns(db_url, prefix, name, 1)
+            work(name)
         except BaseException as e:  # pragma: no cover - reported below
             errors.append(e)
 
-    threads = [threading.Thread(target=run, args=(f"w{i}",)) for i in range(8)]
+    threads = [threading.Thread(target=run, args=(f"w{i}",)) for i in range(n)]
     for t in threads:
         t.start()
     for t in threads:
         t.join()
     assert errors == []
+
+
+def test_threads_race_to_create_one_session(db_url: str, prefix: str) -> None:
+    store = ConversationStore(db_url, table_prefix=prefix)
+    store.list_sessions()
+    _started_together(8, lambda name: _write_turns(db_url, prefix, name, 1))
     _check(store, [f"w{i}" for i in range(8)], 1)
 
 
@@ -156,22 +162,7 @@ def _check_once_each(store: ConversationStore, rounds: int, writers: list[str]) 
 def test_skip_existing_from_8_threads_stores_each_id_once(db_url: str, prefix: str) -> None:
     store = ConversationStore(db_url, table_prefix=prefix)
     store.list_sessions()
-    start = threading.Barrier(8)
-    errors: list[BaseException] = []
-
-    def run(name: str) -> None:
-        try:
-            start.wait()
-            _graph_node_rounds(db_url, prefix, name, ROUNDS)
-        except BaseException as e:  # pragma: no cover - reported below
-            errors.append(e)
-
-    threads = [threading.Thread(target=run, args=(f"w{i}",)) for i in range(8)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
-    assert errors == []
+    _started_together(8, lambda name: _graph_node_rounds(db_url, prefix, name, ROUNDS))
     _check_once_each(store, ROUNDS, [f"w{i}" for i in range(8)])
 
 
