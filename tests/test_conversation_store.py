@@ -302,6 +302,10 @@ def test_without_skip_existing_a_repeated_id_is_appended(store: ConversationStor
     assert store.add_messages("s", [q, AIMessage("new", id="3")], skip_existing=True) == 1
     assert [m.content for m in store.get_messages("s")][-1] == "new"
     assert store.count_messages("s") == 5
+    # repeated within one call, in a new session: both stored, the first one found
+    assert store.add_messages("t", [q, q]) == 2
+    assert [(m.content, m.id) for m in store.get_messages("t")] == [("q", "1"), ("q", "1")]
+    assert store.add_messages("t", [q], skip_existing=True) == 0
 
 
 def test_one_id_names_one_row_per_session(store: ConversationStore) -> None:
