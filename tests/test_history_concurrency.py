@@ -8,6 +8,7 @@ import threading
 from collections import Counter
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import sqlalchemy as sa
 from langchain_core.messages import AIMessage, HumanMessage
@@ -130,10 +131,14 @@ async def test_async_tasks_concurrently(db_url: str, prefix: str) -> None:
 ROUNDS = 30
 
 
-def _graph_node_rounds(url: str, prefix: str, writer: str, rounds: int) -> None:
+def _graph_node_rounds(url: str, prefix: str, writer: str, rounds: int, start: Any = None) -> None:
     """What a LangGraph node does with ``skip_existing=True``: every writer sends the whole
-    state (the same ids) plus its own new message, round after round."""
+    state (the same ids) plus its own new message, round after round (all writers released at
+    once by ``start``, a barrier, when given)."""
     store = ConversationStore(url, table_prefix=prefix)
+    store.count_messages("warm-up", user_id="u")  # engine and schema ready before the race
+    if start is not None:
+        start.wait()
     for r in range(rounds):
         state = [HumanMessage(f"q{i}", id=f"h{i}") for i in range(r + 1)]
         store.add_messages(
@@ -170,8 +175,9 @@ def test_skip_existing_from_8_processes_stores_each_id_once(db_url: str, prefix:
     store = ConversationStore(db_url, table_prefix=prefix)
     store.list_sessions()
     ctx = mp.get_context("spawn")
+    start = ctx.Barrier(8)
     procs = [
-        ctx.Process(target=_graph_node_rounds, args=(db_url, prefix, f"p{i}", ROUNDS))
+        ctx.Process(target=_graph_node_rounds, args=(db_url, prefix, f"p{i}", ROUNDS, start))
         for i in range(8)
     ]
     for p in procs:
@@ -182,7 +188,7 @@ def test_skip_existing_from_8_processes_stores_each_id_once(db_url: str, prefix:
     _check_once_each(store, ROUNDS, [f"p{i}" for i in range(8)])
 
 
-async def test_skip_existing_from_16_async_tasks_stores_each_id_once(
+async def test_skip_existing_from_8_async_tasks_stores_each_id_once(
     db_url: str, prefix: str
 ) -> None:
     store = ConversationStore(db_url, table_prefix=prefix)
@@ -195,5 +201,5 @@ async def test_skip_existing_from_16_async_tasks_stores_each_id_once(
                 "s", [*state, AIMessage(f"{name}:{r}")], user_id="u", skip_existing=True
             )
 
-    await asyncio.gather(*(task(f"a{i}") for i in range(16)))
-    _check_once_each(store, ROUNDS, [f"a{i}" for i in range(16)])
+    await asyncio.gather(*(task(f"a{i}") for i in range(8)))
+    _check_once_each(store, ROUNDS, [f"a{i}" for i in range(8)])
