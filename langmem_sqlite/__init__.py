@@ -35,6 +35,9 @@ _EXPORTS = {
     "MessageCipher": "crypto",
     "Database": "db",
     "get_database": "db",
+    "ForgetReport": "erasure",
+    "aforget_user": "erasure",
+    "forget_user": "erasure",
     "SchemaTooNewError": "migrate",
     "Memory": "store",
     "SQLStore": "store",
@@ -52,6 +55,7 @@ __all__ = [
     "CopyReport",
     "Database",
     "EncodingUnavailableError",
+    "ForgetReport",
     "Memory",
     "MessageCipher",
     "SQLChatMessageHistory",
@@ -60,11 +64,13 @@ __all__ = [
     "SchemaTooNewError",
     "SessionInfo",
     "ThreadInfo",
+    "aforget_user",
     "context_node",
     "context_step",
     "copy_database",
     "count_tokens",
     "drop_leading_orphans",
+    "forget_user",
     "get_database",
     "pre_model_hook",
     "resolve_message_counter",
@@ -113,6 +119,7 @@ if TYPE_CHECKING:
     from .counting import EncodingUnavailableError, count_tokens, resolve_message_counter
     from .crypto import MessageCipher
     from .db import Database, get_database
+    from .erasure import ForgetReport, aforget_user, forget_user
     from .migrate import SchemaTooNewError
     from .store import Memory, SQLStore
     from .transfer import CopyReport, copy_database

@@ -9,6 +9,7 @@ Examples::
     langmem-sqlite history s1 --db chat.db --limit 10 --json
     langmem-sqlite export s1 --db chat.db --format md
     langmem-sqlite prune --older-than 90 --dry-run --db chat.db
+    langmem-sqlite forget-user ada --dry-run --db chat.db
     langmem-sqlite import history sqlite:///old.db --db chat.db
     langmem-sqlite copy --from chat.db --to postgresql://user@host/db
     langmem-sqlite migrate --db postgresql://user@host/db

@@ -18,9 +18,9 @@ from .base import (
     url,
     user_option,
 )
-from .output import out
+from .output import err, out
 
-__all__ = ["copy_", "migrate", "prune", "vacuum"]
+__all__ = ["copy_", "forget_user", "migrate", "prune", "vacuum"]
 
 
 @cli.command()
@@ -44,6 +44,74 @@ def prune(
     out.line(f"{verb} {len(report.sessions)} sessions and {len(report.threads)} threads")
     for name in (*report.sessions, *report.threads):
         out.line(f"  {name}")
+
+
+# forget-user: one self-contained block over langmem_sqlite.erasure.forget_user
+
+_FORGET_KINDS = (
+    "sessions",
+    "messages",
+    "summaries",
+    "threads",
+    "checkpoints",
+    "facts",
+    "store_items",
+)
+
+
+@cli.command(name="forget-user")
+@click.argument("user")
+@click.option("--dry-run", is_flag=True, help="Count what would be deleted; delete nothing.")
+@click.option(
+    "--namespace",
+    "namespaces",
+    multiple=True,
+    help="Store namespace prefix of the user's items, labels joined by '/', {user_id} for the "
+    "user (repeatable; default: users/{user_id}).",
+)
+@click.option("--thread", "threads", multiple=True, help="Also delete this thread (repeatable).")
+@click.option("--no-vacuum", is_flag=True, help="SQLite: skip rewriting the file (VACUUM).")
+@db_option
+@prefix_option
+@json_option
+def forget_user(
+    user: str,
+    dry_run: bool,
+    namespaces: tuple[str, ...],
+    threads: tuple[str, ...],
+    no_vacuum: bool,
+    db: str | None,
+    prefix: str,
+    as_json: bool,
+) -> None:
+    """Delete everything stored about USER: sessions, messages, summaries, checkpointer
+    threads, store items and facts; on SQLite, leave no copy in the file or its WAL."""
+    from ..erasure import DEFAULT_STORE_PREFIXES
+    from ..erasure import forget_user as run_forget
+
+    prefixes = [tuple(n.split("/")) for n in namespaces] or list(DEFAULT_STORE_PREFIXES)
+    report = run_forget(
+        readable_url(db),
+        user,
+        dry_run=dry_run,
+        table_prefix=prefix,
+        store_prefixes=prefixes,
+        thread_ids=threads,
+        vacuum=not no_vacuum,
+    )
+    if as_json:
+        out.json(report.as_dict())
+    else:
+        out.line(f"{'would delete' if dry_run else 'deleted'} for user {user!r}:")
+        out.table(("kind", "count"), ((k, getattr(report, k)) for k in _FORGET_KINDS))
+        if report.vacuumed:
+            out.line("SQLite file rewritten (VACUUM) and its write-ahead log emptied")
+    for ns in report.other_namespaces:
+        err.line(f"kept: namespace {'/'.join(ns)} names the user (add --namespace)")
+    if report.unreadable_threads:
+        err.line(f"{report.unreadable_threads} threads have encrypted metadata, not searched")
+    if report.wal_emptied is False:
+        raise click.ClickException("a reader kept the write-ahead log busy: run again")
 
 
 def _file_bytes(conn: Any) -> int | None:
