@@ -289,3 +289,30 @@ def test_the_statement_cache_is_bounded_and_keeps_no_values(tmp_path: Any) -> No
     assert db.run(each, lite=True) == [i % 50 for i in range(len(stmts))]
     assert len(db._statements._entries) <= STATEMENT_CACHE_SIZE
     assert db.run(each, lite=True) == [i % 50 for i in range(len(stmts))]
+
+
+def test_sqlite_transaction_control_survives_autocommit_use(tmp_path: Any) -> None:
+    """A pooled SQLite connection once used with the AUTOCOMMIT option (VACUUM) comes back from
+    SQLAlchemy with the driver's ``isolation_level`` reset to ``""``; the seam takes transaction
+    control back, so the next unit of work starts its own transaction (and only that)."""
+    db = get_database(tmp_path / "i.db", engine_args={"pool_size": 1, "max_overflow": 0})
+    db.run(
+        lambda c: c.exec_driver_sql("CREATE TABLE t (k INTEGER PRIMARY KEY)"), write=True, lite=True
+    )
+
+    def vacuum(conn: sa.Connection) -> None:
+        conn.execution_options(isolation_level="AUTOCOMMIT").exec_driver_sql("VACUUM")
+
+    def level(conn: Session) -> Any:
+        return conn.raw.dbapi_connection.isolation_level  # type: ignore[union-attr]
+
+    def sa_level(conn: sa.Connection) -> Any:
+        return conn.connection.dbapi_connection.isolation_level  # type: ignore[union-attr]
+
+    for check in (
+        lambda: db.run(level, lite=True),
+        lambda: db.run(level, write=True, lite=True),
+        lambda: db.run(sa_level, write=True),
+    ):
+        db.run(vacuum, own_transaction=True)
+        assert check() is None

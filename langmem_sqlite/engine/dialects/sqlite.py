@@ -56,6 +56,15 @@ def _on_connect(dbapi_conn: Any, _record: Any) -> None:
     cur.close()
 
 
+def _own_transactions(dbapi_conn: Any) -> None:
+    """Take transaction control back from ``sqlite3`` if a connection lost it: SQLAlchemy puts
+    the driver's ``isolation_level`` back to ``""`` when a connection used with the
+    ``AUTOCOMMIT`` option returns to the pool, and ``sqlite3`` would then open transactions of
+    its own before writes."""
+    if dbapi_conn.isolation_level is not None:
+        dbapi_conn.isolation_level = None
+
+
 def _on_begin(conn: Connection) -> None:
     """Start a SQLAlchemy ``Connection``'s transaction: ``BEGIN IMMEDIATE`` for writers.
 
@@ -63,6 +72,7 @@ def _on_begin(conn: Connection) -> None:
     waiting for ``busy_timeout``; taking the write lock up front makes writers queue instead.
     """
     options = conn.get_execution_options()
+    _own_transactions(conn.connection.dbapi_connection)
     if options.get("isolation_level") == "AUTOCOMMIT":
         return  # e.g. VACUUM, which cannot run inside a transaction
     mode = "IMMEDIATE" if options.get("langmem_write") else "DEFERRED"
@@ -95,6 +105,7 @@ class SQLiteDialect(Dialect):
             event.listen(engine, "begin", _on_begin)
 
     def begin(self, dbapi_connection: Any, cursor: Any, write: bool, single: bool) -> Transaction:
+        _own_transactions(dbapi_connection)
         if single and not write:
             return Transaction(commit=False)  # one statement reads a consistent snapshot
         cursor.execute("BEGIN IMMEDIATE" if write else "BEGIN")
