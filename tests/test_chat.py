@@ -393,3 +393,27 @@ def test_interactive_ctrl_c_stops_a_long_reply_and_keeps_the_conversation(tmp_pa
     # a restart continues the same conversation
     session, _ = open_chat(db, user="me", offline=True)
     assert [m.text for m in session.messages()][:2] == ["hello", "server saw 2 messages"]
+
+
+def test_facts_are_inside_the_model_input_budget(tmp_path: Path, monkeypatch: Any) -> None:
+    """The chat's facts are a budgeted part of the policy's input: with many long facts and a
+    small budget, every model call stays within ``max_tokens``, facts included."""
+    from langmem_sqlite import count_tokens
+
+    seen: list[list[Any]] = []
+    original = OfflineChatModel._generate
+
+    def recorded(self: OfflineChatModel, messages: list[Any], *args: Any, **kwargs: Any) -> Any:
+        seen.append(list(messages))
+        return original(self, messages, *args, **kwargs)
+
+    monkeypatch.setattr(OfflineChatModel, "_generate", recorded)
+    session, _ = open_chat(str(tmp_path / "f.db"), user="ada", offline=True, max_tokens=800)
+    for i in range(60):
+        session.remember(f"The user keeps fact number {i} about a long topic in mind " * 3)
+    session.send("Which facts do you know about me?")
+    assert seen
+    for messages in seen:
+        assert count_tokens(messages, "approximate") <= 800
+    system = seen[0][0]
+    assert isinstance(system, SystemMessage) and "fact number" in system.text

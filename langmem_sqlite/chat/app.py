@@ -53,21 +53,18 @@ def open_chat(
         max_tokens = 2_000 if chosen.offline else 8_000
     if trigger_tokens is None and chosen.offline:
         trigger_tokens = 600
-    facts_tokens = max(150, (max_tokens or 8_000) // 4)
     policy = ContextPolicy(
-        max_tokens=None if max_tokens is None else max_tokens - facts_tokens,
+        max_tokens=max_tokens,
         model=None if chosen.offline else chosen.name,
         token_counter="approximate" if chosen.offline or base_url else None,
         system_prompt=SYSTEM_PROMPT,
         summarizer=chosen.model,
         trigger_tokens=trigger_tokens,
+        facts=True,  # the user's facts from the graph's store, within a quarter of the budget
+        facts_share=0.25,
     )
     graph = build_chat_graph(
-        chosen.model,
-        policy,
-        checkpointer=memory.checkpointer,
-        store=memory.store,
-        facts_tokens=facts_tokens,
+        chosen.model, policy, checkpointer=memory.checkpointer, store=memory.store
     )
     return ChatSession(memory, graph, user, session), chosen
 
