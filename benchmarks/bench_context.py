@@ -1,18 +1,27 @@
 """Context-window benchmark: langmem_sqlite's ContextPolicy against the anchors it replaces.
 
-A scripted 200-turn agent conversation (English, Chinese, code, logs; parallel tool calls) is
-replayed through real agents with recording fake models, at a budget of 4,000 exact gpt-4o
-tokens including the system prompt:
+Two scripted agent conversations, replayed through real agents with recording fake models:
 
-* ``ContextPolicy`` as a ``pre_model_hook`` in ``create_react_agent`` and as ``ContextMiddleware``
-  in ``create_agent``;
-* langmem ``SummarizationNode`` (``max_tokens=4000``) as a ``pre_model_hook``;
-* langchain ``SummarizationMiddleware`` (trigger 4,000 tokens, default keep of 20 messages);
-* plain ``trim_messages`` (approximate 4,000 tokens, ``start_on="human"``) as a hook.
+* the **200-turn** conversation (English, Chinese, code, logs; 40 rounds of parallel tool
+  calls), budget 4,000 exact gpt-4o tokens including the system prompt;
+* the **hard** one (``hard_conversation.py``): Chinese only, questions of 2,500-3,800 tokens,
+  two rounds of 3-5 parallel tool results of 3,000-8,000 tokens per turn, and one question
+  larger than the budget; budget 4,500 tokens (every other turn fits).
 
-Every model and summarizer input is counted exactly (``ChatOpenAI(model="gpt-4o")`` formula).
-Then the hook time at 10,000 messages with exact counting is compared with ``trim_messages``
-using the ``ChatOpenAI`` counter.
+Contenders: ``ContextPolicy`` through its four adapters (``pre_model_hook`` in
+``create_react_agent``, ``ContextMiddleware`` in ``create_agent``, ``context_node`` in a
+``StateGraph``, ``context_step`` in ``RunnableWithMessageHistory``); langmem
+``SummarizationNode`` (``max_tokens`` = budget) as a ``pre_model_hook``; langchain
+``SummarizationMiddleware`` (trigger = budget, default keep of 20 messages); plain
+``trim_messages`` (approximate, budget, ``start_on="human"``) as a hook.
+
+Every model and summarizer input is counted exactly (``ChatOpenAI(model="gpt-4o")`` formula)
+and checked for violations: orphan tool result, tool call without result, more than one system
+message, system message not first, latest question missing, summary missing after history
+was dropped. A turn that raises is *refused*; it *fits* when the system prompt and the
+latest question (with the turn's tool results cut to their markers) fit the budget. Then the
+hook time at 10,000 messages with exact counting is compared with ``trim_messages`` using the
+``ChatOpenAI`` counter.
 
 Run: ``python benchmarks/bench_context.py`` (``--quick`` for a short run).
 """
@@ -21,23 +30,41 @@ from __future__ import annotations
 
 import argparse
 import json
+import logging
 import random
+import re
 import statistics
 import sys
+import tempfile
 import time
 import warnings
+from collections import Counter
+from collections.abc import Callable
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
-sys.path[:0] = [str(ROOT / "tests"), str(ROOT)]
+sys.path[:0] = [str(ROOT / "tests"), str(ROOT / "benchmarks"), str(ROOT)]
 
 from tiktoken_offline import install_offline_encodings  # noqa: E402
 
 install_offline_encodings()
 
 from context_corpus import chinese, code, english, logs  # noqa: E402
+from context_drivers import ADAPTERS, make_driver  # noqa: E402
 from context_fakes import RecordingModel  # noqa: E402
+from context_strategies import VIOLATION_KINDS, violations  # noqa: E402
+from hard_conversation import (  # noqa: E402
+    HARD_BUDGET,
+    SUMMARY_TAG,
+    SYSTEM_ZH,
+    ChineseSummarizer,
+    ScriptedAgent,
+    Turn,
+    hard_conversation,
+    make_tools,
+)
 from langchain_core.messages import (  # noqa: E402
     AIMessage,
     BaseMessage,
@@ -46,20 +73,14 @@ from langchain_core.messages import (  # noqa: E402
     ToolMessage,
     trim_messages,
 )
-from langchain_core.tools import tool  # noqa: E402
 from langgraph.checkpoint.memory import InMemorySaver  # noqa: E402
-from pydantic import Field  # noqa: E402
 
-from langmem_sqlite.context import (  # noqa: E402
-    ContextAgentState,
-    ContextMiddleware,
-    ContextPolicy,
-    check_structure,
-    pre_model_hook,
-)
+from langmem_sqlite.context import TRUNCATION_MARKER, ContextPolicy  # noqa: E402
+from langmem_sqlite.context.summary import SUMMARY_SHORTENED_MARKER  # noqa: E402
 from langmem_sqlite.counting import resolve_message_counter  # noqa: E402
 
 warnings.filterwarnings("ignore")
+logging.getLogger("langgraph").setLevel(logging.ERROR)  # langmem's RunningSummary warnings
 
 BUDGET = 4_000
 EXACT = resolve_message_counter("gpt-4o")
@@ -70,7 +91,7 @@ SYSTEM = (
 )
 
 
-# -- the script ------------------------------------------------------------------------------
+# -- the 200-turn script ---------------------------------------------------------------------
 
 
 def make_script(turns: int, seed: int = 7) -> list[dict[str, Any]]:
@@ -103,24 +124,12 @@ def make_script(turns: int, seed: int = 7) -> list[dict[str, Any]]:
     return script
 
 
-class ReplayModel(RecordingModel):
-    """Replays the scripted AI messages in order and records every input."""
-
-    script: list[dict[str, Any]]
-    expected: list[str] = Field(default_factory=list)
-    cursor: int = 0
-    pending_answer: bool = False
-
-    def reply(self, messages: list[BaseMessage]) -> AIMessage:
-        turn = self.script[self.cursor]
-        self.expected.append(turn["human"].text)
-        n = len(self.calls)
-        if turn["calls"] and not self.pending_answer:
-            self.pending_answer = True
-            return AIMessage("", tool_calls=turn["calls"], id=f"ai{n}")
-        self.pending_answer = False
-        self.cursor += 1
-        return AIMessage(turn["answer"], id=f"ai{n}")
+def as_turns(script: list[dict[str, Any]]) -> list[Turn]:
+    """The script as :class:`Turn` objects (one tool round where there are calls)."""
+    return [
+        Turn(t["human"], [t["calls"]] if t["calls"] else [], dict(t["results"]), t["answer"])
+        for t in script
+    ]
 
 
 class FixedSummarizer(RecordingModel):
@@ -131,87 +140,108 @@ class FixedSummarizer(RecordingModel):
         return AIMessage(f"Summary {len(self.calls)}: " + english(rng)[:900])
 
 
-def make_tool(script: list[dict[str, Any]]) -> Any:
-    results = {q: r for turn in script for q, r in turn["results"].items()}
-
-    @tool
-    def lookup(query: str) -> str:
-        """Look up facts in the team's data catalog."""
-        return results[query]
-
-    return lookup
+# -- one conversation, one contender ----------------------------------------------------------
 
 
-# -- the configurations ----------------------------------------------------------------------
+@dataclass
+class Conversation:
+    """A script, its budget, system prompt and summarizer."""
+
+    name: str
+    turns: list[Turn]
+    budget: int
+    system: str
+    summarizer: Callable[[], RecordingModel]
 
 
-Run = tuple[ReplayModel, FixedSummarizer]
+@dataclass
+class Run:
+    """What one contender did on one conversation."""
+
+    model: ScriptedAgent
+    summarizer: RecordingModel
+    refused: list[int] = field(default_factory=list)
+    errors: list[str] = field(default_factory=list)
 
 
-def _react(script: list[dict[str, Any]], summ: FixedSummarizer, hook: Any, **kw: Any) -> Run:
+def _drive(conv: Conversation, turn: Callable[[Turn, int], None], run: Run) -> Run:
+    for t, step in enumerate(conv.turns):
+        try:
+            turn(step, t)
+        except Exception as e:  # a refused turn (ours: ContextBudgetError), or an anchor's crash
+            run.refused.append(t)
+            run.errors.append(f"turn {t}: {type(e).__name__}: {str(e)[:120]}")
+    return run
+
+
+def run_ours(kind: str) -> Callable[[Conversation], Run]:
+    def run(conv: Conversation) -> Run:
+        model, summ = ScriptedAgent(script=conv.turns), conv.summarizer()
+        policy = ContextPolicy(
+            max_tokens=conv.budget, model="gpt-4o", system_prompt=conv.system, summarizer=summ
+        )
+        url = f"sqlite:///{tempfile.mkdtemp(prefix='bench-ctx-')}/step.db"
+        driver = make_driver(kind, policy, model, make_tools(conv.turns), url=url)
+        return _drive(conv, lambda step, t: driver.turn(step.human, t), Run(model, summ))
+
+    return run
+
+
+def _react(conv: Conversation, summ: RecordingModel, hook: Any, **kw: Any) -> Run:
     from langgraph.prebuilt import create_react_agent
 
-    model = ReplayModel(script=script)
+    model = ScriptedAgent(script=conv.turns)
     agent = create_react_agent(
-        model, [make_tool(script)], pre_model_hook=hook, checkpointer=InMemorySaver(), **kw
+        model, make_tools(conv.turns), pre_model_hook=hook, checkpointer=InMemorySaver(), **kw
     )
-    _drive(agent, script)
-    return model, summ
+    return _drive(conv, _invoker(agent, model), Run(model, summ))
 
 
-def _agent(script: list[dict[str, Any]], summ: FixedSummarizer, middleware: Any) -> Run:
-    from langchain.agents import create_agent
+def _invoker(agent: Any, model: ScriptedAgent) -> Callable[[Turn, int], None]:
+    config = {"configurable": {"thread_id": "bench"}, "recursion_limit": 100}
 
-    model = ReplayModel(script=script)
-    agent = create_agent(
-        model,
-        [make_tool(script)],
-        system_prompt=SYSTEM,
-        middleware=[middleware],
-        checkpointer=InMemorySaver(),
-    )
-    _drive(agent, script)
-    return model, summ
+    def turn(step: Turn, t: int) -> None:
+        model.begin(t)
+        agent.invoke({"messages": [step.human]}, config)
+
+    return turn
 
 
-def run_ours_react(script: list[dict[str, Any]]) -> Run:
-    summ = FixedSummarizer()
-    policy = ContextPolicy(max_tokens=BUDGET, model="gpt-4o", system_prompt=SYSTEM, summarizer=summ)
-    return _react(script, summ, pre_model_hook(policy), state_schema=ContextAgentState)
-
-
-def run_ours_middleware(script: list[dict[str, Any]]) -> Run:
-    summ = FixedSummarizer()
-    policy = ContextPolicy(max_tokens=BUDGET, model="gpt-4o", summarizer=summ)
-    return _agent(script, summ, ContextMiddleware(policy))
-
-
-def run_langmem(script: list[dict[str, Any]]) -> Run:
+def run_langmem(conv: Conversation) -> Run:
     from langgraph.prebuilt.chat_agent_executor import AgentState
     from langmem.short_term import SummarizationNode
 
     class State(AgentState):  # type: ignore[misc]
         context: dict[str, Any]
 
-    summ = FixedSummarizer()
+    summ = conv.summarizer()
     node = SummarizationNode(
-        model=summ, max_tokens=BUDGET, output_messages_key="llm_input_messages"
+        model=summ, max_tokens=conv.budget, output_messages_key="llm_input_messages"
     )
-    return _react(script, summ, node, prompt=SYSTEM, state_schema=State)
+    return _react(conv, summ, node, prompt=conv.system, state_schema=State)
 
 
-def run_middleware(script: list[dict[str, Any]]) -> Run:
+def run_middleware(conv: Conversation) -> Run:
+    from langchain.agents import create_agent
     from langchain.agents.middleware import SummarizationMiddleware
 
-    summ = FixedSummarizer()
-    return _agent(script, summ, SummarizationMiddleware(model=summ, trigger=("tokens", BUDGET)))
+    summ = conv.summarizer()
+    model = ScriptedAgent(script=conv.turns)
+    agent = create_agent(
+        model,
+        make_tools(conv.turns),
+        system_prompt=conv.system,
+        middleware=[SummarizationMiddleware(model=summ, trigger=("tokens", conv.budget))],
+        checkpointer=InMemorySaver(),
+    )
+    return _drive(conv, _invoker(agent, model), Run(model, summ))
 
 
-def run_trim(script: list[dict[str, Any]]) -> Run:
+def run_trim(conv: Conversation) -> Run:
     def hook(state: dict[str, Any]) -> dict[str, Any]:
         kept = trim_messages(
             state["messages"],
-            max_tokens=BUDGET,
+            max_tokens=conv.budget,
             token_counter="approximate",
             strategy="last",
             start_on="human",
@@ -219,51 +249,117 @@ def run_trim(script: list[dict[str, Any]]) -> Run:
         )
         return {"llm_input_messages": kept}
 
-    return _react(script, FixedSummarizer(), hook, prompt=SYSTEM)
+    return _react(conv, conv.summarizer(), hook, prompt=conv.system)
 
 
-def _drive(agent: Any, script: list[dict[str, Any]]) -> None:
-    config = {"configurable": {"thread_id": "bench"}, "recursion_limit": 50}
-    for turn in script:
-        agent.invoke({"messages": [turn["human"]]}, config)
+CONTENDERS: list[tuple[str, Callable[[Conversation], Run]]] = [
+    *[(f"ours: {kind}", run_ours(kind)) for kind in ADAPTERS],
+    ("langmem SummarizationNode", run_langmem),
+    ("langchain SummarizationMiddleware", run_middleware),
+    ("trim_messages approx, start_on=human", run_trim),
+]
 
 
-def history_size(script: list[dict[str, Any]]) -> tuple[int, int]:
-    """Messages and exact tokens of the whole scripted history."""
-    msgs: list[BaseMessage] = []
-    for turn in script:
-        msgs.append(turn["human"])
-        if turn["calls"]:
-            msgs.append(AIMessage("", tool_calls=turn["calls"]))
-            msgs += [ToolMessage(r, tool_call_id="x") for r in turn["results"].values()]
-        msgs.append(AIMessage(turn["answer"]))
-    return len(msgs), sum(EXACT(m) for m in msgs)
+# -- measuring --------------------------------------------------------------------------------
 
 
-def measure(model: ReplayModel, summ: FixedSummarizer) -> dict[str, Any]:
-    sizes = [EXACT.count(call) for call in model.calls]
-    violations = 0
-    kinds: dict[str, int] = {}
-    for call, question in zip(model.calls, model.expected, strict=True):
-        problems = check_structure(call, require_human=True)
-        if not any(m.type == "human" and m.text == question for m in call):
-            problems.append("latest human message missing")
-        violations += bool(problems)
-        for p in problems:
-            kind = p.split(" at index")[0].split(" (")[0].split(":")[0]
-            kinds[kind] = kinds.get(kind, 0) + 1
-    summ_tokens = sum(EXACT.count(call) for call in summ.calls)
+_SUMMARY = re.compile(rf"<conversation_summary>|Summary \d+: |{re.escape(SUMMARY_TAG)}")
+
+
+def summary_seen(call: list[BaseMessage]) -> bool:
+    """Whether a model input carries a summary (ours, or any anchor's of the fake
+    summarizers)."""
+    return any(_SUMMARY.search(m.text) for m in call)
+
+
+def turn_fits(conv: Conversation, t: int) -> bool:
+    """Point 1's rule for the turn's largest call: system prompt, question, the tool calls
+    and the results cut to their markers."""
+    turn = conv.turns[t]
+    out: list[BaseMessage] = [SystemMessage(conv.system), turn.human]
+    for r, batch in enumerate(turn.rounds):
+        out.append(AIMessage("", tool_calls=batch, id=f"fit{r}"))
+        for c in batch:
+            n = len(turn.results[c["args"]["query"]])
+            out.append(
+                ToolMessage(TRUNCATION_MARKER.format(removed=n, total=n), tool_call_id=c["id"])
+            )
+    return EXACT.count(out) <= conv.budget
+
+
+def measure(conv: Conversation, run: Run) -> dict[str, Any]:
+    calls, summ = run.model.calls, run.summarizer.calls
+    sizes = [EXACT.count(call) for call in calls]
+    kinds: Counter[str] = Counter()
+    bad = 0
+    first = conv.turns[0].human.text
+    for call, question in zip(calls, run.model.expected, strict=True):
+        found = violations(call, question, first_question=first, summary_seen=summary_seen(call))
+        bad += bool(found)
+        kinds.update(found)
+    summ_tokens = sum(EXACT.count(call) for call in summ)
     return {
-        "model_calls": len(model.calls),
+        "summary_cut": sum(SUMMARY_SHORTENED_MARKER in m.text for c in calls for m in c),
+        "results_cut": sum(any("removed to fit" in m.text for m in c) for c in calls),
+        "model_calls": len(calls),
         "max_input": max(sizes),
-        "over_budget": sum(s > BUDGET for s in sizes),
-        "violations": violations,
-        "kinds": kinds,
-        "summ_calls": len(summ.calls),
+        "over_budget": sum(s > conv.budget for s in sizes),
+        "violations": bad,
+        "kinds": dict(kinds),
+        "refused": len(run.refused),
+        "refused_fit": sum(turn_fits(conv, t) for t in run.refused),
+        "errors": run.errors,
+        "summ_calls": len(summ),
         "summ_input": summ_tokens,
         "main_input": sum(sizes),
         "total": sum(sizes) + summ_tokens,
     }
+
+
+def history_size(turns: list[Turn]) -> tuple[int, int]:
+    """Messages and exact tokens of a whole scripted history."""
+    msgs: list[BaseMessage] = []
+    for turn in turns:
+        msgs.append(turn.human)
+        for batch in turn.rounds:
+            msgs.append(AIMessage("", tool_calls=batch))
+            msgs += [ToolMessage(turn.results[c["args"]["query"]], tool_call_id="x") for c in batch]
+        msgs.append(AIMessage(turn.answer))
+    return len(msgs), sum(EXACT.uncached(m) for m in msgs)
+
+
+def report(conv: Conversation) -> dict[str, dict[str, Any]]:
+    n_msgs, n_tokens = history_size(conv.turns)
+    print(
+        f"\n{conv.name}: {len(conv.turns)} turns ({n_msgs} messages, {n_tokens:,} exact tokens), "
+        f"budget {conv.budget:,} exact gpt-4o tokens incl. system"
+    )
+    header = (
+        f"{'contender':38} {'calls':>5} {'max in':>7} {'over':>4} {'viol':>4} {'refused':>7} "
+        f"{'fit':>3} {'summ':>4} {'summ in':>9} {'total':>10}"
+    )
+    print(header)
+    print("-" * len(header))
+    rows = {}
+    for name, fn in CONTENDERS:
+        r = measure(conv, fn(conv))
+        rows[name] = r
+        print(
+            f"{name:38} {r['model_calls']:5} {r['max_input']:7,} {r['over_budget']:4} "
+            f"{r['violations']:4} {r['refused']:7} {r['refused_fit']:3} {r['summ_calls']:4} "
+            f"{r['summ_input']:9,} {r['total']:10,}"
+        )
+        if r["kinds"]:
+            kinds = ", ".join(f"{k} {r['kinds'][k]}" for k in VIOLATION_KINDS if k in r["kinds"])
+            print(f"{'':6}violations by kind (calls): {kinds}")
+        if name.startswith("ours"):
+            print(
+                f"{'':6}calls with the summary shortened for the call {r['summary_cut']}, "
+                f"with tool results cut to fit {r['results_cut']}"
+            )
+        for err in r["errors"][:2]:
+            print(f"{'':6}refused {err}")
+    return rows
 
 
 # -- hook time at 10,000 messages ------------------------------------------------------------
@@ -359,50 +455,40 @@ def time_hooks(n: int, anchor_runs: int) -> dict[str, float]:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--quick", action="store_true", help="40 turns, 2,000 messages")
+    parser.add_argument("--quick", action="store_true", help="40 + 6 turns, 2,000 messages")
     args = parser.parse_args()
-    turns, n_hist, anchor_runs = (40, 2_000, 1) if args.quick else (200, 10_000, 3)
-    script = make_script(turns)
-    n_msgs, n_tokens = history_size(script)
-    print(
-        f"{turns}-turn agent conversation ({n_msgs} messages, {n_tokens} exact tokens), "
-        f"budget {BUDGET} exact gpt-4o tokens incl. system"
+    turns, hard_turns, n_hist, anchor_runs = (
+        (40, 6, 2_000, 1) if args.quick else (200, 24, 10_000, 3)
     )
-    configs = [
-        ("ours: ContextPolicy hook (create_react_agent)", run_ours_react),
-        ("ours: ContextMiddleware (create_agent)", run_ours_middleware),
-        ("langmem SummarizationNode", run_langmem),
-        ("langchain SummarizationMiddleware", run_middleware),
-        ("trim_messages approx, start_on=human", run_trim),
+    conversations = [
+        Conversation(
+            f"{turns}-turn agent conversation",
+            as_turns(make_script(turns)),
+            BUDGET,
+            SYSTEM,
+            FixedSummarizer,
+        ),
+        Conversation(
+            "hard conversation (Chinese, big parallel tool results, long questions)",
+            hard_conversation(hard_turns),
+            HARD_BUDGET,
+            SYSTEM_ZH,
+            ChineseSummarizer,
+        ),
     ]
-    rows = {}
-    header = (
-        f"{'configuration':46} {'calls':>5} {'max in':>6} {'over':>4} {'viol':>4} "
-        f"{'summ':>4} {'summ in':>8} {'main in':>9} {'total':>9}"
-    )
-    print(header)
-    print("-" * len(header))
-    for name, fn in configs:
-        r = measure(*fn(script))
-        rows[name] = r
-        print(
-            f"{name:46} {r['model_calls']:5} {r['max_input']:6} {r['over_budget']:4} "
-            f"{r['violations']:4} {r['summ_calls']:4} {r['summ_input']:8} "
-            f"{r['main_input']:9} {r['total']:9}"
-        )
-        if r["kinds"]:
-            print(f"{'':6}violations by kind (calls): {r['kinds']}")
-    ours = rows[configs[0][0]]
-    trim = rows[configs[-1][0]]
+    results = [report(conv) for conv in conversations]
+    ours = [k for k in results[0] if k.startswith("ours")]
+    plain, hard = results
     print()
-    print(f"total tokens, ours / plain trim_messages: {ours['total'] / trim['total']:.2f}")
+    o = plain[ours[0]]
+    trim = plain["trim_messages approx, start_on=human"]
+    print(f"200-turn total tokens, ours / plain trim_messages: {o['total'] / trim['total']:.2f}")
     for name in ("langmem SummarizationNode", "langchain SummarizationMiddleware"):
-        a = rows[name]
+        a = plain[name]
         print(
-            f"vs {name}: max input {ours['max_input']} vs {a['max_input']}, summarizer "
-            f"input {ours['summ_input']} vs {a['summ_input']} "
-            f"({ours['summ_input'] / max(1, a['summ_input']):.2f}x), total "
-            f"{ours['total'] / a['total']:.2f}x"
+            f"vs {name}: max input {o['max_input']} vs {a['max_input']}, summarizer input "
+            f"{o['summ_input']} vs {a['summ_input']} ({o['summ_input'] / max(1, a['summ_input']):.2f}x), "
+            f"total {o['total'] / a['total']:.2f}x"
         )
     print()
     h = time_hooks(n_hist, anchor_runs)
@@ -421,12 +507,27 @@ def main() -> None:
         f"{h['ours_cold_ms'] / h['trim_chatopenai_ms']:.5f}"
     )
     print()
+    every = [r for rows in results for k, r in rows.items() if k.startswith("ours")]
     checks = [
-        ("largest model input <= budget", ours["max_input"] <= BUDGET),
-        ("0 structural violations", ours["violations"] == 0),
-        ("summarizer calls <= 40", ours["summ_calls"] <= 40),
-        ("summarizer input tokens <= 80k", ours["summ_input"] <= 80_000),
-        ("total tokens <= plain trim_messages", ours["total"] <= trim["total"]),
+        (
+            "ours, every adapter, both conversations: 0 calls over budget",
+            all(r["over_budget"] == 0 for r in every),
+        ),
+        ("ours: 0 structural violations", all(r["violations"] == 0 for r in every)),
+        ("ours: 0 refused turns that fit", all(r["refused_fit"] == 0 for r in every)),
+        (
+            "ours: the oversized question refused (1 turn, hard conversation)",
+            all(hard[k]["refused"] == 1 for k in ours),
+        ),
+        ("200-turn: summarizer calls <= 40", all(plain[k]["summ_calls"] <= 40 for k in ours)),
+        (
+            "200-turn: summarizer input tokens <= 80k",
+            all(plain[k]["summ_input"] <= 80_000 for k in ours),
+        ),
+        (
+            "200-turn: total tokens <= plain trim_messages",
+            all(plain[k]["total"] <= trim["total"] for k in ours),
+        ),
         ("hook time <= 0.01x trim_messages(ChatOpenAI)", ratio <= 0.01),
         ("warm <= 5 ms, cold <= 50 ms", h["ours_warm_p50_ms"] <= 5 and h["ours_cold_ms"] <= 50),
     ]

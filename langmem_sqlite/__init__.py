@@ -1,31 +1,51 @@
 """langmem-sqlite: durable, bounded conversation memory for LangChain and LangGraph in SQL.
 
 SQLite by default (a file, zero configuration), PostgreSQL or MariaDB/MySQL by changing one URL.
+
+The names below are imported on first use (``from langmem_sqlite import SQLSaver`` loads the
+checkpointer and what it needs, nothing else), so that the command line starts fast.
 """
 
-from .chat_history import (
-    USER_CONVERSATION_FIELDS,
-    SQLChatMessageHistory,
-    session_history_factory,
-    user_conversation_history_factory,
-)
-from .checkpoint import CheckpointEncryptionError, SQLSaver, ThreadInfo
-from .context import (
-    ContextBudgetError,
-    ContextPolicy,
-    ContextStructureError,
-    context_node,
-    context_step,
-    pre_model_hook,
-    trim_context,
-)
-from .conversation_store import ConversationStore, SessionInfo
-from .counting import count_tokens, resolve_message_counter
-from .crypto import MessageCipher
-from .db import Database, get_database
-from .migrate import SchemaTooNewError
-from .store import Memory, SQLStore
-from .windows import drop_leading_orphans
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+__version__ = "0.1.0"
+
+_EXPORTS = {
+    "USER_CONVERSATION_FIELDS": "chat_history",
+    "SQLChatMessageHistory": "chat_history",
+    "session_history_factory": "chat_history",
+    "user_conversation_history_factory": "chat_history",
+    "CheckpointEncryptionError": "checkpoint",
+    "SQLSaver": "checkpoint",
+    "ThreadInfo": "checkpoint",
+    "ContextBudgetError": "context",
+    "ContextPolicy": "context",
+    "ContextStructureError": "context",
+    "context_node": "context",
+    "context_step": "context",
+    "pre_model_hook": "context",
+    "trim_context": "context",
+    "ConversationStore": "conversation_store",
+    "SessionInfo": "conversation_store",
+    "EncodingUnavailableError": "counting",
+    "count_tokens": "counting",
+    "resolve_message_counter": "counting",
+    "MessageCipher": "crypto",
+    "Database": "db",
+    "get_database": "db",
+    "ForgetReport": "erasure",
+    "aforget_user": "erasure",
+    "forget_user": "erasure",
+    "SchemaTooNewError": "migrate",
+    "Memory": "store",
+    "SQLStore": "store",
+    "CopyReport": "transfer",
+    "copy_database": "transfer",
+    "drop_leading_orphans": "windows",
+}
 
 __all__ = [
     "USER_CONVERSATION_FIELDS",
@@ -34,7 +54,10 @@ __all__ = [
     "ContextPolicy",
     "ContextStructureError",
     "ConversationStore",
+    "CopyReport",
     "Database",
+    "EncodingUnavailableError",
+    "ForgetReport",
     "Memory",
     "MessageCipher",
     "SQLChatMessageHistory",
@@ -43,10 +66,13 @@ __all__ = [
     "SchemaTooNewError",
     "SessionInfo",
     "ThreadInfo",
+    "aforget_user",
     "context_node",
     "context_step",
+    "copy_database",
     "count_tokens",
     "drop_leading_orphans",
+    "forget_user",
     "get_database",
     "pre_model_hook",
     "resolve_message_counter",
@@ -55,4 +81,48 @@ __all__ = [
     "user_conversation_history_factory",
 ]
 
-__version__ = "0.1.0"
+
+def __getattr__(name: str) -> Any:
+    module = _EXPORTS.get(name)
+    if module is None:  # a submodule used as an attribute (``langmem_sqlite.store.X``)
+        try:
+            return importlib.import_module(f".{name}", __name__)
+        except ModuleNotFoundError as e:
+            if e.name != f"{__name__}.{name}":
+                raise
+            raise AttributeError(f"module 'langmem_sqlite' has no attribute {name!r}") from None
+    value = getattr(importlib.import_module(f".{module}", __name__), name)
+    globals()[name] = value  # the next lookup is a plain attribute
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *_EXPORTS})
+
+
+if TYPE_CHECKING:
+    from .chat_history import (
+        USER_CONVERSATION_FIELDS,
+        SQLChatMessageHistory,
+        session_history_factory,
+        user_conversation_history_factory,
+    )
+    from .checkpoint import CheckpointEncryptionError, SQLSaver, ThreadInfo
+    from .context import (
+        ContextBudgetError,
+        ContextPolicy,
+        ContextStructureError,
+        context_node,
+        context_step,
+        pre_model_hook,
+        trim_context,
+    )
+    from .conversation_store import ConversationStore, SessionInfo
+    from .counting import EncodingUnavailableError, count_tokens, resolve_message_counter
+    from .crypto import MessageCipher
+    from .db import Database, get_database
+    from .erasure import ForgetReport, aforget_user, forget_user
+    from .migrate import SchemaTooNewError
+    from .store import Memory, SQLStore
+    from .transfer import CopyReport, copy_database
+    from .windows import drop_leading_orphans

@@ -17,6 +17,7 @@ from collections.abc import Sequence
 from typing import Any, TypeVar
 
 from langchain_core.messages import BaseMessage
+from sqlalchemy.exc import IntegrityError
 
 from . import conversations as sql
 from .conversations import MessageRow, SessionInfo, SessionKey
@@ -205,8 +206,10 @@ class ConversationStore:
     ) -> Plan[int]:
         rows = self._rows(messages, key)
         if dedupe:
+            # A read without the write lock leaves out what is already stored (a LangGraph node
+            # sends its whole state); the append checks the rest again under the lock.
             ids = [r.message_id for r in rows if r.message_id]
-            seen = yield from self._op(sql.existing_message_ids, key, ids)
+            seen = (yield from self._op(sql.existing_message_ids, key, ids)) if ids else set()
             fresh, kept = set(), []
             for r in rows:
                 if r.message_id is None or (r.message_id not in seen and r.message_id not in fresh):
@@ -218,8 +221,19 @@ class ConversationStore:
             return 0
         if self.db.dialect in ("mysql", "mariadb"):
             yield from self._check_packet(rows)
-        yield from self._op(sql.add_messages, key, rows, _now_ms(), None, sql.Append(), write=True)
-        return len(rows)
+        now, append = _now_ms(), sql.Append()
+        try:
+            done = yield from self._op(
+                sql.add_messages, key, rows, now, None, append, dedupe, False, write=True
+            )
+        except IntegrityError:
+            # The unique key refused an id the session holds (stored by another writer since
+            # the read above, or repeated without skip_existing); nothing was written. Again,
+            # reading the session's ids under the lock (an error now is not about ids).
+            done = yield from self._op(
+                sql.add_messages, key, rows, now, None, append, dedupe, True, write=True
+            )
+        return int(done.written)
 
     def _check_packet(self, rows: Sequence[MessageRow]) -> Plan[None]:
         """MySQL/MariaDB refuse a statement over ``max_allowed_packet`` (16 MiB by default) by
@@ -330,12 +344,15 @@ class ConversationStore:
         user_id: IdLike | None = None,
         skip_existing: bool = False,
     ) -> int:
-        """Append messages in one transaction; return how many were written.
+        """Append messages in one transaction, in order; return how many were written.
 
         Every message is validated and serialized before anything is written. With
         ``skip_existing=True``, messages whose ``id`` the session already holds (or that repeat
         an id within ``messages``) are left out; messages without an id are always appended.
-        That suits LangGraph nodes, which see the whole state on every step.
+        That suits LangGraph nodes, which see the whole state on every step. The check and the
+        insert are one atomic step: writers appending the same ids at once (threads,
+        processes) store each id once. Without it, every message is appended, a repeated id
+        included (the first message stored with an id is the one ``skip_existing`` finds).
         """
         plan = self._add_plan(self.key(session_id, user_id), messages, skip_existing)
         return self.db.drive(plan)

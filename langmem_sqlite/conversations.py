@@ -12,7 +12,7 @@ import json
 import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, NamedTuple
 
 from sqlalchemy import and_, bindparam, delete, func, insert, select, text, update
 from sqlalchemy.dialects import mysql, postgresql, sqlite
@@ -23,6 +23,7 @@ from .schema import Tables
 
 __all__ = [
     "Append",
+    "Appended",
     "MessageRow",
     "SessionInfo",
     "SessionKey",
@@ -31,6 +32,7 @@ __all__ = [
     "count_messages",
     "delete_idle_sessions",
     "delete_session",
+    "delete_user",
     "existing_message_ids",
     "get_session",
     "list_sessions",
@@ -38,6 +40,7 @@ __all__ = [
     "read_token_window",
     "rename_session",
     "set_summary",
+    "user_counts",
 ]
 
 
@@ -132,6 +135,24 @@ class _Hot:
         self.known_ids = select(m.message_id).where(
             m.session_pk == pk, m.message_id.in_(bindparam("k_ids", expanding=True))
         )
+        # inside an append, once the session row is locked (its primary key known)
+        self.known_ids_at = select(m.message_id).where(
+            m.session_pk == bindparam("k_pk"),
+            m.message_id.in_(bindparam("k_ids", expanding=True)),
+        )
+        self.unbump = (
+            update(t.sessions)
+            .where(s.id == bindparam("k_pk"))
+            .values(
+                message_count=s.message_count - bindparam("k_n"),
+                token_total=s.token_total - bindparam("k_tokens"),
+            )
+        )
+        self.token_row = (
+            select(m.id)
+            .where(m.session_pk == bindparam("k_pk"), m.write_token == bindparam("k_token"))
+            .limit(1)
+        )
         self.count = select(s.message_count).where(match)
 
 
@@ -194,24 +215,35 @@ class Append:
 
     A connection lost while COMMIT was in flight leaves the outcome unknown: the transaction
     may have committed. The first row of the append carries ``token``; a later attempt looks
-    for it first and, when found, does not write the messages a second time.
+    for it first and, when found, does not write the messages a second time (and reports what
+    the attempt that committed wrote).
     """
 
     token: str = field(default_factory=lambda: uuid.uuid4().hex)
     tries: int = 0
+    written: int = 0
+    """Messages the latest attempt wrote (or was about to commit)."""
 
 
-def _appended(conn: Connection, t: Tables, key: SessionKey, token: str) -> int | None:
-    """The session's message count if an append with ``token`` is stored, else None."""
-    m, s = t.messages.c, t.sessions.c
-    found = conn.execute(
-        select(func.count())
-        .select_from(t.messages)
-        .where(m.session_pk == _session_pk(t, key), m.write_token == token)
-    ).scalar()
-    if not found:
-        return None
-    return int(conn.execute(select(s.message_count).where(_match(t, key))).scalar_one())
+class Appended(NamedTuple):
+    """What :func:`add_messages` did."""
+
+    written: int
+    """Messages stored by this append."""
+    total: int
+    """The session's message count after it."""
+
+
+_IN_CHUNK = 30_000  # ids per IN list: PostgreSQL binds 65,535 parameters a statement, SQLite 32,766
+
+
+def _ids_in(conn: Connection, stmt: Any, params: dict[str, Any], ids: Sequence[str]) -> set[str]:
+    """The message ids ``stmt`` finds among ``ids`` (bound as ``k_ids``, a chunk at a time)."""
+    known = set[str]()
+    for i in range(0, len(ids), _IN_CHUNK):
+        chunk = list(ids[i : i + _IN_CHUNK])
+        known.update(conn.execute(stmt, {**params, "k_ids": chunk}).scalars())
+    return known
 
 
 def add_messages(
@@ -222,36 +254,77 @@ def add_messages(
     now: int,
     metadata: dict[str, Any] | None = None,
     append: Append | None = None,
-) -> int:
-    """Append ``rows`` to the session (created if missing); return the new message count.
+    skip_existing: bool = False,
+    read_ids: bool = True,
+) -> Appended:
+    """Append ``rows`` to the session (created if missing).
 
-    One session update reserves the positions (and locks the session row), then one
-    executemany insert writes the messages. With ``append``, a repeated attempt of the same
-    append that finds it already stored writes nothing (see :class:`Append`).
+    One session update reserves the positions and locks the session row (SQLite: the
+    transaction holds the write lock from its start), so appends to one session take turns;
+    then one executemany insert writes the messages. A message id names at most one row of a
+    session (the unique key on ``(session_pk, message_id)``): with ``skip_existing``, a message
+    whose id the session holds, or that repeats an earlier id of ``rows``, is left out; without
+    it, every message is appended, and a repeated id is kept in the stored message but not in
+    the ``message_id`` column (which names the first message that carried it). Positions stay
+    contiguous and in the order of ``rows``.
+
+    ``read_ids`` reads the session's ids under the lock to do so. Without it, only repeats
+    within ``rows`` are handled, and an id the session holds makes the insert fail with
+    :class:`~sqlalchemy.exc.IntegrityError` (nothing is written): the caller then tries again
+    with ``read_ids``, which costs a read only when needed. With ``append``, a repeated attempt
+    of the same append that finds it already stored writes nothing (see :class:`Append`).
     """
+    retry = False
     if append is not None and rows:
         append.tries += 1
-        if append.tries > 1:
-            stored = _appended(conn, t, key, append.token)
-            if stored is not None:
-                return stored
+        retry = append.tries > 1
     tokens = sum(r.token_count for r in rows)
     got = _bump(conn, t, key, len(rows), tokens, now)
     if got is None:
         _create_session(conn, t, key, now, metadata=metadata)
         got = _bump(conn, t, key, len(rows), tokens, now)
     pk, count_after, tokens_after = got
-    if rows:
-        seq = count_after - len(rows)
+    hot = _hot(t)
+    if retry:
+        assert append is not None
+        if conn.execute(hot.token_row, {"k_pk": pk, "k_token": append.token}).first():
+            # the earlier attempt committed: give back the positions just reserved
+            conn.execute(hot.unbump, {"k_pk": pk, "k_n": len(rows), "k_tokens": tokens})
+            return Appended(append.written, int(count_after) - len(rows))
+    known: set[str] = set()
+    if read_ids:
+        ids = [r.message_id for r in rows if r.message_id is not None]
+        known = _ids_in(conn, hot.known_ids_at, {"k_pk": pk}, ids) if ids else known
+    kept: list[tuple[MessageRow, str | None]] = []
+    for r in rows:
+        mid = r.message_id
+        if mid is not None and mid in known:
+            if skip_existing:
+                continue
+            mid = None  # stored again, found under its first copy
+        elif mid is not None:
+            known.add(mid)
+        kept.append((r, mid))
+    if len(kept) < len(rows):
+        dropped = len(rows) - len(kept)
+        dropped_tokens = tokens - sum(r.token_count for r, _ in kept)
+        conn.execute(hot.unbump, {"k_pk": pk, "k_n": dropped, "k_tokens": dropped_tokens})
+        count_after -= dropped
+        tokens_after -= dropped_tokens
+        tokens -= dropped_tokens
+    if append is not None:
+        append.written = len(kept)
+    if kept:
+        seq = count_after - len(kept)
         before = tokens_after - tokens
         params: list[dict[str, Any]] = []
-        for r in rows:
+        for r, mid in kept:
             params.append(
                 {
                     "session_pk": pk,
                     "seq": seq,
                     "type": r.type,
-                    "message_id": r.message_id,
+                    "message_id": mid,
                     "content_text": r.content_text,
                     "body": r.body,
                     "token_count": r.token_count,
@@ -262,8 +335,8 @@ def add_messages(
             )
             seq += 1
             before += r.token_count
-        conn.execute(_hot(t).insert, params)
-    return int(count_after)
+        conn.execute(hot.insert, params)
+    return Appended(len(kept), int(count_after))
 
 
 def read_messages(
@@ -322,10 +395,7 @@ def existing_message_ids(
     conn: Connection, t: Tables, key: SessionKey, message_ids: Sequence[str]
 ) -> set[str]:
     """Which of ``message_ids`` the session already holds."""
-    if not message_ids:
-        return set()
-    rows = conn.execute(_hot(t).known_ids, _params(key, k_ids=list(message_ids))).scalars()
-    return set(rows)
+    return _ids_in(conn, _hot(t).known_ids, _params(key), message_ids)
 
 
 def clear_session(conn: Connection, t: Tables, key: SessionKey, now: int) -> int:
@@ -365,6 +435,46 @@ def delete_idle_sessions(
     if user_id is not None:
         where = and_(where, t.sessions.c.user_id == user_id)
     return _delete_sessions(conn, t, where)
+
+
+def user_counts(conn: Connection, t: Tables, user_id: str) -> tuple[int, int, int]:
+    """A user's ``(sessions, messages, summaries)``."""
+    s, m = t.sessions.c, t.messages.c
+    sessions, summaries = conn.execute(
+        select(func.count(), func.count(s.summary)).where(s.user_id == user_id)
+    ).one()
+    messages = conn.execute(
+        select(func.count())
+        .select_from(t.messages.join(t.sessions, m.session_pk == s.id))
+        .where(s.user_id == user_id)
+    ).scalar_one()
+    return int(sessions), int(messages), int(summaries)
+
+
+_SECURE_DELETE = {0: "OFF", 1: "ON", 2: "FAST"}
+
+
+def delete_user(conn: Connection, t: Tables, user_id: str) -> tuple[int, int, int]:
+    """Delete every session of ``user_id`` (messages, titles, summaries); return what
+    :func:`user_counts` counted.
+
+    On SQLite the deleted rows are overwritten with zeros in the pages they leave
+    (``secure_delete``, which builds without ``SQLITE_SECURE_DELETE`` leave off) before the
+    transaction commits.
+    """
+    counts = user_counts(conn, t, user_id)
+    if not counts[0]:
+        return counts
+    was = None
+    if conn.dialect.name == "sqlite":
+        was = _SECURE_DELETE.get(int(conn.exec_driver_sql("PRAGMA secure_delete").scalar_one()))
+        conn.exec_driver_sql("PRAGMA secure_delete = ON")
+    try:
+        _delete_sessions(conn, t, t.sessions.c.user_id == user_id)
+    finally:
+        if was is not None:
+            conn.exec_driver_sql(f"PRAGMA secure_delete = {was}")
+    return counts
 
 
 def rename_session(conn: Connection, t: Tables, key: SessionKey, title: str | None) -> bool:

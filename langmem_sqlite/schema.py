@@ -32,8 +32,11 @@ from sqlalchemy import (
     Table,
     Text,
     UniqueConstraint,
+    and_,
     inspect,
+    select,
     text,
+    update,
 )
 from sqlalchemy.dialects import mysql, postgresql
 from sqlalchemy.engine import Connection, Dialect
@@ -222,7 +225,8 @@ def _build(prefix: str, schema: str | None) -> Tables:
         # Position within the session, 0-based, assigned in the add transaction.
         Column("seq", BigInteger, nullable=False),
         Column("type", String(32), nullable=False),
-        # LangChain's message id, when it has one (deduplication, lookup).
+        # LangChain's message id, when it has one and no earlier message of the session has it
+        # (deduplication, lookup); the body keeps the id in every case.
         Column("message_id", IdString, nullable=True),
         # Plain text of the message for search and inspection (never the source of truth).
         Column("content_text", LongText, nullable=False),
@@ -237,7 +241,9 @@ def _build(prefix: str, schema: str | None) -> Tables:
         Column("write_token", String(32), nullable=True),
         UniqueConstraint("session_pk", "seq", name=f"{prefix}messages_session_seq_uq"),
         Index(f"{prefix}messages_session_tokens_ix", "session_pk", "tokens_before"),
-        Index(f"{prefix}messages_session_msgid_ix", "session_pk", "message_id"),
+        # A message id names at most one row of a session: the check of skip_existing and the
+        # insert cannot race (migration 8). NULLs (no id, or a repeated one) are not compared.
+        Index(f"{prefix}messages_session_msgid_uq", "session_pk", "message_id", unique=True),
         **opts,
     )
 
@@ -489,6 +495,47 @@ def _partial_expiry_index(conn: Connection, t: Tables) -> None:
     index.create(conn)
 
 
+def _unique_message_ids(conn: Connection, t: Tables) -> None:
+    """A message id at most once per session: the unique key replaces the plain index.
+
+    Rows already stored are all kept (their bodies, positions and token sums unchanged, so
+    every read returns what it returned before): where a session holds several rows with one
+    id, the first (lowest position) keeps it in ``message_id`` and the later ones get NULL
+    there, as an append of a repeated id stores it from now on. Idempotent (MySQL/MariaDB
+    commit DDL as they go).
+    """
+    m = t.messages
+    have = {i["name"] for i in inspect(conn).get_indexes(m.name, schema=m.schema)}
+    unique = f"{t.prefix}messages_session_msgid_uq"
+    if unique not in have:
+        earlier = m.alias("earlier")
+        later = (
+            select(m.c.id)
+            .join(
+                earlier,
+                and_(
+                    earlier.c.session_pk == m.c.session_pk,
+                    earlier.c.message_id == m.c.message_id,
+                    earlier.c.seq < m.c.seq,
+                ),
+            )
+            .distinct()
+        )
+        ids = list(conn.execute(later).scalars())
+        for i in range(0, len(ids), 500):  # no UPDATE of a table it subqueries on MySQL
+            conn.execute(update(m).where(m.c.id.in_(ids[i : i + 500])).values(message_id=None))
+        next(i for i in m.indexes if i.name == unique).create(conn)
+    plain = f"{t.prefix}messages_session_msgid_ix"
+    if plain in have:  # the index that migration 1 made, on a copy of the table's shape
+        shadow = Table(
+            m.name,
+            MetaData(schema=m.schema),
+            Column("session_pk", BigInt),
+            Column("message_id", IdString),
+        )
+        conn.execute(DropIndex(Index(plain, shadow.c.session_pk, shadow.c.message_id)))
+
+
 MIGRATIONS: list[Migration] = [
     Migration(1, "conversation store: sessions and messages", _create("sessions", "messages")),
     Migration(
@@ -513,6 +560,11 @@ MIGRATIONS: list[Migration] = [
     ),
     Migration(
         8,
+        "conversation store: a message id at most once per session (unique key)",
+        _unique_message_ids,
+    ),
+    Migration(
+        9,
         "checkpointer: blobs are no longer indexed by their chain's root (reads follow bases)",
         _drop_indexes("checkpoint_blobs", "checkpoint_blobs_root_ix"),
     ),

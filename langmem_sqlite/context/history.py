@@ -9,7 +9,8 @@ It reads the prompt's messages (system prompt, full history, new input), applies
 the summary record stored on the session row (:meth:`ConversationStore.get_summary`), stores the
 updated record (:meth:`ConversationStore.set_summary`) and passes the model input on. The
 history itself stays whole in the database. Watermarks use message positions, so use a history
-without ``window=``.
+without ``window=``. With a policy built with ``facts=<store>``, the facts of the history's
+user (or ``config["configurable"]["user_id"]``) are budgeted into the input.
 """
 
 from __future__ import annotations
@@ -86,9 +87,19 @@ def _for_storage(
 
 
 def context_step(policy: ContextPolicy) -> RunnableLambda[Any, list[BaseMessage]]:
-    """A step applying ``policy`` with the summary persisted on the chat history's session."""
+    """A step applying ``policy`` with the summary persisted on the chat history's session.
+
+    Raises:
+        ValueError: the policy reads facts from the graph's store (``facts=True``): a chain
+            has none, give the policy the store itself.
+    """
     if not isinstance(policy, ContextPolicy):
         raise TypeError(f"policy: expected a ContextPolicy, got {type(policy).__name__}")
+    if policy.facts_source is not None and policy.facts_source.store is None:
+        raise ValueError(
+            "context_step: the policy has facts=True (the graph's store), and a chain has no "
+            "store: pass facts=<a BaseStore such as SQLStore> to the policy"
+        )
 
     def run(value: Any, config: RunnableConfig) -> list[BaseMessage]:
         h = _history(config)
@@ -96,7 +107,9 @@ def context_step(policy: ContextPolicy) -> RunnableLambda[Any, list[BaseMessage]
         if stored is _UNREAD:
             stored = h.store.get_summary(h.session_id, user_id=h.user_id)
         record = load_record(stored)
-        result = policy.prepare(_messages(value), _for_policy(h, record))
+        messages = _messages(value)
+        facts = policy.fetch_facts(messages, config, user_id=h.user_id)
+        result = policy.prepare(messages, _for_policy(h, record), facts=facts)
         if result.summary is not None:
             text = _for_storage(h, record, result.summary)
             h.store.set_summary(h.session_id, text, user_id=h.user_id)
@@ -108,7 +121,9 @@ def context_step(policy: ContextPolicy) -> RunnableLambda[Any, list[BaseMessage]
         if stored is _UNREAD:
             stored = await h.store.aget_summary(h.session_id, user_id=h.user_id)
         record = load_record(stored)
-        result = await policy.aprepare(_messages(value), _for_policy(h, record))
+        messages = _messages(value)
+        facts = await policy.afetch_facts(messages, config, user_id=h.user_id)
+        result = await policy.aprepare(messages, _for_policy(h, record), facts=facts)
         if result.summary is not None:
             text = _for_storage(h, record, result.summary)
             await h.store.aset_summary(h.session_id, text, user_id=h.user_id)

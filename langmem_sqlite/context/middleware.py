@@ -3,7 +3,9 @@
 It wraps each model call: the request's system message and messages go through the policy, the
 model sees the result (the summary rendered into the one system message), and an updated summary
 record is written to the agent state (``context_summary``) with the model's reply. The history in
-``messages`` is never rewritten.
+``messages`` is never rewritten. With a policy built with ``facts=``, the user's facts (the
+``user_id`` of the run's config or context) are read from the agent's store (or the policy's)
+and budgeted into the one system message.
 """
 
 from __future__ import annotations
@@ -54,6 +56,21 @@ class ContextMiddleware(AgentMiddleware):  # type: ignore[type-arg]
         head = [request.system_message] if request.system_message is not None else []
         return head + list(request.messages), (request.state or {}).get("context_summary")
 
+    def _where(self, request: ModelRequest) -> dict[str, Any]:  # type: ignore[type-arg]
+        """Where the facts come from: the run's config, the agent's store and context."""
+        from langgraph.config import get_config
+
+        try:
+            config: Any = get_config()
+        except RuntimeError:
+            config = None
+        runtime = request.runtime
+        context = getattr(runtime, "context", None)
+        assert self.policy.facts_source is not None
+        key = self.policy.facts_source.user_id_key
+        user = context.get(key) if isinstance(context, dict) else getattr(context, key, None)
+        return {"config": config, "store": getattr(runtime, "store", None), "user_id": user}
+
     @staticmethod
     def _request(request: ModelRequest, result: ContextResult) -> ModelRequest:  # type: ignore[type-arg]
         msgs = result.messages
@@ -76,7 +93,13 @@ class ContextMiddleware(AgentMiddleware):  # type: ignore[type-arg]
         handler: Callable[[ModelRequest], ModelResponse],  # type: ignore[type-arg]
     ) -> Any:
         """Apply the policy, call the model, record the summary."""
-        result = self.policy.prepare(*self._inputs(request))
+        messages, summary = self._inputs(request)
+        facts = (
+            self.policy.fetch_facts(messages, **self._where(request))
+            if self.policy.facts_source is not None
+            else None
+        )
+        result = self.policy.prepare(messages, summary, facts=facts)
         return self._response(handler(self._request(request, result)), result)
 
     async def awrap_model_call(
@@ -85,5 +108,11 @@ class ContextMiddleware(AgentMiddleware):  # type: ignore[type-arg]
         handler: Callable[[ModelRequest], Awaitable[ModelResponse]],  # type: ignore[type-arg]
     ) -> Any:
         """Async :meth:`wrap_model_call`."""
-        result = await self.policy.aprepare(*self._inputs(request))
+        messages, summary = self._inputs(request)
+        facts = (
+            await self.policy.afetch_facts(messages, **self._where(request))
+            if self.policy.facts_source is not None
+            else None
+        )
+        result = await self.policy.aprepare(messages, summary, facts=facts)
         return self._response(await handler(self._request(request, result)), result)

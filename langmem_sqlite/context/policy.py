@@ -1,9 +1,16 @@
 """`ContextPolicy`: the one object that turns a history into a model input, everywhere.
 
-Before each model call: merge system content into one system message; if the messages not yet
-summarized pass the trigger (tokens and/or messages, system prompt and summary included), fold
-the oldest of them into the running summary with one summarizer call, down to ``keep``; then
-trim what is left to the budget (:mod:`.trimming`). The full history is never modified.
+Before each model call: merge system content into one system message; check that the system
+message and the turn in progress (the latest human message and what follows it, tool results
+shortened if need be) fit, or raise :class:`ContextBudgetError` naming the part that is too
+large; if the messages not yet summarized pass the trigger (tokens and/or messages, system
+prompt, facts and summary included), fold the oldest of them into the running summary with one
+summarizer call, down to ``keep``; keep the summary within ``max_summary_tokens`` (folded by
+the summarizer, else its oldest part dropped); then build the input in this order of priority:
+system message, turn in progress, summary (shortened for this call, newest part kept, if it
+does not fit beside the turn), the user's facts (within their share, least relevant dropped
+first), the turn's tool results in full, and as much older history as fits (:mod:`.trimming`).
+The full history is never modified.
 
 The decision is written once as a generator that yields summarizer requests; :meth:`prepare`
 and :meth:`aprepare` only differ in how they call the summarizer.
@@ -18,22 +25,42 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from langchain_core.messages import BaseMessage, SystemMessage
+from langgraph.store.base import BaseStore, Item
 
 from ..counting import TokenCounter, resolve_message_counter
+from ..store.facts import UserFacts
 from ..validation import check_positive
+from .facts import FactsSource, latest_question, render_facts
 from .structure import call_ids, is_tool_result, merge_system
 from .summary import (
     DEFAULT_SUMMARY_INSTRUCTIONS,
+    SUMMARY_DROPPED_MARKER,
+    SUMMARY_SHORTENED_MARKER,
     cap_text,
+    compacted_record,
+    compaction_prompt,
     find_watermark,
     load_record,
     new_record,
+    newest_part,
     render_messages,
     render_summary,
     summarizer_prompt,
     text_tokens,
 )
-from .trimming import CutMode, Limits, _close, _Meter, _pinned_start, fail_closed, select_window
+from .trimming import (
+    CutMode,
+    Limits,
+    _close,
+    _Meter,
+    _plain_text,
+    count_input,
+    fail_closed,
+    minimal_turn,
+    require_turn,
+    select_window,
+    turn_start,
+)
 
 __all__ = ["MODEL_CONTEXT_WINDOWS", "ContextPolicy", "ContextResult"]
 
@@ -55,8 +82,8 @@ MODEL_CONTEXT_WINDOWS: dict[str, int] = {
 """Context windows of known models, by name prefix (longest prefix wins). With ``model=``, the
 default budget is the window minus a reply reserve (a quarter of it, at most 16,384 tokens)."""
 
-_SUMMARY_MARKER = " [...summary cut to its size limit]"
 _CHUNK_MARKER = "\n[...the rest of this part was too long for one summarizer call]"
+_SQUEEZED = " [... {n} more characters]"
 
 SummaryPlacement = Literal["system", "message"]
 
@@ -70,7 +97,13 @@ class ContextResult:
         summary: the new summary record if it changed in this call, else ``None``.
         record: the summary record in force after this call (new or previous).
         info: measurements: ``input_tokens`` (of ``messages``), ``kept`` (conversation messages
-            sent), ``summarized`` (bool), ``summarizer_input_tokens``, ``summary_tokens``,
+            sent), ``uncovered`` (messages neither summarized nor sent), ``summarized`` (bool),
+            ``summarizer_calls`` and ``summarizer_input_tokens`` (compactions included),
+            ``compacted`` (``None``, ``"summarizer"``, ``"dropped oldest"`` or
+            ``"summarizer, dropped oldest"``), ``summary_tokens`` (of the record),
+            ``summary_shortened`` (the summary was sent shortened in this call, newest part
+            kept), ``summary_omitted`` (not even a shortened summary fitted), ``facts`` and
+            ``facts_tokens`` (the facts sent and their exact cost), ``facts_dropped``,
             ``summary_error`` (text, if the summarizer failed), ``seconds``.
     """
 
@@ -97,14 +130,20 @@ def _opt_positive(value: int | None, name: str) -> int | None:
     return None if value is None else check_positive(value, name)
 
 
+def _uncached_count(counter: TokenCounter, messages: Sequence[BaseMessage]) -> int:
+    return counter.reply_overhead + sum(counter.uncached(m) for m in messages)
+
+
 class ContextPolicy:
-    """How a history becomes a model input: budget, counting, trimming and summarization.
+    """How a history becomes a model input: budget, counting, trimming, summary and facts.
 
     Args:
-        max_tokens: hard budget of the model input, system message, summary and reply priming
-            included. Defaults from ``model`` when its window is known.
+        max_tokens: hard budget of the model input, system message, facts, summary and reply
+            priming included. Defaults from ``model`` when its window is known.
         model: a model name used for defaults: the exact counter (OpenAI names; others count
-            approximately) and the budget (see :data:`MODEL_CONTEXT_WINDOWS`).
+            approximately) and the budget (see :data:`MODEL_CONTEXT_WINDOWS`). An exact
+            counter loads its tiktoken encoding here (see
+            :class:`~langmem_sqlite.counting.EncodingUnavailableError` when offline).
         token_counter: counter spec (``"gpt-4o"``, ``"approximate"``, ``"messages"``, a
             callable...); default: exact for a known OpenAI ``model``, else approximate.
         max_messages: optional message budget (system message included).
@@ -112,23 +151,36 @@ class ContextPolicy:
         system_prompt: the system prompt; system messages in the history are merged after it.
         summarizer: a chat model (any ``Runnable`` taking messages) for the running summary;
             without one, the policy only trims.
-        trigger_tokens: summarize when system + summary + unsummarized messages exceed this
-            (default: ``max_tokens``).
+        trigger_tokens: summarize when system + facts + summary + unsummarized messages exceed
+            this (default: ``max_tokens``).
         trigger_messages: or when more than this many messages are not summarized yet.
         keep_tokens: tokens of recent messages kept verbatim after summarizing (default:
             30% of ``trigger_tokens``); must be below ``trigger_tokens`` (hysteresis).
         keep_messages: optional message count kept verbatim; below ``trigger_messages``.
-        max_summary_tokens: cap of the summary (enforced; default ``max_tokens // 8``, at most
-            2,000).
+        max_summary_tokens: cap of the stored summary (default ``max_tokens // 8``, at most
+            2,000). A summary over it is folded into a shorter one by the summarizer (one more
+            summarizer call, an update like any other); if that fails or there is no
+            summarizer, its oldest part is dropped, never its newest.
         max_summarizer_input_tokens: budget of one summarizer call (default: ``trigger_tokens``
-            plus ``max_summary_tokens``); older material beyond it is summarized in later passes.
+            plus ``max_summary_tokens``); the new material is shortened message by message to
+            fit it, and older material beyond it is summarized in later passes.
         summary_placement: ``"system"`` (appended to the one system message) or ``"message"``
             (a leading human message tagged ``lc_source="summarization"``).
         summary_instructions: the summarizer's instructions (``{max_tokens}`` is filled in).
         cut: ``"turn"`` (cut only before human messages) or ``"unit"`` (between tool units).
+        facts: read the user's long-term facts before each call and put them in the system
+            message: a ``BaseStore`` (e.g. :class:`~langmem_sqlite.SQLStore`), or ``True`` for
+            the running graph's store. The user is ``config["configurable"][user_id_key]`` (or
+            the runtime context). :meth:`prepare` also takes facts directly (``facts=``).
+        facts_share: the facts' share of ``max_tokens`` (default 0.1), counted exactly; over
+            it, the least relevant (or oldest) facts are dropped first.
+        facts_namespace: labels before the user id in the store (default ``("users",)``, as
+            :class:`~langmem_sqlite.store.UserFacts`).
+        user_id_key: where the user id is found in the config (default ``"user_id"``).
 
     Raises:
         ValueError: a missing budget, or ``keep >= trigger``.
+        EncodingUnavailableError: an exact counter whose encoding cannot be loaded.
     """
 
     def __init__(
@@ -150,6 +202,10 @@ class ContextPolicy:
         summary_placement: SummaryPlacement = "system",
         summary_instructions: str = DEFAULT_SUMMARY_INSTRUCTIONS,
         cut: CutMode = "turn",
+        facts: BaseStore | bool | None = None,
+        facts_share: float = 0.1,
+        facts_namespace: tuple[str, ...] = ("users",),
+        user_id_key: str = "user_id",
     ) -> None:
         if model is not None and not isinstance(model, str):
             raise TypeError(f"model: expected a model name, got {type(model).__name__}")
@@ -174,6 +230,7 @@ class ContextPolicy:
         if not isinstance(summary_instructions, str):
             raise TypeError("summary_instructions: expected str")
         self.counter: TokenCounter = resolve_message_counter(token_counter)
+        self.counter.load()  # an exact counter's encoding, now: a clear error if offline
         self.limits = Limits.make(max_tokens, max_messages, max_chars, self.counter)
         self._text_counter = (
             self.counter if self.counter.name != "messages" else resolve_message_counter(None)
@@ -192,6 +249,31 @@ class ContextPolicy:
             max_summary_tokens,
             max_summarizer_input_tokens,
         )
+        self._setup_facts(facts, facts_share, facts_namespace, user_id_key)
+
+    def _setup_facts(
+        self, facts: Any, share: float, namespace: tuple[str, ...], user_id_key: str
+    ) -> None:
+        """Validate the facts settings; ``facts_budget`` is ``None`` without a token budget."""
+        if isinstance(share, bool) or not isinstance(share, int | float) or not 0 < share < 1:
+            raise ValueError(f"facts_share: expected a fraction between 0 and 1, got {share!r}")
+        if not isinstance(namespace, tuple) or not all(isinstance(n, str) for n in namespace):
+            raise TypeError("facts_namespace: expected a tuple of strings")
+        if not isinstance(user_id_key, str) or not user_id_key:
+            raise TypeError("user_id_key: expected a non-empty string")
+        tokens = self.limits.max_tokens if self.counter.name != "messages" else None
+        self.facts_share = float(share)
+        self.facts_budget: int | None = int(tokens * share) if tokens else None
+        """Tokens the facts may take at most (``facts_share`` of ``max_tokens``)."""
+        self.facts_source: FactsSource | None = None
+        if facts is None or facts is False:
+            return
+        if facts is not True and not isinstance(facts, BaseStore):
+            raise TypeError(f"facts: expected a BaseStore or True, got {type(facts).__name__}")
+        if self.facts_budget is None:
+            raise ValueError("facts: needs a token budget (max_tokens with a token counter)")
+        store = None if facts is True else facts
+        self.facts_source = FactsSource(store, namespace, user_id_key)
 
     def _setup_summary(
         self,
@@ -278,41 +360,67 @@ class ContextPolicy:
     # -- the decision, written once ---------------------------------------------------------
 
     def _plan(
-        self, messages: Sequence[BaseMessage], summary: Any
+        self, messages: Sequence[BaseMessage], summary: Any, facts: Any
     ) -> Generator[_Request, Any, ContextResult]:
         started = time.perf_counter()
         if isinstance(messages, BaseMessage) or not isinstance(messages, Sequence):
             raise TypeError("messages: expected a sequence of BaseMessage")
+        items = self._check_facts(facts)
         record = load_record(summary)
         system, conv = merge_system(messages, self.system_prompt)
+        if system is None and not conv:
+            _nothing()
         upto = find_watermark(conv, record)
-        info: dict[str, Any] = {"summarized": False, "summarizer_input_tokens": 0}
+        info: dict[str, Any] = {
+            "summarized": False,
+            "summarizer_calls": 0,
+            "summarizer_input_tokens": 0,
+            "compacted": None,
+            "summary_shortened": False,
+            "summary_omitted": False,
+        }
         if upto is None:
             info["summary_error"] = "summary watermark not found in the history; ignored"
             record, upto = None, -1
-        new: dict[str, Any] | None = None
         lo = upto + 1
-        if self.summarizer is not None and self._triggered(system, record, conv, lo):
+        tail = conv[turn_start(conv, lo) :] if len(conv) > lo else []
+        # the system message and the turn in progress must fit; nothing else has to
+        require_turn(self.limits.meters([system] if system is not None else []), tail)
+        given = len(items)
+        items = self._facts_within_share(system, items)
+        new: dict[str, Any] | None = None
+        with_facts = render_facts(system, items)
+        if self.summarizer is not None and self._triggered(with_facts, record, conv, lo):
             chunk = self._chunk(conv, lo, self._keep_cut(conv, lo))
             if chunk > lo:
-                prompt = self._prompt(record, conv[lo:chunk])
-                info["summarizer_input_tokens"] = self._text_counter.count(prompt)
-                reply = yield _Request(prompt)
-                new = self._absorb(reply, record, conv, lo, chunk, info)
-                if new is not None:
-                    record, lo = new, chunk
-        summary_text = record["summary"] if record else None
-        system, notes = render_summary(system, summary_text, self.summary_placement)
-        fixed = ([system] if system is not None else []) + notes
-        window = select_window(conv, self.limits.meters(fixed), lo=lo, cut=self.cut)
-        out = fail_closed(fixed + window) if fixed or window else _nothing()
+                reply = yield from self._call(self._prompt(record, conv[lo:chunk]), info)
+                got = self._absorb(reply, record, conv, lo, chunk, info)
+                if got is not None:
+                    record, new, lo = got, got, chunk
+        if record is not None:
+            capped = yield from self._cap(record, info)
+            if capped is not record:
+                record = new = capped
+        fixed = self._compose(system, items, record, minimal_turn(tail), info)
+        info["facts_dropped"] = given - info["facts"]
+        window = select_window(conv, self.limits.meters(fixed, check=False), lo=lo, cut=self.cut)
+        out = fail_closed(fixed + window)
         info.update(
-            input_tokens=self.counter.count(out),
+            input_tokens=count_input(self.counter, out),
             kept=len(window),
+            uncovered=max(0, len(conv) - len(window) - lo) if window else 0,
             summary_tokens=record["summary_tokens"] if record else 0,
             seconds=time.perf_counter() - started,
         )
         return ContextResult(out, new, record, info)
+
+    def _call(
+        self, prompt: list[BaseMessage], info: dict[str, Any]
+    ) -> Generator[_Request, Any, Any]:
+        """One summarizer call (counted in ``info``); returns its reply or exception."""
+        info["summarizer_calls"] += 1
+        info["summarizer_input_tokens"] += _uncached_count(self._text_counter, prompt)
+        return (yield _Request(prompt))
 
     def _absorb(
         self,
@@ -323,16 +431,109 @@ class ContextPolicy:
         chunk: int,
         info: dict[str, Any],
     ) -> dict[str, Any] | None:
-        """The new record from the summarizer's reply (capped), or ``None`` on failure."""
+        """The new record from the summarizer's reply, or ``None`` on failure."""
         text = _reply_text(reply)
         if text is None:
             failed = isinstance(reply, BaseException)
             info["summary_error"] = repr(reply) if failed else "summarizer returned no text"
             return None
-        text = cap_text(self._text_counter, text, self.max_summary_tokens, _SUMMARY_MARKER)
         tokens = text_tokens(self._text_counter, text)
         info["summarized"] = True
         return new_record(text, chunk - 1, conv[chunk - 1].id, tokens, record, chunk - lo)
+
+    def _cap(
+        self, record: dict[str, Any], info: dict[str, Any]
+    ) -> Generator[_Request, Any, dict[str, Any]]:
+        """``record`` with its summary within ``max_summary_tokens``: folded by the summarizer,
+        else (failure, still too long, no summarizer) with its oldest part dropped."""
+        cap, counter = self.max_summary_tokens, self._text_counter
+        text = record["summary"]
+        if text_tokens(counter, text) <= cap:
+            return record
+        shorter = None
+        if self.summarizer is not None:
+            reply = yield from self._call(compaction_prompt(text, cap), info)
+            shorter = _reply_text(reply)
+            if shorter is None:
+                info["summary_error"] = (
+                    repr(reply) if isinstance(reply, BaseException) else "no text"
+                ) + " (while shortening the summary)"
+        by_summarizer = shorter is not None
+        info["compacted"] = "summarizer"
+        if shorter is None or text_tokens(counter, shorter, cache=False) > cap:
+            fits = lambda t: text_tokens(counter, t, cache=False) <= cap  # noqa: E731
+            shorter = newest_part(shorter or text, SUMMARY_DROPPED_MARKER, fits) or ""
+            info["compacted"] = "summarizer, dropped oldest" if by_summarizer else "dropped oldest"
+        return compacted_record(record, shorter, text_tokens(counter, shorter), by_summarizer)
+
+    def _check_facts(self, facts: Any) -> list[Item]:
+        if facts is None:
+            return []
+        if isinstance(facts, Item) or not isinstance(facts, Sequence):
+            raise TypeError("facts: expected a sequence of store Items (UserFacts.select)")
+        items = list(facts)
+        if not all(isinstance(i, Item) for i in items):
+            raise TypeError("facts: expected a sequence of store Items (UserFacts.select)")
+        if items and self.facts_budget is None:
+            raise ValueError("facts: need a token budget (max_tokens with a token counter)")
+        return items
+
+    def _facts_cost(
+        self, system: SystemMessage | None, items: Sequence[Item], *, cached: bool = False
+    ) -> int:
+        """Exact tokens the facts add to the system message (the variant counted uncached
+        unless ``cached``: the one likely sent)."""
+        c = self._text_counter
+        with_facts = render_facts(system, items)
+        base = c(system) if system is not None else 0
+        count = c if cached else c.uncached
+        return (count(with_facts) if with_facts is not None else 0) - base
+
+    def _facts_within_share(self, system: SystemMessage | None, items: list[Item]) -> list[Item]:
+        """The most relevant facts (a prefix of ``items``) within ``facts_budget``."""
+        if not items or self.facts_budget is None:
+            return []
+        budget = self.facts_budget
+        if self._facts_cost(system, items, cached=True) <= budget:
+            return items
+        k = _largest(len(items), lambda n: self._facts_cost(system, items[:n]) <= budget)
+        return items[:k]
+
+    def _build(
+        self, system: SystemMessage | None, items: Sequence[Item], text: str | None
+    ) -> list[BaseMessage]:
+        head, notes = render_summary(render_facts(system, items), text, self.summary_placement)
+        return ([head] if head is not None else []) + notes
+
+    def _compose(
+        self,
+        system: SystemMessage | None,
+        items: list[Item],
+        record: dict[str, Any] | None,
+        tail: list[BaseMessage],
+        info: dict[str, Any],
+    ) -> list[BaseMessage]:
+        """The fixed part of the input (system message with facts and summary, or the summary
+        note) that fits beside the smallest form of the turn in progress: facts dropped first
+        (least relevant last), then the summary shortened for this call (newest part kept)."""
+        text = record["summary"] if record else None
+
+        def fits(k: int, t: str | None, cached: bool = False) -> bool:
+            return self.limits.fits(self._build(system, items[:k], t), tail, cached=cached)
+
+        k = len(items)
+        if not fits(k, text, cached=True):  # (the usual case: everything fits, counted once)
+            if k:
+                k = _largest(k, lambda n: fits(n, text))
+            if text and not fits(k, text):
+                short = newest_part(text, SUMMARY_SHORTENED_MARKER, lambda t: fits(0, t))
+                info["summary_shortened"] = short is not None
+                info["summary_omitted"] = short is None
+                text = short
+        fixed = self._build(system, items[:k], text)
+        info["facts"] = k
+        info["facts_tokens"] = self._facts_cost(system, items[:k], cached=True) if k else 0
+        return fixed
 
     def _unsummarized_meters(self, system: SystemMessage | None, record: Any) -> list[_Meter]:
         text = record["summary"] if record else None
@@ -361,7 +562,7 @@ class ContextPolicy:
     def _keep_cut(self, conv: Sequence[BaseMessage], lo: int) -> int:
         """Where the verbatim part starts after summarizing: the earliest turn boundary whose
         suffix fits ``keep``, never after the latest human message."""
-        pinned = _pinned_start(conv, lo)
+        pinned = turn_start(conv, lo)
         tokens = sum(self.counter(m) for m in conv[pinned:])
         count = len(conv) - pinned
         best = pinned
@@ -379,14 +580,22 @@ class ContextPolicy:
                 best = j
         return best
 
+    def _material_room(self) -> int:
+        """Tokens of new material one summarizer call takes (beside the previous summary)."""
+        return self.max_summarizer_input_tokens - self.max_summary_tokens - 150
+
     def _chunk(self, conv: Sequence[BaseMessage], lo: int, cut: int) -> int:
-        """End (exclusive) of the oldest new material that fits one summarizer call, at a
-        tool-unit boundary; at least one unit."""
-        room = self.max_summarizer_input_tokens - self.max_summary_tokens - 150
+        """End (exclusive) of the oldest new material for one summarizer call, at a tool-unit
+        boundary; at least one unit. A message counts at most 1/24 of the room: larger ones
+        are shortened for the summarizer (see :meth:`_prompt`), so one call covers a whole
+        agent turn of big tool results (no message is then left neither summarized nor
+        sent); a longer backlog is summarized in passes, one per model call."""
+        room = self._material_room()
+        most = max(1, room // 24)
         used, pending, best = 0, set(), lo
         for j in range(lo, cut):
             msg = conv[j]
-            used += self._text_counter(msg)
+            used += min(self._text_counter(msg), most)
             if used > room and best > lo:
                 break
             if is_tool_result(msg):
@@ -401,32 +610,140 @@ class ContextPolicy:
         return best
 
     def _prompt(self, record: Any, new: Sequence[BaseMessage]) -> list[BaseMessage]:
+        """The summarizer input: the previous summary whole, then the new material, its
+        longest messages shortened to one common length if it is over the call's budget."""
         previous = record["summary"] if record else None
+        counter = self._text_counter
+
+        def prompt(text: str) -> list[BaseMessage]:
+            return summarizer_prompt(
+                previous, text, self.summary_instructions, self.max_summary_tokens
+            )
+
+        room = max(1, self.max_summarizer_input_tokens - _uncached_count(counter, prompt("")))
+
+        def fits(text: str) -> bool:
+            return text_tokens(counter, text, cache=False) <= room
+
         text = render_messages(new)
-        room = self.max_summarizer_input_tokens - self._text_counter.count(
-            summarizer_prompt(previous, "", self.summary_instructions, self.max_summary_tokens)
-        )
-        text = cap_text(self._text_counter, text, max(room, 1), _CHUNK_MARKER)
-        return summarizer_prompt(previous, text, self.summary_instructions, self.max_summary_tokens)
+        if not fits(text):
+            texts = [_plain_text(m) for m in new]
+
+            def squeezed(cap: int) -> str:
+                return render_messages(
+                    [
+                        m.model_copy(update={"content": t[:cap] + _SQUEEZED.format(n=len(t) - cap)})
+                        if len(t) > cap
+                        else m
+                        for m, t in zip(new, texts, strict=True)
+                    ]
+                )
+
+            longest = max(len(t) for t in texts)
+            if fits(squeezed(0)):
+                text = squeezed(_largest(longest, lambda cap: fits(squeezed(cap))))
+            else:
+                text = cap_text(counter, squeezed(0), room, _CHUNK_MARKER)
+        return prompt(text)
+
+    # -- facts -------------------------------------------------------------------------------
+
+    def fetch_facts(
+        self,
+        messages: Sequence[BaseMessage],
+        config: Any = None,
+        *,
+        store: BaseStore | None = None,
+        user_id: Any = None,
+    ) -> list[Item]:
+        """The user's facts for this call (empty without ``facts=``), most relevant to the
+        latest human message first: pass them to :meth:`prepare`. The adapters call this.
+
+        Args:
+            messages: the history (its latest human message is the query).
+            config: the run's config (the user id is read from it, else the runtime context).
+            store: the graph's store, used when the policy was given ``facts=True``.
+            user_id: the user, when the caller knows it.
+        """
+        facts = self._user_facts(config, store, user_id)
+        if facts is None:
+            return []
+        return list(facts.select(latest_question(messages), **self._select_args()))
+
+    async def afetch_facts(
+        self,
+        messages: Sequence[BaseMessage],
+        config: Any = None,
+        *,
+        store: BaseStore | None = None,
+        user_id: Any = None,
+    ) -> list[Item]:
+        """Async :meth:`fetch_facts`."""
+        facts = self._user_facts(config, store, user_id)
+        if facts is None:
+            return []
+        return list(await facts.aselect(latest_question(messages), **self._select_args()))
+
+    def _user_facts(self, config: Any, store: BaseStore | None, user_id: Any) -> UserFacts | None:
+        if self.facts_source is None:
+            return None
+        return self.facts_source.user_facts(config, store=store, user_id=user_id)
+
+    def _select_args(self) -> dict[str, Any]:
+        # UserFacts.select counts each line as a message of its own (a few tokens more than
+        # in the section): twice the share is a superset of what fits, counted exactly here
+        assert self.facts_budget is not None
+        return {"max_tokens": 2 * self.facts_budget, "token_counter": self._text_counter}
 
     # -- drivers -------------------------------------------------------------------------------
 
-    def prepare(self, messages: Sequence[BaseMessage], summary: Any = None) -> ContextResult:
+    def prepare(
+        self,
+        messages: Sequence[BaseMessage],
+        summary: Any = None,
+        *,
+        facts: Sequence[Item] | None = None,
+    ) -> ContextResult:
         """The model input for ``messages`` given the summary record in force (dict, JSON or
-        ``None``). At most one summarizer call; if it fails, the result only trims."""
-        plan = self._plan(messages, summary)
+        ``None``) and the user's facts (store items, most relevant first; see
+        :meth:`fetch_facts`). One summarizer call at most, plus one to shorten the summary
+        when it passes its cap; if the summarizer fails, the result only trims.
+
+        Raises:
+            ContextBudgetError: the system message, or the system message and the turn in
+                progress (tool results shortened), cannot fit; nothing was summarized.
+        """
+        plan = self._plan(messages, summary, facts)
         step = _resume(plan, None)
         while isinstance(step, _Request):
             step = _resume(plan, _guard(self.summarizer.invoke, step.prompt))
         return step
 
-    async def aprepare(self, messages: Sequence[BaseMessage], summary: Any = None) -> ContextResult:
+    async def aprepare(
+        self,
+        messages: Sequence[BaseMessage],
+        summary: Any = None,
+        *,
+        facts: Sequence[Item] | None = None,
+    ) -> ContextResult:
         """Async :meth:`prepare` (the summarizer is awaited)."""
-        plan = self._plan(messages, summary)
+        plan = self._plan(messages, summary, facts)
         step = _resume(plan, None)
         while isinstance(step, _Request):
             step = _resume(plan, await _aguard(self.summarizer.ainvoke(step.prompt)))
         return step
+
+
+def _largest(n: int, ok: Any) -> int:
+    """The largest ``k`` in ``0..n`` with ``ok(k)`` (``ok`` true at 0, monotone), by bisection."""
+    lo, hi = 0, n
+    while lo < hi:
+        mid = (lo + hi + 1) // 2
+        if ok(mid):
+            lo = mid
+        else:
+            hi = mid - 1
+    return lo
 
 
 def _resume(plan: Generator[_Request, Any, ContextResult], reply: Any) -> _Request | ContextResult:

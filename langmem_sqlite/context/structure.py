@@ -26,7 +26,35 @@ _TOOL_TYPES = frozenset({"tool", "function", "ToolMessageChunk"})
 
 
 class ContextBudgetError(ValueError):
-    """The budget cannot be met without breaking a rule (it says which part is too big)."""
+    """The budget cannot be met without breaking a rule; the message says which part is too
+    large and by how much.
+
+    Attributes:
+        part: ``"system message"``, ``"latest human message"`` or ``"turn in progress"``.
+        needed: what the input needs at least (in ``unit``), with the parts that must be sent.
+        limit: the budget (``max_tokens``, ``max_messages`` or ``max_chars`` value).
+        unit: ``"tokens"``, ``"messages"`` or ``"characters"``.
+    """
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        part: str | None = None,
+        needed: int | None = None,
+        limit: int | None = None,
+        unit: str | None = None,
+    ) -> None:
+        super().__init__(message)
+        self.part = part
+        self.needed = needed
+        self.limit = limit
+        self.unit = unit
+
+    @property
+    def over(self) -> int | None:
+        """By how much the smallest possible input exceeds the budget."""
+        return None if self.needed is None or self.limit is None else self.needed - self.limit
 
 
 class ContextStructureError(ValueError):

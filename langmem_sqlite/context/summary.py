@@ -4,16 +4,18 @@ The record is a small ``dict`` of JSON primitives (it survives ``LANGGRAPH_STRIC
 and a JSON column), whose size does not grow with the history::
 
     {"version": 1, "summary": "...", "upto_id": "msg-42", "upto_index": 41,
-     "summary_tokens": 312, "messages_summarized": 42, "updates": 3}
+     "summary_tokens": 312, "messages_summarized": 42, "updates": 3, "compactions": 1}
 
 ``upto_index`` is the position (among non-system messages) of the last summarized message and
-``upto_id`` its id, if it has one: every later message is summarized at most once.
+``upto_id`` its id, if it has one: every later message is summarized at most once. ``updates``
+counts the summarizer's outputs in force (merges and shortenings), ``compactions`` the times
+the summary was brought back under its cap.
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from langchain_core.messages import (
@@ -26,12 +28,18 @@ from langchain_core.messages import (
 from ..counting import TokenCounter
 
 __all__ = [
+    "COMPACTION_INSTRUCTIONS",
     "DEFAULT_SUMMARY_INSTRUCTIONS",
+    "SUMMARY_DROPPED_MARKER",
+    "SUMMARY_SHORTENED_MARKER",
     "SUMMARY_VERSION",
+    "compacted_record",
+    "compaction_prompt",
     "dump_record",
     "find_watermark",
     "load_record",
     "new_record",
+    "newest_part",
     "render_summary",
     "summarizer_prompt",
 ]
@@ -45,6 +53,23 @@ DEFAULT_SUMMARY_INSTRUCTIONS = (
     "tool results still needed later. Keep what matters from the previous summary. Write plain "
     "text, at most {max_tokens} tokens."
 )
+
+COMPACTION_INSTRUCTIONS = (
+    "You maintain the running summary of a conversation between a user and an AI assistant. "
+    "The summary below has grown past its size limit. Rewrite it shorter, at most {max_tokens} "
+    "tokens: keep the newest information, the decisions, the user's goals and preferences and "
+    "the open questions; condense or drop what is oldest and least needed later. Return only "
+    "the summary, as plain text."
+)
+"""The summarizer's instructions when the summary passed its cap (``{max_tokens}`` is filled)."""
+
+SUMMARY_SHORTENED_MARKER = (
+    "[...the oldest part of this summary is left out of this call to fit the context window]\n"
+)
+"""Starts a summary sent shortened for one model call (its newest part is kept)."""
+
+SUMMARY_DROPPED_MARKER = "[...the oldest part of the summary was dropped to keep it in its size]\n"
+"""Starts a stored summary whose oldest part was dropped (no summarizer could shorten it)."""
 
 _SUMMARY_HEADER = "Summary of the earlier conversation:"
 
@@ -67,6 +92,21 @@ def new_record(
         "summary_tokens": summary_tokens,
         "messages_summarized": int(prev.get("messages_summarized", 0)) + newly_summarized,
         "updates": int(prev.get("updates", 0)) + 1,
+        "compactions": int(prev.get("compactions", 0)),
+    }
+
+
+def compacted_record(
+    record: dict[str, Any], summary: str, summary_tokens: int, by_summarizer: bool
+) -> dict[str, Any]:
+    """``record`` with its summary shortened (same watermark). A shortening by the summarizer
+    is an update like any other; ``compactions`` counts both kinds."""
+    return {
+        **record,
+        "summary": summary,
+        "summary_tokens": summary_tokens,
+        "updates": int(record.get("updates", 0)) + int(by_summarizer),
+        "compactions": int(record.get("compactions", 0)) + 1,
     }
 
 
@@ -160,9 +200,66 @@ def summarizer_prompt(
     ]
 
 
-def text_tokens(counter: TokenCounter, text: str) -> int:
-    """Tokens of ``text`` alone with ``counter`` (message overhead removed)."""
-    return max(0, counter(HumanMessage(text)) - counter(HumanMessage("")))
+def compaction_prompt(summary: str, max_tokens: int) -> list[BaseMessage]:
+    """Messages for one summarizer call that folds ``summary`` into a shorter one."""
+    return summarizer_prompt(
+        summary, "(none: only shorten the summary)", COMPACTION_INSTRUCTIONS, max_tokens
+    )
+
+
+def text_tokens(counter: TokenCounter, text: str, *, cache: bool = True) -> int:
+    """Tokens of ``text`` alone with ``counter`` (message overhead removed); ``cache=False``
+    for one-off texts (bisection probes)."""
+    count = counter if cache else counter.uncached
+    return max(0, count(HumanMessage(text)) - counter(HumanMessage("")))
+
+
+_LEAST_KEPT = 24
+"""Fewest characters of a summary worth sending shortened (about a short sentence)."""
+
+_BREAKS = ("\n", "。", ". ", "！", "？", "; ", "；")
+
+
+def _snap(text: str, start: int) -> int:
+    """``start`` moved forward to just after a line or sentence break, if one is close (within
+    a quarter of what is kept), so the kept part starts on a whole sentence."""
+    reach = start + max(0, (len(text) - start) // 4)
+    best = None
+    for sep in _BREAKS:
+        i = text.find(sep, start, reach)
+        if i != -1 and (best is None or i + len(sep) < best):
+            best = i + len(sep)
+            if sep == "\n":
+                return best
+    return start if best is None else best
+
+
+def newest_part(text: str, marker: str, fits: Callable[[str], bool]) -> str | None:
+    """``text`` if ``fits(text)``, else ``marker`` followed by the longest end of ``text`` that
+    fits (starting on a sentence where one is close); ``None`` if less than
+    :data:`_LEAST_KEPT` characters of ``text`` fit beside ``marker``.
+
+    A summary grows at its end, so its end is its newest part: this drops the oldest first.
+    """
+    if fits(text):
+        return text
+    body = text[len(marker) :] if text.startswith(marker) else text
+    if not fits(marker):
+        return None
+    lo, hi = 0, len(body)  # the smallest start whose end fits
+    while lo < hi:
+        mid = (lo + hi) // 2
+        if fits(marker + body[mid:]):
+            hi = mid
+        else:
+            lo = mid + 1
+    least = min(len(body), _LEAST_KEPT)
+    if len(body) - lo < least:
+        return None  # not even a sentence's worth of the text fits beside the marker
+    snapped = _snap(body, lo)
+    if snapped != lo and (len(body) - snapped < least or not fits(marker + body[snapped:])):
+        snapped = lo
+    return marker + body[snapped:]
 
 
 def cap_text(counter: TokenCounter, text: str, max_tokens: int, marker: str) -> str:

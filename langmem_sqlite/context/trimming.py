@@ -32,7 +32,19 @@ from .structure import (
     result_id,
 )
 
-__all__ = ["CutMode", "Limits", "select_window", "shorten_tool_results", "trim_context"]
+__all__ = [
+    "SHORTENED_KEY",
+    "CutMode",
+    "Limits",
+    "count_input",
+    "is_shortened",
+    "minimal_turn",
+    "require_turn",
+    "select_window",
+    "shorten_tool_results",
+    "trim_context",
+    "turn_start",
+]
 
 CutMode = Literal["turn", "unit"]
 """Where older history may be cut: only before a human message (``"turn"``, the default) or
@@ -44,6 +56,16 @@ TRUNCATION_MARKER = "\n[... {removed} of {total} characters of this tool result 
 _LEGACY = "\x00function_call"  # open marker for legacy FunctionMessage results
 
 
+SHORTENED_KEY = "shortened_to_fit"
+"""``response_metadata`` key of a tool result shortened to fit (``{"removed", "total"}``)."""
+
+
+def is_shortened(message: BaseMessage) -> bool:
+    """A copy made by shortening a tool result (its count is not cached: the original, with
+    the same id, keeps its cached count)."""
+    return SHORTENED_KEY in message.response_metadata
+
+
 @dataclass
 class _Meter:
     label: str
@@ -51,6 +73,21 @@ class _Meter:
     fn: Callable[[BaseMessage], int]
     limit: int
     used: int = 0
+    fixed: int = 0  # messages pre-loaded (the system message, a summary note)
+
+    def cost(self, message: BaseMessage) -> int:
+        """``fn(message)``, uncached for a shortened copy."""
+        if is_shortened(message):
+            return int(getattr(self.fn, "uncached", self.fn)(message))
+        return self.fn(message)
+
+
+def count_input(counter: TokenCounter, messages: Sequence[BaseMessage]) -> int:
+    """``counter.count(messages)`` with shortened copies counted uncached."""
+    fresh = counter.uncached
+    return counter.reply_overhead + sum(
+        fresh(m) if is_shortened(m) else counter(m) for m in messages
+    )
 
 
 @dataclass(frozen=True)
@@ -91,8 +128,10 @@ class Limits:
         counter = resolve_message_counter(token_counter) if max_tokens is not None else None
         return cls(max_tokens, max_messages, max_chars, counter)
 
-    def meters(self, fixed: Sequence[BaseMessage]) -> list[_Meter]:
-        """One meter per limit, pre-loaded with the fixed part (system message, summary)."""
+    def meters(self, fixed: Sequence[BaseMessage], *, check: bool = True) -> list[_Meter]:
+        """One meter per limit, pre-loaded with the fixed part (system message, summary).
+
+        With ``check``, a fixed part over a limit raises :class:`ContextBudgetError`."""
         out = []
         if self.max_tokens is not None and self.counter is not None:
             c = self.counter
@@ -104,12 +143,30 @@ class Limits:
             used = sum(count_characters(m) for m in fixed)
             out.append(_Meter("max_chars", "characters", count_characters, self.max_chars, used))
         for m in out:
+            m.fixed = len(fixed)
+        for m in out if check else ():
             if m.used > m.limit:
+                priming = " (with the reply priming)" if m.unit == "tokens" else ""
                 raise ContextBudgetError(
-                    f"{m.label}={m.limit}: the system message (with the summary) alone needs "
-                    f"{m.used} {m.unit}"
+                    f"{m.label}={m.limit}: the system message is too large: it needs {m.used} "
+                    f"{m.unit}{priming} alone, {m.used - m.limit} over the budget",
+                    part="system message",
+                    needed=m.used,
+                    limit=m.limit,
+                    unit=m.unit,
                 )
         return out
+
+    def fits(
+        self, fixed: Sequence[BaseMessage], rest: Sequence[BaseMessage], *, cached: bool = False
+    ) -> bool:
+        """Whether ``fixed`` and ``rest`` fit every limit; ``fixed`` is counted uncached (a
+        one-off variant) unless ``cached``."""
+        for m in self.meters((), check=False):
+            count = m.fn if cached else getattr(m.fn, "uncached", m.fn)
+            if m.used + sum(count(x) for x in fixed) + _sum(m, rest) > m.limit:
+                return False
+        return True
 
 
 def _one(message: BaseMessage) -> int:
@@ -127,7 +184,7 @@ def _close(open_ids: set[str], message: BaseMessage) -> None:
             open_ids.discard(_LEGACY)
 
 
-def _pinned_start(conv: Sequence[BaseMessage], lo: int) -> int:
+def turn_start(conv: Sequence[BaseMessage], lo: int = 0) -> int:
     """Start of the turn in progress: the latest human message that is a valid cut (else the
     latest valid cut). Only message types are inspected, nothing is counted."""
     open_ids: set[str] = set()
@@ -147,17 +204,22 @@ def _pinned_start(conv: Sequence[BaseMessage], lo: int) -> int:
     return latest_valid
 
 
+_pinned_start = turn_start
+
+
 def _plain_text(message: BaseMessage) -> str:
     return message.content if isinstance(message.content, str) else message.text
 
 
 def _shortened(message: BaseMessage, text: str, cap: int) -> BaseMessage:
-    marker = TRUNCATION_MARKER.format(removed=len(text) - cap, total=len(text))
-    return message.model_copy(update={"content": text[:cap] + marker})
+    removed = len(text) - cap
+    marker = TRUNCATION_MARKER.format(removed=removed, total=len(text))
+    meta = {**message.response_metadata, SHORTENED_KEY: {"removed": removed, "total": len(text)}}
+    return message.model_copy(update={"content": text[:cap] + marker, "response_metadata": meta})
 
 
 def _fits(meters: list[_Meter], messages: Sequence[BaseMessage]) -> bool:
-    return all(m.used + sum(m.fn(x) for x in messages) <= m.limit for m in meters)
+    return all(m.used + _sum(m, messages) <= m.limit for m in meters)
 
 
 def shorten_tool_results(
@@ -191,6 +253,82 @@ def shorten_tool_results(
     return build(lo)
 
 
+def minimal_turn(tail: Sequence[BaseMessage]) -> list[BaseMessage]:
+    """The turn in progress as small as it may become: every tool result cut to its marker."""
+    return [
+        _shortened(m, _plain_text(m), 0) if is_tool_result(m) and _plain_text(m) else m
+        for m in tail
+    ]
+
+
+def _sum(m: _Meter, messages: Sequence[BaseMessage]) -> int:
+    return sum(m.cost(x) for x in messages)
+
+
+def _turn_error(m: _Meter, sent: Sequence[BaseMessage], shortened: bool) -> ContextBudgetError:
+    """Why ``sent`` (the turn in progress, as small as allowed) cannot fit meter ``m`` (whose
+    ``used`` holds the system message): the part that is too large, and by how much."""
+    need = m.used + _sum(m, sent)
+    over = need - m.limit
+    human = next((x for x in sent if x.type == "human"), None)
+    h = m.cost(human) if human is not None else 0
+    calls = [x for x in sent if call_ids(x)]
+    results = [x for x in sent if is_tool_result(x)]
+    who = [
+        w
+        for w, ok in (("the system message", m.fixed), ("the reply priming", m.unit == "tokens"))
+        if ok
+    ]
+    fixed = f", plus {m.used} for {' and '.join(who)}" if m.used and who else ""
+    if m.unit == "messages":
+        return ContextBudgetError(
+            f"{m.label}={m.limit}: the turn in progress has {len(sent)} message(s){fixed}: "
+            f"{need} in all, {over} over the budget",
+            part="turn in progress",
+            needed=need,
+            limit=m.limit,
+            unit=m.unit,
+        )
+    if human is not None and (m.used + h > m.limit or len(sent) == 1):
+        return ContextBudgetError(
+            f"{m.label}={m.limit}: the latest human message is too large: it needs {h} "
+            f"{m.unit}{fixed}: {need} in all, {over} over the budget (shorten the message or "
+            f"raise {m.label})",
+            part="latest human message",
+            needed=need,
+            limit=m.limit,
+            unit=m.unit,
+        )
+    parts = [f"the latest human message {h}"] if human is not None else []
+    if calls:
+        parts.append(f"{len(calls)} AI message(s) with tool calls {_sum(m, calls)}")
+    if results:
+        how = " (shortened to their markers)" if shortened else ""
+        parts.append(f"{len(results)} tool result(s){how} {_sum(m, results)}")
+    rest = [x for x in sent if x is not human and not call_ids(x) and not is_tool_result(x)]
+    if rest:
+        parts.append(f"{len(rest)} other message(s) {_sum(m, rest)}")
+    return ContextBudgetError(
+        f"{m.label}={m.limit}: the turn in progress is too large: {', '.join(parts)} "
+        f"{m.unit}{fixed}: {need} in all, {over} over the budget",
+        part="turn in progress",
+        needed=need,
+        limit=m.limit,
+        unit=m.unit,
+    )
+
+
+def require_turn(
+    meters: list[_Meter], tail: Sequence[BaseMessage], *, shorten: bool = True
+) -> None:
+    """Raise :class:`ContextBudgetError` unless the turn in progress ``tail`` fits the meters
+    (pre-loaded with the system message), its tool results shortened if ``shorten``."""
+    sent = minimal_turn(tail) if shorten else list(tail)
+    for m in meters:
+        if m.used + _sum(m, sent) > m.limit:
+            raise _turn_error(m, sent, shorten and m.unit != "messages")
+
+
 def select_window(
     conv: Sequence[BaseMessage],
     meters: list[_Meter],
@@ -207,32 +345,27 @@ def select_window(
     n = len(conv)
     if n <= lo:
         return []
-    pinned = _pinned_start(conv, lo)
+    pinned = turn_start(conv, lo)
     tail: list[BaseMessage] = list(conv[pinned:])
     for m in meters:
-        m.used += sum(m.fn(x) for x in tail)
+        m.used += _sum(m, tail)
     over = [m for m in meters if m.used > m.limit]
     if over:
         for m in meters:
-            m.used -= sum(m.fn(x) for x in tail)
+            m.used -= _sum(m, tail)
         tried = shorten and all(m.label != "max_messages" for m in over)
         short = shorten_tool_results(tail, meters) if tried else None
         if short is None:
-            m = over[0]
-            need = m.used + sum(m.fn(x) for x in tail)
-            raise ContextBudgetError(
-                f"{m.label}={m.limit}: the latest human message and the turn in progress need "
-                f"{need} {m.unit} with the system message"
-                + (", even with its tool results shortened" if tried else "")
-            )
+            require_turn(meters, tail, shorten=tried)
+            raise _turn_error(over[0], tail, False)  # not reached: require_turn raised
         tail = short
         for m in meters:
-            m.used += sum(m.fn(x) for x in tail)
+            m.used += _sum(m, tail)
     best = pinned
     open_ids: set[str] = set()
     for j in range(pinned - 1, lo - 1, -1):
         msg = conv[j]
-        costs = [m.fn(msg) for m in meters]
+        costs = [m.cost(msg) for m in meters]
         if any(m.used + c > m.limit for m, c in zip(meters, costs, strict=True)):
             break
         for m, c in zip(meters, costs, strict=True):

@@ -1,0 +1,517 @@
+"""Forgetting a user: one call that deletes everything the package stores about a user.
+
+:func:`forget_user` (and its twin :func:`aforget_user`) removes, for one user id:
+
+* the user's **sessions** of the conversation store, with their **messages**, titles and
+  running **summaries**;
+* the checkpointer **threads** tied to the user: a thread is the user's when any of its
+  checkpoints' metadata names the user under ``user_id`` (LangGraph copies
+  ``config["configurable"]["user_id"]`` there) or ``langgraph_auth_user_id`` (the LangGraph API
+  server's authenticated user), as a string or, for a numeric id, as an integer; every
+  checkpoint of the thread is searched, not only the latest, so a later run without the id
+  does not hide the thread. Threads the caller names (``thread_ids``) go too;
+* the long-term store's **items** under the user's namespaces, by default everything under
+  ``("users", user_id)``: the user's **facts** and pending facts (:class:`UserFacts`) and
+  whatever else an application keeps there, expired items included.
+
+On a SQLite file it then leaves no byte of the deleted content in the database file or its
+``-wal``: the sessions are deleted with ``PRAGMA secure_delete`` on, ``VACUUM`` rewrites the file
+(older copies left in free space by earlier updates and deletes go too, whatever
+``secure_delete`` default the SQLite build has), and ``PRAGMA wal_checkpoint(TRUNCATE)`` empties
+the write-ahead log. PostgreSQL and MariaDB keep deleted rows' bytes in their files until their
+own vacuum or purge reuses the space (and in their WAL, redo logs, binary logs and backups):
+see the README.
+
+The operation is written once as a generator of calls (:data:`_Job`); the sync function runs
+each call's sync half, the async one awaits its async half.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Awaitable, Callable, Generator, Sequence
+from dataclasses import asdict, dataclass, field
+from functools import partial
+from typing import TYPE_CHECKING, Any, NamedTuple, TypeVar
+
+from langgraph.store.base import PutOp, SearchItem
+from sqlalchemy import Text, and_, cast, func, or_, select
+from sqlalchemy.engine import Connection
+
+from . import conversations as sql
+from .checkpoint.meta import matches, prefilter
+from .db import Database, DatabaseLike, get_database
+from .migrate import schema_plan
+from .schema import DEFAULT_PREFIX, Tables, get_tables
+from .validation import IdLike, check_id
+
+if TYPE_CHECKING:
+    from .checkpoint import SQLSaver
+    from .store import Memory, SQLStore
+
+__all__ = [
+    "DEFAULT_STORE_PREFIXES",
+    "THREAD_USER_KEYS",
+    "ForgetReport",
+    "aforget_user",
+    "forget_user",
+]
+
+T = TypeVar("T")
+
+USER = "{user_id}"
+"""The placeholder for the user id in :data:`DEFAULT_STORE_PREFIXES` and ``store_prefixes``."""
+
+DEFAULT_STORE_PREFIXES: tuple[tuple[str, ...], ...] = (("users", USER),)
+"""Store namespaces holding a user's items: everything under ``("users", user_id)``, where
+:class:`~langmem_sqlite.store.UserFacts` keeps facts by default."""
+
+THREAD_USER_KEYS: tuple[str, ...] = ("user_id", "langgraph_auth_user_id")
+"""Checkpoint metadata keys that name a thread's user."""
+
+_FACT_NAMESPACES = ("facts", "pending_facts")
+_PAGE = 1000
+_CHECKPOINT_TRIES = 50
+
+
+@dataclass(frozen=True)
+class ForgetReport:
+    """What :func:`forget_user` deleted (or, with ``dry_run``, would delete), per kind."""
+
+    user_id: str
+    dry_run: bool
+    sessions: int = 0
+    messages: int = 0
+    summaries: int = 0
+    """Sessions that had a running summary."""
+    threads: int = 0
+    checkpoints: int = 0
+    facts: int = 0
+    """Store items in a ``facts`` or ``pending_facts`` namespace of the user."""
+    store_items: int = 0
+    """The user's other store items."""
+    thread_ids: list[str] = field(default_factory=list)
+    namespaces: list[tuple[str, ...]] = field(default_factory=list)
+    """The store namespaces emptied."""
+    other_namespaces: list[tuple[str, ...]] = field(default_factory=list)
+    """Store namespaces that have the user id as a label but are outside ``store_prefixes``:
+    kept (they may be shared); add their prefix to delete them."""
+    unreadable_threads: int = 0
+    """Threads whose checkpoint metadata is encrypted (no JSON copy) and could not be matched:
+    pass the application's saver (``saver=``) to search them."""
+    vacuumed: bool = False
+    """SQLite file: ``VACUUM`` rewrote it, so no free page or free space within a page keeps a
+    copy (of these rows, or left earlier by updates and deletes)."""
+    wal_emptied: bool | None = None
+    """SQLite file: the write-ahead log was checkpointed and truncated to 0 bytes (``False``: a
+    reader kept it busy, run the call again). ``None``: a server, an in-memory database, or a
+    dry run."""
+
+    def as_dict(self) -> dict[str, Any]:
+        """A JSON-ready dict."""
+        return asdict(self)
+
+
+class _Call(NamedTuple):
+    """One step of a job: the same operation as a sync and an async callable."""
+
+    sync: Callable[[], Any]
+    async_: Callable[[], Awaitable[Any]]
+
+
+_Job = Generator[_Call, Any, T]
+
+
+def _twin(obj: Any, name: str, *args: Any, **kwargs: Any) -> _Call:
+    """``obj.name(...)`` and ``obj.aname(...)``."""
+    return _Call(
+        partial(getattr(obj, name), *args, **kwargs),
+        partial(getattr(obj, "a" + name), *args, **kwargs),
+    )
+
+
+def _sql(db: Database, fn: Callable[..., Any], *args: Any, **options: Any) -> _Call:
+    return _Call(partial(db.run, fn, *args, **options), partial(db.arun, fn, *args, **options))
+
+
+def _plan(db: Database, plan: Callable[[], Any]) -> _Call:
+    return _Call(lambda: db.drive(plan()), lambda: db.adrive(plan()))
+
+
+def _listed(saver: SQLSaver, filter: dict[str, Any]) -> list[Any]:
+    """Every checkpoint (of any thread) whose metadata matches ``filter``."""
+    return list(saver.list(None, filter=filter))
+
+
+async def _alisted(saver: SQLSaver, filter: dict[str, Any]) -> list[Any]:
+    return [x async for x in saver.alist(None, filter=filter)]
+
+
+def _run(job: _Job[T]) -> T:
+    try:
+        call = next(job)
+        while True:
+            call = job.send(call.sync())
+    except StopIteration as done:
+        return done.value  # type: ignore[no-any-return]
+
+
+async def _arun(job: _Job[T]) -> T:
+    try:
+        call = next(job)
+        while True:
+            call = job.send(await call.async_())
+    except StopIteration as done:
+        return done.value  # type: ignore[no-any-return]
+
+
+# -- checkpointer threads ---------------------------------------------------------------------
+
+
+def _user_values(user_id: str) -> list[str | int]:
+    """The metadata values naming ``user_id``: the string, and for a numeric id the integer
+    (LangGraph copies ``configurable`` ints into metadata as ints)."""
+    values: list[str | int] = [user_id]
+    try:
+        number = int(user_id)
+    except ValueError:
+        return values
+    if str(number) == user_id:
+        values.append(number)
+    return values
+
+
+def _filters(user_id: str, keys: Sequence[str]) -> list[dict[str, Any]]:
+    return [{k: v} for k in keys for v in _user_values(user_id)]
+
+
+def _threads_named(
+    conn: Connection, t: Tables, filters: list[dict[str, Any]]
+) -> tuple[set[str], int]:
+    """Threads any of whose checkpoints' JSON metadata matches one of ``filters``, and how
+    many other threads have checkpoints without a JSON copy (an encrypting saver's)."""
+    c = t.checkpoints.c
+    wanted = or_(*(and_(*prefilter(c.metadata_json, f, conn.dialect.name)) for f in filters))
+    found = {
+        row.thread_id
+        for row in conn.execute(
+            select(c.thread_id, c.metadata_json).where(c.metadata_json.is_not(None), wanted)
+        )
+        if any(matches(row.metadata_json, f) for f in filters)
+    }
+    # no JSON copy: SQL NULL, or the JSON null that a saver without searchable metadata writes
+    no_copy = or_(c.metadata_json.is_(None), cast(c.metadata_json, Text) == "null")
+    opaque = set(conn.execute(select(c.thread_id).where(no_copy).distinct()).scalars())
+    return found, len(opaque - found)
+
+
+def _checkpoint_count(conn: Connection, t: Tables, thread_ids: Sequence[str]) -> int:
+    c = t.checkpoints.c
+    total = 0
+    for i in range(0, len(thread_ids), 500):
+        part = list(thread_ids[i : i + 500])
+        total += int(
+            conn.execute(
+                select(func.count()).select_from(t.checkpoints).where(c.thread_id.in_(part))
+            ).scalar_one()
+        )
+    return total
+
+
+def _find_threads(saver: SQLSaver, db: Database, user_id: str, keys: Sequence[str]) -> _Job[Any]:
+    filters = _filters(user_id, keys)
+    if saver.searchable_metadata:
+        found, opaque = yield _sql(db, _threads_named, saver.tables, filters)
+        return found, opaque
+    # metadata only in the serializer's (encrypted) form: the saver decodes and matches it
+    found = set()
+    for f in filters:
+        tuples = yield _Call(partial(_listed, saver, f), partial(_alisted, saver, f))
+        found.update(tp.config["configurable"]["thread_id"] for tp in tuples)
+    return found, 0
+
+
+# -- store items --------------------------------------------------------------------------------
+
+
+def _prefixes(user_id: str, templates: Sequence[Sequence[str]]) -> list[tuple[str, ...]]:
+    if isinstance(templates, str) or not isinstance(templates, Sequence):
+        raise TypeError("store_prefixes: expected a sequence of namespace prefixes")
+    out = []
+    for template in templates:
+        if isinstance(template, str) or not isinstance(template, Sequence) or not template:
+            raise TypeError(
+                f"store_prefixes: each prefix is a non-empty tuple of labels, got {template!r}"
+            )
+        labels = []
+        for label in template:
+            if not isinstance(label, str) or not label:
+                raise ValueError(f"store_prefixes: labels are non-empty strings, got {label!r}")
+            labels.append(label.replace(USER, user_id))
+        out.append(tuple(labels))
+    return out
+
+
+def _items_under(store: SQLStore, prefix: tuple[str, ...]) -> _Job[list[SearchItem]]:
+    items: list[SearchItem] = []
+    while True:
+        page = yield _twin(store, "search", prefix, limit=_PAGE, offset=len(items))
+        items.extend(page)
+        if len(page) < _PAGE:
+            return items
+
+
+def _user_items(
+    store: SQLStore, prefixes: list[tuple[str, ...]]
+) -> _Job[dict[tuple[tuple[str, ...], str], SearchItem]]:
+    found: dict[tuple[tuple[str, ...], str], SearchItem] = {}
+    for prefix in prefixes:
+        for item in (yield from _items_under(store, prefix)):
+            found[(tuple(item.namespace), item.key)] = item
+    return found
+
+
+def _other_namespaces(
+    store: SQLStore, user_id: str, prefixes: list[tuple[str, ...]]
+) -> _Job[list[tuple[str, ...]]]:
+    out: list[tuple[str, ...]] = []
+    offset = 0
+    while True:
+        page = yield _twin(store, "list_namespaces", limit=_PAGE, offset=offset)
+        offset += len(page)
+        for ns in page:
+            ns = tuple(ns)
+            if user_id in ns and not any(ns[: len(p)] == p for p in prefixes):
+                out.append(ns)
+        if len(page) < _PAGE:
+            return out
+
+
+# -- SQLite: leave no copy in the file ----------------------------------------------------------
+
+
+def _scrub(conn: Connection, vacuum: bool) -> bool:
+    """Rewrite the file (``VACUUM``) and empty the write-ahead log; ``False`` if a reader kept
+    the log from being emptied. Runs outside a transaction, on the pooled DB-API connection."""
+    cursor = conn.connection.dbapi_connection.cursor()  # type: ignore[union-attr]
+    try:
+        if vacuum:
+            cursor.execute("VACUUM")
+        for attempt in range(_CHECKPOINT_TRIES):
+            cursor.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+            row = cursor.fetchone()
+            if row is None or not row[0]:  # (busy, log frames, checkpointed frames)
+                return True
+            time.sleep(min(0.05 * (attempt + 1), 0.5))
+        return False
+    finally:
+        cursor.close()
+
+
+# -- the operation ---------------------------------------------------------------------------
+
+
+def _forget(
+    db: Database,
+    tables: Tables,
+    saver: SQLSaver,
+    store: SQLStore,
+    user_id: str,
+    dry_run: bool,
+    prefixes: list[tuple[str, ...]],
+    thread_ids: Sequence[str],
+    thread_keys: Sequence[str],
+    vacuum: bool,
+) -> _Job[ForgetReport]:
+    yield _plan(db, lambda: schema_plan(db, tables))
+    counts = yield _sql(db, sql.user_counts if dry_run else sql.delete_user, tables, user_id)
+    sessions, messages, summaries = counts
+
+    found, unreadable = yield from _find_threads(saver, db, user_id, thread_keys)
+    threads = sorted(found | set(thread_ids))
+    checkpoints = yield _sql(db, _checkpoint_count, tables, threads)
+    if not dry_run:
+        for tid in threads:
+            yield _twin(saver, "delete_thread", tid)
+
+    items = yield from _user_items(store, prefixes)
+    pending = {} if dry_run else dict(items)
+    for _ in range(3):  # and what the user's running agent writes meanwhile
+        if not pending:
+            break
+        keys = list(pending)
+        for i in range(0, len(keys), _PAGE):
+            yield _twin(store, "batch", [PutOp(ns, key, None) for ns, key in keys[i : i + _PAGE]])
+        pending = yield from _user_items(store, prefixes)
+        items.update(pending)
+    facts = sum(1 for ns, _ in items if len(ns) >= 2 and ns[-1] in _FACT_NAMESPACES)
+    others = yield from _other_namespaces(store, user_id, prefixes)
+
+    wal_emptied = None
+    if not dry_run and db.dialect == "sqlite" and db.url.database not in (None, "", ":memory:"):
+        wal_emptied = yield _sql(db, _scrub, vacuum, write=True, own_transaction=True)
+    return ForgetReport(
+        user_id=user_id,
+        dry_run=dry_run,
+        sessions=sessions,
+        messages=messages,
+        summaries=summaries,
+        threads=len(threads),
+        checkpoints=checkpoints,
+        facts=facts,
+        store_items=len(items) - facts,
+        thread_ids=threads,
+        namespaces=sorted({ns for ns, _ in items}),
+        other_namespaces=others,
+        unreadable_threads=unreadable,
+        vacuumed=bool(wal_emptied is not None and vacuum),
+        wal_emptied=wal_emptied,
+    )
+
+
+def _resolve(
+    target: Memory | DatabaseLike | Database | None,
+    table_prefix: str,
+    schema: str | None,
+    saver: SQLSaver | None,
+    store: SQLStore | None,
+) -> tuple[Database, Tables, SQLSaver, SQLStore]:
+    from .checkpoint import SQLSaver
+    from .conversation_store import default_connection
+    from .store import Memory, SQLStore
+
+    if isinstance(target, Memory):
+        db, tables = target.db, get_tables(target.table_prefix, target.schema)
+        saver = saver if saver is not None else target.checkpointer
+    else:
+        db = get_database(default_connection() if target is None else target)
+        tables = get_tables(table_prefix, schema)
+    if saver is None:
+        saver = SQLSaver(db, table_prefix=tables.prefix, schema=tables.schema)
+    if store is None:  # expired items too, and no TTL refreshed by the searches
+        ttl: Any = {"omit_expired": False, "refresh_on_read": False}
+        store = SQLStore(db, ttl=ttl, table_prefix=tables.prefix, schema=tables.schema)
+    for part, name in ((saver, "saver"), (store, "store")):
+        if part.db is not db or part.tables.key != tables.key:  # type: ignore[attr-defined]
+            raise ValueError(f"{name}: must use the same database and tables")
+    return db, tables, saver, store
+
+
+def _job(
+    target: Memory | DatabaseLike | Database | None,
+    user_id: IdLike,
+    dry_run: bool,
+    table_prefix: str,
+    schema: str | None,
+    store_prefixes: Sequence[Sequence[str]],
+    thread_ids: Sequence[IdLike],
+    thread_keys: Sequence[str],
+    vacuum: bool,
+    saver: SQLSaver | None,
+    store: SQLStore | None,
+) -> _Job[ForgetReport]:
+    uid = check_id(user_id, "user_id")
+    if isinstance(thread_ids, str) or not isinstance(thread_ids, Sequence):
+        raise TypeError("thread_ids: expected a sequence of thread ids")
+    tids = [check_id(t, "thread_ids") for t in thread_ids]
+    if isinstance(thread_keys, str) or not all(isinstance(k, str) and k for k in thread_keys):
+        raise TypeError("thread_keys: expected a sequence of non-empty metadata keys")
+    prefixes = _prefixes(uid, store_prefixes)
+    db, tables, saver, store = _resolve(target, table_prefix, schema, saver, store)
+    return _forget(
+        db, tables, saver, store, uid, bool(dry_run), prefixes, tids, thread_keys, bool(vacuum)
+    )
+
+
+def forget_user(
+    target: Memory | DatabaseLike | Database | None,
+    user_id: IdLike,
+    *,
+    dry_run: bool = False,
+    table_prefix: str = DEFAULT_PREFIX,
+    schema: str | None = None,
+    store_prefixes: Sequence[Sequence[str]] = DEFAULT_STORE_PREFIXES,
+    thread_ids: Sequence[IdLike] = (),
+    thread_keys: Sequence[str] = THREAD_USER_KEYS,
+    vacuum: bool = True,
+    saver: SQLSaver | None = None,
+    store: SQLStore | None = None,
+) -> ForgetReport:
+    """Delete everything stored about ``user_id``; return the counts per kind.
+
+    Args:
+        target: a :class:`~langmem_sqlite.Memory`, a URL, a path, an engine or a
+            :class:`~langmem_sqlite.Database` (default: ``$LANGMEM_SQLITE_URL`` or
+            ``langmem.db``).
+        user_id: the user (str, int or UUID, as given to the history and the facts).
+        dry_run: count what would be deleted; delete nothing.
+        table_prefix, schema: the tables (ignored when ``target`` is a ``Memory``).
+        store_prefixes: store namespaces holding the user's items, with ``"{user_id}"`` for the
+            user id (default: everything under ``("users", user_id)``). Namespaces elsewhere
+            that have the user id as a label are listed in the report, not deleted.
+        thread_ids: more checkpointer threads of the user, deleted with those found by their
+            metadata (see :mod:`langmem_sqlite.erasure`).
+        thread_keys: the metadata keys naming a thread's user.
+        vacuum: SQLite: rewrite the file after deleting (``VACUUM``), so that no copy stays
+            in free space, including copies left by earlier updates and deletes. It holds the
+            write lock while it copies the live data (a large file: seconds; other writers
+            wait up to their 30 s busy timeout) and needs that much free disk. With ``False``,
+            the sessions and messages are still overwritten as they are deleted and the WAL is
+            emptied, but checkpoint and store rows, and older copies, may stay in free pages
+            (and do on SQLite builds without ``SQLITE_SECURE_DELETE``).
+        saver: the application's :class:`~langmem_sqlite.SQLSaver`, to search threads with
+            its serializer (an ``EncryptedSerializer`` keeps metadata out of JSON) and to clear
+            its cache of the deleted threads.
+        store: the :class:`~langmem_sqlite.SQLStore` to delete through (default: one on the
+            same tables that also sees expired items).
+
+    Raises:
+        ValueError, TypeError: a bad argument (nothing is deleted).
+    """
+    return _run(
+        _job(
+            target,
+            user_id,
+            dry_run,
+            table_prefix,
+            schema,
+            store_prefixes,
+            thread_ids,
+            thread_keys,
+            vacuum,
+            saver,
+            store,
+        )
+    )
+
+
+async def aforget_user(
+    target: Memory | DatabaseLike | Database | None,
+    user_id: IdLike,
+    *,
+    dry_run: bool = False,
+    table_prefix: str = DEFAULT_PREFIX,
+    schema: str | None = None,
+    store_prefixes: Sequence[Sequence[str]] = DEFAULT_STORE_PREFIXES,
+    thread_ids: Sequence[IdLike] = (),
+    thread_keys: Sequence[str] = THREAD_USER_KEYS,
+    vacuum: bool = True,
+    saver: SQLSaver | None = None,
+    store: SQLStore | None = None,
+) -> ForgetReport:
+    """Async :func:`forget_user` (the same steps, on the async APIs)."""
+    return await _arun(
+        _job(
+            target,
+            user_id,
+            dry_run,
+            table_prefix,
+            schema,
+            store_prefixes,
+            thread_ids,
+            thread_keys,
+            vacuum,
+            saver,
+            store,
+        )
+    )
