@@ -229,6 +229,8 @@ def scratch_url(backend: str, db_url: str, tmp_path: Any) -> Iterator[tuple[str,
     if backend == "sqlite":
         yield f"sqlite:///{tmp_path}/scratch.db", None
         return
+    if backend == "pgbouncer":  # it keeps server connections of its own, whatever we close
+        pytest.skip("a database behind PgBouncer is closed by PgBouncer, not by its clients")
     name = f"lmck_{uuid.uuid4().hex[:10]}"
     url = sa.make_url(db_url)
     if backend == "postgres":
