@@ -74,9 +74,10 @@ def _dt(us: int) -> datetime:
     return _EPOCH + timedelta(0, us // 1_000_000, us % 1_000_000)  # positional: 0.1 us less
 
 
-def _check_value(value: Any) -> tuple[dict[str, Any] | None, str | None]:
+def _check_value(value: Any, nul_ok: bool = True) -> tuple[dict[str, Any] | None, str | None]:
     """The value and its JSON text (``(None, None)`` for a delete); stored as that text where
-    the column is text (SQLite, MySQL), so that it is serialized once."""
+    the column is text (SQLite, MySQL), so that it is serialized once. ``nul_ok=False`` (a
+    PostgreSQL ``jsonb`` column, which cannot hold it) refuses a NUL character in a string."""
     if value is None:
         return None, None
     if not isinstance(value, dict):
@@ -92,9 +93,33 @@ def _check_value(value: Any) -> tuple[dict[str, Any] | None, str | None]:
         raise ValueError(f"value: {e} (NaN and infinities are not JSON)") from e
     except RecursionError as e:
         raise ValueError("value: nested too deeply to store") from e
-    if "\\u0000" in text:
-        raise ValueError("value: strings must not contain NUL characters")
+    if not nul_ok and "\\u0000" in text:  # JSON spells NUL so (and a backslash-u text too)
+        where = _nul_at(value, "value")
+        if where is not None:
+            raise ValueError(
+                f"{where}: PostgreSQL cannot store the NUL character (\\x00) in JSON; "
+                "remove it, or store the value encrypted (encryption_key)"
+            )
     return value, text
+
+
+def _nul_at(value: Any, where: str) -> str | None:
+    """Where the first NUL character of a JSON value is (a key or a string), if any."""
+    if isinstance(value, str):
+        return where if "\x00" in value else None
+    if isinstance(value, dict):
+        for k, v in value.items():
+            if "\x00" in k:
+                return f"{where}: key {k!r}"
+            found = _nul_at(v, f"{where}[{k!r}]")
+            if found is not None:
+                return found
+    elif isinstance(value, list | tuple):
+        for i, v in enumerate(value):
+            found = _nul_at(v, f"{where}[{i}]")
+            if found is not None:
+                return found
+    return None
 
 
 def _check_ttl_minutes(ttl: Any, name: str) -> int | None:
@@ -277,6 +302,7 @@ class SQLStore(BaseStore):
         if pgvector is not None and not isinstance(pgvector, bool):
             raise TypeError("pgvector: expected None, True or False")
         self._pgvector_wanted = pgvector
+        self._nul_ok = self.db.dialect != "postgresql"
         self._pgvector: bool | None = None
         self._plans = q.PlanMode()
         self._sweeper: threading.Thread | None = None
@@ -309,7 +335,7 @@ class SQLStore(BaseStore):
     def _prepare_put(self, batch: _Batch, op: PutOp) -> None:
         ns = namespaces.encoded(op.namespace)
         key = namespaces.check_text(op.key, "key")
-        value, text = _check_value(op.value)
+        value, text = _check_value(op.value, self._nul_ok)
         ttl_us = _check_ttl_minutes(op.ttl, "ttl")
         if op.index not in (None, False) and (
             isinstance(op.index, str) or not all(isinstance(f, str) for f in op.index)  # type: ignore[union-attr]
