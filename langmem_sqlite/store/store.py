@@ -23,7 +23,8 @@ import math
 import os
 import threading
 import time
-from collections.abc import Callable, Iterable, Mapping
+import weakref
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta, timezone
 from typing import Any, Literal, TypeVar
@@ -57,6 +58,7 @@ from ..validation import check_positive
 from . import namespaces
 from . import sql as q
 from .filters import check_filter
+from .lane import Lane
 from .vectors import HNSW, VectorIndex, to_blobs
 
 __all__ = ["SQLStore"]
@@ -176,6 +178,31 @@ class _Batch:
     def queries(self) -> list[str]:
         return [text for _, _, text, _ in self.searches if text is not None]
 
+    @staticmethod
+    def build(items: Sequence[Prepared]) -> _Batch:
+        """The batch of prepared operations, in order (of several writes to one item, the last
+        wins)."""
+        batch = _Batch(len(items))
+        for i, p in enumerate(items):
+            kind = p[0]
+            if kind == "g":
+                batch.gets.append((i, p[1], p[2], p[3]))
+            elif kind == "s":
+                batch.searches.append((i, p[1], p[2], p[3]))
+            elif kind == "l":
+                batch.lists.append((i, p[1]))
+            else:
+                item = (p[1], p[2])
+                batch.puts.pop(item, None)
+                batch.puts[item] = p[3:]  # type: ignore[assignment]
+        return batch
+
+
+Prepared = tuple[Any, ...]
+"""One validated operation: ``("g", ns, key, refresh_ttl)``, ``("s", SearchQuery, query text,
+refresh_ttl)``, ``("l", ListNamespacesOp)`` or ``("p", ns, key, value, TTL in us, JSON text,
+(field, text) pairs to embed)`` (``ns`` encoded)."""
+
 
 def _check_match(condition: Any) -> MatchCondition:
     if not isinstance(condition, MatchCondition):
@@ -214,9 +241,23 @@ def _shape_namespaces(op: ListNamespacesOp, found: list[tuple[str, ...]]) -> lis
     return kept[op.offset : op.offset + op.limit]
 
 
-def _get_item(row: q.ItemRow) -> Item:
+def _fresh(value: Any) -> Any:
+    """A copy of a JSON value (its objects and arrays new, its scalars shared: immutable)."""
+    if type(value) is dict:
+        out = value.copy()
+        for k, v in out.items():
+            if type(v) is dict or type(v) is list:
+                out[k] = _fresh(v)
+        return out
+    if type(value) is list:
+        return [_fresh(v) if type(v) is dict or type(v) is list else v for v in value]
+    return value
+
+
+def _get_item(row: q.ItemRow, again: bool = False) -> Item:
+    """The item of a row (``again``: a row already handed out, whose value is copied)."""
     return Item(
-        value=row.value,
+        value=_fresh(row.value) if again else row.value,
         key=row.key,
         namespace=row.ns,
         created_at=_dt(row.created_at),
@@ -250,6 +291,13 @@ def _nothing_more(_: Any) -> tuple[None, None]:
 def _search_item(row: q.ItemRow) -> SearchItem:
     return SearchItem(
         row.ns, row.key, row.value, _dt(row.created_at), _dt(row.updated_at), score=row.score
+    )
+
+
+def _copy_item(item: SearchItem) -> SearchItem:
+    """Another caller's copy of ``item`` (a new value; the immutable parts shared)."""
+    return SearchItem(
+        item.namespace, item.key, _fresh(item.value), item.created_at, item.updated_at, item.score
     )
 
 
@@ -313,33 +361,36 @@ class SQLStore(BaseStore):
         self._sweeper: threading.Thread | None = None
         self._stop = threading.Event()
         self._atask: asyncio.Task[None] | None = None
+        self._lanes: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, Lane[Prepared]] = (
+            weakref.WeakKeyDictionary()
+        )
+        self._last_lane: Lane[Prepared] | None = None
         self._astop: asyncio.Event | None = None
 
     # -- validation --------------------------------------------------------------------------
 
     def _prepare(self, ops: Iterable[Op]) -> _Batch:
-        ops = list(ops)
-        batch = _Batch(len(ops))
-        for i, op in enumerate(ops):
-            if isinstance(op, GetOp):
-                ns = namespaces.encoded(op.namespace, allow_empty=True)
-                batch.gets.append((i, ns, namespaces.check_text(op.key, "key"), op.refresh_ttl))
-            elif isinstance(op, PutOp):
-                self._prepare_put(batch, op)
-            elif isinstance(op, SearchOp):
-                batch.searches.append(self._prepare_search(i, op))
-            elif isinstance(op, ListNamespacesOp):
-                conditions = tuple(_check_match(c) for c in op.match_conditions or ())
-                if op.max_depth is not None:
-                    check_positive(op.max_depth, "max_depth")
-                check_positive(op.limit, "limit", allow_zero=True)
-                check_positive(op.offset, "offset", allow_zero=True)
-                batch.lists.append((i, op._replace(match_conditions=conditions)))
-            else:
-                raise TypeError(f"ops: unknown operation type {type(op).__name__}")
-        return batch
+        return _Batch.build([self._prepare_op(op) for op in ops])
 
-    def _prepare_put(self, batch: _Batch, op: PutOp) -> None:
+    def _prepare_op(self, op: Op) -> Prepared:
+        """One validated operation (see :data:`Prepared`)."""
+        if isinstance(op, GetOp):
+            ns = namespaces.encoded(op.namespace, allow_empty=True)
+            return ("g", ns, namespaces.check_text(op.key, "key"), op.refresh_ttl)
+        if isinstance(op, PutOp):
+            return self._prepare_put(op)
+        if isinstance(op, SearchOp):
+            return self._prepare_search(op)
+        if isinstance(op, ListNamespacesOp):
+            conditions = tuple(_check_match(c) for c in op.match_conditions or ())
+            if op.max_depth is not None:
+                check_positive(op.max_depth, "max_depth")
+            check_positive(op.limit, "limit", allow_zero=True)
+            check_positive(op.offset, "offset", allow_zero=True)
+            return ("l", op._replace(match_conditions=conditions))
+        raise TypeError(f"ops: unknown operation type {type(op).__name__}")
+
+    def _prepare_put(self, op: PutOp) -> Prepared:
         ns = namespaces.encoded(op.namespace)
         key = namespaces.check_text(op.key, "key")
         value, text = _check_value(op.value, self._nul_ok)
@@ -351,10 +402,9 @@ class SQLStore(BaseStore):
         texts: list[tuple[str, str]] = []
         if self.index is not None and value is not None and op.index is not False:
             texts = self.index.texts(value, None if op.index is None else list(op.index))
-        batch.puts.pop((ns, key), None)  # the last write wins, in batch order
-        batch.puts[(ns, key)] = (value, ttl_us, text, texts)
+        return ("p", ns, key, value, ttl_us, text, texts)
 
-    def _prepare_search(self, i: int, op: SearchOp) -> tuple[int, q.SearchQuery, str | None, bool]:
+    def _prepare_search(self, op: SearchOp) -> Prepared:
         prefix = namespaces.check_namespace(
             op.namespace_prefix, "namespace_prefix", allow_empty=True
         )
@@ -368,7 +418,7 @@ class SQLStore(BaseStore):
             self.omit_expired,
         )
         text = op.query if (op.query and self.index is not None) else None
-        return i, query, text, op.refresh_ttl
+        return ("s", query, text, op.refresh_ttl)
 
     # -- the plan (sync and async) -------------------------------------------------------------
 
@@ -449,23 +499,43 @@ class SQLStore(BaseStore):
         found = q.get_items(
             conn, t, [(ns, k) for _, ns, k, _ in batch.gets], now, self.omit_expired
         )
+        handed: set[int] = set()
         for i, ns, key, refresh_ttl in batch.gets:
             row = found.get((ns, key))
             if row is not None:
-                results[i] = _get_item(row)
+                results[i] = _get_item(row, row.id in handed)
+                handed.add(row.id)
                 if refresh_ttl and row.ttl_us is not None:
                     refresh.append(row.id)
         if batch.searches:
             q.use_custom_plans(conn, t, self._plans)
+        done: dict[Any, list[q.ItemRow]] = {}  # equal searches of a batch run once
+        firsts: dict[Any, int] = {}
         for i, query, text, refresh_ttl in batch.searches:
-            rows = (
-                q.search_items(conn, t, query, now, self._plans)
-                if text is None
-                else q.vector_search(
-                    conn, t, query, queries[text], now, pgvector, self._ann(pgvector), self._plans
+            same = (query.prefix, repr(query.filter), query.limit, query.offset, text)
+            rows = done.get(same)
+            again = rows is not None
+            if rows is None:
+                rows = done[same] = (
+                    q.search_items(conn, t, query, now, self._plans)
+                    if text is None
+                    else q.vector_search(
+                        conn,
+                        t,
+                        query,
+                        queries[text],
+                        now,
+                        pgvector,
+                        self._ann(pgvector),
+                        self._plans,
+                    )
                 )
-            )
-            results[i] = [_search_item(r) for r in rows]
+            if again:  # another caller's copy of the same items (their times shared: immutable)
+                first = results[firsts[same]]
+                results[i] = [_copy_item(item) for item in first]  # type: ignore[arg-type,union-attr]
+            else:
+                firsts[same] = i
+                results[i] = [_search_item(r) for r in rows]
             if refresh_ttl:
                 refresh.extend(r.id for r in rows if r.ttl_us is not None)
         for i, op in batch.lists:
@@ -489,12 +559,19 @@ class SQLStore(BaseStore):
     def _get_shortcut(
         self, namespace: tuple[str, ...], key: str, refresh_ttl: bool | None
     ) -> _Shortcut[Item | None] | None:
+        found = self._get_args(namespace, key)
+        return None if found is None else self._get_shortcut_of(*found, refresh_ttl)
+
+    def _get_args(self, namespace: tuple[str, ...], key: str) -> tuple[str, str] | None:
+        """The validated (encoded namespace, key) of a get, once the schema is there."""
         if not self._ready():
             return None
         ns = namespaces.encoded(namespace, allow_empty=True)
         if "." in ns:
             _public_labels(namespace)
-        k = namespaces.check_text(str(key), "key")
+        return ns, namespaces.check_text(str(key), "key")
+
+    def _get_shortcut_of(self, ns: str, k: str, refresh_ttl: bool | None) -> _Shortcut[Item | None]:
         now = _now_us()
 
         def finish(row: q.ItemRow | None) -> tuple[Item | None, Step | None]:
@@ -513,6 +590,24 @@ class SQLStore(BaseStore):
         index: Literal[False] | list[str] | None,
         ttl: float | NotProvided | None,
     ) -> _Shortcut[None] | None:
+        put = self._put_prepared(namespace, key, value, index, ttl)
+        if put is None:
+            return None
+        return self._put_shortcut_of(put)
+
+    def _put_shortcut_of(self, put: Prepared) -> _Shortcut[None]:
+        step = self._puts_step(_Batch.build([put]), [], _now_us(), False)
+        return step.fn, step.args, True, step.single, _nothing_more
+
+    def _put_prepared(
+        self,
+        namespace: tuple[str, ...],
+        key: str,
+        value: Mapping[str, Any],
+        index: Literal[False] | list[str] | None,
+        ttl: float | NotProvided | None,
+    ) -> Prepared | None:
+        """A validated put without vectors to embed, once the schema is there (else None)."""
         if self.index is not None or not self._ready():
             return None
         namespaces.encoded(namespace)
@@ -524,9 +619,7 @@ class SQLStore(BaseStore):
         minutes = (
             (self.ttl_config or {}).get("default_ttl") if isinstance(ttl, NotProvided) else ttl
         )
-        batch = self._prepare([PutOp(namespace, str(key), value, index=index, ttl=minutes)])
-        step = self._puts_step(batch, [], _now_us(), False)
-        return step.fn, step.args, True, step.single, _nothing_more
+        return self._prepare_put(PutOp(namespace, str(key), value, index=index, ttl=minutes))
 
     def _search_shortcut(
         self,
@@ -537,6 +630,18 @@ class SQLStore(BaseStore):
         offset: int,
         refresh_ttl: bool | None,
     ) -> _Shortcut[list[SearchItem]] | None:
+        search = self._search_args(namespace_prefix, query, filter, limit, offset)
+        return None if search is None else self._search_shortcut_of(search, refresh_ttl)
+
+    def _search_args(
+        self,
+        namespace_prefix: tuple[str, ...],
+        query: str | None,
+        filter: dict[str, Any] | None,
+        limit: int,
+        offset: int,
+    ) -> q.SearchQuery | None:
+        """A validated search without a vector query, once the schema is there."""
         if not self._ready() or (
             query is not None and (self.index is not None or not isinstance(query, str))
         ):
@@ -544,13 +649,17 @@ class SQLStore(BaseStore):
         ns = namespaces.encoded(namespace_prefix, "namespace_prefix", allow_empty=True)
         if "." in ns:
             _public_labels(namespace_prefix)
-        search = q.SearchQuery(
+        return q.SearchQuery(
             tuple(namespace_prefix),
             check_filter(filter),
             check_positive(limit, "limit", allow_zero=True),
             check_positive(offset, "offset", allow_zero=True),
             self.omit_expired,
         )
+
+    def _search_shortcut_of(
+        self, search: q.SearchQuery, refresh_ttl: bool | None
+    ) -> _Shortcut[list[SearchItem]]:
         now = _now_us()
 
         def finish(rows: list[q.ItemRow]) -> tuple[list[SearchItem], Step | None]:
@@ -595,11 +704,17 @@ class SQLStore(BaseStore):
         *,
         refresh_ttl: bool | None = None,
     ) -> Item | None:
-        """Async :meth:`get`."""
-        shortcut = self._get_shortcut(namespace, key, refresh_ttl)
-        if shortcut is None:
+        """Async :meth:`get` (see :mod:`.lane` for many concurrent calls)."""
+        found = self._get_args(namespace, key)
+        if found is None:
             return await super().aget(namespace, key, refresh_ttl=refresh_ttl)
-        return await self._arun(shortcut)
+        lane = self._lane()
+        if lane.enter():
+            try:
+                return await self._arun(self._get_shortcut_of(*found, refresh_ttl))
+            finally:
+                lane.leave()
+        return await lane.submit_one(("g", *found, self._refreshes(refresh_ttl)))  # type: ignore[no-any-return]
 
     def put(
         self,
@@ -626,12 +741,19 @@ class SQLStore(BaseStore):
         *,
         ttl: float | NotProvided | None = NOT_PROVIDED,
     ) -> None:
-        """Async :meth:`put`."""
-        shortcut = self._put_shortcut(namespace, key, value, index, ttl)
-        if shortcut is None:
+        """Async :meth:`put` (see :mod:`.lane` for many concurrent calls)."""
+        put = self._put_prepared(namespace, key, value, index, ttl)
+        if put is None:
             await super().aput(namespace, key, value, index, ttl=ttl)
             return
-        await self._arun(shortcut)
+        lane = self._lane()
+        if lane.enter():
+            try:
+                await self._arun(self._put_shortcut_of(put))
+            finally:
+                lane.leave()
+            return
+        await lane.submit_one(put)
 
     def search(
         self,
@@ -670,11 +792,9 @@ class SQLStore(BaseStore):
         offset: int = 0,
         refresh_ttl: bool | None = None,
     ) -> list[SearchItem]:
-        """Async :meth:`search`."""
-        shortcut = self._search_shortcut(
-            namespace_prefix, query, filter, limit, offset, refresh_ttl
-        )
-        if shortcut is None:
+        """Async :meth:`search` (see :mod:`.lane` for many concurrent calls)."""
+        search = self._search_args(namespace_prefix, query, filter, limit, offset)
+        if search is None:
             return await super().asearch(
                 namespace_prefix,
                 query=query,
@@ -683,7 +803,13 @@ class SQLStore(BaseStore):
                 offset=offset,
                 refresh_ttl=refresh_ttl,
             )
-        return await self._arun(shortcut)
+        lane = self._lane()
+        if lane.enter():
+            try:
+                return await self._arun(self._search_shortcut_of(search, refresh_ttl))
+            finally:
+                lane.leave()
+        return await lane.submit_one(("s", search, None, self._refreshes(refresh_ttl)))  # type: ignore[no-any-return]
 
     def _refreshes(self, refresh_ttl: bool | None) -> bool:
         """Whether a read refreshes the TTL of what it returns (``refresh_ttl``, else the TTL
@@ -742,8 +868,24 @@ class SQLStore(BaseStore):
         )
 
     async def abatch(self, ops: Iterable[Op]) -> list[Result]:
-        """Async :meth:`batch` (same plan, on the async engine)."""
-        prepared = self._prepare(ops)
+        """Async :meth:`batch` (same plan, on the async engine; concurrent calls queue and
+        run together, see :mod:`.lane`)."""
+        return await self._lane().run([self._prepare_op(op) for op in ops])
+
+    def _lane(self) -> Lane[Prepared]:
+        """This store's lane on the running event loop."""
+        loop = asyncio.get_running_loop()
+        lane = self._last_lane
+        if lane is not None and lane.loop is loop:
+            return lane
+        lane = self._lanes.get(loop)
+        if lane is None:
+            lane = self._lanes[loop] = Lane(self._abatch_prepared)
+        self._last_lane = lane
+        return lane
+
+    async def _abatch_prepared(self, items: list[Prepared]) -> list[Result]:
+        prepared = _Batch.build(items)
         vectors = (
             await self.index.aembed(prepared.texts, prepared.queries) if self.index else ([], [])
         )
