@@ -38,6 +38,7 @@ from ..lite import LiteConnection
 from ..schema import NamespacePath, Tables
 from . import namespaces
 from .filters import is_finite_json, is_operator_dict, matches
+from .sealed import Sealer, plain_value
 from .vectors import HNSW, cosine_max_pool, unit
 
 logger = logging.getLogger(__name__)
@@ -103,6 +104,8 @@ class SearchQuery:
     limit: int
     offset: int
     omit_expired: bool
+    sealer: Sealer | None = field(default=None, compare=False)
+    """The store's cipher, if its values are encrypted (filters then run in Python)."""
     leaves: tuple[tuple[tuple[str, ...], str, Any], ...] = field(init=False, compare=False)
     """``(path, op, operand)`` of each leaf condition of the filter."""
     shape: tuple[Any, ...] = field(init=False, compare=False)
@@ -119,10 +122,12 @@ def _columns(t: Tables) -> list[Any]:
     return [c.id, c.ns, c.key, c.value, c.created_at, c.updated_at, c.ttl_us]
 
 
-def _item(row: Any, score: float | None = None) -> ItemRow:
+def _item(row: Any, score: float | None = None, sealer: Sealer | None = None) -> ItemRow:
     value = row[3]
-    if isinstance(value, str):  # MariaDB hands JSON back as text on some drivers
-        value = json.loads(value)
+    if sealer is not None:
+        value = sealer.open(row[1], row[2], value)
+    elif isinstance(value, str):  # MariaDB hands JSON back as text on some drivers
+        value = plain_value(row[2], value)
     return ItemRow(row[0], namespaces.decode(row[1]), row[2], value, row[4], row[5], row[6], score)
 
 
@@ -413,6 +418,8 @@ def prefilter(t: Tables, dialect: str, q: SearchQuery) -> tuple[list[Any], bool]
     they are exactly the filter."""
     leaves = q.leaves
     shape = q.shape
+    if q.sealer is not None:  # ciphertext: the filter runs in Python only
+        return [], not q.filter
 
     def build() -> tuple[list[Any], bool]:
         make = _BUILDERS.get(dialect, _mysql_condition)
@@ -461,7 +468,8 @@ def _where(conn: LiteConnection, t: Tables, q: SearchQuery) -> tuple[list[Any], 
 
 
 def _shape(conn: LiteConnection, t: Tables, q: SearchQuery, what: str) -> tuple[Any, ...]:
-    return (what, t.key, conn.dialect.name, bool(q.prefix), q.omit_expired, q.shape)
+    sealed = q.sealer is not None
+    return (what, t.key, conn.dialect.name, bool(q.prefix), q.omit_expired, q.shape, sealed)
 
 
 # -- reads -------------------------------------------------------------------------------------
@@ -524,22 +532,33 @@ def _pairs(dialect: str, pairs: Sequence[tuple[str, str]]) -> dict[str, Any]:
 
 
 def get_item(
-    conn: LiteConnection, t: Tables, ns: str, key: str, now: int, omit_expired: bool
+    conn: LiteConnection,
+    t: Tables,
+    ns: str,
+    key: str,
+    now: int,
+    omit_expired: bool,
+    sealer: Sealer | None = None,
 ) -> ItemRow | None:
     """The live item at ``(encoded ns, key)``, if any."""
     params = {"ns": ns, "key": key, "now": now}
     row = conn.execute(_get_one_stmt(t, omit_expired), params).first()
-    return _item(row) if row is not None else None
+    return _item(row, None, sealer) if row is not None else None
 
 
 def get_items(
-    conn: LiteConnection, t: Tables, keys: Sequence[tuple[str, str]], now: int, omit_expired: bool
+    conn: LiteConnection,
+    t: Tables,
+    keys: Sequence[tuple[str, str]],
+    now: int,
+    omit_expired: bool,
+    sealer: Sealer | None = None,
 ) -> dict[tuple[str, str], ItemRow]:
     """The live items at ``(encoded ns, key)`` pairs, keyed by that pair."""
     out: dict[tuple[str, str], ItemRow] = {}
     unique = list(dict.fromkeys(keys))
     if len(unique) == 1:
-        one = get_item(conn, t, *unique[0], now, omit_expired)
+        one = get_item(conn, t, *unique[0], now, omit_expired, sealer)
         return {unique[0]: one} if one is not None else {}
     name = conn.dialect.name
     stmt = _cached(
@@ -548,7 +567,7 @@ def get_items(
     )
     for i in range(0, len(unique), CHUNK):
         for row in conn.execute(stmt, {**_pairs(name, unique[i : i + CHUNK]), "now": now}):
-            out[(row[1], row[2])] = _item(row)
+            out[(row[1], row[2])] = _item(row, None, sealer)
     return out
 
 
@@ -564,12 +583,15 @@ def _paged(
         lambda: (stmt, stmt.limit(sa.bindparam("lim")).offset(sa.bindparam("off"))),
     )[1]
     if exact:
-        return [_item(r) for r in conn.execute(paged, {**params, "lim": want, "off": 0})]
+        return [
+            _item(r, None, q.sealer) for r in conn.execute(paged, {**params, "lim": want, "off": 0})
+        ]
     kept: list[ItemRow] = []
     start, size = 0, max(want, 100)
     while len(kept) < want:
         rows = conn.execute(paged, {**params, "lim": size, "off": start}).all()
-        kept.extend(item for item in map(_item, rows) if matches(item.value, q.filter))
+        found = (_item(r, None, q.sealer) for r in rows)
+        kept.extend(item for item in found if matches(item.value, q.filter))
         if len(rows) < size:
             break
         start, size = start + size, size * 2
@@ -765,7 +787,7 @@ def search_items(
     params = _params(conn.dialect.name, q, now)
     if exact:
         page = {"lim": q.limit, "off": q.offset, "want": q.limit + q.offset}
-        return [_item(r) for r in conn.execute(stmt, {**params, **page})]
+        return [_item(r, None, q.sealer) for r in conn.execute(stmt, {**params, **page})]
     return _paged(conn, stmt, params, q, q.offset + q.limit, exact)[q.offset :]
 
 
@@ -815,14 +837,25 @@ def _scored(
         v = t.store_vectors
         # The raw driver bytes (no per-row result processing: this can be every vector stored).
         raw = sa.type_coerce(v.c.embedding, sa.types.NullType())
-        stmt = sa.select(v.c.item_id, raw).where(_under(v.c.ns, q.prefix))
+        sealed = (v.c.ns, v.c.field) if q.sealer is not None else ()
+        stmt = sa.select(v.c.item_id, raw, *sealed).where(_under(v.c.ns, q.prefix))
         if q.filter:  # narrow in SQL with the item's value
             stmt = stmt.join(items, items.c.id == v.c.item_id).where(*_where(conn, t, q)[0])
         return stmt
 
     # Plain DBAPI tuples: building a Row per vector would cost more than the ranking.
     pairs = conn.execute_raw(_cached(_shape(conn, t, q, "vectors"), build), params)
-    return cosine_max_pool(query_vector, [r[0] for r in pairs], b"".join([r[1] for r in pairs]))
+    if q.sealer is not None:
+        opened = q.sealer.open_vector
+        blobs = [opened(_text(r[2]), r[0], _text(r[3]), r[1]) for r in pairs]
+    else:
+        blobs = [r[1] for r in pairs]
+    return cosine_max_pool(query_vector, [r[0] for r in pairs], b"".join(blobs))
+
+
+def _text(ns: Any) -> str:
+    """An id column read raw (bytes on MySQL/MariaDB)."""
+    return ns.decode("utf-8") if isinstance(ns, bytes | bytearray) else str(ns)
 
 
 def _pg_ranking(
@@ -1076,7 +1109,7 @@ def vector_search(
             break
         chunk = dict(zip(ids[i : i + step], scores[i : i + step], strict=True))
         rows = conn.execute(stmt, {"ids": list(chunk), "now": now})
-        by_id = {r[0]: _item(r, chunk[r[0]]) for r in rows}
+        by_id = {r[0]: _item(r, chunk[r[0]], q.sealer) for r in rows}
         kept.extend(
             by_id[item_id]
             for item_id in chunk
@@ -1212,7 +1245,13 @@ def _ids(
 
 
 def apply_puts(
-    conn: LiteConnection, t: Tables, rows: Sequence[PutRow], now: int, index: bool, pgvector: bool
+    conn: LiteConnection,
+    t: Tables,
+    rows: Sequence[PutRow],
+    now: int,
+    index: bool,
+    pgvector: bool,
+    sealer: Sealer | None = None,
 ) -> None:
     """Apply writes (the last per ``(ns, key)`` should be given once); with ``index``, replace
     the vectors of every written item."""
@@ -1245,14 +1284,20 @@ def apply_puts(
         ],
     )
     if index:
-        _replace_vectors(conn, t, puts, pgvector)
+        _replace_vectors(conn, t, puts, pgvector, sealer)
 
 
 def _json_text(row: PutRow) -> str:
     return row.text if row.text is not None else json.dumps(row.value, ensure_ascii=False)
 
 
-def _replace_vectors(conn: LiteConnection, t: Tables, puts: list[PutRow], pgvector: bool) -> None:
+def _replace_vectors(
+    conn: LiteConnection,
+    t: Tables,
+    puts: list[PutRow],
+    pgvector: bool,
+    sealer: Sealer | None = None,
+) -> None:
     ids = _ids(conn, t, [(r.ns, r.key) for r in puts])
     targets = [t.store_vectors, *([pgvector_table(t)] if pgvector else [])]
     id_list = list(ids.values())
@@ -1265,11 +1310,14 @@ def _replace_vectors(conn: LiteConnection, t: Tables, puts: list[PutRow], pgvect
         )
         for i in range(0, len(id_list), CHUNK):
             conn.execute(stmt, {"ids": id_list[i : i + CHUNK]})
-    vectors = [
+    vectors: list[dict[str, Any]] = [
         {"item_id": ids[(r.ns, r.key)], "field": field, "ns": r.ns, "embedding": blob}
         for r in puts
         for field, blob in r.vectors
     ]
+    if sealer is not None:
+        for v in vectors:
+            v["embedding"] = sealer.seal_vector(v["ns"], v["item_id"], v["field"], v["embedding"])
     if vectors:
         conn.execute(sa.insert(t.store_vectors), vectors)
         if pgvector:

@@ -49,6 +49,7 @@ from langgraph.store.base import (
 )
 from sqlalchemy.engine import URL
 
+from ..crypto import MessageCipher, resolve_cipher
 from ..db import Database, DatabaseLike, Plan, Step, get_database
 from ..gcpause import gc_paused
 from ..lite import LiteConnection
@@ -59,6 +60,7 @@ from . import namespaces
 from . import sql as q
 from .filters import check_filter
 from .lane import Lane
+from .sealed import Sealer
 from .vectors import HNSW, VectorIndex, to_blobs
 
 __all__ = ["SQLStore"]
@@ -322,6 +324,10 @@ class SQLStore(BaseStore):
             it is installed or can be created, ``True`` to require it, ``False`` never. Unless
             ``index`` asks for an HNSW index, the ranking is exact either way, so the results
             are the same.
+        encryption_key: encrypt item values and their embeddings at rest (AES-GCM, a 16, 24
+            or 32 byte key, as the chat history's; needs the ``encryption`` extra): see
+            :mod:`langmem_sqlite.store.sealed` for what filters and vector search then do.
+        cipher: a :class:`~langmem_sqlite.crypto.MessageCipher`, instead of ``encryption_key``.
 
     Namespaces are tuples of non-empty strings (any character but NUL, so labels with dots,
     reachable through ``batch``, are stored as themselves); keys are strings of at most 255
@@ -341,6 +347,8 @@ class SQLStore(BaseStore):
         schema: str | None = None,
         pgvector: bool | None = None,
         engine_args: dict[str, Any] | None = None,
+        encryption_key: bytes | str | None = None,
+        cipher: MessageCipher | None = None,
     ) -> None:
         from ..conversation_store import default_connection
 
@@ -355,7 +363,14 @@ class SQLStore(BaseStore):
         if pgvector is not None and not isinstance(pgvector, bool):
             raise TypeError("pgvector: expected None, True or False")
         self._pgvector_wanted = pgvector
-        self._nul_ok = self.db.dialect != "postgresql"
+        self.cipher = resolve_cipher(encryption_key, cipher)
+        self._sealer = Sealer(self.cipher) if self.cipher is not None else None
+        if self._sealer is not None and pgvector:
+            raise ValueError(
+                "pgvector: True cannot rank encrypted vectors (its copy would be plaintext)"
+            )
+        # a jsonb column cannot hold NUL; ciphertext has none
+        self._nul_ok = self.db.dialect != "postgresql" or self._sealer is not None
         self._pgvector: bool | None = None
         self._plans = q.PlanMode()
         self._sweeper: threading.Thread | None = None
@@ -394,6 +409,8 @@ class SQLStore(BaseStore):
         ns = namespaces.encoded(op.namespace)
         key = namespaces.check_text(op.key, "key")
         value, text = _check_value(op.value, self._nul_ok)
+        if self._sealer is not None and text is not None:
+            text = self._sealer.seal(ns, key, text)
         ttl_us = _check_ttl_minutes(op.ttl, "ttl")
         if op.index not in (None, False) and (
             isinstance(op.index, str) or not all(isinstance(f, str) for f in op.index)  # type: ignore[union-attr]
@@ -416,6 +433,7 @@ class SQLStore(BaseStore):
             check_positive(op.limit, "limit", allow_zero=True),
             check_positive(op.offset, "offset", allow_zero=True),
             self.omit_expired,
+            self._sealer,
         )
         text = op.query if (op.query and self.index is not None) else None
         return ("s", query, text, op.refresh_ttl)
@@ -431,6 +449,7 @@ class SQLStore(BaseStore):
             if (
                 self.index is not None
                 and self._pgvector_wanted is not False
+                and self._sealer is None
                 and self.db.dialect == "postgresql"
             ):
                 enabled = yield Step(q.enable_pgvector, (self.tables, self.index.ann), write=True)
@@ -468,7 +487,7 @@ class SQLStore(BaseStore):
         one = len(rows) == 1 and (rows[0].value is None or self.index is None)
         return Step(
             q.apply_puts,
-            (self.tables, rows, now, self.index is not None, pgvector),
+            (self.tables, rows, now, self.index is not None, pgvector, self._sealer),
             write=True,
             lite=True,
             single=one,
@@ -496,9 +515,8 @@ class SQLStore(BaseStore):
         """Fill ``results`` for the read operations; return the ids whose TTL to refresh."""
         t = self.tables
         refresh: list[int] = []
-        found = q.get_items(
-            conn, t, [(ns, k) for _, ns, k, _ in batch.gets], now, self.omit_expired
-        )
+        pairs = [(ns, k) for _, ns, k, _ in batch.gets]
+        found = q.get_items(conn, t, pairs, now, self.omit_expired, self._sealer)
         handed: set[int] = set()
         for i, ns, key, refresh_ttl in batch.gets:
             row = found.get((ns, key))
@@ -580,7 +598,8 @@ class SQLStore(BaseStore):
             refresh = row.ttl_us is not None and self._refreshes(refresh_ttl)
             return _get_item(row), self._refresh_step([row.id], now) if refresh else None
 
-        return q.get_item, (self.tables, ns, k, now, self.omit_expired), False, True, finish
+        args = (self.tables, ns, k, now, self.omit_expired, self._sealer)
+        return q.get_item, args, False, True, finish
 
     def _put_shortcut(
         self,
@@ -655,6 +674,7 @@ class SQLStore(BaseStore):
             check_positive(limit, "limit", allow_zero=True),
             check_positive(offset, "offset", allow_zero=True),
             self.omit_expired,
+            self._sealer,
         )
 
     def _search_shortcut_of(
