@@ -27,7 +27,7 @@ SECRET = "Lyonnaise"
 class WordEmbedding(Embeddings):
     """Deterministic: one dimension per known word."""
 
-    WORDS = ["lyonnaise", "tea", "coffee", "jazz", "chess", "paris"]
+    WORDS = ("lyonnaise", "tea", "coffee", "jazz", "chess", "paris")
 
     def _vec(self, text: str) -> list[float]:
         words = text.lower().split()
