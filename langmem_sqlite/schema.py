@@ -23,6 +23,7 @@ from sqlalchemy import (
     JSON,
     BigInteger,
     Column,
+    Double,
     ForeignKey,
     Index,
     Integer,
@@ -370,6 +371,9 @@ def _build(prefix: str, schema: str | None) -> Tables:
         ),
         Column("field", IdString, primary_key=True),
         Column("embedding", LongBlob, nullable=False),
+        # the vector's length before it was scaled to unit length (NULL: stored before lengths
+        # were, taken as 1): inner-product and L2 scores need it
+        Column("norm", Double, nullable=True),
         Index(f"{prefix}store_vectors_item_ix", "item_id"),
         sqlite_with_rowid=False,
         **opts,
@@ -497,5 +501,6 @@ MIGRATIONS: list[Migration] = [
         "checkpointer: a write's row carries the same call's writes of None",
         _add_columns("checkpoint_writes", "nulls"),
     ),
+    Migration(8, "long-term store: each vector's length", _add_columns("store_vectors", "norm")),
 ]
 """Ordered schema changes; ``MIGRATIONS[i].version == i + 1``."""

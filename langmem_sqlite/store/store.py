@@ -61,7 +61,7 @@ from . import sql as q
 from .filters import check_filter
 from .lane import Lane
 from .sealed import Sealer
-from .vectors import HNSW, VectorIndex, to_blobs
+from .vectors import ANN, VectorIndex, norms, to_blobs
 
 __all__ = ["SQLStore"]
 
@@ -440,7 +440,7 @@ class SQLStore(BaseStore):
 
     # -- the plan (sync and async) -------------------------------------------------------------
 
-    def _ann(self, pgvector: bool) -> HNSW | None:
+    def _ann(self, pgvector: bool) -> ANN | None:
         return self.index.ann if pgvector and self.index is not None else None
 
     def _pgvector_plan(self) -> Plan[bool]:
@@ -478,9 +478,9 @@ class SQLStore(BaseStore):
     def _puts_step(
         self, batch: _Batch, doc_vectors: list[list[float]], now: int, pgvector: bool
     ) -> Step:
-        vectors = iter(to_blobs(doc_vectors))
+        vectors = iter(zip(to_blobs(doc_vectors), norms(doc_vectors), strict=True))
         rows = [
-            q.PutRow(ns, key, value, ttl_us, tuple((f, next(vectors)) for f, _ in texts), text)
+            q.PutRow(ns, key, value, ttl_us, tuple((f, *next(vectors)) for f, _ in texts), text)
             for (ns, key), (value, ttl_us, text, texts) in batch.puts.items()
         ]
         # one item without vectors to replace is one statement: no BEGIN/COMMIT on a server
@@ -546,6 +546,7 @@ class SQLStore(BaseStore):
                         pgvector,
                         self._ann(pgvector),
                         self._plans,
+                        self.index.distance,  # type: ignore[union-attr]
                     )
                 )
             if again:  # another caller's copy of the same items (their times shared: immutable)
