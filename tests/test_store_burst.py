@@ -188,7 +188,7 @@ async def test_a_failing_call_fails_alone(db_url: str, prefix: str) -> None:
         return_exceptions=True,
     )
     failed = [i for i, r in enumerate(results) if isinstance(r, Exception)]
-    assert failed == [123]
+    assert failed == [123], [repr(results[i]) for i in failed]
     assert "boom" in str(results[123])
     stored = await store.asearch(("e",), limit=1000)
     assert len(stored) == 399

