@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 import uuid
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 from .schema import ID_MAX_CHARS
@@ -13,6 +14,7 @@ __all__ = [
     "IdLike",
     "check_id",
     "check_int",
+    "check_list",
     "check_number",
     "check_optional_id",
     "check_positive",
@@ -111,3 +113,20 @@ def check_positive(
 ) -> int:
     """An ``int`` > 0 (or >= 0 with ``allow_zero``) and at most ``high``: see :func:`check_int`."""
     return check_int(value, name, low=0 if allow_zero else 1, high=high)
+
+
+def check_list(value: Any, name: str) -> list[Any]:
+    """A list, tuple or other iterable of items, as a new ``list``.
+
+    A ``str`` (or ``bytes``, or a mapping) is refused rather than taken apart: ``"Paris"``
+    where a list is expected would otherwise be five items, ``P``, ``a``, ``r``, ``i``, ``s``.
+
+    Raises:
+        TypeError: a ``str``, ``bytes`` or mapping, or not iterable at all.
+    """
+    if isinstance(value, str | bytes | bytearray | memoryview | Mapping) or not isinstance(
+        value, Iterable
+    ):
+        hint = f" (for a single one, pass [{value!r}])" if isinstance(value, str) else ""
+        raise TypeError(f"{name}: expected a list, got {type(value).__name__}{hint}")
+    return list(value)
