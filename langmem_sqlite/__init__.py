@@ -1,31 +1,46 @@
 """langmem-sqlite: durable, bounded conversation memory for LangChain and LangGraph in SQL.
 
 SQLite by default (a file, zero configuration), PostgreSQL or MariaDB/MySQL by changing one URL.
+
+The names below are imported on first use (``from langmem_sqlite import SQLSaver`` loads the
+checkpointer and what it needs, nothing else), so that the command line starts fast.
 """
 
-from .chat_history import (
-    USER_CONVERSATION_FIELDS,
-    SQLChatMessageHistory,
-    session_history_factory,
-    user_conversation_history_factory,
-)
-from .checkpoint import SQLSaver, ThreadInfo
-from .context import (
-    ContextBudgetError,
-    ContextPolicy,
-    ContextStructureError,
-    context_node,
-    context_step,
-    pre_model_hook,
-    trim_context,
-)
-from .conversation_store import ConversationStore, SessionInfo
-from .counting import count_tokens, resolve_message_counter
-from .crypto import MessageCipher
-from .db import Database, get_database
-from .migrate import SchemaTooNewError
-from .store import Memory, SQLStore
-from .windows import drop_leading_orphans
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+__version__ = "0.1.0"
+
+_EXPORTS = {
+    "USER_CONVERSATION_FIELDS": "chat_history",
+    "SQLChatMessageHistory": "chat_history",
+    "session_history_factory": "chat_history",
+    "user_conversation_history_factory": "chat_history",
+    "SQLSaver": "checkpoint",
+    "ThreadInfo": "checkpoint",
+    "ContextBudgetError": "context",
+    "ContextPolicy": "context",
+    "ContextStructureError": "context",
+    "context_node": "context",
+    "context_step": "context",
+    "pre_model_hook": "context",
+    "trim_context": "context",
+    "ConversationStore": "conversation_store",
+    "SessionInfo": "conversation_store",
+    "count_tokens": "counting",
+    "resolve_message_counter": "counting",
+    "MessageCipher": "crypto",
+    "Database": "db",
+    "get_database": "db",
+    "SchemaTooNewError": "migrate",
+    "Memory": "store",
+    "SQLStore": "store",
+    "CopyReport": "transfer",
+    "copy_database": "transfer",
+    "drop_leading_orphans": "windows",
+}
 
 __all__ = [
     "USER_CONVERSATION_FIELDS",
@@ -33,6 +48,7 @@ __all__ = [
     "ContextPolicy",
     "ContextStructureError",
     "ConversationStore",
+    "CopyReport",
     "Database",
     "Memory",
     "MessageCipher",
@@ -44,6 +60,7 @@ __all__ = [
     "ThreadInfo",
     "context_node",
     "context_step",
+    "copy_database",
     "count_tokens",
     "drop_leading_orphans",
     "get_database",
@@ -54,4 +71,47 @@ __all__ = [
     "user_conversation_history_factory",
 ]
 
-__version__ = "0.1.0"
+
+def __getattr__(name: str) -> Any:
+    module = _EXPORTS.get(name)
+    if module is None:  # a submodule used as an attribute (``langmem_sqlite.store.X``)
+        try:
+            return importlib.import_module(f".{name}", __name__)
+        except ModuleNotFoundError as e:
+            if e.name != f"{__name__}.{name}":
+                raise
+            raise AttributeError(f"module 'langmem_sqlite' has no attribute {name!r}") from None
+    value = getattr(importlib.import_module(f".{module}", __name__), name)
+    globals()[name] = value  # the next lookup is a plain attribute
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *_EXPORTS})
+
+
+if TYPE_CHECKING:
+    from .chat_history import (
+        USER_CONVERSATION_FIELDS,
+        SQLChatMessageHistory,
+        session_history_factory,
+        user_conversation_history_factory,
+    )
+    from .checkpoint import SQLSaver, ThreadInfo
+    from .context import (
+        ContextBudgetError,
+        ContextPolicy,
+        ContextStructureError,
+        context_node,
+        context_step,
+        pre_model_hook,
+        trim_context,
+    )
+    from .conversation_store import ConversationStore, SessionInfo
+    from .counting import count_tokens, resolve_message_counter
+    from .crypto import MessageCipher
+    from .db import Database, get_database
+    from .migrate import SchemaTooNewError
+    from .store import Memory, SQLStore
+    from .transfer import CopyReport, copy_database
+    from .windows import drop_leading_orphans

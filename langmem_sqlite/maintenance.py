@@ -17,7 +17,14 @@ from .conversation_store import ConversationStore
 from .db import Database
 from .schema import Tables
 
-__all__ = ["PruneReport", "TableStat", "list_users", "prune", "table_stats"]
+__all__ = [
+    "PruneReport",
+    "TableStat",
+    "list_users",
+    "prune",
+    "table_stats",
+    "users_with_session",
+]
 
 _DAY_MS = 86_400_000
 _USERS_NAMESPACE = "users"
@@ -68,6 +75,17 @@ def _table_stats(conn: Connection, tables: Tables) -> list[TableStat]:
 def table_stats(db: Database, tables: Tables) -> list[TableStat]:
     """Row counts and sizes of this package's tables (those that exist) in ``db``."""
     return db.run(_table_stats, tables)  # type: ignore[no-any-return]
+
+
+def _users_with_session(conn: Connection, tables: Tables, session_id: str) -> list[str]:
+    t = tables.sessions
+    stmt = sa.select(t.c.user_id).where(t.c.session_id == session_id).order_by(t.c.user_id)
+    return [str(u) for u in conn.execute(stmt).scalars()]
+
+
+def users_with_session(store: ConversationStore, session_id: str) -> list[str]:
+    """The users who have a session called ``session_id`` (``""``: the one without a user)."""
+    return store.db.run(_users_with_session, store.tables, session_id)  # type: ignore[no-any-return]
 
 
 def list_users(store: ConversationStore, saver: Any, facts_store: Any) -> list[dict[str, Any]]:

@@ -9,18 +9,20 @@ apply each migration exactly once:
 * PostgreSQL: ``pg_advisory_xact_lock``; DDL is transactional.
 * MySQL/MariaDB: ``GET_LOCK``; DDL commits implicitly, so every migration step is idempotent
   (``CREATE ... IF NOT EXISTS`` semantics) and is recorded as soon as it is done.
+
+(The lock is the database's dialect object's: :meth:`~langmem_sqlite.engine.dialects.Dialect.
+migration_lock`.)
 """
 
 from __future__ import annotations
 
 import time
-import zlib
 
-from sqlalchemy import exc, func, insert, select, text
+from sqlalchemy import exc, func, insert, select
 from sqlalchemy.engine import Connection
-from sqlalchemy.schema import CreateSchema
 
-from .db import Database, Plan, Step
+from .engine.database import Database, Plan, Step
+from .engine.dialects import dialect_for
 from .schema import MIGRATIONS, Tables
 
 __all__ = [
@@ -33,8 +35,6 @@ __all__ = [
 
 LATEST_VERSION = max(m.version for m in MIGRATIONS)
 """The schema version this code writes."""
-
-_LOCK_TIMEOUT_S = 120
 
 
 class SchemaTooNewError(RuntimeError):
@@ -77,20 +77,7 @@ def _migrate(conn: Connection, t: Tables) -> int:
     Runs on a connection in "commit as you go" mode: everything is committed before the lock
     is released, so the next process to take it sees the finished work.
     """
-    dialect = "mysql" if conn.dialect.name == "mariadb" else conn.dialect.name
-    name = _lock_name(t)
-    if dialect == "postgresql":
-        key = zlib.crc32(name.encode()) - 2**31
-        conn.execute(text("SELECT pg_advisory_xact_lock(:k)"), {"k": key})
-        if t.schema:
-            conn.execute(CreateSchema(t.schema, if_not_exists=True))
-    elif dialect == "mysql":
-        got = conn.execute(
-            text("SELECT GET_LOCK(:n, :s)"), {"n": name, "s": _LOCK_TIMEOUT_S}
-        ).scalar()
-        if got != 1:
-            raise TimeoutError(f"could not take the migration lock {name!r}")
-    try:
+    with dialect_for(conn.engine).migration_lock(conn, _lock_name(t), t.schema):
         t.metadata.create_all(conn, tables=[t.migrations], checkfirst=True)
         applied = applied_versions(conn, t)
         _up_to_date(applied)
@@ -104,11 +91,7 @@ def _migrate(conn: Connection, t: Tables) -> int:
                 )
             )
         conn.commit()
-        return LATEST_VERSION
-    finally:
-        if dialect == "mysql":
-            conn.execute(text("SELECT RELEASE_LOCK(:n)"), {"n": name})
-            conn.commit()
+    return LATEST_VERSION
 
 
 def schema_plan(db: Database, t: Tables) -> Plan[None]:

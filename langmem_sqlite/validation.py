@@ -2,12 +2,27 @@
 
 from __future__ import annotations
 
+import math
 import uuid
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 from .schema import ID_MAX_CHARS
 
-__all__ = ["IdLike", "check_id", "check_optional_id", "check_positive", "check_text"]
+__all__ = [
+    "INT64_MAX",
+    "IdLike",
+    "check_id",
+    "check_int",
+    "check_list",
+    "check_number",
+    "check_optional_id",
+    "check_positive",
+    "check_text",
+]
+
+INT64_MAX = 2**63 - 1
+"""The largest integer every supported database stores (a signed 64-bit integer)."""
 
 IdLike = str | int | uuid.UUID
 """What users may pass as a user, session or thread id; stored as its ``str``."""
@@ -55,10 +70,63 @@ def check_optional_id(value: Any, name: str) -> str:
     return "" if value is None else check_id(value, name)
 
 
-def check_positive(value: Any, name: str, *, allow_zero: bool = False) -> int:
-    """An ``int`` > 0 (or >= 0 with ``allow_zero``), else ``TypeError``/``ValueError`` naming it."""
-    if isinstance(value, bool) or not isinstance(value, int):
-        raise TypeError(f"{name}: expected an int, got {type(value).__name__}")
-    if value < 0 or (value == 0 and not allow_zero):
-        raise ValueError(f"{name}: must be {'>= 0' if allow_zero else '> 0'}, got {value}")
-    return value
+def _range(low: float, high: float) -> str:
+    return f"from {low:,} to {high:,}".replace(",", "_")
+
+
+def check_int(value: Any, name: str, *, low: int = 0, high: int = INT64_MAX) -> int:
+    """An ``int`` from ``low`` to ``high`` (both included).
+
+    Raises:
+        TypeError: not a number at all.
+        ValueError: a ``bool``, a ``float`` (NaN and infinities included) or an ``int`` out of
+            the range; the message names the parameter and the range.
+    """
+    if isinstance(value, int) and not isinstance(value, bool):
+        if low <= value <= high:
+            return value
+    elif not isinstance(value, bool | float):
+        raise TypeError(f"{name}: expected an int {_range(low, high)}, got {type(value).__name__}")
+    raise ValueError(f"{name}: expected an int {_range(low, high)}, got {value!r}")
+
+
+def check_number(value: Any, name: str, *, low: float, high: float) -> float:
+    """A finite ``int`` or ``float`` from ``low`` to ``high`` (both included), as ``float``.
+
+    Raises:
+        TypeError: not a number at all.
+        ValueError: a ``bool``, NaN, an infinity or a number out of the range; the message names
+            the parameter and the range.
+    """
+    if isinstance(value, int | float) and not isinstance(value, bool):
+        if math.isfinite(value) and low <= value <= high:
+            return float(value)
+    elif not isinstance(value, bool):
+        raise TypeError(
+            f"{name}: expected a number {_range(low, high)}, got {type(value).__name__}"
+        )
+    raise ValueError(f"{name}: expected a number {_range(low, high)}, got {value!r}")
+
+
+def check_positive(
+    value: Any, name: str, *, allow_zero: bool = False, high: int = INT64_MAX
+) -> int:
+    """An ``int`` > 0 (or >= 0 with ``allow_zero``) and at most ``high``: see :func:`check_int`."""
+    return check_int(value, name, low=0 if allow_zero else 1, high=high)
+
+
+def check_list(value: Any, name: str) -> list[Any]:
+    """A list, tuple or other iterable of items, as a new ``list``.
+
+    A ``str`` (or ``bytes``, or a mapping) is refused rather than taken apart: ``"Paris"``
+    where a list is expected would otherwise be five items, ``P``, ``a``, ``r``, ``i``, ``s``.
+
+    Raises:
+        TypeError: a ``str``, ``bytes`` or mapping, or not iterable at all.
+    """
+    if isinstance(value, str | bytes | bytearray | memoryview | Mapping) or not isinstance(
+        value, Iterable
+    ):
+        hint = f" (for a single one, pass [{value!r}])" if isinstance(value, str) else ""
+        raise TypeError(f"{name}: expected a list, got {type(value).__name__}{hint}")
+    return list(value)

@@ -1,7 +1,10 @@
 """Shared fixtures: the same tests run on a SQLite file, PostgreSQL and MariaDB.
 
-Server URLs come from ``LANGMEM_TEST_POSTGRES_URL`` and ``LANGMEM_TEST_MARIADB_URL`` (defaults:
-the local servers). A server that cannot be reached skips its tests locally, and FAILS them when
+Server URLs come from ``LANGMEM_TEST_POSTGRES_URL``, ``LANGMEM_TEST_MARIADB_URL`` and
+``LANGMEM_TEST_PGBOUNCER_URL`` (defaults: the local servers, and a PgBouncer in transaction
+pooling mode in front of the PostgreSQL server, which ``.ci/pgbouncer`` starts). Every test of
+the ``backend`` fixture runs on each: a SQLite file, PostgreSQL, MariaDB, and PostgreSQL through
+PgBouncer. A server that cannot be reached skips its tests locally, and FAILS them when
 ``CI=true`` (or ``LANGMEM_REQUIRE_SERVERS=1``), so CI never passes by skipping.
 """
 
@@ -21,10 +24,14 @@ POSTGRES_URL = os.environ.get(
     "LANGMEM_TEST_POSTGRES_URL", "postgresql://postgres@127.0.0.1:5432/test"
 )
 MARIADB_URL = os.environ.get("LANGMEM_TEST_MARIADB_URL", "mariadb://root@127.0.0.1:3306/test")
+PGBOUNCER_URL = os.environ.get(
+    "LANGMEM_TEST_PGBOUNCER_URL", "postgresql://postgres@127.0.0.1:6432/test"
+)
 REQUIRE_SERVERS = os.environ.get("CI", "").lower() == "true" or bool(
     os.environ.get("LANGMEM_REQUIRE_SERVERS")
 )
-BACKENDS = ["sqlite", "postgres", "mariadb"]
+BACKENDS = ["sqlite", "postgres", "mariadb", "pgbouncer"]
+_SERVER_URLS = {"postgres": POSTGRES_URL, "mariadb": MARIADB_URL, "pgbouncer": PGBOUNCER_URL}
 
 _reachable: dict[str, str | None] = {}
 
@@ -45,7 +52,7 @@ def _check_server(url: str) -> str | None:
 
 def server_url(backend: str) -> str:
     """The URL of a server backend, or skip/fail the test if the server is unreachable."""
-    url = POSTGRES_URL if backend == "postgres" else MARIADB_URL
+    url = _SERVER_URLS[backend]
     error = _check_server(url)
     if error is not None:
         message = f"{backend} server at {url} unreachable: {error}"
@@ -66,15 +73,29 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     for item in items:
         callspec = getattr(item, "callspec", None)
         backend = callspec.params.get("backend") if callspec else None
-        if backend == "postgres":
+        if backend in ("postgres", "pgbouncer"):
             item.add_marker(pytest.mark.postgres)
         elif backend == "mariadb":
             item.add_marker(pytest.mark.mysql)
 
 
+_ASYNC_DRIVERS = {
+    "sqlite": "sqlite+aiosqlite",
+    "postgresql": "postgresql+psycopg_async",
+    "mysql": "mysql+asyncmy",
+    "mariadb": "mariadb+asyncmy",
+}
+
+
+def async_url(url: str) -> sa.URL:
+    """The same database as ``url`` through its async driver (for an ``AsyncEngine``)."""
+    parsed = get_database(url).url
+    return parsed.set(drivername=_ASYNC_DRIVERS[parsed.get_backend_name()])
+
+
 @pytest.fixture(params=BACKENDS)
 def backend(request: pytest.FixtureRequest) -> str:
-    """Each of ``sqlite``, ``postgres``, ``mariadb``."""
+    """Each of ``sqlite``, ``postgres``, ``mariadb``, ``pgbouncer``."""
     return str(request.param)
 
 

@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import http.server
+import io
 import json
 import os
 import subprocess
 import sys
 import threading
 from pathlib import Path
+from typing import Any
 
 import pytest
 from langchain_core.messages import AIMessage, HumanMessage, SystemMessage
@@ -138,6 +140,9 @@ def test_tour_runs_offline_on_a_fresh_file(tmp_path: Path) -> None:
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert "process 2: after a restart" in proc.stdout
     assert "You like green tea (found in long-term facts)" in proc.stdout
+    # the hint opens the user who has the facts
+    hint = proc.stdout.strip().splitlines()[-1]
+    assert hint.endswith(f"Chat yourself: langmem-sqlite chat --db {tmp_path / 't.db'} --user ada")
 
 
 def test_model_choice() -> None:
@@ -187,9 +192,12 @@ def test_offline_model_only_answers_from_its_input() -> None:
 class _Compatible(http.server.BaseHTTPRequestHandler):
     """A tiny OpenAI-compatible server: replies with how many messages it was sent."""
 
+    def answer(self, body: dict[str, Any]) -> str:
+        return f"server saw {len(body['messages'])} messages"
+
     def do_POST(self) -> None:
         body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
-        text = f"server saw {len(body['messages'])} messages"
+        text = self.answer(body)
         reply = {
             "id": "x",
             "object": "chat.completion",
@@ -244,3 +252,143 @@ def test_turns_are_mirrored_to_the_conversation_tables(db_url: str, prefix: str)
     store.clear("main", user_id="m")  # a gap (e.g. a crash between the two writes) is refilled
     session.send("Who am I?")
     assert store.get_messages("main", user_id="m") == session.messages()
+
+
+def test_a_str_where_a_list_is_expected_is_refused(tmp_path: Path) -> None:
+    """``propose("Paris")`` once stored five facts: P, a, r, i, s."""
+    from langmem_sqlite import SQLStore
+    from langmem_sqlite.store import UserFacts
+
+    facts = UserFacts(SQLStore(str(tmp_path / "f.db")), "u")
+    with pytest.raises(TypeError, match=r"candidates: expected a list, got str \(for a single"):
+        facts.propose("Paris")  # type: ignore[arg-type]
+    assert facts.list_facts(pending=True) == []
+    assert len(facts.propose(["Paris"])) == 1
+    assert len(facts.propose(("Lyon", "Oslo"))) == 2
+    session, _ = open_chat(str(tmp_path / "c.db"), user="u", offline=True)
+    with pytest.raises(TypeError, match="lines"):
+        run_lines(session, "hello", lambda _: None, show_input=False)
+
+
+# -- the interactive chat, in a real pseudo-terminal --------------------------------------------
+
+
+def _spawn(db: str, state: Path, *args: str) -> object:
+    import pexpect
+
+    env = {
+        **NO_KEY,
+        "XDG_STATE_HOME": str(state),
+        "PROMPT_TOOLKIT_NO_CPR": "1",  # pexpect answers no cursor-position requests
+        "TERM": "xterm",
+        "COLUMNS": "200",
+        "LINES": "50",
+    }
+    child = pexpect.spawn(
+        sys.executable,
+        ["-m", "langmem_sqlite", "chat", "--db", db, *args],
+        env=env,
+        encoding="utf-8",
+        timeout=60,
+        dimensions=(50, 200),
+    )
+    child.logfile_read = io.StringIO()  # everything the terminal was sent
+    child.expect_exact("you>")
+    return child
+
+
+def test_interactive_ctrl_c_cancels_the_line_and_history_survives(tmp_path: Path) -> None:
+    import pexpect
+
+    db, state = str(tmp_path / "c.db"), tmp_path / "state"
+    stored, _ = open_chat(db, user="ada", offline=True)
+    stored.remember("\x1b[31mred [/] [bold]b")  # escapes in a fact never reach the terminal raw
+    child: Any = _spawn(db, state, "--user", "ada", "--offline")
+    child.sendline("My name is Ada")
+    child.expect_exact("Saved to long-term memory")
+    child.expect_exact("you>")
+    child.send("half typed, never sent")
+    child.sendcontrol("c")  # cancels the line: the chat goes on
+    child.expect_exact("you>")
+    child.sendline("/remember I write [/] code")
+    child.expect_exact("remembered")
+    child.expect_exact("you>")
+    child.sendline("/facts")
+    child.expect_exact("I write [/] code")
+    child.expect_exact("\\x1b[31mred [/] [bold]b")
+    child.expect_exact("you>")
+    assert "\x1b[31mred" not in child.logfile_read.getvalue()
+    child.sendcontrol("d")  # Ctrl-D on an empty line leaves
+    child.expect(pexpect.EOF)
+    child.close()
+    assert child.exitstatus == 0, child.before
+    store = ConversationStore(db)
+    texts = [m.text for m in store.get_messages("main", user_id="ada")]
+    assert texts[0] == "My name is Ada" and not any("half typed" in t for t in texts)
+    (history,) = (state / "langmem-sqlite" / "history").iterdir()
+    assert "My name is Ada" in history.read_text(encoding="utf-8")
+    # a new process: Up recalls the lines typed before on this database
+    child = _spawn(db, state, "--user", "ada", "--offline")
+    child.send("\x1b[A")  # Up: the last line, /facts
+    child.send("\x1b[A")  # the one before
+    child.sendline("")
+    child.expect_exact("remembered")
+    child.expect_exact("you>")
+    child.sendline("/quit")
+    child.expect(pexpect.EOF)
+    child.close()
+    assert child.exitstatus == 0
+    # another database has its own history
+    other: Any = _spawn(str(tmp_path / "other.db"), state, "--offline")
+    other.sendline("/quit")
+    other.expect(pexpect.EOF)
+    assert len(list((state / "langmem-sqlite" / "history").iterdir())) == 2
+
+
+class _Slow(_Compatible):
+    """An OpenAI-compatible server whose reply to "slow" takes until released."""
+
+    started = threading.Event()
+    release = threading.Event()
+
+    def answer(self, body: dict[str, Any]) -> str:
+        if body["messages"][-1]["content"] == "slow question":
+            type(self).started.set()
+            type(self).release.wait(30)
+        return super().answer(body)
+
+
+def test_interactive_ctrl_c_stops_a_long_reply_and_keeps_the_conversation(tmp_path: Path) -> None:
+    import pexpect
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _Slow)
+    server.daemon_threads = True
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    base = f"http://127.0.0.1:{server.server_address[1]}/v1"
+    db, state = str(tmp_path / "c.db"), tmp_path / "state"
+    try:
+        child: Any = _spawn(db, state, "--base-url", base, "--model", "m")
+        child.sendline("hello")
+        child.expect_exact("bot> server saw 2 messages")
+        child.expect_exact("you>")
+        child.sendline("slow question")
+        assert _Slow.started.wait(30)
+        child.sendcontrol("c")  # the reply is cut short, the chat goes on
+        child.expect_exact("(reply interrupted; the conversation so far is kept)")
+        child.expect_exact("you>")
+        child.sendline("after the interruption")
+        child.expect_exact("bot> server saw")
+        child.expect_exact("you>")
+        child.sendline("/quit")
+        child.expect(pexpect.EOF)
+        child.close()
+        assert child.exitstatus == 0, child.before
+    finally:
+        _Slow.release.set()
+        server.shutdown()
+    texts = [m.text for m in ConversationStore(db).get_messages("main", user_id="me")]
+    assert texts[:2] == ["hello", "server saw 2 messages"]
+    assert "after the interruption" in texts and texts[-1].startswith("server saw")
+    # a restart continues the same conversation
+    session, _ = open_chat(db, user="me", offline=True)
+    assert [m.text for m in session.messages()][:2] == ["hello", "server saw 2 messages"]

@@ -181,13 +181,10 @@ async def test_adapter_async_methods(db_url: str, prefix: str) -> None:
 
 
 def test_async_engine_given_sync_methods_work(backend: str, db_url: str, prefix: str) -> None:
+    from conftest import async_url
     from sqlalchemy.ext.asyncio import create_async_engine
 
-    from langmem_sqlite.db import get_database
-
-    aurl = get_database(db_url)._async_url
-    assert aurl is not None
-    engine = create_async_engine(aurl)
+    engine = create_async_engine(async_url(db_url))
     h = SQLChatMessageHistory("s", engine, table_prefix=prefix)
     h.add_messages([HumanMessage("from sync code")])
     assert [m.content for m in h.messages] == ["from sync code"]

@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 import sqlalchemy as sa
-from conftest import server_url
+from conftest import backend_url, server_url
 from langchain_core.messages import HumanMessage
 from langgraph.checkpoint.base import empty_checkpoint
 from sqlalchemy.ext.asyncio import create_async_engine
@@ -75,17 +75,19 @@ def test_sqlite_settings(tmp_path: Path) -> None:
         "busy_timeout": 30000,
         "synchronous": 1,
         "foreign_keys": 1,
-        "wal_autocheckpoint": 4000,
-        "journal_size_limit": 32 * 1024 * 1024,
+        "wal_autocheckpoint": 1000,
+        "journal_size_limit": 1024 * 1024,
     }
 
 
 async def test_sqlite_settings_async(tmp_path: Path) -> None:
     db = get_database(tmp_path / "p.db")
-    async with db.async_engine.connect() as conn:  # type: ignore[union-attr]
-        mode = (await conn.exec_driver_sql("PRAGMA journal_mode")).scalar()
-        timeout = (await conn.exec_driver_sql("PRAGMA busy_timeout")).scalar()
-    assert (mode, timeout) == ("wal", 30000)
+
+    def pragmas(conn: Any) -> tuple[str, int]:
+        mode = conn.exec_driver_sql("PRAGMA journal_mode").scalar()
+        return mode, conn.exec_driver_sql("PRAGMA busy_timeout").scalar()
+
+    assert await db.arun(pragmas, lite=True) == ("wal", 30000)
 
 
 @pytest.mark.parametrize("lane", ["connection", "lite"])
@@ -96,30 +98,28 @@ def test_sqlite_writers_in_one_process_take_turns_without_polling(
     (which sleeps 1, 2, 5, 10 ... ms between polls). With the busy timeout set to 0, any
     contention that reached SQLite would fail with "database is locked" and be retried."""
 
-    import langmem_sqlite.db as dbmod
+    from langmem_sqlite.engine.retry import Attempts
 
     retries: list[str] = []
-    real_delay = dbmod._retry_delay
+    real_pause = Attempts.pause
 
-    def counted(error: sa.exc.DBAPIError, delay: float) -> float:
+    def counted(self: Attempts, error: sa.exc.DBAPIError) -> float:
         retries.append(str(error.orig))
-        return real_delay(error, delay)
+        return real_pause(self, error)
 
-    monkeypatch.setattr(dbmod, "_retry_delay", counted)
+    monkeypatch.setattr(Attempts, "pause", counted)
     engine = sa.create_engine(f"sqlite:///{tmp_path / 'w.db'}")
     store = ConversationStore(engine)
     store.add_messages("warm-up", [HumanMessage("x")])
-    facts = SQLStore(engine)  # its writes run on the light lane (langmem_sqlite.lite)
+    facts = SQLStore(engine)  # its writes run on the seam's Session
     facts.put(("warm-up",), "k", {"v": 0})
 
     @sa.event.listens_for(engine, "connect")
     def no_busy_wait(dbapi_conn: object, _record: object) -> None:
         dbapi_conn.execute("PRAGMA busy_timeout = 0")  # type: ignore[attr-defined]
 
-    engine.dispose()
+    engine.dispose()  # connections made before the listener
     retries.clear()  # creating the schema above may retry by design
-    db = get_database(engine)
-    db._spares.close()  # type: ignore[union-attr]  # connections made before the listener
 
     def writer(n: int) -> None:
         for i in range(40):
@@ -318,19 +318,20 @@ def _thread_and_connection(conn: object) -> tuple[str, str]:
     return threading.current_thread().name, type(conn).__name__
 
 
-async def test_async_calls_on_a_sqlite_file_run_the_sync_path_in_worker_threads(
-    tmp_path: Path,
+@pytest.mark.parametrize("backend", ["sqlite", "postgres", "mariadb"])
+async def test_async_calls_run_the_sync_path_in_worker_threads(
+    tmp_path: Path, backend: str
 ) -> None:
-    """One thread hop per transaction (aiosqlite makes one per statement); an AsyncEngine the
-    caller gave is used as given."""
-    for db in (
-        get_database(tmp_path / "w.db"),
-        get_database(sa.create_engine(f"sqlite:///{tmp_path / 'e.db'}")),
-    ):
+    """One thread hop per unit of work, on every database (aiosqlite makes one per statement);
+    an AsyncEngine the caller gave is used as given."""
+    url = backend_url(backend, tmp_path)
+    for db in (get_database(url), get_database(sa.create_engine(get_database(url).url))):
         name, kind = await db.arun(_thread_and_connection)
         assert name.startswith("langmem-sqlite") and kind == "Connection"
         name, kind = await db.arun(_thread_and_connection, lite=True, write=True)
-        assert name.startswith("langmem-sqlite") and kind == "LiteConnection"
+        assert name.startswith("langmem-sqlite") and kind == "Session"
+        if db.sync_engine is not get_database(url).sync_engine:
+            db.dispose()
     engine = create_async_engine(f"sqlite+aiosqlite:///{tmp_path / 'a.db'}")
     try:
         name, _ = await get_database(engine).arun(_thread_and_connection)
@@ -420,7 +421,7 @@ async def test_sync_engine_given_async_methods_work(db_url: str, prefix: str) ->
     await store.aadd_messages("s", [HumanMessage("async on a sync Engine")])
     assert [m.content for m in await store.aget_messages("s")] == ["async on a sync Engine"]
     assert store.db.sync_engine is engine
-    assert store.db.async_engine is not None  # a twin async engine for the same database
+    assert store.db.async_engine is None  # async calls run the sync path in worker threads
     engine.dispose()
 
 

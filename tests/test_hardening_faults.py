@@ -7,9 +7,11 @@ the run completes, and with the server down an operation fails with a clear erro
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import os
 import shutil
+import signal
 import socket
 import subprocess
 import tempfile
@@ -23,9 +25,10 @@ from typing import Any
 import pytest
 import sqlalchemy as sa
 from langchain_core.messages import HumanMessage
+from langgraph.checkpoint.base import empty_checkpoint
 
 from langmem_sqlite import ConversationStore, SQLSaver, SQLStore
-from langmem_sqlite.db import _is_retryable
+from langmem_sqlite.engine import DatabaseUnavailableError, get_database
 
 FULL = bool(os.environ.get("LANGMEM_HARDENING_FULL"))
 FAULTS = 6 if FULL else 2
@@ -59,10 +62,29 @@ class Server:
     stop: Callable[[], None]
     start: Callable[[], None]
     kill_connections: Callable[[], int]
+    crash: Callable[[], None]
+    """Kill the server and its processes with SIGKILL (it recovers at the next start)."""
 
     def restart(self) -> None:
         self.stop()
         self.start()
+
+
+def _sigkill_tree(pid: int) -> None:
+    """SIGKILL ``pid`` and its child processes (PostgreSQL's backends outlive a killed
+    postmaster for a moment, and would hold its shared memory)."""
+    children = []
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            with contextlib.suppress(OSError), open(f"/proc/{entry}/stat") as f:
+                if int(f.read().rsplit(")", 1)[1].split()[1]) == pid:
+                    children.append(int(entry))
+    for p in [pid, *children]:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(p, signal.SIGKILL)
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline and any(os.path.exists(f"/proc/{p}") for p in children):
+        time.sleep(0.05)
 
 
 def _kill_all(url: str, list_sql: str, kill: Callable[[Any], str]) -> int:
@@ -101,6 +123,14 @@ def _postgres() -> Iterator[Server]:
 
     ctl("-o", opts, "start")
     url = f"postgresql://postgres@127.0.0.1:{port}/postgres"
+
+    def crash() -> None:
+        with open(f"{data}/postmaster.pid") as f:
+            pid = int(f.readline())
+        _sigkill_tree(pid)
+        with contextlib.suppress(ProcessLookupError, ChildProcessError):
+            os.waitpid(pid, 0)
+
     server = Server(
         url,
         stop=lambda: ctl("-m", "fast", "stop"),
@@ -111,6 +141,7 @@ def _postgres() -> Iterator[Server]:
             "AND backend_type = 'client backend'",
             lambda pid: f"SELECT pg_terminate_backend({int(pid)})",
         ),
+        crash=crash,
     )
     try:
         yield server
@@ -155,6 +186,19 @@ def _mariadb() -> Iterator[Server]:
         p.terminate()
         p.wait(60)
 
+    crashed: list[bool] = []
+
+    def crash() -> None:
+        if not crashed:
+            # a data directory made moments ago is not on disk yet (InnoDB would find its
+            # system tablespace zeroed after a SIGKILL): one clean restart writes it
+            stop()
+            start()
+            crashed.append(True)
+        p = proc.pop()
+        p.kill()
+        p.wait(60)
+
     start()
     admin = sa.create_engine(
         f"mariadb+pymysql://root@127.0.0.1:{port}/", poolclass=sa.pool.NullPool
@@ -173,6 +217,7 @@ def _mariadb() -> Iterator[Server]:
             "AND command <> 'Daemon'",
             lambda cid: f"KILL CONNECTION {int(cid)}",
         ),
+        crash=crash,
     )
     try:
         yield server
@@ -192,31 +237,65 @@ def server(request: pytest.FixtureRequest) -> Iterator[Server]:
         yield s
 
 
+def _config(thread: str) -> dict[str, Any]:
+    return {"configurable": {"thread_id": thread, "checkpoint_ns": ""}}
+
+
+def _checkpoint(saver: SQLSaver, i: int) -> tuple[Any, dict[str, Any]]:
+    ckpt = empty_checkpoint()
+    version = saver.get_next_version(None, None)
+    ckpt["channel_values"] = {"x": i}
+    ckpt["channel_versions"] = {"x": version}
+    return ckpt, {"x": version}
+
+
 @dataclass
 class _Writers:
-    """Threads appending numbered messages, one session each, recording what was acknowledged."""
+    """Threads writing numbered items, recording what was acknowledged: chat messages (one
+    session each), and, when given, store items and checkpoints (one namespace or thread each).
+    """
 
     store: ConversationStore
+    facts: SQLStore | None = None
+    saver: SQLSaver | None = None
     n: int = 4
-    acked: dict[str, list[int]] = field(default_factory=dict)
+    acked: dict[str, list[Any]] = field(default_factory=dict)
     errors: list[BaseException] = field(default_factory=list)
     stop: threading.Event = field(default_factory=threading.Event)
 
-    def run(self, session: str) -> None:
-        self.acked[session] = []
+    def _write(self, name: str, i: int) -> Any:
+        if name.startswith("h"):
+            self.store.add_messages(name, [HumanMessage(str(i))])
+            return i
+        if name.startswith("s"):
+            assert self.facts is not None
+            self.facts.put((name,), str(i), {"i": i})
+            return i
+        assert self.saver is not None
+        ckpt, versions = _checkpoint(self.saver, i)
+        self.saver.put(_config(name), ckpt, {"step": i}, versions)
+        return ckpt["id"]
+
+    def run(self, name: str) -> None:
+        self.acked[name] = []
         i = 0
         while not self.stop.is_set():
             try:
-                self.store.add_messages(session, [HumanMessage(str(i))])
+                done = self._write(name, i)
             except Exception as e:
                 self.errors.append(e)
                 return
-            self.acked[session].append(i)
+            self.acked[name].append(done)
             i += 1
 
     def __enter__(self) -> _Writers:
+        names = [f"h{k}" for k in range(self.n)]
+        if self.facts is not None:
+            names += ["s0", "s1"]
+        if self.saver is not None:
+            names += ["c0", "c1"]
         self.threads = [
-            threading.Thread(target=self.run, args=(f"w{k}",), daemon=True) for k in range(self.n)
+            threading.Thread(target=self.run, args=(name,), daemon=True) for name in names
         ]
         for t in self.threads:
             t.start()
@@ -229,15 +308,28 @@ class _Writers:
 
     def check(self) -> None:
         assert not self.errors, f"a fault reached the caller: {self.errors[0]!r}"
-        for session, acked in self.acked.items():
-            stored = [int(m.content) for m in self.store.get_messages(session)]  # type: ignore[arg-type]
-            # every acknowledged write, in order, once (a last unacknowledged one may be there:
-            # its COMMIT may have landed before the connection died)
-            assert stored[: len(acked)] == acked, f"{session}: lost, reordered or repeated writes"
-            assert len(stored) <= len(acked) + 1, f"{session}: repeated writes {stored}"
+        for name, acked in self.acked.items():
+            if name.startswith("h"):
+                stored = [int(m.content) for m in self.store.get_messages(name)]  # type: ignore[arg-type]
+                # every acknowledged write, in order, once (a last unacknowledged one may be
+                # there: its COMMIT may have landed before the connection died)
+                assert stored[: len(acked)] == acked, f"{name}: lost, reordered or repeated writes"
+                assert len(stored) <= len(acked) + 1, f"{name}: repeated writes {stored}"
+            elif name.startswith("s"):
+                assert self.facts is not None
+                items = {it.key: it.value for it in self.facts.search((name,), limit=10**6)}
+                assert all(items.get(str(i)) == {"i": i} for i in acked), f"{name}: lost items"
+            else:
+                assert self.saver is not None
+                listed = self.saver.list(_config(name))
+                ids = {t.config["configurable"]["checkpoint_id"] for t in listed}
+                assert set(acked) <= ids, f"{name}: lost checkpoints"
+                latest = self.saver.get_tuple(_config(name))
+                assert latest is not None
+                assert latest.checkpoint["channel_values"]["x"] in (len(acked) - 1, len(acked))
 
 
-def _progress(writers: _Writers, at_least: int, timeout: float = 30) -> None:
+def _progress(writers: _Writers, at_least: int, timeout: float = 60) -> None:
     start = sum(len(a) for a in writers.acked.values())
     deadline = time.monotonic() + timeout
     while sum(len(a) for a in writers.acked.values()) < start + at_least:
@@ -246,28 +338,108 @@ def _progress(writers: _Writers, at_least: int, timeout: float = 30) -> None:
         time.sleep(0.02)
 
 
-def _retries_refused_connections() -> bool:
-    error = sa.exc.OperationalError("connect", {}, Exception("Connection refused"))
-    return _is_retryable(error)
+def _components(url: str) -> tuple[ConversationStore, SQLStore, SQLSaver]:
+    prefix = f"f{uuid.uuid4().hex[:8]}_"
+    store = ConversationStore(url, table_prefix=prefix)
+    facts = SQLStore(url, table_prefix=prefix)
+    saver = SQLSaver(url, table_prefix=prefix)
+    store.count_messages("warmup")
+    facts.get(("warmup",), "k")
+    saver.setup()
+    return store, facts, saver
 
 
-@pytest.mark.xfail(
-    not _retries_refused_connections(),
-    reason="known defect (db.py): while the server restarts, new connections are refused "
-    "('Connection refused', 'the database system is shutting down', MariaDB 2003) and "
-    "Database.run does not retry those, so the error reaches the caller",
-)
 @pytest.mark.timeout(300)
 def test_server_restarted_mid_run(server: Server) -> None:
-    prefix = f"f{uuid.uuid4().hex[:8]}_"
-    store = ConversationStore(server.url, table_prefix=prefix)
-    store.count_messages("warmup")
-    with _Writers(store) as writers:
+    """Restarts while chat history, store and checkpoint writers run: no error reaches a
+    caller, and every acknowledged write is stored (the history's once, in order)."""
+    with _Writers(*_components(server.url)) as writers:
         for _ in range(FAULTS):
             _progress(writers, 20)
             server.restart()
         _progress(writers, 20)  # the writers carry on after the last restart
     writers.check()
+
+
+@pytest.mark.timeout(300)
+def test_server_killed_and_recovering_mid_run(server: Server) -> None:
+    """The server killed (SIGKILL) and started again: while it recovers it refuses connections
+    ("not yet accepting connections", "in recovery mode"); the writers wait that out."""
+    with _Writers(*_components(server.url)) as writers:
+        for _ in range(FAULTS):
+            _progress(writers, 20)
+            server.crash()
+            server.start()
+        _progress(writers, 20)
+    writers.check()
+
+
+@pytest.mark.timeout(300)
+def test_every_call_waits_out_a_restart(server: Server) -> None:
+    """Calls made while the server is down for a restart (about 2 s) block until it is back,
+    then succeed: the store's, the checkpointer's and the chat history's, sync and async."""
+    prefix = f"f{uuid.uuid4().hex[:8]}_"
+    store = ConversationStore(server.url, table_prefix=prefix)
+    facts = SQLStore(server.url, table_prefix=prefix)
+    saver = SQLSaver(server.url, table_prefix=prefix)
+    store.add_messages("s", [HumanMessage("before")])
+    facts.put(("ns",), "k", {"v": 1})
+    first, versions = _checkpoint(saver, 1)
+    saver.put(_config("t"), first, {"step": 1}, versions)
+
+    async def async_calls() -> list[Any]:
+        ckpt, vs = _checkpoint(saver, 3)
+        return list(
+            await asyncio.gather(
+                facts.aput(("ns",), "ak", {"v": 3}),
+                facts.aget(("ns",), "k"),
+                saver.aput(_config("t"), ckpt, {"step": 3}, vs),
+                saver.aget_tuple(_config("t")),
+                store.aadd_messages("a", [HumanMessage("async")]),
+                store.aget_messages("s"),
+            )
+        )
+
+    def sync_calls() -> list[Any]:
+        ckpt, vs = _checkpoint(saver, 2)
+        return [
+            facts.put(("ns",), "k2", {"v": 2}),
+            facts.get(("ns",), "k"),
+            saver.put(_config("t"), ckpt, {"step": 2}, vs),
+            saver.get_tuple(_config("t")),
+            store.add_messages("s", [HumanMessage("during")]),
+            store.get_messages("s"),
+        ]
+
+    server.stop()
+    results: dict[str, Any] = {}
+    errors: list[BaseException] = []
+
+    def call(name: str, fn: Callable[[], Any]) -> None:
+        try:
+            results[name] = fn()
+        except BaseException as e:
+            errors.append(e)
+
+    threads = [
+        threading.Thread(target=call, args=("sync", sync_calls)),
+        threading.Thread(target=call, args=("async", lambda: asyncio.run(async_calls()))),
+    ]
+    start = time.monotonic()
+    for t in threads:
+        t.start()
+    time.sleep(2)
+    server.start()
+    for t in threads:
+        t.join(120)
+    assert not errors, f"a call failed during the restart: {errors[0]!r}"
+    assert time.monotonic() - start >= 2  # they waited for the server
+    assert results["sync"][1].value == {"v": 1} and results["async"][1].value == {"v": 1}
+    assert results["sync"][3].checkpoint["id"] is not None
+    assert [m.content for m in store.get_messages("s")] == ["before", "during"]
+    assert facts.get(("ns",), "k2").value == {"v": 2}  # type: ignore[union-attr]
+    assert facts.get(("ns",), "ak").value == {"v": 3}  # type: ignore[union-attr]
+    assert len(list(saver.list(_config("t")))) == 3
 
 
 @pytest.mark.timeout(300)
@@ -316,15 +488,59 @@ async def test_async_operations_survive_a_restart(server: Server) -> None:
 
 
 @pytest.mark.timeout(300)
-def test_server_down_gives_a_clear_error_within_the_bound(server: Server) -> None:
+def test_server_down_gives_the_typed_error_within_the_deadline(server: Server) -> None:
+    """A server that stays down longer than the retry deadline: every component's calls, sync
+    and async, raise DatabaseUnavailableError after about the deadline, naming the database
+    with its password hidden; nothing unacknowledged is stored."""
     prefix = f"f{uuid.uuid4().hex[:8]}_"
-    store = ConversationStore(server.url, table_prefix=prefix)
+    secret = "s3cret-pw"
+    url = server.url.replace("://root@", f"://root:{secret}@").replace(
+        "://postgres@", f"://postgres:{secret}@"
+    )
+    db = get_database(url, retry_seconds=2)
+    store = ConversationStore(db, table_prefix=prefix)
+    facts = SQLStore(db, table_prefix=prefix)
+    saver = SQLSaver(db, table_prefix=prefix)
     store.add_messages("s", [HumanMessage("stored")])
+    facts.put(("ns",), "k", {"v": 1})
+    saver.setup()
     server.stop()
-    start = time.monotonic()
-    with pytest.raises(sa.exc.OperationalError):
-        store.add_messages("s", [HumanMessage("lost: never acknowledged")])
-    elapsed = time.monotonic() - start
-    assert elapsed < 30, f"the caller waited {elapsed:.1f}s for a server that is down"
+    ckpt, versions = _checkpoint(saver, 1)
+    calls: list[tuple[str, Callable[[], Any]]] = [
+        ("history add", lambda: store.add_messages("s", [HumanMessage("never acknowledged")])),
+        ("history get", lambda: store.get_messages("s")),
+        ("store put", lambda: facts.put(("ns",), "k", {"v": 2})),
+        ("store get", lambda: facts.get(("ns",), "k")),
+        ("saver put", lambda: saver.put(_config("t"), ckpt, {}, versions)),
+        ("saver get", lambda: saver.get_tuple(_config("t"))),
+        ("async store get", lambda: asyncio.run(facts.aget(("ns",), "k"))),
+        ("async saver get", lambda: asyncio.run(saver.aget_tuple(_config("t")))),
+        ("async history get", lambda: asyncio.run(store.aget_messages("s"))),
+    ]
+    for name, call in calls:
+        start = time.monotonic()
+        with pytest.raises(DatabaseUnavailableError) as info:
+            call()
+        elapsed = time.monotonic() - start
+        assert 1.5 <= elapsed < 10, f"{name}: gave up after {elapsed:.1f}s (deadline 2 s)"
+        assert secret not in str(info.value) and "***" in str(info.value), name
+        assert info.value.__cause__ is not None, name
     server.start()
     assert [m.content for m in store.get_messages("s")] == ["stored"]
+    assert facts.get(("ns",), "k").value == {"v": 1}  # type: ignore[union-attr]
+
+
+def test_the_default_retry_deadline_is_thirty_seconds(monkeypatch: pytest.MonkeyPatch) -> None:
+    from langmem_sqlite.engine.retry import default_retry_seconds
+
+    monkeypatch.delenv("LANGMEM_SQLITE_RETRY_SECONDS", raising=False)
+    assert default_retry_seconds() == 30
+    monkeypatch.setenv("LANGMEM_SQLITE_RETRY_SECONDS", "5")
+    assert default_retry_seconds() == 5
+    for bad in ("-1", "nan", "inf", "soon"):
+        monkeypatch.setenv("LANGMEM_SQLITE_RETRY_SECONDS", bad)
+        with pytest.raises(ValueError, match="LANGMEM_SQLITE_RETRY_SECONDS"):
+            default_retry_seconds()
+    for bad_value in (-1, float("nan"), float("inf"), True, 10**6):
+        with pytest.raises(ValueError, match="retry_seconds"):
+            get_database("sqlite://", retry_seconds=bad_value)  # type: ignore[arg-type]

@@ -207,3 +207,83 @@ def test_subgraph_namespaces_and_pending_interrupts_survive(
     assert task.interrupts[0].value == "ok?"
     out = graph.invoke(Command(resume="yes"), config)
     assert [m.text for m in out["messages"]] == ["hi", "inner yes"]
+
+
+def _anchor_file(tmp_path: Path, threads: list[str], **metadata: object) -> Path:
+    from langgraph.checkpoint.sqlite import SqliteSaver
+
+    path = tmp_path / "anchor.db"
+    conn = sqlite3.connect(path, check_same_thread=False)
+    graph = _graph(SqliteSaver(conn))
+    for t in threads:
+        config = {"configurable": {"thread_id": t, **metadata.get(t, {})}}  # type: ignore[dict-item]
+        graph.invoke({"messages": [HumanMessage("one")]}, config)  # type: ignore[attr-defined]
+    conn.close()
+    return path
+
+
+def test_no_progress_bar_before_an_error(tmp_path: Path) -> None:
+    """An unreachable target or a missing thread fails before any progress line is drawn."""
+    import subprocess
+    import sys
+
+    path = _anchor_file(tmp_path, ["t1"])
+    community = f"sqlite:///{tmp_path}/community.db"
+    _community_history(community, "s").add_messages(MESSAGES)  # type: ignore[attr-defined]
+    unreachable = "postgresql://nobody@127.0.0.1:1/none"
+    for args in (
+        ["sqlite-saver", str(path), "--db", unreachable],
+        ["sqlite-saver", str(path), "--thread", "nosuch", "--db", str(tmp_path / "t.db")],
+        ["history", community, "--db", unreachable],
+    ):
+        proc = subprocess.run(
+            [sys.executable, "-m", "langmem_sqlite", "import", *args],
+            capture_output=True,
+            text=True,
+            timeout=120,
+            check=False,
+        )
+        assert proc.returncode == 1, (args, proc.stderr)
+        assert "%" not in proc.stderr and "-:--:--" not in proc.stderr, (args, proc.stderr)
+        assert proc.stderr.startswith("error: ") and len(proc.stderr.splitlines()) == 1
+    assert not (tmp_path / "t.db").exists() or not SQLSaver(str(tmp_path / "t.db")).list_threads()
+
+
+def test_report_names_what_it_counts(tmp_path: Path) -> None:
+    path = _anchor_file(tmp_path, ["t1", "t2"])
+    db = str(tmp_path / "t.db")
+    out = CliRunner().invoke(cli, ["import", "sqlite-saver", str(path), "--db", db])
+    assert out.exit_code == 0, out.output
+    assert "checkpoints: 2 threads found, 6 checkpoints imported, 0 already there" in out.output
+    community = f"sqlite:///{tmp_path}/community.db"
+    _community_history(community, "s").add_messages(MESSAGES)  # type: ignore[attr-defined]
+    out = CliRunner().invoke(cli, ["import", "history", community, "--db", db])
+    assert "chat_history: 1 sessions found, 4 messages imported, 0 already there" in out.output
+
+
+def test_checkpoint_imports_get_a_user(tmp_path: Path) -> None:
+    path = _anchor_file(tmp_path, ["t1", "t2", "t3"], t1={"customer": "ada"}, t2={"customer": 7})
+    runner = CliRunner()
+    db = str(tmp_path / "as.db")
+    out = runner.invoke(cli, ["import", "sqlite-saver", str(path), "--as-user", "zoe", "--db", db])
+    assert out.exit_code == 0, out.output
+    users = json.loads(runner.invoke(cli, ["users", "--db", db, "--json"]).output)
+    assert users == [{"user_id": "zoe", "sessions": 0, "threads": 3, "facts": 0}]
+    threads = SQLSaver(db).list_threads(metadata={"user_id": "zoe"})
+    assert len(threads) == 3
+    # each checkpoint carries the user, as a graph run with configurable.user_id writes it
+    assert all(c.metadata["user_id"] == "zoe" for c in SQLSaver(db).list(None))
+    db = str(tmp_path / "key.db")
+    out = runner.invoke(
+        cli, ["import", "sqlite-saver", str(path), "--user-key", "customer", "--db", db]
+    )
+    assert out.exit_code == 0, out.output
+    assert "1 threads had no user in their metadata" in out.output
+    users = json.loads(runner.invoke(cli, ["users", "--db", db, "--json"]).output)
+    assert [(u["user_id"], u["threads"]) for u in users] == [("7", 1), ("ada", 1)]
+    both = runner.invoke(
+        cli, ["import", "sqlite-saver", str(path), "--as-user", "a", "--user-key", "k"]
+    )
+    assert both.exit_code != 0 and "not both" in both.output
+    with open_sqlite_saver(path) as source, pytest.raises(TypeError, match="thread_ids"):
+        import_checkpoints(source, SQLSaver(db), "t1")  # a str, not a list of threads

@@ -126,11 +126,22 @@ def command(chat: ChatSession, line: str, echo: Echo) -> bool:
     elif name == "/facts":
         _facts(chat, echo)
     elif name == "/remember":
-        echo(f"remembered (id: {chat.remember(arg)})")
+        if not arg:
+            echo("usage: /remember TEXT (a fact about you, kept across sessions)")
+        else:
+            echo(f"remembered (id: {chat.remember(arg)})")
     elif name == "/forget":
-        echo("forgotten" if chat.forget(arg) else f"no fact with id {arg!r}")
+        if not arg:
+            echo("usage: /forget ID (/facts lists the ids)")
+        else:
+            echo("forgotten" if chat.forget(arg) else f"no fact with id {arg!r}")
     elif name == "/new":
-        echo(f"new session {chat.new(arg or None)} (facts about {chat.user} stay)")
+        session = chat.new(arg or None)
+        n = len(chat.messages())
+        if n:
+            echo(f"switched to session {session} (continuing, {n} messages)")
+        else:
+            echo(f"new session {session} (facts about {chat.user} stay)")
     elif name == "/session":
         echo(f"user {chat.user}, session {chat.session}, database {chat.memory.db.url}")
     elif name == "/help":
@@ -141,9 +152,26 @@ def command(chat: ChatSession, line: str, echo: Echo) -> bool:
     return True
 
 
-def run_lines(chat: ChatSession, lines: Iterable[str], echo: Echo, *, show_input: bool) -> int:
+def run_lines(
+    chat: ChatSession,
+    lines: Iterable[str],
+    echo: Echo,
+    *,
+    show_input: bool,
+    interruptible: bool = False,
+) -> int:
     """Feed ``lines`` (turns and ``/commands``; blank lines and ``#`` comments skipped) to the
-    chat; return the number of turns sent. Errors in a command are shown, not raised."""
+    chat; return the number of turns sent. Errors in a command are shown, not raised.
+
+    With ``interruptible``, Ctrl-C (``KeyboardInterrupt``) during a reply stops that reply
+    and the chat goes on: what was stored stays (the checkpointer wrote every finished step;
+    the conversation tables catch up with the next turn).
+
+    Raises:
+        TypeError: ``lines`` is a single ``str`` (pass ``text.splitlines()``).
+    """
+    if isinstance(lines, str):
+        raise TypeError("lines: expected an iterable of lines, got str (use text.splitlines())")
     turns = 0
     for raw in lines:
         line = raw.strip()
@@ -158,8 +186,14 @@ def run_lines(chat: ChatSession, lines: Iterable[str], echo: Echo, *, show_input
             except (ValueError, TypeError) as e:
                 echo(f"error: {e}")
             continue
-        for message in chat.send(line):
-            _show(message, echo)
+        try:
+            for message in chat.send(line):
+                _show(message, echo)
+        except KeyboardInterrupt:
+            if not interruptible:
+                raise
+            echo("(reply interrupted; the conversation so far is kept)")
+            continue
         turns += 1
     return turns
 

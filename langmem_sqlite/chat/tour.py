@@ -8,6 +8,7 @@ LLM): its answers come only from what the memory hands it.
 
 from __future__ import annotations
 
+import shlex
 import subprocess
 import sys
 from pathlib import Path
@@ -81,6 +82,6 @@ def run_tour(db: str | Path = "langmem-tour.db") -> int:
         return 1
     print(
         "\nThe second process continued the conversation from the file, and a new session "
-        f"recalled the long-term facts. Chat yourself: langmem-sqlite chat --db {path.name}"
+        f"recalled the long-term facts. Chat yourself: langmem-sqlite chat --db {shlex.quote(str(db))} --user ada"
     )
     return 0

@@ -20,6 +20,7 @@ from langchain_core.runnables import RunnableConfig
 from langgraph.checkpoint.base import BaseCheckpointSaver, CheckpointTuple
 
 from ..checkpoint import SQLSaver
+from ..validation import check_id, check_list
 from .report import ImportMismatchError, ImportReport, progress_bar, source_engine
 
 __all__ = [
@@ -78,7 +79,11 @@ def _new_versions(t: CheckpointTuple, parent: CheckpointTuple | None) -> dict[st
 
 
 def _copy_one(
-    target: SQLSaver, t: CheckpointTuple, parent: CheckpointTuple | None, report: ImportReport
+    target: SQLSaver,
+    t: CheckpointTuple,
+    parent: CheckpointTuple | None,
+    metadata: Any,
+    report: ImportReport,
 ) -> None:
     conf = t.config["configurable"]
     exists = target.get_tuple(_config(t)) is not None
@@ -89,7 +94,7 @@ def _copy_one(
         if t.parent_config:  # put() takes the parent's id in the config
             where["checkpoint_id"] = t.parent_config["configurable"]["checkpoint_id"]
         put_config: RunnableConfig = {"configurable": where}
-        target.put(put_config, t.checkpoint, t.metadata, _new_versions(t, parent))
+        target.put(put_config, t.checkpoint, metadata, _new_versions(t, parent))
         report.imported += 1
     by_task: dict[str, list[tuple[str, Any]]] = defaultdict(list)
     for task_id, channel, value in t.pending_writes or []:
@@ -100,18 +105,41 @@ def _copy_one(
             report.writes += len(writes)
 
 
-def _verify(target: SQLSaver, t: CheckpointTuple) -> None:
+def _verify(target: SQLSaver, t: CheckpointTuple, metadata: Any) -> None:
     got = target.get_tuple(_config(t))
     if (
         got is None
         or got.checkpoint["channel_values"] != t.checkpoint["channel_values"]
-        or dict(got.metadata or {}) != dict(t.metadata or {})
+        or dict(got.metadata or {}) != dict(metadata or {})
         or sorted(map(repr, got.pending_writes or [])) != sorted(map(repr, t.pending_writes or []))
     ):
         raise ImportMismatchError(
             f"thread {t.config['configurable']['thread_id']!r}: checkpoint "
-            f"{t.config['configurable']['checkpoint_id']!r} reads back different"
+            f"{t.config['configurable']['checkpoint_id']!r} reads back different (imported "
+            "before under another user?)"
         )
+
+
+def _thread_user(
+    tuples: Sequence[CheckpointTuple], user_id: str | None, user_key: str | None
+) -> str | None:
+    """The user the imported thread belongs to: ``user_id``, else the newest value of
+    ``user_key`` in its checkpoints' metadata (``None``: leave the metadata as it is)."""
+    if user_id is not None:
+        return user_id
+    if user_key is None:
+        return None
+    for t in tuples:  # newest first
+        value = (t.metadata or {}).get(user_key)
+        if isinstance(value, str | int) and not isinstance(value, bool) and str(value):
+            return str(value)
+    return None
+
+
+def _with_user(t: CheckpointTuple, user: str | None) -> Any:
+    if user is None:
+        return t.metadata
+    return {**(t.metadata or {}), "user_id": user}
 
 
 def import_checkpoints(
@@ -119,27 +147,56 @@ def import_checkpoints(
     target: SQLSaver,
     thread_ids: Sequence[str],
     *,
+    user_id: str | None = None,
+    user_key: str | None = None,
     progress: bool = False,
 ) -> ImportReport:
     """Copy ``thread_ids`` (every namespace, checkpoint and pending write) from ``source``.
 
     Checkpoints already in ``target`` are skipped (their writes are re-offered; first write
     wins), so the import can be re-run after an interruption. Every checkpoint is read back
-    from ``target`` and compared (values, metadata, pending writes).
+    from ``target`` and compared (values, metadata, pending writes). Both databases are
+    reached, and every thread is looked up, before anything is written.
+
+    Args:
+        source: the saver to read (see :func:`open_sqlite_saver`, :func:`open_postgres_saver`).
+        target: where to import.
+        thread_ids: the threads to import (a list: a single id is ``[thread_id]``).
+        user_id: the user the imported threads belong to: written as the ``user_id`` key of
+            every checkpoint's metadata, as LangGraph does for a graph run with
+            ``configurable.user_id``, so that ``list_threads(metadata={"user_id": ...})`` and
+            ``langmem-sqlite users`` find them.
+        user_key: instead of ``user_id``, take each thread's user from this key of its
+            checkpoints' metadata (threads without it keep their metadata as it is).
+        progress: show a progress bar (stderr).
 
     Raises:
-        TypeError: ``target`` is not a :class:`SQLSaver`.
+        TypeError: ``target`` is not a :class:`SQLSaver`, or ``thread_ids`` is a single string.
+        ValueError: both ``user_id`` and ``user_key``.
         LookupError: a thread has no checkpoint in ``source``.
         ImportMismatchError: a checkpoint reads back different.
     """
     if not isinstance(target, SQLSaver):
         raise TypeError(f"target: expected a SQLSaver, got {type(target).__name__}")
-    report = ImportReport("checkpoints", containers=len(thread_ids))
-    with progress_bar("importing threads", len(thread_ids), progress) as bar:
-        for thread_id in thread_ids:
+    ids = [check_id(t, "thread_ids") for t in check_list(thread_ids, "thread_ids")]
+    if user_id is not None and user_key is not None:
+        raise ValueError("user_id: give user_id or user_key, not both")
+    if user_id is not None:
+        user_id = check_id(user_id, "user_id")
+    report = ImportReport("checkpoints", len(ids), container="threads", item="checkpoints")
+    target.list_threads(limit=1)  # the target answers (and has its tables) before any bar
+    for thread_id in ids:
+        if (
+            next(iter(source.list({"configurable": {"thread_id": thread_id}}, limit=1)), None)
+            is None
+        ):
+            raise LookupError(f"thread_ids: no thread {thread_id!r} in the source")
+    without_user = 0
+    with progress_bar("importing threads", len(ids), progress) as bar:
+        for thread_id in ids:
             tuples = list(source.list({"configurable": {"thread_id": thread_id}}))
-            if not tuples:
-                raise LookupError(f"thread_ids: no thread {thread_id!r} in the source")
+            user = _thread_user(tuples, user_id, user_key)
+            without_user += user is None and user_key is not None
             tuples.reverse()  # oldest first: parents before children
             seen: dict[tuple[str, str], CheckpointTuple] = {}
             for t in tuples:
@@ -148,10 +205,12 @@ def import_checkpoints(
                     t.parent_config["configurable"]["checkpoint_id"] if t.parent_config else None
                 )
                 parent = seen.get((conf.get("checkpoint_ns", ""), parent_id or ""))
-                _copy_one(target, t, parent, report)
+                _copy_one(target, t, parent, _with_user(t, user), report)
                 seen[(conf.get("checkpoint_ns", ""), conf["checkpoint_id"])] = t
             for t in tuples:
-                _verify(target, t)
+                _verify(target, t, _with_user(t, user))
             bar.advance()
+    if user_key is not None:
+        report.details["threads_without_user"] = without_user
     report.verified = True
     return report

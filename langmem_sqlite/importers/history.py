@@ -75,6 +75,8 @@ def import_chat_history(
         batch_size: messages per read and per write transaction.
         progress: show a progress bar (stderr).
 
+    Both databases are reached before anything is written or a progress bar is shown.
+
     Raises:
         ValueError: no such table, or not a chat history table.
         ImportMismatchError: a target session holds messages that differ from the source.
@@ -87,6 +89,7 @@ def import_chat_history(
         t = _reflect(conn, table, session_column)
         sessions = _sessions(conn, t, session_column)
         report.containers = len(sessions)
+        target.list_sessions(limit=1)  # the target answers (and has its tables) before any bar
         total = sum(n for _, n in sessions)
         with progress_bar(f"importing {table}", total, progress) as bar:
             for session, count in sessions:

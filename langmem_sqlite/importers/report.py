@@ -21,21 +21,35 @@ class ImportReport:
 
     kind: str
     containers: int = 0
-    """Sessions or threads found in the source."""
+    """Sessions or threads found in the source (see :attr:`container`)."""
     imported: int = 0
-    """Messages or checkpoints written by this run."""
+    """Messages or checkpoints written by this run (see :attr:`item`)."""
     skipped: int = 0
     """Already present in the target (an earlier, possibly interrupted, run)."""
     writes: int = 0
     """Pending writes copied (checkpoints only)."""
     verified: bool = False
     details: dict[str, Any] = field(default_factory=dict)
+    container: str = "sessions"
+    """What :attr:`containers` counts: ``"sessions"`` or ``"threads"``."""
+    item: str = "messages"
+    """What :attr:`imported` and :attr:`skipped` count: ``"messages"`` or ``"checkpoints"``."""
+
+    def summary(self) -> str:
+        """One line for people, e.g. ``2 threads found, 7 checkpoints imported, ...``."""
+        writes = f", {self.writes} pending writes" if self.item == "checkpoints" else ""
+        check = "verified by reading back" if self.verified else "NOT verified"
+        return (
+            f"{self.containers} {self.container} found, {self.imported} {self.item} imported, "
+            f"{self.skipped} already there{writes}; {check}"
+        )
 
     def as_dict(self) -> dict[str, Any]:
         """A JSON-ready dict."""
         return {
             "kind": self.kind,
             "containers": self.containers,
+            self.container: self.containers,
             "imported": self.imported,
             "skipped": self.skipped,
             "writes": self.writes,

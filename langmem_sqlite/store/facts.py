@@ -33,7 +33,7 @@ from langgraph.graph.message import REMOVE_ALL_MESSAGES
 from langgraph.store.base import BaseStore, GetOp, Item, Op, PutOp, SearchItem, SearchOp
 
 from ..counting import resolve_message_counter
-from ..validation import IdLike, check_id, check_positive
+from ..validation import IdLike, check_id, check_list, check_positive
 
 __all__ = [
     "EXTRACTION_PROMPT",
@@ -157,7 +157,7 @@ class UserFacts:
         return _rank(items)
 
     def _propose(self, candidates: Sequence[str], source: str) -> StorePlan[list[str]]:
-        texts = [_check_text(c, "candidates") for c in candidates]
+        texts = [_check_text(c, "candidates") for c in check_list(candidates, "candidates")]
         known, waiting = yield [
             SearchOp(self.namespace, limit=10_000),
             SearchOp(self.pending_namespace, limit=10_000),
@@ -236,7 +236,11 @@ class UserFacts:
 
     def propose(self, candidates: Sequence[str], *, source: str = "extracted") -> list[str]:
         """Keep candidate facts as pending (skipping ones already known or pending, ignoring
-        case and spacing); return the new pending keys."""
+        case and spacing); return the new pending keys.
+
+        Raises:
+            TypeError: ``candidates`` is a single ``str`` (pass ``[fact]``), or holds a non-str.
+        """
         return _run(self.store, self._propose(candidates, source))
 
     async def apropose(self, candidates: Sequence[str], *, source: str = "extracted") -> list[str]:

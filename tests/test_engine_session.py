@@ -1,8 +1,10 @@
-"""The light lane (``langmem_sqlite.lite``): SQLAlchemy statements on pooled DBAPI connections.
+"""The execution seam (``langmem_sqlite.engine.session``): SQLAlchemy statements on pooled
+DBAPI connections, compiled with SQLAlchemy's public API.
 
-Statements are compiled once and shared by shape, so these tests make sure values never leak
-from one statement to another of the same shape, that INSERTs compile for the columns given,
-that errors keep SQLAlchemy's types and roll back, and that a dropped connection is retried.
+Compiled statements are kept by statement object in one bounded cache, so these tests make sure
+values never leak from one statement to another, that INSERTs compile for the columns given,
+that errors keep SQLAlchemy's types and roll back, that a dropped connection is retried, and
+that connections go back to the pool as they came.
 """
 
 from __future__ import annotations
@@ -16,8 +18,8 @@ import pytest
 import sqlalchemy as sa
 from conftest import backend_url, server_url
 
-from langmem_sqlite.db import Database, get_database
-from langmem_sqlite.lite import LiteConnection
+from langmem_sqlite.engine import Database, Session, get_database
+from langmem_sqlite.engine.session import STATEMENT_CACHE_SIZE
 
 
 @pytest.fixture
@@ -37,7 +39,7 @@ def table(backend: str, tmp_path: Any) -> Iterator[tuple[Database, sa.Table]]:
     md.drop_all(db.sync_engine)
 
 
-def _insert(conn: LiteConnection, t: sa.Table, rows: list[dict[str, Any]]) -> int:
+def _insert(conn: Session, t: sa.Table, rows: list[dict[str, Any]]) -> int:
     return conn.execute(sa.insert(t), rows).rowcount
 
 
@@ -45,15 +47,15 @@ def test_values_of_same_shape_statements_never_mix(table: tuple[Database, sa.Tab
     db, t = table
     db.run(_insert, t, [{"id": i, "name": f"n{i}", "doc": {"i": i}} for i in range(10)], lite=True)
 
-    def by_literal(conn: LiteConnection, i: int) -> Any:
-        # a new statement per call, literal value inside: shares the compiled form by shape
+    def by_literal(conn: Session, i: int) -> Any:
+        # a new statement per call, literal value inside: compiled for that call
         return conn.execute(sa.select(t.c.name, t.c.doc).where(t.c.id == i)).one()
 
     for i in (3, 7, 3, 0):
         row = db.run(by_literal, i, lite=True, single=True)
         assert (row.name, row.doc) == (f"n{i}", {"i": i})
 
-    def limited(conn: LiteConnection, n: int) -> list[int]:
+    def limited(conn: Session, n: int) -> list[int]:
         return conn.execute(sa.select(t.c.id).order_by(t.c.id).limit(n)).scalars().all()
 
     assert [len(db.run(limited, n, lite=True)) for n in (2, 5, 1)] == [2, 5, 1]
@@ -64,10 +66,10 @@ def test_in_lists_literal_and_bound(table: tuple[Database, sa.Table]) -> None:
     db.run(_insert, t, [{"id": i, "name": f"n{i}"} for i in range(10)], lite=True)
     bound = sa.select(t.c.id).where(t.c.id.in_(sa.bindparam("ids", expanding=True)))
 
-    def by_bound(conn: LiteConnection, ids: list[int]) -> set[int]:
+    def by_bound(conn: Session, ids: list[int]) -> set[int]:
         return set(conn.execute(bound, {"ids": ids}).scalars())
 
-    def by_literal(conn: LiteConnection, ids: list[int]) -> set[int]:
+    def by_literal(conn: Session, ids: list[int]) -> set[int]:
         return set(conn.execute(sa.select(t.c.id).where(t.c.id.in_(ids))).scalars())
 
     for ids in ([1, 2], [5], [0, 9, 4], []):
@@ -76,9 +78,8 @@ def test_in_lists_literal_and_bound(table: tuple[Database, sa.Table]) -> None:
 
 
 def test_in_list_shapes_are_kept_without_mixing_values(table: tuple[Database, sa.Table]) -> None:
-    """The expanded SQL of a statement with IN lists is kept per list length (lite._expanded):
-    lengths seen before, tuple lists, other parameters and empty lists all give what
-    SQLAlchemy itself gives."""
+    """Statements with IN lists, expanded per call: lengths seen before, tuple lists, other
+    parameters and empty lists all give what SQLAlchemy itself gives."""
     db, t = table
     db.run(_insert, t, [{"id": i, "name": f"n{i % 3}"} for i in range(12)], lite=True)
     scalar = sa.select(t.c.id).where(
@@ -90,7 +91,7 @@ def test_in_list_shapes_are_kept_without_mixing_values(table: tuple[Database, sa
         sa.tuple_(t.c.id, t.c.name).in_(sa.bindparam("pairs", expanding=True))
     )
 
-    def lite(conn: LiteConnection, stmt: Any, params: dict[str, Any]) -> list[int]:
+    def seam(conn: Session, stmt: Any, params: dict[str, Any]) -> list[int]:
         return sorted(conn.execute(stmt, params).scalars())
 
     def core(conn: sa.Connection, stmt: Any, params: dict[str, Any]) -> list[int]:
@@ -107,15 +108,15 @@ def test_in_list_shapes_are_kept_without_mixing_values(table: tuple[Database, sa
         (pairs, {"pairs": [(8, "n2")]}),
     ]
     for stmt, params in cases:
-        assert db.run(lite, stmt, params, lite=True) == db.run(core, stmt, params), params
-    assert db.run(lite, scalar, {"ids": [4, 5, 6], "skip": "n1"}, lite=True) == [5, 6]
+        assert db.run(seam, stmt, params, lite=True) == db.run(core, stmt, params), params
+    assert db.run(seam, scalar, {"ids": [4, 5, 6], "skip": "n1"}, lite=True) == [5, 6]
 
 
 def test_insert_compiles_for_the_columns_given(table: tuple[Database, sa.Table]) -> None:
     db, t = table
     stmt = sa.insert(t)  # one statement object, two column sets
 
-    def put(conn: LiteConnection, row: dict[str, Any]) -> None:
+    def put(conn: Session, row: dict[str, Any]) -> None:
         conn.execute(stmt, row)
 
     db.run(put, {"id": 1, "name": "a"}, write=True, lite=True)
@@ -129,7 +130,7 @@ def test_errors_keep_their_type_and_roll_back(table: tuple[Database, sa.Table]) 
     db, t = table
     db.run(_insert, t, [{"id": 1, "name": "a"}], write=True, lite=True)
 
-    def two(conn: LiteConnection) -> None:
+    def two(conn: Session) -> None:
         conn.execute(sa.insert(t), {"id": 2, "name": "b"})
         conn.execute(sa.insert(t), {"id": 1, "name": "duplicate"})
 
@@ -189,51 +190,45 @@ def test_result_types_match_sqlalchemy(backend: str, tmp_path: Any) -> None:
         sa.func.count().label("c"),
         sa.literal("é", sa.String).label("s"),
     )
-    lite = db.run(lambda c: c.execute(stmt).one(), lite=True)
+    got = db.run(lambda c: c.execute(stmt).one(), lite=True)
     with db.sync_engine.connect() as conn:
         plain = conn.execute(stmt).one()
-    assert tuple(lite) == tuple(plain)
-    assert [type(v) for v in lite] == [type(v) for v in plain]
-    assert (lite.f, lite.c) == (1.5, 1)
+    assert tuple(got) == tuple(plain)
+    assert [type(v) for v in got] == [type(v) for v in plain]
+    assert (got.f, got.c) == (1.5, 1)
 
 
-def _pid(conn: LiteConnection) -> int:
+def _pid(conn: Session) -> int:
     return int(conn.exec_driver_sql("SELECT pg_backend_pid()").scalar())
 
 
-def _xids(conn: LiteConnection) -> tuple[int, int]:
+def _xids(conn: Session) -> tuple[int, int]:
     xid = "SELECT txid_current()"
     return conn.exec_driver_sql(xid).scalar(), conn.exec_driver_sql(xid).scalar()
 
 
-def test_postgres_spares_stay_in_autocommit_and_go_back_to_the_pool_as_they_came() -> None:
-    """PostgreSQL: the lane keeps idle connections checked out, in the driver's autocommit mode
-    (no toggle per read or one-statement write); a transaction is one transaction all the
-    same, and connections go back to the pool, for its other users, out of autocommit mode."""
-    db = get_database(server_url("postgres"), engine_args={"pool_size": 4, "max_overflow": 4})
+def test_postgres_single_statements_run_in_autocommit_and_connections_go_back_as_they_came() -> (
+    None
+):
+    """PostgreSQL: a read or a one-statement write runs in the driver's autocommit mode (no BEGIN
+    and COMMIT round trips), a transaction is one transaction, and every connection goes back
+    to the pool, for its other users, out of autocommit mode."""
+    db = get_database(server_url("postgres"), engine_args={"pool_size": 2, "max_overflow": 0})
     try:
-        assert db._spares is not None and db._spares.limit == 2
-        first = db.run(_pid, lite=True, single=True)
-        assert db.run(_pid, write=True, lite=True, single=True) == first  # reused
-        # a transaction: one transaction id for both statements; a read: one per statement
+
+        def mode(conn: Session) -> bool:
+            return bool(conn.raw.dbapi_connection.autocommit)  # type: ignore[union-attr]
+
+        assert db.run(mode, lite=True, single=True) is True
+        assert db.run(mode, lite=True, write=True, single=True) is True
+        assert db.run(mode, lite=True, write=True) is False
         a, b = db.run(_xids, write=True, lite=True)
-        assert a == b
+        assert a == b  # one transaction
         a, b = db.run(_xids, lite=True)
-        assert a != b
-        assert db.run(_pid, write=True, lite=True) == first
-        (kept,) = db._spares._items
-        assert kept.raw.dbapi_connection.autocommit is True  # type: ignore[union-attr]
-        # while one is kept, the pool's other users get ordinary connections
-        with db.sync_engine.connect() as c:
-            assert c.connection.dbapi_connection.autocommit is False  # type: ignore[union-attr]
-        db._spares.close()
+        assert a != b  # a read: each statement on its own
         engine = db.sync_engine
-        held = [engine.raw_connection() for _ in range(8)]  # every connection the pool has
+        held = [engine.raw_connection() for _ in range(2)]  # every connection the pool has
         try:
-            assert first in [
-                h.cursor().execute("SELECT pg_backend_pid()").fetchone()[0]  # type: ignore[union-attr]
-                for h in held
-            ]
             assert all(h.dbapi_connection.autocommit is False for h in held)  # type: ignore[union-attr]
         finally:
             for h in held:
@@ -242,48 +237,55 @@ def test_postgres_spares_stay_in_autocommit_and_go_back_to_the_pool_as_they_came
         db.dispose()
 
 
-def test_postgres_spares_leave_small_pools_alone() -> None:
-    """A pool of 1: no idle connection is kept, so that an ordinary transaction after a light
-    one finds the pool's only connection (instead of waiting out the pool's timeout)."""
-    args = {"pool_size": 1, "max_overflow": 0, "pool_timeout": 2}
-    db = get_database(server_url("postgres"), engine_args=args)
+def _xids(conn: Session) -> tuple[int, int]:
+    xid = "SELECT txid_current()"
+    return conn.exec_driver_sql(xid).scalar(), conn.exec_driver_sql(xid).scalar()
+
+
+@pytest.mark.parametrize("server", ["postgres", "mariadb"])
+def test_every_pooled_connection_killed_is_retried(server: str) -> None:
+    """Every idle connection of the pool ended by the server: the next unit of work fails on
+    one, and runs again on a new connection (the pool's older connections are dropped)."""
+    db = get_database(server_url(server), engine_args={"pool_size": 4, "max_overflow": 0})
+    pg = db.dialect == "postgresql"
+    pid_sql = "SELECT pg_backend_pid()" if pg else "SELECT CONNECTION_ID()"
     try:
-        assert db._spares is None
-        pid = db.run(_pid, lite=True, single=True)
-        with db.sync_engine.connect() as c:
-            assert c.exec_driver_sql("SELECT pg_backend_pid()").scalar() == pid
-    finally:
-        db.dispose()
-
-
-def test_postgres_dropped_spares_are_retried_and_discarded(monkeypatch: Any) -> None:
-    """Idle kept connections whose server sessions ended: the next run fails on one, is re-run
-    once on a new connection, and the others kept are dropped rather than failing in turn."""
-    import langmem_sqlite.db as dbmod
-
-    retries: list[BaseException] = []
-    original = dbmod._retry_delay
-
-    def counted(error: Any, delay: float) -> float:
-        retries.append(error)
-        return original(error, delay)
-
-    monkeypatch.setattr(dbmod, "_retry_delay", counted)
-    db = get_database(server_url("postgres"), engine_args={"pool_size": 8, "max_overflow": 0})
-    try:
-        assert db._spares is not None and db._spares.limit == 2
-        conns = [db._spares.take(db.sync_engine) for _ in range(2)]
-        pids = [_pid(c) for c in conns]
-        for kept in conns:
-            db._spares.give(kept)
+        held = [db.sync_engine.raw_connection() for _ in range(4)]
+        pids = []
+        for h in held:
+            cur = h.cursor()
+            cur.execute(pid_sql)
+            pids.append(cur.fetchone()[0])  # type: ignore[index]
+            cur.close()
+            h.rollback()
+        for h in held:
+            h.close()
         admin = sa.create_engine(db.url, poolclass=sa.pool.NullPool)
         with admin.connect() as c:
             for pid in pids:
-                c.execute(sa.text("SELECT pg_terminate_backend(:p)"), {"p": pid})
+                if pg:
+                    c.execute(sa.text("SELECT pg_terminate_backend(:p)"), {"p": pid})
+                else:
+                    c.execute(sa.text(f"KILL CONNECTION {int(pid)}"))
         admin.dispose()
-        got = db.run(_pid, lite=True, single=True)
-        assert got not in pids
-        assert len(retries) == 1
-        assert all(_pid(kept) not in pids for kept in db._spares._items)
+        got = [db.run(lambda c: c.exec_driver_sql(pid_sql).scalar(), lite=True) for _ in range(4)]
+        assert not set(got) & set(pids)
     finally:
         db.dispose()
+
+
+def test_the_statement_cache_is_bounded_and_keeps_no_values(tmp_path: Any) -> None:
+    """More distinct statements than the cache holds: it stays within its bound, and every
+    statement, kept or not, runs with its own values."""
+    db = get_database(tmp_path / "c.db")
+    t = sa.table("numbers", sa.column("n"))
+    db.run(lambda c: c.exec_driver_sql("CREATE TABLE numbers (n INTEGER)"), write=True, lite=True)
+    db.run(lambda c: c.execute(sa.insert(t), [{"n": i} for i in range(50)]), write=True, lite=True)
+    stmts = [sa.select(t.c.n).where(t.c.n == i % 50) for i in range(STATEMENT_CACHE_SIZE + 300)]
+
+    def each(conn: Session) -> list[int]:
+        return [conn.execute(s).scalar() for s in stmts]
+
+    assert db.run(each, lite=True) == [i % 50 for i in range(len(stmts))]
+    assert len(db._statements._entries) <= STATEMENT_CACHE_SIZE
+    assert db.run(each, lite=True) == [i % 50 for i in range(len(stmts))]

@@ -1,0 +1,264 @@
+"""Commands that look inside a database: users, sessions, threads, history, checkpoints,
+facts, stats and export. None of them creates a database."""
+
+from __future__ import annotations
+
+import datetime as dt
+from pathlib import Path
+from typing import Any
+
+import click
+
+from .base import (
+    cli,
+    db_option,
+    json_option,
+    kv_store,
+    limit_option,
+    prefix_option,
+    readable_url,
+    saver,
+    store,
+    user_option,
+    with_options,
+)
+from .output import err, out
+
+__all__ = ["checkpoints", "export", "facts", "history", "sessions", "stats", "threads", "users"]
+
+listing_options = with_options([db_option, user_option, limit_option, prefix_option, json_option])
+"""``--db --user --limit --prefix --json``, the options of every listing."""
+
+
+def _when(ms: int) -> str:
+    return dt.datetime.fromtimestamp(ms / 1000).strftime("%Y-%m-%d %H:%M:%S")
+
+
+def _no_session(
+    db: str | None, prefix: str, session: str, user: str | None
+) -> click.ClickException:
+    """The error for a session that is not there, naming the users who have one so called."""
+    from ..maintenance import users_with_session
+
+    message = f"no session {session!r}" + (f" of user {user!r}" if user else " without a user")
+    others = [u for u in users_with_session(store(db, prefix), session) if u != (user or "")]
+    named = [u for u in others if u]
+    if named:
+        listed = ", ".join(repr(u) for u in named[:5]) + (" ..." if len(named) > 5 else "")
+        hint = f"--user {named[0]}" if len(named) == 1 else "--user U"
+        message += f"; user(s) {listed} have one: add {hint}"
+    elif others:  # only the session without a user
+        message += "; there is one without a user: leave out --user"
+    return click.ClickException(message)
+
+
+@cli.command()
+@db_option
+@prefix_option
+@json_option
+def users(db: str | None, prefix: str, as_json: bool) -> None:
+    """List users, with their sessions, checkpointer threads and facts."""
+    from ..maintenance import list_users
+
+    rows = list_users(store(db, prefix), saver(db, prefix), kv_store(db, prefix))
+    if as_json:
+        out.json(rows)
+        return
+    out.table(
+        ("user", "sessions", "threads", "facts"),
+        ((r["user_id"], r["sessions"], r["threads"], r["facts"]) for r in rows),
+    )
+
+
+@cli.command()
+@listing_options
+def sessions(
+    db: str | None, user: str | None, limit: int | None, prefix: str, as_json: bool
+) -> None:
+    """List sessions (conversation tables), most recently active first."""
+    rows = store(db, prefix).list_sessions(user, limit=limit)
+    if as_json:
+        out.json([r.__dict__ for r in rows])
+        return
+    out.table(
+        ("user", "session", "title", "messages", "tokens", "last active"),
+        (
+            (r.user_id, r.session_id, r.title, r.message_count, r.token_total, _when(r.updated_at))
+            for r in rows
+        ),
+    )
+
+
+@cli.command()
+@listing_options
+def threads(
+    db: str | None, user: str | None, limit: int | None, prefix: str, as_json: bool
+) -> None:
+    """List checkpointer threads, most recently updated first."""
+    meta = {"user_id": user} if user is not None else None
+    rows = saver(db, prefix).list_threads(metadata=meta, limit=limit)
+    if as_json:
+        out.json([r.__dict__ for r in rows])
+        return
+    out.table(
+        ("thread", "user", "checkpoints", "last update"),
+        (
+            (
+                r.thread_id,
+                (r.metadata or {}).get("user_id"),
+                r.checkpoint_count,
+                _when(r.updated_at),
+            )
+            for r in rows
+        ),
+    )
+
+
+@cli.command()
+@click.argument("session")
+@listing_options
+def history(
+    session: str, db: str | None, user: str | None, limit: int | None, prefix: str, as_json: bool
+) -> None:
+    """Show a session's messages in order (the last --limit N), token counts and summary."""
+    from langchain_core.messages import message_to_dict
+
+    from ..counting import resolve_message_counter
+
+    conversations = store(db, prefix)
+    if conversations.get_session(session, user_id=user) is None:
+        raise _no_session(db, prefix, session, user)
+    msgs = conversations.get_messages(session, user_id=user, limit=limit)
+    summary = conversations.get_summary(session, user_id=user)
+    counter = resolve_message_counter(None)
+    if as_json:
+        out.json(
+            {
+                "session_id": session,
+                "user_id": user,
+                "summary": summary,
+                "messages": [{**message_to_dict(m), "tokens": counter(m)} for m in msgs],
+            }
+        )
+        return
+    if summary:
+        out.line(("summary", "bold"), ": ", summary)
+    for m in msgs:
+        out.line((f"{m.type:>6}", "bold"), f" ({counter(m):>4} tok) ", m.text)
+
+
+@cli.command()
+@click.argument("thread")
+@db_option
+@limit_option
+@prefix_option
+@json_option
+def checkpoints(thread: str, db: str | None, limit: int | None, prefix: str, as_json: bool) -> None:
+    """Show a thread's checkpoints, newest first."""
+    rows = []
+    for t in saver(db, prefix).list({"configurable": {"thread_id": thread}}, limit=limit):
+        values = t.checkpoint["channel_values"]
+        rows.append(
+            {
+                "checkpoint_id": t.config["configurable"]["checkpoint_id"],
+                "checkpoint_ns": t.config["configurable"].get("checkpoint_ns", ""),
+                "parent_id": (t.parent_config or {}).get("configurable", {}).get("checkpoint_id"),
+                "step": (t.metadata or {}).get("step"),
+                "source": (t.metadata or {}).get("source"),
+                "messages": len(values.get("messages", []) or []),
+                "pending_writes": len(t.pending_writes or []),
+            }
+        )
+    if not rows:
+        raise click.ClickException(f"no thread {thread!r}")
+    if as_json:
+        out.json(rows)
+        return
+    out.table(rows[0].keys(), (r.values() for r in rows))
+
+
+@cli.command()
+@db_option
+@click.option("--user", required=True, help="Whose facts.")
+@click.option("--pending", is_flag=True, help="Candidates waiting for confirmation instead.")
+@prefix_option
+@json_option
+def facts(db: str | None, user: str, pending: bool, prefix: str, as_json: bool) -> None:
+    """Show the long-term facts remembered about a user."""
+    from ..store import UserFacts
+
+    items = UserFacts(kv_store(db, prefix), user).list_facts(pending=pending)
+    rows = [
+        {
+            "id": i.key,
+            "fact": i.value.get("fact"),
+            "source": i.value.get("source"),
+            "updated_at": i.updated_at.isoformat(),
+        }
+        for i in items
+    ]
+    if as_json:
+        out.json(rows)
+        return
+    out.table(("id", "fact", "source", "updated"), (r.values() for r in rows))
+
+
+@cli.command()
+@db_option
+@prefix_option
+@json_option
+def stats(db: str | None, prefix: str, as_json: bool) -> None:
+    """Row counts and sizes of this package's tables."""
+    from ..db import get_database
+    from ..maintenance import table_stats
+    from ..schema import get_tables
+
+    database = get_database(readable_url(db))
+    rows = table_stats(database, get_tables(prefix))
+    if as_json:
+        out.json({"database": str(database.url), "tables": [r.__dict__ for r in rows]})
+        return
+    out.line(f"database {database.url}")
+    out.table(("table", "rows", "bytes"), ((r.table, r.rows, r.bytes) for r in rows))
+
+
+@cli.command()
+@click.argument("session", required=False)
+@click.option("--thread", default=None, help="Export a checkpointer thread instead.")
+@click.option(
+    "--format", "fmt", type=click.Choice(["json", "jsonl", "md"]), default="json", show_default=True
+)
+@click.option("--output", "-o", type=click.Path(dir_okay=False), default=None, help="File.")
+@db_option
+@user_option
+@prefix_option
+def export(
+    session: str | None,
+    thread: str | None,
+    fmt: str,
+    output: str | None,
+    db: str | None,
+    user: str | None,
+    prefix: str,
+) -> None:
+    """Export a SESSION (or --thread) as JSON, JSONL (one message per line) or Markdown."""
+    from ..export import render, session_document, thread_document
+
+    if session is None and thread is None:
+        raise click.UsageError("give a SESSION, or --thread THREAD")
+    if session is not None and thread is not None:
+        raise click.UsageError("give a SESSION or --thread THREAD, not both")
+    doc: dict[str, Any]
+    if thread is not None:
+        doc = thread_document(saver(db, prefix), thread)
+    else:
+        conversations = store(db, prefix)
+        if conversations.get_session(session, user_id=user) is None:
+            raise _no_session(db, prefix, str(session), user)
+        doc = session_document(conversations, str(session), user_id=user)
+    text = render(doc, fmt)
+    if output:
+        Path(output).write_text(text, encoding="utf-8")
+        err.line(f"wrote {len(doc['messages'])} messages to {output}")
+    else:
+        out.raw(text)

@@ -1,0 +1,160 @@
+"""Commands that maintain a database: retention, vacuum, migrations, copying to another one."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import click
+
+from .base import (
+    DEFAULT_PREFIX,
+    cli,
+    db_option,
+    json_option,
+    prefix_option,
+    readable_url,
+    saver,
+    store,
+    url,
+    user_option,
+)
+from .output import out
+
+__all__ = ["copy_", "migrate", "prune", "vacuum"]
+
+
+@cli.command()
+@click.option("--older-than", "days", type=click.FloatRange(min=0), required=True, help="Days.")
+@click.option("--dry-run", is_flag=True, help="List what would be deleted; delete nothing.")
+@db_option
+@user_option
+@prefix_option
+@json_option
+def prune(
+    days: float, dry_run: bool, db: str | None, user: str | None, prefix: str, as_json: bool
+) -> None:
+    """Retention: delete sessions and threads idle for more than --older-than days."""
+    from ..maintenance import prune as run_prune
+
+    report = run_prune(store(db, prefix), saver(db, prefix), days, user_id=user, dry_run=dry_run)
+    if as_json:
+        out.json(report.__dict__)
+        return
+    verb = "would delete" if dry_run else "deleted"
+    out.line(f"{verb} {len(report.sessions)} sessions and {len(report.threads)} threads")
+    for name in (*report.sessions, *report.threads):
+        out.line(f"  {name}")
+
+
+def _file_bytes(conn: Any) -> int | None:
+    """The SQLite file's size in pages (None on servers; also checks the database answers)."""
+    import sqlalchemy as sa
+
+    if conn.dialect.name != "sqlite":
+        conn.execute(sa.select(sa.literal(1)))
+        return None
+    pages = conn.exec_driver_sql("PRAGMA page_count").scalar_one()
+    return int(pages) * int(conn.exec_driver_sql("PRAGMA page_size").scalar_one())
+
+
+@cli.command()
+@click.option("--full", is_flag=True, help="VACUUM (rewrites the file) instead of incremental.")
+@db_option
+@prefix_option
+@json_option
+def vacuum(full: bool, db: str | None, prefix: str, as_json: bool) -> None:
+    """Give freed space back to the OS (SQLite; a no-op on servers)."""
+    checkpointer = saver(db, prefix)
+    before = checkpointer.db.run(_file_bytes)
+    checkpointer.vacuum(full=full)
+    after = checkpointer.db.run(_file_bytes)
+    where = str(checkpointer.db.url)
+    if as_json:
+        out.json({"database": where, "bytes_before": before, "bytes_after": after})
+    elif before is None:
+        out.line(f"nothing to do on {where} (the server reclaims space itself)")
+    else:
+        out.line(f"vacuumed {where}: {before:,} -> {after:,} bytes")
+
+
+@cli.command()
+@db_option
+@prefix_option
+@json_option
+def migrate(db: str | None, prefix: str, as_json: bool) -> None:
+    """Create or upgrade the schema to the latest version (and on PostgreSQL the store's
+    pgvector table, whose first use would otherwise upgrade it)."""
+    from ..db import get_database
+    from ..migrate import LATEST_VERSION, ensure_schema
+    from ..schema import get_tables
+    from ..store.sql import upgrade_pgvector
+
+    database = get_database(url(db))
+    tables = get_tables(prefix)
+    ensure_schema(database, tables)
+    pgvector = database.run(upgrade_pgvector, tables, write=True)
+    if as_json:
+        doc = {
+            "database": str(database.url),
+            "version": LATEST_VERSION,
+            "pgvector_upgraded": pgvector,
+        }
+        out.json(doc)
+    else:
+        out.line(f"schema at version {LATEST_VERSION} in {database.url}")
+        if pgvector:
+            out.line("pgvector table upgraded (namespace column, HNSW indexes built again)")
+
+
+@cli.command(name="copy")
+@click.option("--from", "source", required=True, help="The database to copy (URL or SQLite path).")
+@click.option("--to", "target", required=True, help="Where to copy it (created if missing).")
+@click.option("--user", default=None, help="Copy only this user's sessions, threads and facts.")
+@click.option("--prefix", default=DEFAULT_PREFIX, show_default=True, help="The source's prefix.")
+@click.option("--to-prefix", default=None, help="The target's table prefix (default: the same).")
+@click.option(
+    "--batch-size", type=click.IntRange(min=1), default=500, show_default=True, help="Rows a page."
+)
+@json_option
+def copy_(
+    source: str,
+    target: str,
+    user: str | None,
+    prefix: str,
+    to_prefix: str | None,
+    batch_size: int,
+    as_json: bool,
+) -> None:
+    """Copy a whole database (or one --user) to another, between any two of SQLite,
+    PostgreSQL and MariaDB/MySQL.
+
+    Every table is copied in pages by primary key; what the target already holds is kept, so
+    running again copies nothing and an interrupted copy resumes. Every page is read back and
+    compared. The source is only read.
+    """
+    from ..transfer import copy_database
+
+    report = copy_database(
+        readable_url(source, "--from"),
+        target,
+        table_prefix=prefix,
+        target_prefix=to_prefix,
+        user_id=user,
+        batch_size=batch_size,
+        progress=not as_json,
+    )
+    if as_json:
+        out.json(report.as_dict())
+        return
+    out.table(
+        ("table", "rows", "copied", "already there", "verified"),
+        (
+            (t.table, t.rows, t.copied, t.present, "yes" if t.verified else t.note or "no")
+            for t in report.tables
+        ),
+    )
+    check = "verified by reading back" if report.verified else "NOT verified"
+    out.line(
+        f"copied {report.copied} rows ({report.present} already there) of {report.rows} "
+        f"from {report.source} to {report.target}; {check}"
+    )

@@ -1,0 +1,543 @@
+"""Databases: one place that turns "where is the database" into an engine, and runs work on it.
+
+Every adapter in the package (chat history, checkpointer, store) goes through
+:func:`get_database`, which accepts
+
+* a URL string (``"sqlite:///memory.db"``, ``"postgresql://..."``, ``"mariadb://..."``),
+* a plain path (``"memory.db"`` becomes a SQLite file; ``":memory:"`` a private in-memory
+  database),
+* a SQLAlchemy :class:`~sqlalchemy.engine.Engine`, or
+* a SQLAlchemy :class:`~sqlalchemy.ext.asyncio.AsyncEngine`,
+
+and returns a :class:`Database`. Databases are shared per URL or engine, so building a history
+object per request (as ``RunnableWithMessageHistory`` does) never creates a new pool; an
+in-memory SQLite database is the one exception: each opening is a database of its own, as
+``sqlite3.connect(":memory:")`` is.
+
+Each storage operation is written once, as a function of a :class:`~.session.Session` (or, for
+schema changes, of a SQLAlchemy :class:`~sqlalchemy.engine.Connection`). :meth:`Database.run`
+runs it as one unit of work, retried by the one rule of :mod:`.retry`; :meth:`Database.arun`
+runs the very same call in one of the database's worker threads, so the event loop never
+blocks; on a caller's ``AsyncEngine`` it runs the function on that engine's connection through
+SQLAlchemy's ``run_sync`` instead. Operations of several transactions are :data:`Plan` objects,
+driven by :meth:`Database.drive` and :meth:`Database.adrive`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import atexit
+import contextlib
+import functools
+import os
+import threading
+import time
+import weakref
+from collections.abc import Callable, Generator
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Any, NamedTuple, TypeVar
+
+from sqlalchemy import exc
+from sqlalchemy.engine import URL, Connection, Engine, create_engine, make_url
+from sqlalchemy.ext.asyncio import AsyncEngine
+from sqlalchemy.pool import StaticPool
+
+from .dialects import Dialect, dialect_class, dialect_for
+from .retry import Attempts, Fault, default_retry_seconds
+from .session import StatementCache, checkout, work
+
+__all__ = ["Database", "DatabaseLike", "Plan", "Step", "get_database"]
+
+T = TypeVar("T")
+
+DatabaseLike = str | os.PathLike[str] | URL | Engine | AsyncEngine
+"""Anything :func:`get_database` accepts."""
+
+_WORKER_THREADS = 16
+"""Worker threads per database for the async API: as many as a SQLite file's pool keeps, so
+that reads go on while writers wait for the file's lock."""
+
+
+class Step(NamedTuple):
+    """One unit of work of a :data:`Plan`: ``fn(session, *args)``."""
+
+    fn: Callable[..., Any]
+    args: tuple[Any, ...] = ()
+    write: bool = False
+    """The work writes (SQLite: it takes the write lock at its start)."""
+    own_transaction: bool = False
+    """``fn`` takes a SQLAlchemy ``Connection`` in "commit as you go" mode and commits itself
+    (schema changes, ``VACUUM``)."""
+    lite: bool = False
+    """``fn`` takes a :class:`~.session.Session` (False: a SQLAlchemy ``Connection`` in a
+    transaction)."""
+    single: bool = False
+    """``fn`` runs one statement: it needs no transaction around it."""
+
+
+Plan = Generator[Step, Any, T]
+"""An operation made of several units of work, written once for sync and async callers.
+
+A plan is a generator that yields :class:`Step` objects and receives each step's result (or has
+its exception thrown in). :meth:`Database.drive` runs it with :meth:`Database.run`,
+:meth:`Database.adrive` with :meth:`Database.arun`.
+"""
+
+
+def _to_url(target: str | os.PathLike[str] | URL) -> URL:
+    if isinstance(target, URL):
+        url = target
+    else:
+        text = os.fspath(target)
+        if not text or not text.strip():
+            raise ValueError("connection: empty database URL or path")
+        if "://" not in text:
+            # a plain path: a SQLite file (":memory:" stays in memory)
+            if text == ":memory:":
+                return make_url("sqlite://")
+            return make_url("sqlite:///" + str(Path(text).expanduser().absolute()))
+        try:
+            url = make_url(text)
+        except exc.ArgumentError as e:
+            raise ValueError(f"connection: not a database URL: {text!r}") from e
+    name = "postgresql" if url.drivername == "postgres" else url.drivername
+    url = url.set(drivername=name)
+    return url.set(drivername=dialect_class(url).default_drivers.get(name, name))
+
+
+class _Done(NamedTuple):
+    value: Any
+
+
+def _advance(plan: Plan[Any], result: Any, error: BaseException | None) -> Step | _Done:
+    """Feed a step's outcome into a plan; return its next step, or its result when finished."""
+    try:
+        return plan.throw(error) if error is not None else plan.send(result)
+    except StopIteration as stop:
+        return _Done(stop.value)
+
+
+_file_locks: dict[str, threading.RLock] = {}
+_file_locks_guard = threading.Lock()
+
+
+def _file_write_lock(database: str) -> threading.RLock:
+    """The lock that this process's writers to one SQLite file share (one per file, whatever
+    the engine or URL spelling that reached it). Writers take turns on it rather than on
+    SQLite's busy handler, which sleeps (1, 2, 5, 10 ... ms) between polls of the file lock."""
+    key = database if database.startswith("file:") else os.path.realpath(database)
+    with _file_locks_guard:
+        lock = _file_locks.get(key)
+        if lock is None:
+            lock = _file_locks[key] = threading.RLock()
+        return lock
+
+
+_created: weakref.WeakSet[Database] = weakref.WeakSet()
+"""Databases whose engines this package created (disposed at exit, and in a forked child)."""
+
+
+def _after_fork_in_child() -> None:
+    """In a forked child: no thread holds a lock (the parent's holders did not come along), and
+    pooled connections are the parent's (SQLAlchemy's advice: drop them without closing)."""
+    for lock in _file_locks.values():
+        reinit = getattr(lock, "_at_fork_reinit", None)
+        if reinit is not None:
+            reinit()
+    for db in list(_created):
+        if db._sync is not None:
+            db._sync.dispose(close=False)
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_after_fork_in_child)
+
+
+@atexit.register
+def _close_at_exit() -> None:
+    """Close the pooled connections this package opened, so that SQLite's last connection to a
+    file checkpoints its write-ahead log and removes it (``-wal`` and ``-shm``)."""
+    pid = os.getpid()
+    for db in list(_created):
+        if db._pid == pid:
+            with contextlib.suppress(Exception):
+                db.dispose()
+
+
+class Database:
+    """A database: its sync engine, its dialect object, and the seam that runs work on it.
+
+    Obtain instances with :func:`get_database`. An ``AsyncEngine`` given by the caller is used
+    for the async API as given (the sync API uses a sync engine for the same URL).
+    """
+
+    def __init__(
+        self,
+        sync_engine: Engine | None,
+        async_engine: AsyncEngine | None = None,
+        *,
+        retry_seconds: float | None = None,
+        owned: bool = False,
+    ) -> None:
+        if sync_engine is None and async_engine is None:
+            raise ValueError("connection: need a sync or an async engine")
+        self._sync = sync_engine
+        self._given_async = async_engine
+        core = sync_engine if sync_engine is not None else async_engine.sync_engine  # type: ignore[union-attr]
+        self.rules: Dialect = dialect_for(core)
+        """This database's dialect object (see :mod:`langmem_sqlite.engine.dialects`)."""
+        for engine in (sync_engine, async_engine.sync_engine if async_engine else None):
+            if engine is not None:
+                self.rules.configure(engine)
+        self._statements = StatementCache(core.dialect)
+        self._astatements = (
+            StatementCache(async_engine.sync_engine.dialect) if async_engine is not None else None
+        )
+        self.retry_seconds: float = (
+            default_retry_seconds() if retry_seconds is None else float(retry_seconds)
+        )
+        """How long a call keeps retrying transient failures (see :mod:`.retry`)."""
+        self.reached = False
+        """Whether this process has connected to the database once (until then a connection
+        failure is not retried)."""
+        self._writer_sync = (
+            sync_engine.execution_options(langmem_write=True) if sync_engine else None
+        )
+        # An in-memory SQLite database is one connection shared by every thread
+        # (StaticPool): its units of work take turns.
+        shared = sync_engine is not None and isinstance(sync_engine.pool, StaticPool)
+        self._turns: threading.RLock | contextlib.nullcontext[None] = (
+            threading.RLock() if shared else contextlib.nullcontext()
+        )
+        self._writers: threading.RLock | contextlib.nullcontext[None] = self._turns
+        if sync_engine is not None and self.rules.name == "sqlite" and not shared:
+            self._writers = _file_write_lock(sync_engine.url.database or "")
+        self._workers: ThreadPoolExecutor | None = None
+        self._pid = os.getpid()
+        self.facts: dict[str, Any] = {}
+        """Server settings read once and remembered (e.g. MySQL's ``max_allowed_packet``)."""
+        self.ready: set[Any] = set()
+        """Keys of schemas already migrated in this process (see :mod:`langmem_sqlite.migrate`)."""
+        self.lock = threading.Lock()
+        if owned:
+            _created.add(self)
+
+    # -- what it is -----------------------------------------------------------------------------
+
+    @property
+    def async_engine(self) -> AsyncEngine | None:
+        """The caller's ``AsyncEngine``, if one was given (else the async API runs the sync
+        path in worker threads)."""
+        return self._given_async
+
+    @property
+    def sync_engine(self) -> Engine:
+        """The sync engine (every database has one; see :func:`get_database`)."""
+        if self._sync is None:
+            raise TypeError(
+                "connection: this AsyncEngine's driver has no known sync twin; "
+                "use the async methods (a*) or pass a URL"
+            )
+        return self._sync
+
+    @property
+    def dialect(self) -> str:
+        """``"sqlite"``, ``"postgresql"``, ``"mysql"`` or ``"mariadb"``."""
+        return self.rules.name
+
+    @property
+    def url(self) -> URL:
+        """The database URL (password hidden when rendered with ``str``)."""
+        engine = self._sync if self._sync is not None else self._given_async.sync_engine  # type: ignore[union-attr]
+        return engine.url
+
+    def safe_url(self) -> str:
+        """The URL as text, password hidden (for messages)."""
+        return self.url.render_as_string(hide_password=True)
+
+    def fault(self, error: BaseException) -> Fault | None:
+        """The kind of transient failure ``error`` is, or None (see :mod:`.retry`)."""
+        return self.rules.fault(error)
+
+    # -- running work ---------------------------------------------------------------------------
+
+    def run(
+        self,
+        fn: Callable[..., T],
+        *args: Any,
+        write: bool = False,
+        own_transaction: bool = False,
+        lite: bool = False,
+        single: bool = False,
+    ) -> T:
+        """Run ``fn(session, *args)`` as one unit of work (see :class:`Step` for the flags).
+
+        Transient failures (a locked SQLite file, a dropped or refused server connection, a
+        deadlock) re-run the whole unit, connection checkout included, until the retry
+        deadline (:mod:`.retry`).
+        """
+        attempts = Attempts(self)
+        while True:
+            try:
+                return self._once(fn, args, write, own_transaction, lite, single)
+            except exc.DBAPIError as e:
+                time.sleep(attempts.pause(e))
+
+    def _once(
+        self,
+        fn: Callable[..., T],
+        args: tuple[Any, ...],
+        write: bool,
+        own_transaction: bool,
+        lite: bool,
+        single: bool,
+    ) -> T:
+        if own_transaction or not lite:
+            engine = self._writer_sync if write else self.sync_engine
+            assert engine is not None
+            # a unit that commits as it goes may be long: it does not hold the writers' turn
+            turn = self._writers if write and not own_transaction else self._turns
+            with turn, engine.connect() if own_transaction else engine.begin() as conn:
+                self.reached = True
+                return fn(conn, *args)
+        engine = self.sync_engine
+        with self._writers if write else self._turns:
+            raw = checkout(engine)
+            self.reached = True
+            return work(raw, engine, self.rules, self._statements, fn, args, write, single)  # type: ignore[no-any-return]
+
+    async def arun(
+        self,
+        fn: Callable[..., T],
+        *args: Any,
+        write: bool = False,
+        own_transaction: bool = False,
+        lite: bool = False,
+        single: bool = False,
+    ) -> T:
+        """The async twin of :meth:`run`: the same call, in one of this database's worker
+        threads (the event loop never blocks), or on the caller's ``AsyncEngine``.
+
+        A cancelled call stops waiting at once; a unit of work it started in a worker thread
+        still ends (committed or rolled back) there.
+        """
+        if self._given_async is None:
+            call = functools.partial(
+                self.run,
+                fn,
+                *args,
+                write=write,
+                own_transaction=own_transaction,
+                lite=lite,
+                single=single,
+            )
+            return await asyncio.get_running_loop().run_in_executor(self._worker_threads(), call)
+        attempts = Attempts(self)
+        while True:
+            try:
+                return await self._aonce(fn, args, write, own_transaction, lite, single)
+            except exc.DBAPIError as e:
+                await asyncio.sleep(attempts.pause(e))
+
+    async def _aonce(
+        self,
+        fn: Callable[..., T],
+        args: tuple[Any, ...],
+        write: bool,
+        own_transaction: bool,
+        lite: bool,
+        single: bool,
+    ) -> T:
+        engine = self._given_async
+        assert engine is not None and self._astatements is not None
+        if own_transaction or not lite:
+            if write:
+                engine = engine.execution_options(langmem_write=True)
+            async with engine.connect() if own_transaction else engine.begin() as conn:
+                self.reached = True
+                return await conn.run_sync(fn, *args)
+        core, rules, cache = engine.sync_engine, self.rules, self._astatements
+
+        def on(conn: Connection) -> T:
+            self.reached = True
+            return work(conn.connection, core, rules, cache, fn, args, write, single, close=False)  # type: ignore[no-any-return]
+
+        async with engine.connect() as conn:
+            return await conn.run_sync(on)
+
+    def run_step(self, step: Step) -> Any:
+        """Run one :class:`Step` of a plan with :meth:`run`."""
+        return self.run(
+            step.fn,
+            *step.args,
+            write=step.write,
+            own_transaction=step.own_transaction,
+            lite=step.lite,
+            single=step.single,
+        )
+
+    async def arun_step(self, step: Step) -> Any:
+        """The async twin of :meth:`run_step`."""
+        return await self.arun(
+            step.fn,
+            *step.args,
+            write=step.write,
+            own_transaction=step.own_transaction,
+            lite=step.lite,
+            single=step.single,
+        )
+
+    def drive(self, plan: Plan[T]) -> T:
+        """Run a :data:`Plan` synchronously and return its result."""
+        step = _advance(plan, None, None)
+        while isinstance(step, Step):
+            try:
+                step = _advance(plan, self.run_step(step), None)
+            except Exception as e:
+                step = _advance(plan, None, e)
+        return step.value  # type: ignore[no-any-return]
+
+    async def adrive(self, plan: Plan[T]) -> T:
+        """Run a :data:`Plan` with :meth:`arun` and return its result."""
+        step = _advance(plan, None, None)
+        while isinstance(step, Step):
+            try:
+                result = await self.arun_step(step)
+            except Exception as e:
+                step = _advance(plan, None, e)
+            else:
+                step = _advance(plan, result, None)
+        return step.value  # type: ignore[no-any-return]
+
+    def _worker_threads(self) -> ThreadPoolExecutor:
+        """The threads that run this database's async calls (made on first use, and again in
+        a forked child, which has none of its parent's threads)."""
+        pid = os.getpid()
+        workers = self._workers
+        if workers is None or self._pid != pid:
+            with self.lock:
+                workers = self._workers
+                if workers is None or self._pid != pid:
+                    workers = ThreadPoolExecutor(_WORKER_THREADS, "langmem-sqlite")
+                    self._workers, self._pid = workers, pid
+        return workers
+
+    # -- the end --------------------------------------------------------------------------------
+
+    def dispose(self) -> None:
+        """Close the pooled connections of the sync engine (the last connection to a SQLite
+        file checkpoints and removes its write-ahead log), and let idle worker threads end.
+        The database stays usable: later calls open new connections."""
+        workers, self._workers = self._workers, None
+        if workers is not None and self._pid == os.getpid():
+            workers.shutdown(wait=False)
+        if self._sync is not None:
+            self._sync.dispose()
+
+    async def adispose(self) -> None:
+        """The async twin of :meth:`dispose` (a caller's ``AsyncEngine`` is left to its owner)."""
+        await asyncio.get_running_loop().run_in_executor(None, self.dispose)
+
+
+_registry: dict[Any, Database] = {}
+_registry_lock = threading.Lock()
+
+
+def _from_url(url: URL, engine_args: dict[str, Any], retry_seconds: float | None) -> Database:
+    cls = dialect_class(url)
+    kwargs = cls.engine_kwargs(url)
+    given = dict(engine_args)
+    if "connect_args" in given:  # the caller's connect arguments win, one by one
+        given["connect_args"] = {**kwargs.get("connect_args", {}), **given["connect_args"]}
+    try:
+        sync = create_engine(url, **{**kwargs, **given})
+    except exc.NoSuchModuleError as e:
+        raise ValueError(f"connection: unknown database kind {url.drivername!r}") from e
+    except ImportError as e:
+        extra = cls.extra or url.get_backend_name()
+        raise ImportError(
+            f"connection: the driver for {url.drivername!r} is not installed: "
+            f"pip install 'langmem-sqlite[{extra}]' ({e})"
+        ) from e
+    return Database(sync, retry_seconds=retry_seconds, owned=True)
+
+
+def _from_async_engine(engine: AsyncEngine, retry_seconds: float | None) -> Database:
+    url = engine.url
+    cls = dialect_class(url)
+    sync_name = cls.sync_twins.get(url.drivername)
+    if sync_name is None or cls.is_private(url):
+        return Database(None, engine, retry_seconds=retry_seconds)
+    surl = url.set(drivername=sync_name)
+    sync = create_engine(surl, **cls.engine_kwargs(surl))
+    return Database(sync, engine, retry_seconds=retry_seconds)
+
+
+def get_database(
+    connection: DatabaseLike | Database,
+    *,
+    engine_args: dict[str, Any] | None = None,
+    retry_seconds: float | None = None,
+) -> Database:
+    """Return the :class:`Database` for a URL, a path, an Engine or an AsyncEngine.
+
+    Calling it again with the same URL (and arguments) or engine returns the same object, and
+    so the same connection pools; an in-memory SQLite database (``":memory:"``,
+    ``"sqlite://"``) is new at every call: private to the object that asked for it.
+
+    Args:
+        connection: where the database is.
+        engine_args: arguments for ``create_engine`` (URLs only; ``connect_args`` are merged
+            with the package's, e.g. ``{"connect_args": {"connect_timeout": 10}}``).
+        retry_seconds: how long calls retry transient failures (default 30 s, or
+            ``$LANGMEM_SQLITE_RETRY_SECONDS``).
+
+    Raises:
+        ValueError: ``connection`` is empty, not a database URL, or ``retry_seconds`` is out
+            of range.
+        TypeError: ``connection`` is of an unsupported type.
+    """
+    if isinstance(connection, Database):
+        return connection
+    if retry_seconds is not None and (
+        isinstance(retry_seconds, bool)
+        or not isinstance(retry_seconds, int | float)
+        or not 0 <= retry_seconds <= 86_400
+    ):
+        raise ValueError(f"retry_seconds: expected seconds from 0 to 86400, got {retry_seconds!r}")
+    if isinstance(connection, AsyncEngine):
+        key: Any = ("async", id(connection.sync_engine), retry_seconds)
+        build: Callable[[], Database] = lambda: _from_async_engine(connection, retry_seconds)  # noqa: E731
+    elif isinstance(connection, Engine):
+        key = ("sync", id(connection), retry_seconds)
+        build = lambda: Database(connection, retry_seconds=retry_seconds)  # noqa: E731
+    elif isinstance(connection, str | os.PathLike | URL):
+        url = _to_url(connection)
+        extra = dict(engine_args or {})
+        if dialect_class(url).is_private(url):
+            return _from_url(url, extra, retry_seconds)
+        key = (
+            "url",
+            url.render_as_string(hide_password=False),
+            repr(sorted(extra.items())),
+            retry_seconds,
+        )
+        build = lambda: _from_url(url, extra, retry_seconds)  # noqa: E731
+    else:
+        raise TypeError(
+            "connection: expected a URL, a path, an Engine or an AsyncEngine, "
+            f"got {type(connection).__name__}"
+        )
+    with _registry_lock:
+        db = _registry.get(key)
+        if db is None or (key[0] != "url" and not _alive(db, connection)):  # type: ignore[arg-type]
+            db = _registry[key] = build()
+        return db
+
+
+def _alive(db: Database, engine: Engine | AsyncEngine) -> bool:
+    # id() of a garbage-collected engine can be reused; make sure the entry is that engine.
+    if isinstance(engine, AsyncEngine):
+        return db._given_async is engine
+    return db._sync is engine

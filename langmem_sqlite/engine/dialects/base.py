@@ -1,0 +1,127 @@
+"""The base of the dialect objects: what every database kind must say about itself.
+
+SQLAlchemy's own dialects already turn statements into each database's SQL; a
+:class:`Dialect` of this package holds the few rules SQLAlchemy leaves to its users: how this
+package opens engines for that database (pools, connect timeouts, per-connection settings), how
+a transaction starts on the light path of the execution seam, and which driver errors are
+transient. Features ask the database's dialect object instead of comparing dialect names.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Iterator
+from typing import Any, ClassVar
+
+from sqlalchemy import exc
+from sqlalchemy.engine import URL, Connection, Engine
+
+from ..retry import Fault
+
+__all__ = ["Dialect", "Transaction"]
+
+DEFAULT_CONNECT_TIMEOUT_S = 3
+"""Seconds a new connection to a database server may take before it fails (servers only;
+``connect_timeout`` in the URL's query or in ``engine_args["connect_args"]`` overrides it)."""
+
+
+class Transaction:
+    """How the seam ends what :meth:`Dialect.begin` started on one connection."""
+
+    __slots__ = ("commit", "restore_autocommit")
+
+    def __init__(self, commit: bool, restore_autocommit: bool | None = None) -> None:
+        self.commit = commit
+        """Whether a COMMIT ends the work (False: autocommit, or a read with no transaction)."""
+        self.restore_autocommit = restore_autocommit
+        """The driver's autocommit mode to put back before the connection returns to its pool
+        (None: unchanged)."""
+
+
+class Dialect:
+    """The rules of one kind of database (subclasses: one module each, registered by name).
+
+    Class attributes describe URLs before any engine exists; an instance serves one engine.
+    """
+
+    names: ClassVar[tuple[str, ...]] = ()
+    """SQLAlchemy dialect names this class serves (``engine.dialect.name``)."""
+    default_drivers: ClassVar[dict[str, str]] = {}
+    """Driver used for a URL that names none (``postgresql://`` -> ``postgresql+psycopg``)."""
+    sync_twins: ClassVar[dict[str, str]] = {}
+    """Async driver name -> the sync driver for the same database (a caller's ``AsyncEngine``
+    gets a sync twin engine for the sync API)."""
+    extra: ClassVar[str | None] = None
+    """The package extra that installs the driver (``pip install 'langmem-sqlite[extra]'``)."""
+
+    def __init__(self, engine: Engine) -> None:
+        self.sa = engine.dialect
+        """SQLAlchemy's dialect object of the engine."""
+
+    @property
+    def name(self) -> str:
+        """``"sqlite"``, ``"postgresql"``, ``"mysql"`` or ``"mariadb"``."""
+        return str(self.sa.name)
+
+    def __repr__(self) -> str:
+        return f"<{type(self).__name__} {self.name}>"
+
+    # -- engines ------------------------------------------------------------------------------
+
+    @classmethod
+    def engine_kwargs(cls, url: URL) -> dict[str, Any]:
+        """``create_engine`` arguments this package uses for ``url`` (before the caller's)."""
+        return {}
+
+    @classmethod
+    def is_private(cls, url: URL) -> bool:
+        """Whether each opening of ``url`` is a database of its own (SQLite's ``:memory:``): such
+        databases are never shared between the objects that open them."""
+        return False
+
+    def configure(self, engine: Engine) -> None:
+        """Install per-connection settings on an engine (once per engine)."""
+
+    # -- the seam's transactions --------------------------------------------------------------
+
+    def begin(self, dbapi_connection: Any, cursor: Any, write: bool, single: bool) -> Transaction:
+        """Start the work of one seam call on a pooled connection: a transaction (``write``:
+        one that will write), or, for ``single`` statements, whatever needs no transaction."""
+        return Transaction(commit=True)
+
+    def end(self, dbapi_connection: Any, txn: Transaction) -> None:
+        """Put the connection back as :meth:`begin` found it (before it returns to the pool)."""
+
+    # -- schema changes ------------------------------------------------------------------------
+
+    @contextlib.contextmanager
+    def migration_lock(self, conn: Connection, name: str, schema: str | None) -> Iterator[None]:
+        """Hold the database-wide lock ``name`` while schema changes run on ``conn`` (a
+        connection that commits as it goes), creating ``schema`` first where the database has
+        schemas of its own. The base rule: the connection's write transaction is the lock."""
+        yield
+
+    # -- errors --------------------------------------------------------------------------------
+
+    def fault(self, error: BaseException) -> Fault | None:
+        """The kind of transient failure ``error`` is, or None (not worth a retry).
+
+        The base rule: a connection SQLAlchemy (or the seam) found dead. Subclasses add their
+        database's codes.
+        """
+        if isinstance(error, exc.DBAPIError) and error.connection_invalidated:
+            return Fault.LOST
+        orig = getattr(error, "orig", error)
+        if isinstance(orig, ConnectionError | TimeoutError):
+            return Fault.CONNECT
+        return None
+
+    def broken(self, dbapi_connection: Any) -> bool:
+        """Whether the driver says its connection is gone (for disconnects whose message
+        SQLAlchemy's dialect does not know)."""
+        return False
+
+
+def merge_connect_args(url: URL, defaults: dict[str, Any]) -> dict[str, Any]:
+    """``defaults`` for ``connect_args``, less what the URL's query already sets."""
+    return {k: v for k, v in defaults.items() if k not in url.query}

@@ -1,0 +1,98 @@
+"""MySQL and MariaDB through PyMySQL."""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Iterator
+from typing import Any, ClassVar
+
+from sqlalchemy import text
+from sqlalchemy.engine import URL, Connection
+
+from ..retry import Fault
+from .base import DEFAULT_CONNECT_TIMEOUT_S, Dialect, merge_connect_args
+
+__all__ = ["MySQLDialect"]
+
+#: MySQL/MariaDB error number -> kind of transient failure
+_ERRORS = {
+    2002: Fault.CONNECT,  # can't connect through the socket
+    2003: Fault.CONNECT,  # can't connect to the server (refused, restarting)
+    1040: Fault.CONNECT,  # too many connections
+    1053: Fault.LOST,  # server shutdown in progress
+    2006: Fault.LOST,  # server has gone away
+    2013: Fault.LOST,  # lost connection during query
+    2055: Fault.LOST,  # lost connection (system error)
+    1927: Fault.LOST,  # MariaDB: connection was killed
+    4031: Fault.LOST,  # MySQL 8: disconnected by the server for inactivity
+    1205: Fault.BUSY,  # lock wait timeout exceeded
+    1213: Fault.BUSY,  # deadlock found
+}
+
+MIGRATION_LOCK_TIMEOUT_S = 120
+"""How long a process waits for another one's schema changes to finish."""
+
+
+class MySQLDialect(Dialect):
+    """MySQL and MariaDB through PyMySQL (``asyncmy`` or ``aiomysql`` for a caller's
+    ``AsyncEngine``). ``name`` tells the two servers apart once connected."""
+
+    names: ClassVar[tuple[str, ...]] = ("mysql", "mariadb")
+    default_drivers: ClassVar[dict[str, str]] = {
+        "mysql": "mysql+pymysql",
+        "mariadb": "mariadb+pymysql",
+    }
+    sync_twins: ClassVar[dict[str, str]] = {
+        "mysql+aiomysql": "mysql+pymysql",
+        "mysql+asyncmy": "mysql+pymysql",
+        "mariadb+aiomysql": "mariadb+pymysql",
+        "mariadb+asyncmy": "mariadb+pymysql",
+    }
+    extra: ClassVar[str | None] = "mysql"
+
+    @property
+    def name(self) -> str:
+        return "mariadb" if getattr(self.sa, "is_mariadb", False) else "mysql"
+
+    @classmethod
+    def engine_kwargs(cls, url: URL) -> dict[str, Any]:
+        return {
+            "pool_size": 10,
+            "max_overflow": 22,
+            "pool_recycle": 3600,
+            "connect_args": merge_connect_args(
+                url, {"charset": "utf8mb4", "connect_timeout": DEFAULT_CONNECT_TIMEOUT_S}
+            ),
+        }
+
+    @contextlib.contextmanager
+    def migration_lock(self, conn: Connection, name: str, schema: str | None) -> Iterator[None]:
+        """A named lock (``GET_LOCK``; DDL commits implicitly here, so the lock outlives each
+        step and is released at the end)."""
+        got = conn.execute(
+            text("SELECT GET_LOCK(:n, :s)"), {"n": name, "s": MIGRATION_LOCK_TIMEOUT_S}
+        ).scalar()
+        if got != 1:
+            raise TimeoutError(f"could not take the migration lock {name!r}")
+        try:
+            yield
+        finally:
+            conn.execute(text("SELECT RELEASE_LOCK(:n)"), {"n": name})
+            conn.commit()
+
+    def fault(self, error: BaseException) -> Fault | None:
+        kind = super().fault(error)
+        if kind is not None:
+            return kind
+        orig = getattr(error, "orig", error)
+        args = getattr(orig, "args", ())
+        code = args[0] if args and isinstance(args[0], int) else None
+        if code in _ERRORS:
+            return _ERRORS[code]
+        # PyMySQL: "(0, '')" for a statement on a connection that was closed under it
+        if code == 0 and isinstance(orig, self.sa.loaded_dbapi.InterfaceError):
+            return Fault.LOST
+        return None
+
+    def broken(self, dbapi_connection: Any) -> bool:
+        return getattr(dbapi_connection, "open", True) is False

@@ -1,0 +1,136 @@
+"""PostgreSQL through psycopg 3, directly or behind a transaction pooler (PgBouncer)."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import re
+import zlib
+from collections.abc import Iterator
+from decimal import Decimal
+from typing import Any, ClassVar
+
+from sqlalchemy import text
+from sqlalchemy.engine import URL, Connection
+from sqlalchemy.schema import CreateSchema
+
+from ..retry import Fault
+from .base import DEFAULT_CONNECT_TIMEOUT_S, Dialect, Transaction, merge_connect_args
+
+__all__ = ["PostgreSQLDialect", "jsonb_dumps", "jsonb_text"]
+
+#: SQLSTATE -> kind of transient failure (class 08, connection exceptions, is matched whole)
+_STATES = {
+    "57P01": Fault.LOST,  # admin_shutdown: terminated by an administrator, or a fast shutdown
+    "57P02": Fault.LOST,  # crash_shutdown
+    "57P03": Fault.CONNECT,  # cannot_connect_now: starting up, in recovery, shutting down
+    "53300": Fault.CONNECT,  # too_many_connections
+    "40001": Fault.BUSY,  # serialization_failure
+    "40P01": Fault.BUSY,  # deadlock_detected
+    "55P03": Fault.BUSY,  # lock_not_available
+}
+
+# A JSON string, or a number with a positive exponent (outside strings).
+_JSON_TOKEN = re.compile(r'"(?:[^"\\]|\\.)*"|-?\d+(?:\.\d+)?e\+\d+')
+
+
+def _plain_number(match: re.Match[str]) -> str:
+    token = match.group()
+    if token[0] == '"':
+        return token
+    return format(Decimal(token), "f") + ".0"
+
+
+def jsonb_dumps(value: Any) -> str:
+    """``json.dumps`` for PostgreSQL's ``JSONB``, which keeps numbers as ``numeric``: a float such
+    as ``3.9e16`` would come back as the integer ``39000000000000000``. Floats written with a
+    positive exponent are spelled out with a decimal point instead (``39000000000000000.0``),
+    which ``numeric`` keeps and JSON decoders read back as the same float."""
+    return jsonb_text(json.dumps(value))
+
+
+def jsonb_text(text: str) -> str:
+    """JSON text made safe for ``JSONB`` as :func:`jsonb_dumps` does (for text already made)."""
+    if "e+" not in text:
+        return text
+    return _JSON_TOKEN.sub(_plain_number, text)
+
+
+class PostgreSQLDialect(Dialect):
+    """PostgreSQL through psycopg 3.
+
+    Connections never use server-side prepared statements (psycopg's ``prepare_threshold`` is
+    off), so the same URL works through a transaction pooler such as PgBouncer in
+    ``pool_mode = transaction`` (hosted PostgreSQL poolers work this way), where a prepared
+    statement outlives the server connection it was made on. The package keeps no session
+    state either: settings are made per transaction (``SET LOCAL``), locks are transaction
+    locks (``pg_advisory_xact_lock``), and nothing listens for notifications.
+    """
+
+    names: ClassVar[tuple[str, ...]] = ("postgresql",)
+    default_drivers: ClassVar[dict[str, str]] = {"postgresql": "postgresql+psycopg"}
+    sync_twins: ClassVar[dict[str, str]] = {
+        "postgresql+psycopg_async": "postgresql+psycopg",
+        "postgresql+psycopg": "postgresql+psycopg",
+        "postgresql+asyncpg": "postgresql+psycopg",
+    }
+    extra: ClassVar[str | None] = "postgres"
+
+    @classmethod
+    def engine_kwargs(cls, url: URL) -> dict[str, Any]:
+        # No pre-ping (a round trip on every checkout): a dropped connection fails the
+        # transaction's first statement, and the seam re-runs the transaction on a new one.
+        return {
+            "pool_size": 10,
+            "max_overflow": 22,
+            "json_serializer": jsonb_dumps,
+            "connect_args": merge_connect_args(
+                url, {"connect_timeout": DEFAULT_CONNECT_TIMEOUT_S, "prepare_threshold": None}
+            ),
+        }
+
+    def begin(self, dbapi_connection: Any, cursor: Any, write: bool, single: bool) -> Transaction:
+        if single or not write:
+            # A read, or a write of one statement, needs no BEGIN and COMMIT round trips (at
+            # PostgreSQL's READ COMMITTED each statement sees its own snapshot anyway). The
+            # driver's ``autocommit`` attribute, not the engine's isolation level: two setter
+            # calls, and the engine stays as it was for the caller's own connections.
+            if dbapi_connection.autocommit:
+                return Transaction(commit=False)
+            dbapi_connection.autocommit = True
+            return Transaction(commit=False, restore_autocommit=False)
+        if dbapi_connection.autocommit:
+            dbapi_connection.autocommit = False
+            return Transaction(commit=True, restore_autocommit=True)
+        return Transaction(commit=True)
+
+    def end(self, dbapi_connection: Any, txn: Transaction) -> None:
+        if txn.restore_autocommit is not None:
+            dbapi_connection.autocommit = txn.restore_autocommit
+
+    @contextlib.contextmanager
+    def migration_lock(self, conn: Connection, name: str, schema: str | None) -> Iterator[None]:
+        """A transaction-level advisory lock (released by the COMMIT: nothing for a pooler to
+        lose), and the schema created if missing."""
+        key = zlib.crc32(name.encode()) - 2**31
+        conn.execute(text("SELECT pg_advisory_xact_lock(:k)"), {"k": key})
+        if schema:
+            conn.execute(CreateSchema(schema, if_not_exists=True))
+        yield
+
+    def fault(self, error: BaseException) -> Fault | None:
+        kind = super().fault(error)
+        if kind is not None:
+            return kind
+        orig = getattr(error, "orig", error)
+        state = getattr(orig, "sqlstate", None) or getattr(orig, "pgcode", None)
+        if state:
+            return Fault.LOST if state.startswith("08") else _STATES.get(state)
+        # psycopg reports failures of the connection itself (refused, reset, closed, timed
+        # out) as an OperationalError without a SQLSTATE: no server sent one
+        if isinstance(orig, self.sa.loaded_dbapi.OperationalError):
+            return Fault.CONNECT
+        return None
+
+    def broken(self, dbapi_connection: Any) -> bool:
+        return getattr(dbapi_connection, "closed", False) is True

@@ -1,0 +1,113 @@
+"""SQLite: an embedded file (the default), or a private in-memory database."""
+
+from __future__ import annotations
+
+import sqlite3
+from typing import Any, ClassVar
+
+from sqlalchemy import event
+from sqlalchemy.engine import URL, Connection, Engine
+from sqlalchemy.pool import StaticPool
+
+from ..retry import Fault
+from .base import Dialect, Transaction
+
+__all__ = [
+    "SQLITE_BUSY_TIMEOUT_MS",
+    "SQLITE_JOURNAL_SIZE_LIMIT",
+    "SQLITE_WAL_AUTOCHECKPOINT_PAGES",
+    "SQLiteDialect",
+]
+
+SQLITE_BUSY_TIMEOUT_MS = 30_000
+"""How long a SQLite connection waits for another writer before giving up."""
+
+SQLITE_WAL_AUTOCHECKPOINT_PAGES = 1000
+"""Pages in the write-ahead log before a commit copies them into the database file (SQLite's
+default): the log stays near 4 MB at most while a database is in use."""
+
+SQLITE_JOURNAL_SIZE_LIMIT = 1024 * 1024
+"""Bytes of write-ahead log left on disk when a checkpoint lets the log start over (the rest is
+truncated): at rest, a database costs its file plus at most this much log (and the log goes
+when the last connection to the file closes)."""
+
+_BUSY = (5, 6)
+"""SQLite's primary result codes ``SQLITE_BUSY`` and ``SQLITE_LOCKED``."""
+
+
+def _on_connect(dbapi_conn: Any, _record: Any) -> None:
+    """Per-connection settings: WAL, busy timeout, NORMAL sync, foreign keys, the log's bounds.
+
+    Also hands transaction control to this package (``isolation_level = None``): the seam
+    and SQLAlchemy's ``begin`` event (:func:`_on_begin`) start transactions themselves, so
+    that writers start with ``BEGIN IMMEDIATE``.
+    """
+    dbapi_conn.isolation_level = None
+    cur = dbapi_conn.cursor()
+    cur.execute(f"PRAGMA busy_timeout = {SQLITE_BUSY_TIMEOUT_MS}")
+    cur.execute("PRAGMA foreign_keys = ON")
+    cur.execute("PRAGMA synchronous = NORMAL")
+    cur.execute(f"PRAGMA wal_autocheckpoint = {SQLITE_WAL_AUTOCHECKPOINT_PAGES}")
+    cur.execute(f"PRAGMA journal_size_limit = {SQLITE_JOURNAL_SIZE_LIMIT}")
+    cur.execute("PRAGMA journal_mode")
+    mode = str(cur.fetchone()[0]).lower()
+    if mode not in ("wal", "memory"):
+        cur.execute("PRAGMA journal_mode = WAL")
+    cur.close()
+
+
+def _on_begin(conn: Connection) -> None:
+    """Start a SQLAlchemy ``Connection``'s transaction: ``BEGIN IMMEDIATE`` for writers.
+
+    A deferred transaction that reads and then writes can fail with ``SQLITE_BUSY`` without
+    waiting for ``busy_timeout``; taking the write lock up front makes writers queue instead.
+    """
+    options = conn.get_execution_options()
+    if options.get("isolation_level") == "AUTOCOMMIT":
+        return  # e.g. VACUUM, which cannot run inside a transaction
+    mode = "IMMEDIATE" if options.get("langmem_write") else "DEFERRED"
+    conn.exec_driver_sql(f"BEGIN {mode}")
+
+
+class SQLiteDialect(Dialect):
+    """SQLite through the standard library's ``sqlite3`` (``aiosqlite`` for a caller's
+    ``AsyncEngine``)."""
+
+    names: ClassVar[tuple[str, ...]] = ("sqlite",)
+    sync_twins: ClassVar[dict[str, str]] = {"sqlite+aiosqlite": "sqlite+pysqlite"}
+
+    @classmethod
+    def is_private(cls, url: URL) -> bool:
+        return url.database in (None, "", ":memory:")
+
+    @classmethod
+    def engine_kwargs(cls, url: URL) -> dict[str, Any]:
+        if cls.is_private(url):
+            # one connection, shared by every thread of the object that opened it
+            return {"poolclass": StaticPool, "connect_args": {"check_same_thread": False}}
+        # SQLite connections are cheap and writers queue on the file lock, not in the pool:
+        # enough of them that threads never wait 30 s for one (the default is 5 + 10).
+        return {"connect_args": {"check_same_thread": False}, "pool_size": 16, "max_overflow": 48}
+
+    def configure(self, engine: Engine) -> None:
+        if not event.contains(engine, "connect", _on_connect):
+            event.listen(engine, "connect", _on_connect)
+            event.listen(engine, "begin", _on_begin)
+
+    def begin(self, dbapi_connection: Any, cursor: Any, write: bool, single: bool) -> Transaction:
+        if single and not write:
+            return Transaction(commit=False)  # one statement reads a consistent snapshot
+        cursor.execute("BEGIN IMMEDIATE" if write else "BEGIN")
+        return Transaction(commit=True)
+
+    def fault(self, error: BaseException) -> Fault | None:
+        orig = getattr(error, "orig", error)
+        if isinstance(orig, sqlite3.OperationalError):
+            code = getattr(orig, "sqlite_errorcode", None)
+            if code is not None:
+                return Fault.BUSY if code & 0xFF in _BUSY else None
+            text = str(orig)  # Python 3.10: no error codes
+            if "database is locked" in text or "database table is locked" in text:
+                return Fault.BUSY
+            return None
+        return super().fault(error)

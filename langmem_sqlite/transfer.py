@@ -1,0 +1,489 @@
+"""Copy a langmem-sqlite database to another one, between any two dialects.
+
+:func:`copy_database` copies every table of :mod:`langmem_sqlite.schema` (sessions, messages,
+checkpoints, blobs, writes, threads, store items and vectors, and so the facts kept in the
+store), and fills the PostgreSQL target's pgvector table where it has one. It knows no table by
+name but the threads table (to find a user's threads): it walks the schema's tables in
+foreign-key order, so a table or column added by a later migration is copied with no change
+here.
+
+* **Streaming**: each table is read in pages of ``batch_size`` rows in primary-key order
+  (keyset paging: ``WHERE pk > last ORDER BY pk LIMIT n``), each page written in one target
+  transaction.
+* **Idempotent and resumable**: a row whose primary key the target already holds is not
+  written again; it must be equal to the source's (else :class:`CopyMismatchError`, and
+  nothing is overwritten). A second run copies nothing; an interrupted one resumes.
+* **Verified**: every page is read back from the target and compared, column by column, with
+  the source rows.
+* **Per user** (``user_id``): the rows of tables with a ``user_id`` column, of tables with a
+  ``thread_id`` column whose thread's metadata names that user, of tables with a store
+  namespace column ``ns`` under ``("users", user_id)`` (where :class:`~langmem_sqlite.store.UserFacts`
+  keeps facts), and of tables whose foreign key points at such rows. A table with none of these
+  is not per user and is left out (the report says so).
+
+The source is only read (a SQLite file is opened read-only) and must be at this package's
+schema version; the target is created or migrated first (:mod:`langmem_sqlite.migrate`). Copy
+from a database no application is writing to: a row changed in the source after an earlier run
+is reported as a mismatch.
+
+Rows keep their primary keys, so surrogate ids (sessions, messages, store items) are the same
+in the target; on PostgreSQL the id sequences are moved past the copied ids afterwards.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from typing import Any
+
+import sqlalchemy as sa
+from sqlalchemy.engine import Connection
+
+from .db import Database, DatabaseLike, get_database
+from .migrate import LATEST_VERSION, SchemaTooNewError, applied_versions, ensure_schema
+from .schema import DEFAULT_PREFIX, MIGRATIONS, Tables, get_tables
+from .validation import check_id, check_positive
+
+__all__ = ["CopyMismatchError", "CopyReport", "TableCopy", "copy_database"]
+
+_USERS_NAMESPACE = "users"
+_THREAD_CHUNK = 500
+
+
+class CopyMismatchError(ValueError):
+    """The target holds a row with the same key as a source row but other values (nothing was
+    overwritten)."""
+
+
+@dataclass
+class TableCopy:
+    """What was copied of one table."""
+
+    table: str
+    """The source table's name."""
+    rows: int = 0
+    """Rows read from the source (within the user's scope, with ``user_id``)."""
+    copied: int = 0
+    """Rows written to the target by this run."""
+    present: int = 0
+    """Rows the target already held, equal to the source's (an earlier run)."""
+    verified: bool = False
+    """Every row read back from the target equal to the source's."""
+    note: str = ""
+    """Why a table was left out, or how it was filled."""
+
+
+@dataclass
+class CopyReport:
+    """Counts of one :func:`copy_database` run."""
+
+    source: str
+    target: str
+    user_id: str | None
+    tables: list[TableCopy] = field(default_factory=list)
+
+    @property
+    def rows(self) -> int:
+        """Rows read from the source, all tables."""
+        return sum(t.rows for t in self.tables)
+
+    @property
+    def copied(self) -> int:
+        """Rows written by this run, all tables."""
+        return sum(t.copied for t in self.tables)
+
+    @property
+    def present(self) -> int:
+        """Rows the target already held, all tables."""
+        return sum(t.present for t in self.tables)
+
+    @property
+    def verified(self) -> bool:
+        """Every copied table verified by reading back."""
+        return all(t.verified or t.note for t in self.tables)
+
+    def as_dict(self) -> dict[str, Any]:
+        """A JSON-ready dict."""
+        return {
+            "source": self.source,
+            "target": self.target,
+            "user_id": self.user_id,
+            "rows": self.rows,
+            "copied": self.copied,
+            "present": self.present,
+            "verified": self.verified,
+            "tables": [t.__dict__ for t in self.tables],
+        }
+
+
+# -- what to copy -------------------------------------------------------------------------------
+
+
+Scope = Callable[[sa.Table], list[Any] | None]
+"""A table -> the conditions selecting its rows (one page walk per condition; ``[]``: none,
+``[sa.true()]``: all), or ``None`` when the table is not per user."""
+
+
+def _everything(table: sa.Table) -> list[Any] | None:
+    return [sa.true()]
+
+
+def _user_threads(conn: Connection, tables: Tables, user_id: str) -> list[str]:
+    """The threads whose latest root checkpoint's metadata names ``user_id`` (read in pages:
+    JSON paths differ between dialects, a comparison in Python does not)."""
+    t = tables.checkpoint_threads
+    found: list[str] = []
+    last: str | None = None
+    while True:
+        stmt = sa.select(t.c.thread_id, t.c.metadata).order_by(t.c.thread_id).limit(1000)
+        if last is not None:
+            stmt = stmt.where(t.c.thread_id > last)
+        rows = conn.execute(stmt).all()
+        if not rows:
+            return found
+        for thread_id, metadata in rows:
+            uid = metadata.get("user_id") if isinstance(metadata, dict) else None
+            if isinstance(uid, str | int) and not isinstance(uid, bool) and str(uid) == user_id:
+                found.append(thread_id)
+        last = rows[-1][0]
+
+
+def _user_scope(conn: Connection, tables: Tables, user_id: str) -> Scope:
+    from .store.namespaces import prefix_range
+
+    threads = _user_threads(conn, tables, user_id)
+    low, high = prefix_range((_USERS_NAMESPACE, user_id)) or ("", "")
+    memo: dict[str, list[Any] | None] = {}
+
+    def scope(table: sa.Table) -> list[Any] | None:
+        if table.name in memo:
+            return memo[table.name]
+        c = table.c
+        conditions: list[Any] | None = None
+        if "user_id" in c:
+            conditions = [c.user_id == user_id]
+        elif "thread_id" in c:
+            conditions = [
+                c.thread_id.in_(threads[i : i + _THREAD_CHUNK])
+                for i in range(0, len(threads), _THREAD_CHUNK)
+            ]
+        elif "ns" in c:
+            conditions = [sa.and_(c.ns >= low, c.ns < high)]
+        else:
+            for fk in table.foreign_keys:
+                parent = fk.column.table
+                parent_conditions = scope(parent)
+                if parent_conditions is not None:
+                    conditions = [
+                        fk.parent.in_(sa.select(fk.column).where(cond))
+                        for cond in parent_conditions
+                    ]
+                    break
+        memo[table.name] = conditions
+        return conditions
+
+    return scope
+
+
+# -- reading and comparing ----------------------------------------------------------------------
+
+
+def _plain(value: Any) -> Any:
+    return bytes(value) if isinstance(value, memoryview | bytearray) else value
+
+
+def _row(mapping: Any, names: Sequence[str]) -> dict[str, Any]:
+    return {n: _plain(mapping[n]) for n in names}
+
+
+def _key_filter(table: sa.Table, keys: Sequence[tuple[Any, ...]]) -> Any:
+    pk = list(table.primary_key.columns)
+    if len(pk) == 1:
+        return pk[0].in_([k[0] for k in keys])
+    return sa.tuple_(*pk).in_(keys)
+
+
+def _pages(
+    conn: Connection, table: sa.Table, condition: Any, batch_size: int
+) -> Iterator[list[dict[str, Any]]]:
+    """The rows of ``table`` matching ``condition``, ``batch_size`` at a time, by primary key."""
+    pk = list(table.primary_key.columns)
+    names = [c.name for c in table.columns]
+    last: tuple[Any, ...] | None = None
+    while True:
+        stmt = sa.select(table).where(condition).order_by(*pk).limit(batch_size)
+        if last is not None:
+            after = pk[0] > last[0] if len(pk) == 1 else sa.tuple_(*pk) > sa.tuple_(*last)
+            stmt = stmt.where(after)
+        rows = [_row(r, names) for r in conn.execute(stmt).mappings()]
+        if not rows:
+            return
+        yield rows
+        last = tuple(rows[-1][c.name] for c in pk)
+
+
+def _write_page(conn: Connection, table: sa.Table, rows: list[dict[str, Any]]) -> tuple[int, int]:
+    """Insert the rows of ``rows`` the target lacks, compare the others, read everything back;
+    ``(copied, present)``. Runs in one target transaction."""
+    pk = [c.name for c in table.primary_key.columns]
+    names = [c.name for c in table.columns]
+    keys = [tuple(r[n] for n in pk) for r in rows]
+
+    def stored() -> dict[tuple[Any, ...], dict[str, Any]]:
+        found = conn.execute(sa.select(table).where(_key_filter(table, keys))).mappings()
+        return {tuple(r[n] for n in pk): _row(r, names) for r in found}
+
+    before = stored()
+    missing = [r for r, k in zip(rows, keys, strict=True) if k not in before]
+    for row, key in zip(rows, keys, strict=True):
+        if key in before and before[key] != row:
+            raise CopyMismatchError(
+                f"{table.name}: the target already holds a different row with key {key!r} "
+                "(copy into an empty database, or one copied from this source before)"
+            )
+    if missing:
+        try:
+            conn.execute(sa.insert(table), missing)
+        except sa.exc.IntegrityError as e:
+            raise CopyMismatchError(
+                f"{table.name}: the target already holds other rows with the same unique "
+                "values (copy into an empty database, or one copied from this source before)"
+            ) from e
+        after = stored()
+        for row, key in zip(rows, keys, strict=True):
+            if after.get(key) != row:
+                raise CopyMismatchError(f"{table.name}: row {key!r} reads back different")
+    return len(missing), len(rows) - len(missing)
+
+
+# -- per dialect --------------------------------------------------------------------------------
+
+
+def _postgres_sequences(conn: Connection, table: sa.Table) -> None:
+    """Move the id sequence of ``table`` past its largest id (rows were given their ids)."""
+    column = table.autoincrement_column
+    if column is None:
+        return
+    name = conn.dialect.identifier_preparer.format_table(table)
+    conn.execute(
+        sa.text(
+            "SELECT setval(pg_get_serial_sequence(:t, :c), m) "
+            f"FROM (SELECT MAX({conn.dialect.identifier_preparer.quote(column.name)}) AS m "
+            f"FROM {name}) AS top WHERE m IS NOT NULL"
+        ),
+        {"t": name, "c": column.name},
+    )
+
+
+_AFTER_TABLE: dict[str, Callable[[Connection, sa.Table], None]] = {
+    "postgresql": _postgres_sequences,
+}
+"""Per target dialect: what a table needs once its rows are in (MySQL/MariaDB and SQLite move
+their auto-increment counters past inserted ids themselves)."""
+
+
+def _pgvector_fill(
+    conn: Connection, tables: Tables, user_id: str | None, batch_size: int, source_had: bool
+) -> TableCopy | None:
+    """The PostgreSQL target's pgvector copy of the vectors: the rows it lacks, made from the
+    copied vectors (as the store makes them). Made first if the source had one and the
+    extension is available. ``None`` when the target has none."""
+    from .store.namespaces import prefix_range
+    from .store.sql import enable_pgvector, pgvector_table
+    from .store.vectors import from_blob
+
+    if conn.dialect.name != "postgresql":
+        return None
+    pgv = pgvector_table(tables)
+    if not sa.inspect(conn).has_table(pgv.name, schema=tables.schema):
+        if source_had and enable_pgvector(conn, tables):  # made, and filled from the vectors
+            return TableCopy(pgv.name, note="made and filled from the copied vectors")
+        return None
+    sv = tables.store_vectors
+    condition: Any = sa.true()
+    if user_id is not None:
+        low, high = prefix_range((_USERS_NAMESPACE, user_id)) or ("", "")
+        condition = sa.and_(sv.c.ns >= low, sv.c.ns < high)
+    report = TableCopy(pgv.name)
+    lacking = (
+        sa.select(sv.c.item_id, sv.c.field, sv.c.ns, sv.c.embedding)
+        .outerjoin(pgv, sa.and_(pgv.c.item_id == sv.c.item_id, pgv.c.field == sv.c.field))
+        .where(pgv.c.item_id.is_(None), condition)
+        .limit(batch_size)
+    )
+    while rows := conn.execute(lacking).all():
+        conn.execute(
+            sa.insert(pgv),
+            [
+                {
+                    "item_id": r.item_id,
+                    "field": r.field,
+                    "ns": r.ns,
+                    "embedding": from_blob(r.embedding).tolist(),
+                }
+                for r in rows
+            ],
+        )
+        report.copied += len(rows)
+    report.verified = True
+    report.note = "filled from the copied vectors"
+    return report
+
+
+# -- the copy -----------------------------------------------------------------------------------
+
+
+def _source_engine(source: DatabaseLike | Database) -> sa.Engine:
+    from .importers.report import source_engine
+
+    return source_engine(source)  # type: ignore[no-any-return]
+
+
+def _check_version(conn: Connection, tables: Tables) -> None:
+    if not sa.inspect(conn).has_table(tables.migrations.name, schema=tables.schema):
+        raise ValueError(
+            f"source: no langmem-sqlite tables with prefix {tables.prefix!r} in the source"
+        )
+    applied = applied_versions(conn, tables)
+    known = {m.version for m in MIGRATIONS}
+    if applied - known:
+        raise SchemaTooNewError(
+            f"source: migrated by a newer langmem-sqlite (migrations {sorted(applied - known)}): "
+            "upgrade the package"
+        )
+    if applied != known:
+        raise ValueError(
+            f"source: schema at version {max(applied, default=0)}, this langmem-sqlite writes "
+            f"{LATEST_VERSION}: run `langmem-sqlite migrate --db SOURCE` first"
+        )
+
+
+def copy_database(
+    source: DatabaseLike | Database,
+    target: DatabaseLike | Database,
+    *,
+    table_prefix: str = DEFAULT_PREFIX,
+    target_prefix: str | None = None,
+    schema: str | None = None,
+    target_schema: str | None = None,
+    user_id: str | None = None,
+    batch_size: int = 500,
+    progress: bool = False,
+) -> CopyReport:
+    """Copy every table of ``source`` into ``target`` (see the module docstring).
+
+    Args:
+        source: the database to read: URL, SQLite path, ``Engine`` or ``Database``.
+        target: where to copy (created or migrated first).
+        table_prefix: the source's table prefix.
+        target_prefix: the target's (default: the same).
+        schema: the source's schema (PostgreSQL), if not the default one.
+        target_schema: the target's (default: the same).
+        user_id: copy only this user's rows.
+        batch_size: rows per page read and per target transaction.
+        progress: show a progress bar per table (stderr).
+
+    Returns:
+        The counts per table; ``verified`` when every row was read back equal.
+
+    Raises:
+        FileNotFoundError: the source is a SQLite file that does not exist.
+        ValueError: the source has no langmem-sqlite tables, or an older schema.
+        SchemaTooNewError: the source was migrated by a newer version.
+        CopyMismatchError: the target holds different rows under the same keys.
+    """
+    check_positive(batch_size, "batch_size")
+    if user_id is not None:
+        user_id = check_id(user_id, "user_id")
+    src_tables = get_tables(table_prefix, schema)
+    dst_tables = get_tables(
+        table_prefix if target_prefix is None else target_prefix,
+        schema if target_schema is None else target_schema,
+    )
+    engine = _source_engine(source)
+    db = target if isinstance(target, Database) else get_database(target)
+    report = CopyReport(
+        source=engine.url.render_as_string(hide_password=True),
+        target=db.url.render_as_string(hide_password=True),
+        user_id=user_id,
+    )
+    with engine.connect() as src:
+        _check_version(src, src_tables)
+        ensure_schema(db, dst_tables)
+        source_has_pgvector = False
+        if src.dialect.name == "postgresql":
+            from .store.sql import pgvector_table
+
+            name = pgvector_table(src_tables).name
+            source_has_pgvector = sa.inspect(src).has_table(name, schema=src_tables.schema)
+        scope = _everything if user_id is None else _user_scope(src, src_tables, user_id)
+        targets = {t.name: t for t in dst_tables.metadata.sorted_tables}
+        plan = [
+            (t, targets[dst_tables.prefix + t.name[len(src_tables.prefix) :]], scope(t))
+            for t in src_tables.metadata.sorted_tables
+            if t is not src_tables.migrations
+        ]
+        totals = {
+            t.name: sum(
+                int(src.execute(sa.select(sa.func.count()).select_from(t).where(c)).scalar_one())
+                for c in conditions
+            )
+            for t, _, conditions in plan
+            if conditions is not None
+        }
+        with _progress(progress) as bar:
+            for table, dst, conditions in plan:
+                entry = TableCopy(table.name)
+                report.tables.append(entry)
+                if conditions is None:
+                    entry.note = "not per user: left out"
+                    continue
+                task = bar.add(table.name, totals[table.name])
+                for condition in conditions:
+                    for rows in _pages(src, table, condition, batch_size):
+                        copied, present = db.run(_write_page, dst, rows, write=True)
+                        entry.rows += len(rows)
+                        entry.copied += copied
+                        entry.present += present
+                        bar.advance(task, len(rows))
+                after = _AFTER_TABLE.get(db.dialect)
+                if after is not None and entry.copied:
+                    db.run(after, dst, write=True)
+                entry.verified = True
+        filled = db.run(
+            _pgvector_fill, dst_tables, user_id, batch_size, source_has_pgvector, write=True
+        )
+        if filled is not None:
+            report.tables.append(filled)
+    return report
+
+
+class _Bars:
+    """One rich progress bar per table on stderr, or nothing."""
+
+    def __init__(self, progress: Any) -> None:
+        self.progress = progress
+
+    def add(self, label: str, total: int) -> Any:
+        if self.progress is None:
+            return None
+        if not total:  # an empty table: a full bar, not 0% forever
+            return self.progress.add_task(label, total=1, completed=1)
+        return self.progress.add_task(label, total=total)
+
+    def advance(self, task: Any, n: int) -> None:
+        if self.progress is not None:
+            self.progress.advance(task, n)
+
+
+@contextmanager
+def _progress(show: bool) -> Iterator[_Bars]:
+    if not show:
+        yield _Bars(None)
+        return
+    from rich.console import Console
+    from rich.progress import Progress
+
+    with Progress(console=Console(stderr=True)) as progress:
+        yield _Bars(progress)
