@@ -15,6 +15,7 @@ from langgraph.store.base import PutOp
 
 from langmem_sqlite import SQLStore
 from langmem_sqlite.db import get_database
+from langmem_sqlite.engine.session import StatementCache
 from langmem_sqlite.lite import LiteConnection
 from langmem_sqlite.schema import get_tables
 from langmem_sqlite.store.filters import matches
@@ -540,7 +541,8 @@ def test_pgvector_hnsw_not_tried_under_a_narrow_prefix(
         assert ann._plans.exact[(("u",), 2, (), 10)][0] is True
         monkeypatch.setattr(LiteConnection, "estimated_rows", explain)
         with ann.db.sync_engine.connect() as raw:  # the rule itself, on the statistics
-            lite = LiteConnection(raw.connection, raw.dialect, {})  # type: ignore[arg-type]
+            cache = StatementCache(raw.dialect)
+            lite = LiteConnection(raw.connection, ann.db.rules, cache)  # type: ignore[arg-type]
             mode = ann._plans
             assert q._narrow(lite, ann.tables, ("u", "small"), mode, 10, 40)
             # one vector wanted of the 100 nearest: about 2 of them are small's
