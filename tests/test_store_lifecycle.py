@@ -184,3 +184,22 @@ async def test_sync_helpers_called_from_async_code_run_at_once(db_url: str, pref
     coro = store.setup()
     assert asyncio.iscoroutine(coro)
     await coro
+
+
+def test_memory_stores_are_private_and_empty() -> None:
+    """``SQLStore(":memory:")`` is a database of its own, empty, as ``SqliteStore``'s."""
+    first, second = SQLStore(":memory:"), SQLStore(":memory:")
+    first.put(("a",), "k", {"v": 1})
+    assert second.get(("a",), "k") is None and second.search(("a",)) == []
+    assert first.get(("a",), "k").value == {"v": 1}  # type: ignore[union-attr]
+    for _ in range(2):
+        with SQLStore.from_conn_string(":memory:") as store:
+            assert store.search(()) == []
+            store.put(("a",), "k", {"v": 2})
+
+
+async def test_memory_store_async() -> None:
+    first, second = SQLStore(":memory:"), SQLStore(":memory:")
+    await first.aput(("a",), "k", {"v": 1})
+    assert await second.aget(("a",), "k") is None
+    assert (await first.aget(("a",), "k")).value == {"v": 1}  # type: ignore[union-attr]
