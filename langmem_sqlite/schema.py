@@ -23,6 +23,7 @@ from sqlalchemy import (
     JSON,
     BigInteger,
     Column,
+    Double,
     ForeignKey,
     Index,
     Integer,
@@ -376,6 +377,9 @@ def _build(prefix: str, schema: str | None) -> Tables:
         ),
         Column("field", IdString, primary_key=True),
         Column("embedding", LongBlob, nullable=False),
+        # the vector's length before it was scaled to unit length (NULL: stored before lengths
+        # were, taken as 1): inner-product and L2 scores need it
+        Column("norm", Double, nullable=True),
         Index(f"{prefix}store_vectors_item_ix", "item_id"),
         sqlite_with_rowid=False,
         **opts,
@@ -549,5 +553,6 @@ MIGRATIONS: list[Migration] = [
         "conversation store: a message id at most once per session (unique key)",
         _unique_message_ids,
     ),
+    Migration(9, "long-term store: each vector's length", _add_columns("store_vectors", "norm")),
 ]
 """Ordered schema changes; ``MIGRATIONS[i].version == i + 1``."""
