@@ -387,18 +387,21 @@ def test_pgvector_hnsw_index_on_request(pgvector_url: str) -> None:
                 (i.key, round(i.score or 0, 5)) for i in exact.search(("u",), query=query, limit=10)
             ]
         assert len(ann.search(("u",), query="fact 9", limit=120)) == 120  # > ef_search
-        tuned = SQLStore(  # one pooled connection: the setting is seen on it afterwards
+        tuned = SQLStore(  # one pooled connection: whatever a search left on it shows after
             pgvector_url,
             table_prefix=prefix,
             engine_args={"pool_size": 1, "max_overflow": 0},
             index={**hnsw, "ann_index_config": {"kind": "hnsw", "ef_search": 77}},
         )
         assert len(tuned.search(("u",), query="fact 9", limit=5)) == 5
-        with tuned.db.sync_engine.connect() as conn:
-            assert conn.execute(sa.text("SHOW hnsw.ef_search")).scalar() == "77"
+        # 50 items, beyond the server's default ef_search of 40: the index scan itself fills
+        # them (ef_search raised for the search), so no exact ranking had to take over ...
         assert len(tuned.search(("u",), query="fact 9", limit=50)) == 50
+        assert not any(decided for decided, _ in tuned._plans.exact.values())
+        # ... and the setting was the search's transaction's only (SET LOCAL): nothing stays on
+        # the connection that a transaction pooler would hand to another client
         with tuned.db.sync_engine.connect() as conn:
-            assert conn.execute(sa.text("SHOW hnsw.ef_search")).scalar() == "101"
+            assert conn.execute(sa.text("SHOW hnsw.ef_search")).scalar() == "40"
         tuned.db.dispose()
         # all but 12 items expire: the index's nearest vectors are mostly of lapsed items,
         # too few remain, so the exact ranking answers (never fewer items than match)

@@ -195,7 +195,7 @@ class Session:
         rules: this package's dialect object (:class:`~.dialects.Dialect`).
     """
 
-    __slots__ = ("_cache", "cursor", "dialect", "raw", "rules")
+    __slots__ = ("_cache", "cursor", "dialect", "in_transaction", "raw", "rules")
 
     def __init__(self, raw: PoolProxiedConnection, rules: Dialect, cache: StatementCache) -> None:
         self.raw = raw
@@ -203,6 +203,9 @@ class Session:
         self.dialect = cache.dialect
         self._cache = cache
         self.cursor = raw.cursor()
+        self.in_transaction = False
+        """Whether this unit of work runs in a transaction (else each statement commits on its
+        own, or it is a single read)."""
 
     def _compiled(self, stmt: Any, params: Any) -> _Compiled:
         columns = None
@@ -304,6 +307,7 @@ def work(
     args: tuple[Any, ...],
     write: bool,
     single: bool,
+    transaction: bool = False,
     close: bool = True,
 ) -> Any:
     """Run ``fn(session, *args)`` as one unit of work on ``raw``, a connection of ``engine``
@@ -318,7 +322,8 @@ def work(
     txn = None
     try:
         session = Session(raw, rules, cache)
-        txn = rules.begin(dbapi, session.cursor, write, single)
+        txn = rules.begin(dbapi, session.cursor, write, single, transaction)
+        session.in_transaction = txn.commit
         result = fn(session, *args)
         if txn.commit:
             raw.commit()

@@ -648,17 +648,20 @@ def use_custom_plans(conn: LiteConnection, t: Tables, mode: PlanMode) -> None:
         size, rows = conn.execute(_TABLE_STATS, {"name": name}).first() or (0, -1.0)
         mode.custom, mode.checked = (size or 0) >= LARGE_ITEMS_TABLE, clock
         mode.rows = float(rows)
-    if not getattr(conn, "autocommit", False):
+    if not conn.rules.prepares_statements(conn.raw.dbapi_connection):
+        return  # no prepared statements (a transaction pooler): every plan is a custom one
+    if conn.in_transaction:
         if mode.custom:
             conn.exec_driver_sql("SET LOCAL plan_cache_mode = force_custom_plan")
         return
-    # Outside a transaction (a read on the light lane runs in autocommit mode) the setting stays
-    # with the connection: set it when it changes (its pool record remembers).
+    # A read in autocommit mode on a direct connection (it prepares statements: no pooler):
+    # the setting stays with the connection; set it when it changes (its pool record remembers).
     _set_on_connection(conn, "plan_cache_mode", "force_custom_plan" if mode.custom else "auto")
 
 
 _SET_CONFIG = sa.select(sa.func.set_config(sa.bindparam("name"), sa.bindparam("value"), False))
-_DEFAULTS = {"plan_cache_mode": "auto", "hnsw.ef_search": "40", "ivfflat.probes": "1"}
+_SET_LOCAL = sa.select(sa.func.set_config(sa.bindparam("name"), sa.bindparam("value"), True))
+_DEFAULTS = {"plan_cache_mode": "auto"}
 
 
 def _set_on_connection(conn: LiteConnection, name: str, value: str) -> None:
@@ -1025,13 +1028,14 @@ def _pg_top(
         return [_item(r, _score(distance, r[7])) for r in rows]
     if ann is not None:
         params["candidates"] = _candidates(ann, want)
-        # an HNSW scan yields at most ef_search vectors, an IVFFlat one reads `probes` lists;
-        # reads run in autocommit mode, so a SET LOCAL would end with its own statement: set it
-        # for the connection
+        # an HNSW scan yields at most ef_search vectors, an IVFFlat one reads `probes` lists:
+        # set for this transaction only (the store runs such searches as one)
         if ann.kind == "hnsw":
-            _set_on_connection(conn, "hnsw.ef_search", str(_ef_search(ann, want)))
+            conn.execute(
+                _SET_LOCAL, {"name": "hnsw.ef_search", "value": str(_ef_search(ann, want))}
+            )
         else:
-            _set_on_connection(conn, "ivfflat.probes", str(ann.probes))
+            conn.execute(_SET_LOCAL, {"name": "ivfflat.probes", "value": str(ann.probes)})
     found = [_item(r, _score(distance, r[7])) for r in conn.execute(stmt, params)]
     if ann is not None and len(found) < want:
         # the index scan ran dry (ef_search, then the filter) or its vectors were of fewer

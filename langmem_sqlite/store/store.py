@@ -876,6 +876,8 @@ class SQLStore(BaseStore):
             (batch, queries, now, pgvector, results),
             lite=True,
             single=self._one_statement(batch),
+            # an index scan's settings (hnsw.ef_search, ivfflat.probes) are SET LOCAL
+            transaction=bool(queries) and self._ann(pgvector) is not None,
         )
 
     def _refresh_step(self, ids: list[int], now: int) -> Step:

@@ -74,6 +74,12 @@ class Dialect:
         return {}
 
     @classmethod
+    def driver_url(cls, url: URL) -> URL:
+        """``url`` less the query options this package reads itself (see :meth:`engine_kwargs`),
+        which the driver would not know."""
+        return url
+
+    @classmethod
     def is_private(cls, url: URL) -> bool:
         """Whether each opening of ``url`` is a database of its own (SQLite's ``:memory:``): such
         databases are never shared between the objects that open them."""
@@ -84,9 +90,12 @@ class Dialect:
 
     # -- the seam's transactions --------------------------------------------------------------
 
-    def begin(self, dbapi_connection: Any, cursor: Any, write: bool, single: bool) -> Transaction:
+    def begin(
+        self, dbapi_connection: Any, cursor: Any, write: bool, single: bool, transaction: bool
+    ) -> Transaction:
         """Start the work of one seam call on a pooled connection: a transaction (``write``:
-        one that will write), or, for ``single`` statements, whatever needs no transaction."""
+        one that will write; ``transaction``: a read that must be one transaction), or, for
+        ``single`` statements, whatever needs no transaction."""
         return Transaction(commit=True)
 
     def end(self, dbapi_connection: Any, txn: Transaction) -> None:
@@ -119,6 +128,11 @@ class Dialect:
     def broken(self, dbapi_connection: Any) -> bool:
         """Whether the driver says its connection is gone (for disconnects whose message
         SQLAlchemy's dialect does not know)."""
+        return False
+
+    def prepares_statements(self, dbapi_connection: Any) -> bool:
+        """Whether the driver keeps server-side prepared statements on this connection (whose
+        cached plans may turn generic)."""
         return False
 
 

@@ -104,9 +104,11 @@ class SQLiteDialect(Dialect):
             event.listen(engine, "connect", _on_connect)
             event.listen(engine, "begin", _on_begin)
 
-    def begin(self, dbapi_connection: Any, cursor: Any, write: bool, single: bool) -> Transaction:
+    def begin(
+        self, dbapi_connection: Any, cursor: Any, write: bool, single: bool, transaction: bool
+    ) -> Transaction:
         _own_transactions(dbapi_connection)
-        if single and not write:
+        if single and not write and not transaction:
             return Transaction(commit=False)  # one statement reads a consistent snapshot
         cursor.execute("BEGIN IMMEDIATE" if write else "BEGIN")
         return Transaction(commit=True)
