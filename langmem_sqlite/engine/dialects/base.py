@@ -10,11 +10,12 @@ transient. Features ask the database's dialect object instead of comparing diale
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from typing import Any, ClassVar
 
-from sqlalchemy import exc
+from sqlalchemy import Table, exc, insert
 from sqlalchemy.engine import URL, Connection, Engine
+from sqlalchemy.sql.dml import Insert
 
 from ..retry import Fault
 
@@ -100,6 +101,52 @@ class Dialect:
 
     def end(self, dbapi_connection: Any, txn: Transaction) -> None:
         """Put the connection back as :meth:`begin` found it (before it returns to the pool)."""
+
+    # -- what the database can hold -----------------------------------------------------------
+
+    text_holds_nul: ClassVar[bool] = True
+    """Whether a text column stores the NUL character (PostgreSQL's cannot)."""
+    deletes_from_a_table_it_reads: ClassVar[bool] = True
+    """Whether ``DELETE FROM t WHERE ... (SELECT ... FROM t)`` is allowed (MySQL refuses it)."""
+
+    @classmethod
+    def file_path(cls, url: URL) -> str | None:
+        """The file that holds the database (an embedded one), else ``None``."""
+        return None
+
+    def max_statement_bytes(self, conn: Any) -> int | None:
+        """The largest statement the server takes, if it has a limit (read once)."""
+        return None
+
+    def table_bytes(self, conn: Any, table: Table) -> int | None:
+        """Bytes on disk of ``table`` with its indexes, where the database tells."""
+        return None
+
+    # -- statements ----------------------------------------------------------------------------
+
+    def _insert(self, table: Table) -> Any:
+        return insert(table)
+
+    def insert_ignore(self, table: Table, key: Sequence[str] | None = None) -> Insert:
+        """An ``INSERT`` of ``table`` that leaves a row whose ``key`` (the primary key unless
+        given) is there already as it is; other errors still raise."""
+        ins = self._insert(table)
+        return ins.on_conflict_do_nothing(index_elements=self._key(table, key))  # type: ignore[no-any-return]
+
+    def upsert(
+        self, table: Table, update: Sequence[str], key: Sequence[str] | None = None
+    ) -> Insert:
+        """An ``INSERT`` of ``table`` that, where a row with its ``key`` (the primary key unless
+        given) is there already, sets that row's ``update`` columns to the inserted values."""
+        ins = self._insert(table)
+        return ins.on_conflict_do_update(  # type: ignore[no-any-return]
+            index_elements=self._key(table, key),
+            set_={c: ins.excluded[c] for c in update},
+        )
+
+    @staticmethod
+    def _key(table: Table, key: Sequence[str] | None) -> list[Any]:
+        return [table.c[k] for k in key] if key is not None else list(table.primary_key.columns)
 
     # -- schema changes ------------------------------------------------------------------------
 

@@ -10,7 +10,8 @@ from collections.abc import Iterator
 from decimal import Decimal
 from typing import Any, ClassVar
 
-from sqlalchemy import text
+from sqlalchemy import Table, text
+from sqlalchemy.dialects import postgresql
 from sqlalchemy.engine import URL, Connection
 from sqlalchemy.schema import CreateSchema
 
@@ -99,6 +100,17 @@ class PostgreSQLDialect(Dialect):
         "postgresql+asyncpg": "postgresql+psycopg",
     }
     extra: ClassVar[str | None] = "postgres"
+    text_holds_nul: ClassVar[bool] = False
+
+    def _insert(self, table: Table) -> Any:
+        return postgresql.insert(table)
+
+    def table_bytes(self, conn: Any, table: Table) -> int | None:
+        name = f"{table.schema}.{table.name}" if table.schema else table.name
+        size = conn.execute(
+            text("SELECT pg_total_relation_size(to_regclass(:t))"), {"t": name}
+        ).scalar()
+        return None if size is None else int(size)
 
     @classmethod
     def behind_pooler(cls, url: URL) -> bool:

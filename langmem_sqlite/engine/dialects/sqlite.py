@@ -5,7 +5,8 @@ from __future__ import annotations
 import sqlite3
 from typing import Any, ClassVar
 
-from sqlalchemy import event
+from sqlalchemy import Table, event, text
+from sqlalchemy.dialects import sqlite
 from sqlalchemy.engine import URL, Connection, Engine
 from sqlalchemy.pool import StaticPool
 
@@ -89,6 +90,24 @@ class SQLiteDialect(Dialect):
     @classmethod
     def is_private(cls, url: URL) -> bool:
         return url.database in (None, "", ":memory:")
+
+    @classmethod
+    def file_path(cls, url: URL) -> str | None:
+        return None if cls.is_private(url) else url.database
+
+    def _insert(self, table: Table) -> Any:
+        return sqlite.insert(table)
+
+    def table_bytes(self, conn: Any, table: Table) -> int | None:
+        try:  # the dbstat virtual table is compiled into most SQLite builds
+            size = conn.execute(
+                text("SELECT SUM(pgsize) FROM dbstat WHERE name = :t"), {"t": table.name}
+            ).scalar()
+        except Exception as e:  # OperationalError: no such table: dbstat
+            if "dbstat" not in str(e):
+                raise
+            return None
+        return None if size is None else int(size)
 
     @classmethod
     def engine_kwargs(cls, url: URL) -> dict[str, Any]:
