@@ -14,7 +14,12 @@ values ``{"text", "n", "tag"}``, the ``text`` field embedded with the same cheap
 * vector search: ``search(("bench", "u<k>"), query=..., limit=10)`` (one user's 1%) and over the
   whole store;
 * async (SQLite file, 1,000 items, against AsyncSqliteStore): ``aput``, ``aget``, and a filtered
-  ``asearch`` in one user's namespace. SqliteStore needs the sqlite-vec extension (loaded through ``pysqlite3`` when this
+  ``asearch`` in one user's namespace;
+* burst (SQLite file against AsyncSqliteStore, PostgreSQL against AsyncPostgresStore): 60,000
+  concurrent calls in one ``asyncio.gather``, a third each of ``aget`` (1,000 preloaded items
+  in 100 namespaces), ``aput`` (4,000 keys in 50 other namespaces, each written five times) and
+  ``asearch`` (limit 10) of the preloaded namespaces; median of three bursts per store,
+  interleaved (``--burst N`` for another size, 0 to skip). SqliteStore needs the sqlite-vec extension (loaded through ``pysqlite3`` when this
   Python's ``sqlite3`` cannot load extensions); PostgresStore needs the server's pgvector
   extension: without it only SQLStore (ranking in the application) is measured ("n/a").
 
@@ -454,6 +459,108 @@ def run_async_sqlite(n: int, rows: list[tuple[str, ...]]) -> None:
         asyncio.run(go(tmp))
 
 
+BURST_USERS = 100
+BURST_ITEMS = 1000
+
+
+async def _burst_once(store: BaseStore, n: int) -> float:
+    """Seconds for ``n`` gathered calls (see the module doc); checks the gets' results."""
+    import asyncio
+
+    calls = []
+    for i in range(n):
+        kind = i % 3
+        if kind == 0:
+            calls.append(store.aget(("burst", f"u{i % BURST_USERS}"), f"k{i % BURST_ITEMS}"))
+        elif kind == 1:  # distinct puts at most 4,000 a burst: AsyncPostgresStore sends one
+            # statement of 4 parameters per put, at most 65,535 parameters
+            calls.append(store.aput(("written", f"w{i % 50}"), f"p{(i // 3) % 4000}", {"i": i}))
+        else:
+            calls.append(store.asearch(("burst", f"u{i % BURST_USERS}"), limit=10))
+    t0 = time.perf_counter()
+    results = await asyncio.gather(*calls)
+    seconds = time.perf_counter() - t0
+    for i in range(0, n, 3):
+        got = results[i]
+        assert got is not None and got.value["n"] == (i % BURST_ITEMS), "a wrong get"
+    return seconds
+
+
+def run_burst(n: int, rows: list[tuple[str, ...]], pg_url: str | None) -> None:
+    """SQLStore against LangGraph's async stores, ``n`` concurrent calls (see the module doc)."""
+    import asyncio
+
+    from langgraph.store.postgres import AsyncPostgresStore
+    from langgraph.store.sqlite.aio import AsyncSqliteStore
+
+    preload = [
+        PutOp(("burst", f"u{i % BURST_USERS}"), f"k{i}", {"n": i, "tag": f"t{i % 7}"})
+        for i in range(BURST_ITEMS)
+    ]
+
+    async def measure(ours: BaseStore, anchor: BaseStore, label: str) -> None:
+        for store in (ours, anchor):
+            for start in range(0, BURST_ITEMS, 250):
+                await store.abatch(preload[start : start + 250])
+        times: dict[int, list[float]] = {0: [], 1: []}
+        for _ in range(3):
+            for side, store in enumerate((ours, anchor)):
+                times[side].append(await _burst_once(store, n))
+        o, a = statistics.median(times[0]), statistics.median(times[1])
+        rows.append(
+            (
+                label,
+                f"{BURST_ITEMS:,}",
+                f"burst of {n:,} calls",
+                f"{o:.2f} s",
+                f"{a:.2f} s",
+                f"{a / o:.2f}x",
+            )
+        )
+        print(f"  burst of {n:,}: ours {o:.2f} s, anchor {a:.2f} s, ratio {a / o:.2f}x")
+
+    async def sqlite_burst(tmp: str) -> None:
+        ours = SQLStore(os.path.join(tmp, "ours.db"))
+        await ours.asetup()
+        async with AsyncSqliteStore.from_conn_string(os.path.join(tmp, "anchor.db")) as anchor:
+            await anchor.setup()
+            await measure(ours, anchor, "sqlite async")
+        ours.db.dispose()
+
+    print(f"SQLite file: {n:,} concurrent async calls, SQLStore vs AsyncSqliteStore", flush=True)
+    with tempfile.TemporaryDirectory() as tmp:
+        asyncio.run(sqlite_burst(tmp))
+    if pg_url is None:
+        return
+
+    async def postgres_burst() -> None:
+        schema = f"burst_{uuid.uuid4().hex[:8]}"
+        prefix = f"r{uuid.uuid4().hex[:8]}_"
+        url = get_database(pg_url).url
+        admin = sa.create_engine(url, isolation_level="AUTOCOMMIT")
+        with admin.connect() as c:
+            c.execute(sa.text(f'CREATE SCHEMA "{schema}"'))
+        anchor_url = (
+            url.set(drivername="postgresql")
+            .update_query_dict({"options": f"-csearch_path={schema}"})
+            .render_as_string(hide_password=False)
+        )
+        try:
+            ours = SQLStore(pg_url, table_prefix=prefix)
+            await ours.asetup()
+            async with AsyncPostgresStore.from_conn_string(anchor_url) as anchor:
+                await anchor.setup()
+                await measure(ours, anchor, "postgres async")
+        finally:
+            get_tables(prefix).metadata.drop_all(get_database(pg_url).sync_engine)
+            with admin.connect() as c:
+                c.execute(sa.text(f'DROP SCHEMA "{schema}" CASCADE'))
+            admin.dispose()
+
+    print(f"PostgreSQL: {n:,} concurrent async calls, SQLStore vs AsyncPostgresStore", flush=True)
+    asyncio.run(postgres_burst())
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--quick", action="store_true", help="1,000 and 10,000 items")
@@ -463,9 +570,17 @@ def main() -> None:
         action="store_true",
         help="PostgreSQL: SQLStore's engine without pool_pre_ping (one round trip less per call)",
     )
+    parser.add_argument(
+        "--burst", type=int, default=60_000, help="concurrent calls of the burst (0: skip)"
+    )
+    parser.add_argument(
+        "--only-burst", action="store_true", help="the burst section alone (final figures)"
+    )
     args = parser.parse_args()
     sizes = [1_000, 10_000] if args.quick else [1_000, 100_000]
     rows: list[tuple[str, ...]] = []
+    if args.only_burst:
+        sizes = []
     for n in sizes:
         print(f"SQLite file, {n:,} items: SQLStore vs SqliteStore", flush=True)
         run("sqlite", sqlite_pair(n, anchor_sqlite() is not None), n, rows)
@@ -479,7 +594,10 @@ def main() -> None:
                         print(f"PostgreSQL 16 + pgvector (pgserver), {n:,} items, {label}")
                         pair = postgres_pair(url, n, engine_args, True, ann)
                         run(f"pgvector {label}", pair, n, rows, only_vectors=True)
-    run_async_sqlite(sizes[0], rows)
+    if sizes:
+        run_async_sqlite(sizes[0], rows)
+    if args.burst:
+        run_burst(args.burst, rows, None if args.no_postgres else PG_URL)
     header = ("db", "items", "operation", "SQLStore", "anchor", "ratio (ours/anchor throughput)")
     widths = [max(len(r[i]) for r in [header, *rows]) for i in range(len(header))]
     print()

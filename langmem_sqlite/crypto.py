@@ -9,6 +9,9 @@ plaintext. Ids, message types, token counts and times stay readable (they index 
 Each value is sealed with the session it belongs to (user id and session id as associated data):
 a row copied into another user's session fails authentication instead of being read there.
 
+The long-term store (:class:`~langmem_sqlite.SQLStore`) seals its item values and embeddings
+with the same cipher and key rules (:mod:`langmem_sqlite.store.sealed`).
+
 Install with ``pip install "langmem-sqlite[encryption]"``. For checkpoints, wrap the saver's
 serializer: ``SQLSaver(url, serde=EncryptedSerializer.from_pycryptodome_aes(key=...))``.
 """
@@ -58,6 +61,32 @@ class MessageCipher:
         aes.update(context)
         data, tag = aes.encrypt_and_digest(text.encode("utf-8", "surrogatepass"))
         return ENCRYPTED_PREFIX + base64.b64encode(aes.nonce + tag + data).decode("ascii")
+
+    def encrypt_bytes(self, data: bytes, context: bytes) -> bytes:
+        """Seal ``data`` to ``context``: nonce, tag and ciphertext (for binary columns)."""
+        aes = self._aes.new(self._key, self._aes.MODE_GCM, nonce=_random(_NONCE))
+        aes.update(context)
+        sealed, tag = aes.encrypt_and_digest(bytes(data))
+        return bytes(aes.nonce + tag + sealed)
+
+    def decrypt_bytes(self, stored: bytes, context: bytes) -> bytes:
+        """Open bytes sealed by :meth:`encrypt_bytes` with the same ``context``.
+
+        Raises:
+            ValueError: wrong key, wrong context or tampered data.
+        """
+        raw = bytes(stored)
+        try:
+            if len(raw) < _NONCE + _TAG:
+                raise ValueError("too short")
+            aes = self._aes.new(self._key, self._aes.MODE_GCM, nonce=raw[:_NONCE])
+            aes.update(context)
+            return bytes(aes.decrypt_and_verify(raw[_NONCE + _TAG :], raw[_NONCE : _NONCE + _TAG]))
+        except ValueError as e:
+            raise ValueError(
+                "stored value cannot be decrypted (wrong key, or the row was tampered with or "
+                "moved)"
+            ) from e
 
     def decrypt(self, stored: str, context: bytes) -> str:
         """Open a value sealed by :meth:`encrypt` with the same ``context``.

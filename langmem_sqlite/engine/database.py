@@ -74,6 +74,9 @@ class Step(NamedTuple):
     transaction)."""
     single: bool = False
     """``fn`` runs one statement: it needs no transaction around it."""
+    transaction: bool = False
+    """``fn`` only reads but must run as one transaction (PostgreSQL: settings made with
+    ``SET LOCAL`` last for the unit, also through a transaction pooler)."""
 
 
 Plan = Generator[Step, Any, T]
@@ -270,6 +273,7 @@ class Database:
         own_transaction: bool = False,
         lite: bool = False,
         single: bool = False,
+        transaction: bool = False,
     ) -> T:
         """Run ``fn(session, *args)`` as one unit of work (see :class:`Step` for the flags).
 
@@ -280,7 +284,7 @@ class Database:
         attempts = Attempts(self)
         while True:
             try:
-                return self._once(fn, args, write, own_transaction, lite, single)
+                return self._once(fn, args, write, own_transaction, lite, single, transaction)
             except exc.DBAPIError as e:
                 time.sleep(attempts.pause(e))
 
@@ -292,6 +296,7 @@ class Database:
         own_transaction: bool,
         lite: bool,
         single: bool,
+        transaction: bool,
     ) -> T:
         if own_transaction or not lite:
             engine = self._writer_sync if write else self.sync_engine
@@ -305,7 +310,9 @@ class Database:
         with self._writers if write else self._turns:
             raw = checkout(engine)
             self.reached = True
-            return work(raw, engine, self.rules, self._statements, fn, args, write, single)  # type: ignore[no-any-return]
+            return work(  # type: ignore[no-any-return]
+                raw, engine, self.rules, self._statements, fn, args, write, single, transaction
+            )
 
     async def arun(
         self,
@@ -315,6 +322,7 @@ class Database:
         own_transaction: bool = False,
         lite: bool = False,
         single: bool = False,
+        transaction: bool = False,
     ) -> T:
         """The async twin of :meth:`run`: the same call, in one of this database's worker
         threads (the event loop never blocks), or on the caller's ``AsyncEngine``.
@@ -331,12 +339,15 @@ class Database:
                 own_transaction=own_transaction,
                 lite=lite,
                 single=single,
+                transaction=transaction,
             )
             return await asyncio.get_running_loop().run_in_executor(self._worker_threads(), call)
         attempts = Attempts(self)
         while True:
             try:
-                return await self._aonce(fn, args, write, own_transaction, lite, single)
+                return await self._aonce(
+                    fn, args, write, own_transaction, lite, single, transaction
+                )
             except exc.DBAPIError as e:
                 await asyncio.sleep(attempts.pause(e))
 
@@ -348,6 +359,7 @@ class Database:
         own_transaction: bool,
         lite: bool,
         single: bool,
+        transaction: bool,
     ) -> T:
         engine = self._given_async
         assert engine is not None and self._astatements is not None
@@ -361,7 +373,9 @@ class Database:
 
         def on(conn: Connection) -> T:
             self.reached = True
-            return work(conn.connection, core, rules, cache, fn, args, write, single, close=False)  # type: ignore[no-any-return]
+            return work(  # type: ignore[no-any-return]
+                conn.connection, core, rules, cache, fn, args, write, single, transaction, False
+            )
 
         async with engine.connect() as conn:
             return await conn.run_sync(on)
@@ -375,6 +389,7 @@ class Database:
             own_transaction=step.own_transaction,
             lite=step.lite,
             single=step.single,
+            transaction=step.transaction,
         )
 
     async def arun_step(self, step: Step) -> Any:
@@ -386,6 +401,7 @@ class Database:
             own_transaction=step.own_transaction,
             lite=step.lite,
             single=step.single,
+            transaction=step.transaction,
         )
 
     def drive(self, plan: Plan[T]) -> T:
@@ -451,7 +467,7 @@ def _from_url(url: URL, engine_args: dict[str, Any], retry_seconds: float | None
     if "connect_args" in given:  # the caller's connect arguments win, one by one
         given["connect_args"] = {**kwargs.get("connect_args", {}), **given["connect_args"]}
     try:
-        sync = create_engine(url, **{**kwargs, **given})
+        sync = create_engine(cls.driver_url(url), **{**kwargs, **given})
     except exc.NoSuchModuleError as e:
         raise ValueError(f"connection: unknown database kind {url.drivername!r}") from e
     except ImportError as e:
@@ -470,7 +486,7 @@ def _from_async_engine(engine: AsyncEngine, retry_seconds: float | None) -> Data
     if sync_name is None or cls.is_private(url):
         return Database(None, engine, retry_seconds=retry_seconds)
     surl = url.set(drivername=sync_name)
-    sync = create_engine(surl, **cls.engine_kwargs(surl))
+    sync = create_engine(cls.driver_url(surl), **cls.engine_kwargs(surl))
     return Database(sync, engine, retry_seconds=retry_seconds)
 
 

@@ -31,7 +31,7 @@ from __future__ import annotations
 import json
 import threading
 from collections import namedtuple
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Hashable, Iterator, Mapping, Sequence
 from typing import Any
 
 from sqlalchemy import exc
@@ -109,18 +109,33 @@ class _Compiled:
 
 
 class StatementCache:
-    """Compiled statements of one engine, by statement object and the columns an INSERT sets.
+    """The statements of one engine: those the features build per set of tables (by a key of
+    their choosing, see :meth:`Session.statement`), and the compiled form of each statement
+    object run, by that object and the columns an INSERT sets.
 
-    Bounded (:data:`STATEMENT_CACHE_SIZE`; the oldest entries go first). Entries hold the
-    statement itself, so an id is never mistaken for another statement's; what they hold is
-    SQLAlchemy's compiled form and converters, never a value of a call.
+    Bounded (:data:`STATEMENT_CACHE_SIZE` of each kind; the oldest entries go first). Entries
+    hold the statement itself, so an id is never mistaken for another statement's; what they
+    hold is SQLAlchemy's constructs, compiled forms and converters, never a value of a call.
     """
 
     def __init__(self, dialect: SADialect, size: int = STATEMENT_CACHE_SIZE) -> None:
         self.dialect = dialect
         self.size = size
         self._entries: dict[tuple[int, tuple[str, ...] | None], tuple[Any, _Compiled]] = {}
+        self._built: dict[Hashable, Any] = {}
         self._lock = threading.Lock()
+
+    def built(self, key: Hashable, build: Callable[[], Any]) -> Any:
+        """The statement ``build()`` makes for ``key`` (made once while it is kept)."""
+        stmt = self._built.get(key)
+        if stmt is None:
+            stmt = build()
+            with self._lock:
+                built = self._built
+                while len(built) >= self.size:
+                    del built[next(iter(built))]
+                built[key] = stmt
+        return stmt
 
     def get(self, stmt: Any, columns: tuple[str, ...] | None) -> _Compiled:
         """The compiled form of ``stmt`` (compiled now if not kept)."""
@@ -195,7 +210,7 @@ class Session:
         rules: this package's dialect object (:class:`~.dialects.Dialect`).
     """
 
-    __slots__ = ("_cache", "cursor", "dialect", "raw", "rules")
+    __slots__ = ("_cache", "cursor", "dialect", "in_transaction", "raw", "rules")
 
     def __init__(self, raw: PoolProxiedConnection, rules: Dialect, cache: StatementCache) -> None:
         self.raw = raw
@@ -203,6 +218,15 @@ class Session:
         self.dialect = cache.dialect
         self._cache = cache
         self.cursor = raw.cursor()
+        self.in_transaction = False
+        """Whether this unit of work runs in a transaction (else each statement commits on its
+        own, or it is a single read)."""
+
+    def statement(self, key: Hashable, build: Callable[[], Any]) -> Any:
+        """The statement ``build()`` makes for ``key``, built once and kept in the engine's one
+        bounded statement cache (``key``: immutable, naming what the statement depends on, such
+        as the tables' key and the shape of a filter)."""
+        return self._cache.built(key, build)
 
     def _compiled(self, stmt: Any, params: Any) -> _Compiled:
         columns = None
@@ -304,6 +328,7 @@ def work(
     args: tuple[Any, ...],
     write: bool,
     single: bool,
+    transaction: bool = False,
     close: bool = True,
 ) -> Any:
     """Run ``fn(session, *args)`` as one unit of work on ``raw``, a connection of ``engine``
@@ -318,7 +343,8 @@ def work(
     txn = None
     try:
         session = Session(raw, rules, cache)
-        txn = rules.begin(dbapi, session.cursor, write, single)
+        txn = rules.begin(dbapi, session.cursor, write, single, transaction)
+        session.in_transaction = txn.commit
         result = fn(session, *args)
         if txn.commit:
             raw.commit()

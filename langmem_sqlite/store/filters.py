@@ -1,13 +1,21 @@
 """Search filters on item values: validation and the exact (Python) evaluation.
 
-A filter maps a top-level field of the value to either a value (equality) or a dict of
-operators: ``$eq``, ``$ne``, ``$gt``, ``$gte``, ``$lt``, ``$lte``. A plain dict without
-operators matches a nested object field by field. :mod:`.sql` narrows candidates in the
-database; :func:`matches` is the rule every returned item satisfies.
+A filter maps a field of the value to either a value (equality) or a dict of operators:
+``$eq``, ``$ne``, ``$gt``, ``$gte``, ``$lt``, ``$lte``. A plain dict without operators matches a
+nested object field by field. :mod:`.sql` narrows candidates in the database; :func:`matches` is
+the rule every returned item satisfies.
 
-Equality is JSON equality: numbers compare by value (``1 == 1.0``), booleans only equal
-booleans, lists element by element. Ordering operators compare two numbers or two strings
-(code point order); any other pair does not match.
+A field name with dots reaches nested values, as in LangGraph's ``SqliteStore``:
+``{"user.access-level": "x"}`` matches ``{"user": {"access-level": "x"}}``. A value that has the
+dotted name itself as a key is read there first (``{"user.access-level": "x"}`` as stored, as
+``InMemoryStore`` and ``PostgresStore`` read it); otherwise each dot goes one object down.
+
+Equality is JSON equality: numbers compare by value as Python compares them (``1 == 1.0``,
+``2**70 == float(2**70)``, ``2**70 + 1 != float(2**70)``), booleans only equal booleans, lists
+element by element. Ordering operators compare two numbers or two strings (code point order);
+any other pair does not match. NaN and infinities follow Python's rule, as in ``InMemoryStore``:
+NaN equals and orders nothing (``$ne`` NaN matches every item), ``{"$lt": inf}`` matches every
+number, ``{"$gt": inf}`` none.
 """
 
 from __future__ import annotations
@@ -16,7 +24,7 @@ import math
 from collections.abc import Mapping
 from typing import Any
 
-__all__ = ["OPERATORS", "check_filter", "json_equal", "matches"]
+__all__ = ["OPERATORS", "check_filter", "is_finite_json", "json_equal", "lookup", "matches"]
 
 OPERATORS = frozenset({"$eq", "$ne", "$gt", "$gte", "$lt", "$lte"})
 
@@ -35,7 +43,7 @@ def check_filter(filter: Any, name: str = "filter") -> dict[str, Any] | None:
 
     Raises:
         TypeError: not a dict, or a field name that is not a string.
-        ValueError: an unknown ``$`` operator, operators mixed with plain fields, a NaN, or an
+        ValueError: an unknown ``$`` operator, operators mixed with plain fields, or an
             ordering operator given something other than a number or a string.
     """
     if filter is None:
@@ -57,17 +65,40 @@ def check_filter(filter: Any, name: str = "filter") -> dict[str, Any] | None:
                     _is_number(operand) or isinstance(operand, str)
                 ):
                     raise ValueError(f"{where}: {op} needs a number or a string, got {operand!r}")
-                _check_value(operand, where)
         elif isinstance(condition, Mapping):
             check_filter(condition, where)
-        else:
-            _check_value(condition, where)
     return dict(filter) or None
 
 
-def _check_value(value: Any, where: str) -> None:
-    if isinstance(value, float) and not math.isfinite(value):
-        raise ValueError(f"{where}: NaN and infinities cannot be matched")
+def lookup(value: Any, field: str) -> Any:
+    """The value of ``field`` in an object (``None`` if missing): the key ``field`` itself if
+    present, else, for a dotted name, the nested value one object per dot."""
+    if not isinstance(value, Mapping):
+        return None
+    found = value.get(field, _MISSING)
+    if found is not _MISSING:
+        return found
+    if "." not in field:
+        return None
+    for name in field.split("."):
+        if not isinstance(value, Mapping):
+            return None
+        value = value.get(name)
+    return value
+
+
+_MISSING = object()
+
+
+def is_finite_json(value: Any) -> bool:
+    """Whether ``value`` holds no NaN or infinity (JSON, and so the databases, cannot)."""
+    if isinstance(value, float):
+        return math.isfinite(value)
+    if isinstance(value, Mapping):
+        return all(is_finite_json(v) for v in value.values())
+    if isinstance(value, list | tuple):
+        return all(is_finite_json(v) for v in value)
+    return True
 
 
 def json_equal(a: Any, b: Any) -> bool:
@@ -121,4 +152,4 @@ def matches(value: Mapping[str, Any], filter: Mapping[str, Any] | None) -> bool:
     """Whether an item's value satisfies a (validated) filter."""
     if not filter:
         return True
-    return all(_condition(value.get(field), cond) for field, cond in filter.items())
+    return all(_condition(lookup(value, field), cond) for field, cond in filter.items())

@@ -7,7 +7,9 @@
     history = memory.history("session-1", user_id="u1")
 
 The chat history, the checkpointer and the store share one :class:`~langmem_sqlite.db.Database`
-(the same pooled engines) and one set of tables and migrations.
+(the same pooled engines) and one set of tables and migrations. With ``encryption_key``, all
+three keep what they remember encrypted at rest: messages, checkpoints, and the store's items
+(user facts included) with their embeddings.
 """
 
 from __future__ import annotations
@@ -20,9 +22,11 @@ from langgraph.store.base import IndexConfig, TTLConfig
 from ..chat_history import SQLChatMessageHistory
 from ..conversation_store import ConversationStore, default_connection
 from ..counting import MessageCounter
+from ..crypto import MessageCipher
 from ..db import Database, DatabaseLike, get_database
 from ..schema import DEFAULT_PREFIX
 from ..validation import IdLike
+from .facts import UserFacts
 from .store import SQLStore
 
 if TYPE_CHECKING:  # the checkpointer is imported when first used
@@ -43,6 +47,10 @@ class Memory:
         ttl: TTL config for :attr:`store` (LangGraph ``TTLConfig``).
         token_counter: how the conversation store counts tokens.
         engine_args: keyword arguments for ``create_engine`` when ``connection`` is a URL.
+        encryption_key: a 16, 24 or 32 byte key (``bytes``, or a ``str`` of that many UTF-8
+            bytes): messages, summaries and titles (:class:`ConversationStore`), checkpoints
+            (LangGraph's ``EncryptedSerializer``) and store items with their embeddings
+            (:class:`SQLStore`) are stored AES-GCM encrypted. Needs the ``encryption`` extra.
     """
 
     def __init__(
@@ -55,6 +63,7 @@ class Memory:
         ttl: TTLConfig | None = None,
         token_counter: str | MessageCounter | None = None,
         engine_args: dict[str, Any] | None = None,
+        encryption_key: bytes | str | None = None,
     ) -> None:
         self.db: Database = get_database(
             default_connection() if connection is None else connection, engine_args=engine_args
@@ -64,6 +73,9 @@ class Memory:
         self._index = index
         self._ttl = ttl
         self._token_counter = token_counter
+        self._key = encryption_key
+        if encryption_key is not None:
+            MessageCipher(encryption_key)  # a bad key fails here, not at first use
 
     @cached_property
     def conversations(self) -> ConversationStore:
@@ -73,6 +85,7 @@ class Memory:
             table_prefix=self.table_prefix,
             schema=self.schema,
             token_counter=self._token_counter,
+            encryption_key=self._key,
         )
 
     @cached_property
@@ -84,6 +97,7 @@ class Memory:
             ttl=self._ttl,
             table_prefix=self.table_prefix,
             schema=self.schema,
+            encryption_key=self._key,
         )
 
     @cached_property
@@ -91,7 +105,18 @@ class Memory:
         """The LangGraph checkpointer (``compile(checkpointer=...)``)."""
         from ..checkpoint import SQLSaver
 
-        return SQLSaver(self.db, table_prefix=self.table_prefix, schema=self.schema)
+        if self._key is None:
+            return SQLSaver(self.db, table_prefix=self.table_prefix, schema=self.schema)
+        from langgraph.checkpoint.serde.encrypted import EncryptedSerializer
+
+        key = self._key.encode("utf-8") if isinstance(self._key, str) else bytes(self._key)
+        serde = EncryptedSerializer.from_pycryptodome_aes(key=key)
+        return SQLSaver(self.db, table_prefix=self.table_prefix, schema=self.schema, serde=serde)
+
+    def facts(self, user_id: IdLike, **kwargs: Any) -> UserFacts:
+        """The :class:`UserFacts` of one user in :attr:`store` (encrypted at rest with the
+        memory's ``encryption_key``); ``kwargs`` go to :class:`UserFacts`."""
+        return UserFacts(self.store, user_id, **kwargs)
 
     def history(
         self, session_id: IdLike, user_id: IdLike | None = None, **kwargs: Any

@@ -22,10 +22,12 @@ import logging
 import math
 import re
 import time
+import zlib
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple, TypeVar
 
+import numpy as np
 import sqlalchemy as sa
 from sqlalchemy.dialects import mysql, postgresql, sqlite
 from sqlalchemy.engine import Connection
@@ -37,8 +39,9 @@ from ..db import jsonb_text
 from ..lite import LiteConnection
 from ..schema import NamespacePath, Tables
 from . import namespaces
-from .filters import is_operator_dict, matches
-from .vectors import HNSW, cosine_max_pool, unit
+from .filters import is_finite_json, is_operator_dict, matches
+from .sealed import Sealer, plain_value
+from .vectors import ANN, from_blob, rank_max_pool
 
 logger = logging.getLogger(__name__)
 
@@ -66,7 +69,6 @@ T = TypeVar("T")
 CHUNK = 500
 """Rows per statement for lists of ids or keys."""
 _NEVER = 2**63 - 1  # an expiry time after every other (microseconds)
-_SIMPLE_FIELD = re.compile(r"^[A-Za-z0-9_\-]{1,200}$")
 
 
 class ItemRow(NamedTuple):
@@ -84,13 +86,14 @@ class ItemRow(NamedTuple):
 
 @dataclass(frozen=True)
 class PutRow:
-    """One write: ``value=None`` deletes. ``vectors`` are ``(field, float32 bytes)``."""
+    """One write: ``value=None`` deletes. ``vectors`` are ``(field, unit vector as float32
+    bytes, its length before scaling)``."""
 
     ns: str
     key: str
     value: dict[str, Any] | None
     ttl_us: int | None
-    vectors: tuple[tuple[str, bytes], ...] = ()
+    vectors: tuple[tuple[str, bytes, float | None], ...] = ()
     text: str | None = None
     """The value's JSON text, when the caller has it (stored as is outside PostgreSQL)."""
 
@@ -104,6 +107,8 @@ class SearchQuery:
     limit: int
     offset: int
     omit_expired: bool
+    sealer: Sealer | None = field(default=None, compare=False)
+    """The store's cipher, if its values are encrypted (filters then run in Python)."""
     leaves: tuple[tuple[tuple[str, ...], str, Any], ...] = field(init=False, compare=False)
     """``(path, op, operand)`` of each leaf condition of the filter."""
     shape: tuple[Any, ...] = field(init=False, compare=False)
@@ -120,10 +125,12 @@ def _columns(t: Tables) -> list[Any]:
     return [c.id, c.ns, c.key, c.value, c.created_at, c.updated_at, c.ttl_us]
 
 
-def _item(row: Any, score: float | None = None) -> ItemRow:
+def _item(row: Any, score: float | None = None, sealer: Sealer | None = None) -> ItemRow:
     value = row[3]
-    if isinstance(value, str):  # MariaDB hands JSON back as text on some drivers
-        value = json.loads(value)
+    if sealer is not None:
+        value = sealer.open(row[1], row[2], value)
+    elif isinstance(value, str):  # MariaDB hands JSON back as text on some drivers
+        value = plain_value(row[2], value)
     return ItemRow(row[0], namespaces.decode(row[1]), row[2], value, row[4], row[5], row[6], score)
 
 
@@ -188,6 +195,11 @@ _RANGES = ("$gt", "$gte", "$lt", "$lte")
 Pushed = tuple[Any, bool]
 """A SQL condition (or None: nothing pushed) and whether it is exact."""
 
+_EXACT = 2**53
+"""Numbers from this size on are compared loosely in SQL and re-checked in Python: beyond it
+integers and floats no longer meet one for one (a float is stored as its shortest spelling, so
+``float(2**70)``, exactly 1180591620717411303424, is stored as 1180591620717411300000.0)."""
+
 
 def _kind(v: Any) -> Any:
     """The part of a filter value that shapes the SQL (the rest is a bound parameter)."""
@@ -195,15 +207,52 @@ def _kind(v: Any) -> Any:
         return v
     if isinstance(v, str) and v.startswith(("[", "{")):
         return "jsonish str"
-    if isinstance(v, int) and not _INT64_MIN <= v <= _INT64_MAX:
+    if isinstance(v, int) and abs(v) >= _EXACT:
         return "bigint"
+    if isinstance(v, float):
+        if not math.isfinite(v):
+            return "nan" if math.isnan(v) else ("inf" if v > 0 else "-inf")
+        if abs(v) >= _EXACT:
+            return "bigfloat"
     if isinstance(v, str | int | float):
         return type(v).__name__
-    return "json"
+    return "json" if is_finite_json(v) else "nonfinite json"
 
 
-_SCALARS = ("str", "jsonish str", "int", "float", "bigint")
+_BIG = ("bigint", "bigfloat")
+
+
+def _big_params(op: str, v: int | float) -> tuple[int, int]:
+    """PostgreSQL's two parameters for a number of a :data:`_BIG` kind: for ``$eq`` its exact
+    value and its nearest float (stored as that float's spelling); for a range, a bound two
+    floats wider than ``v`` (no stored number on the right side of ``v`` lies beyond it)."""
+    exact = int(v)
+    try:
+        near = float(v)
+    except OverflowError:  # beyond every float: only integers can be near it
+        return exact, exact
+    if op == "$eq":
+        return exact, near  # type: ignore[return-value]
+    toward = -math.inf if op in ("$gt", "$gte") else math.inf
+    bound = int(math.nextafter(math.nextafter(near, toward), toward))
+    return (min(bound, exact), 0) if toward < 0 else (max(bound, exact), 0)
+
+
+_SCALARS = ("str", "jsonish str", "int", "float", "bigint", "bigfloat")
+_NONFINITE = ("nan", "inf", "-inf")
 _INT64_MIN, _INT64_MAX = -(2**63), 2**63 - 1
+
+
+def _nonfinite(op: str, kind: str) -> Pushed:
+    """A NaN or infinite operand, by Python's rule (stored values are finite): the condition
+    is a constant, or "is a number" (re-checked in Python)."""
+    if op == "$ne":
+        return None, True  # differs from every stored value (and from a missing one)
+    if kind == "nan" or op == "$eq":
+        return sa.false(), True
+    if (kind == "inf") == (op in ("$gt", "$gte")):
+        return sa.false(), True  # above +inf, below -inf: nothing
+    return None, False  # below +inf, above -inf: every number
 
 
 def _param(dialect: str, v: Any) -> Any:
@@ -214,20 +263,45 @@ def _param(dialect: str, v: Any) -> Any:
     return float(v)  # SQLite reads integers beyond 64 bits as floats, too
 
 
+def _dotted(path: tuple[str, ...]) -> list[int]:
+    """Positions of the path's names that hold a dot (read literally first, see filters)."""
+    return [i for i, name in enumerate(path) if "." in name]
+
+
+def _pg_at(doc: Any, path: tuple[str, ...]) -> Any:
+    """The jsonb at ``path`` by the filters' rule: each name as a key (``->``: NULL on a
+    non-object, as :func:`.filters.lookup` gives None); a dotted name as itself if present,
+    else one object per dot."""
+    at = doc
+    for name in path:
+        key = at.op("->")(sa.bindparam(None, name, type_=sa.Text))
+        if "." in name:
+            split = at
+            for part in name.split("."):
+                split = split.op("->")(sa.bindparam(None, part, type_=sa.Text))
+            key = sa.func.coalesce(key, split)
+        at = key
+    return at
+
+
 def _pg_condition(t: Tables, path: tuple[str, ...], op: str, v: Any, name: str) -> Pushed:
     # jsonb equality is JSON equality (numbers by value, strings byte for byte).
     doc = sa.type_coerce(t.store_items.c.value, postgresql.JSONB)
-    at = (
-        doc.op("->")(sa.bindparam(None, path[0], type_=sa.Text))
-        if len(path) == 1
-        else doc.op("#>")(sa.bindparam(None, list(path), type_=postgresql.ARRAY(sa.Text)))
-    )
+    at = _pg_at(doc, path)
     if v is None:
         cond = sa.or_(at.is_(None), sa.func.jsonb_typeof(at) == "null") if op == "$eq" else None
         return cond, cond is not None and len(path) == 1
     # a jsonb parameter (psycopg sends it typed): no text-to-jsonb cast per row in a generic plan
     operand = sa.bindparam(name, type_=postgresql.JSONB)
-    if _contained(op, v):
+    if _kind(v) in _BIG:  # loosely, re-checked (see _EXACT and _big_params)
+        if op == "$eq":
+            near = sa.bindparam(f"{name}x", type_=postgresql.JSONB)
+            return sa.or_(at.op("=")(operand), at.op("=")(near)), False
+        if op in _RANGES:
+            bound = at.op(">=" if op in ("$gt", "$gte") else "<=")(operand)
+            return sa.and_(bound, sa.func.jsonb_typeof(at) == "number"), False
+        return None, False
+    if _contained(op, v) and not _dotted(path):
         # value @> {"a": {"b": v}} (the parameter, see _params): for a scalar, exactly JSON
         # equality at that path (arrays contain scalars only at the top level), and cheaper
         # than extracting and comparing (0.22 -> 0.16 ms of server time at 1,000 items)
@@ -241,7 +315,7 @@ def _pg_condition(t: Tables, path: tuple[str, ...], op: str, v: Any, name: str) 
 
 def _contained(op: str, v: Any) -> bool:
     """Whether PostgreSQL tests this leaf as containment (``$eq`` with a scalar operand)."""
-    return op == "$eq" and isinstance(v, str | int | float | bool)
+    return op == "$eq" and isinstance(v, str | int | float | bool) and _kind(v) not in _BIG
 
 
 def _nested(path: tuple[str, ...], v: Any) -> Any:
@@ -255,18 +329,43 @@ def _is_number(v: Any) -> bool:
     return isinstance(v, int | float) and not isinstance(v, bool)
 
 
+_LABEL = re.compile(r'^[^"\\\x00-\x1f]{1,200}$')
+"""A name that a quoted JSON path label can hold (SQLite's and MySQL's ``$."name"``)."""
+
+
 def _json_path(path: tuple[str, ...]) -> str | None:
-    if not all(_SIMPLE_FIELD.match(p) for p in path):
+    if not all(_LABEL.match(p) for p in path):
         return None
     return "$" + "".join(f'."{p}"' for p in path)
 
 
-def _sqlite_condition(t: Tables, path: tuple[str, ...], op: str, v: Any, name: str) -> Pushed:
-    jp = _json_path(path)
-    if jp is None or isinstance(v, list | dict) or op not in _SQL_OP:
-        return None, False
+def _sqlite_at(t: Tables, path: tuple[str, ...]) -> tuple[Any, Any] | None:
+    """SQLite's ``(json_extract, json_type)`` at ``path`` by the filters' rule (None: not
+    expressible, when several names hold dots)."""
     value = t.store_items.c.value
-    at, kind = sa.func.json_extract(value, jp), sa.func.json_type(value, jp)
+    dotted = _dotted(path)
+    jp = _json_path(path)
+    if jp is None or len(dotted) > 1:
+        return None
+    if not dotted:
+        return sa.func.json_extract(value, jp), sa.func.json_type(value, jp)
+    i = dotted[0]
+    split = _json_path((*path[:i], *path[i].split("."), *path[i + 1 :]))
+    if split is None:
+        return None
+    literal = sa.func.json_type(value, jp)
+    at = sa.case(
+        (literal.is_not(None), sa.func.json_extract(value, jp)),
+        else_=sa.func.json_extract(value, split),
+    )
+    return at, sa.func.coalesce(literal, sa.func.json_type(value, split))
+
+
+def _sqlite_condition(t: Tables, path: tuple[str, ...], op: str, v: Any, name: str) -> Pushed:
+    found = _sqlite_at(t, path)
+    if found is None or isinstance(v, list | dict) or op not in _SQL_OP:
+        return None, False
+    at, kind = found
     if v is None:
         cond = sa.or_(kind.is_(None), kind == "null") if op == "$eq" else None
         return cond, cond is not None and len(path) == 1
@@ -278,7 +377,9 @@ def _sqlite_condition(t: Tables, path: tuple[str, ...], op: str, v: Any, name: s
         if op == "$eq" and not v.startswith(("[", "{")):
             return compare, True  # only a JSON string extracts to this text
         return sa.and_(compare, kind == "text"), True
-    if _kind(v) == "bigint":  # compared as floats: several integers meet at one float
+    if _kind(v) in _BIG:
+        # compared as floats (SQLite reads integers beyond 64 bits as floats): several
+        # integers meet at one float, re-checked
         operand = sa.bindparam(name, type_=sa.Float)
         return sa.and_(at.op(_LOOSE_OP[op])(operand), kind.in_(("integer", "real"))), False
     operand = sa.bindparam(name, type_=sa.Float if isinstance(v, float) else sa.BigInteger)
@@ -287,7 +388,13 @@ def _sqlite_condition(t: Tables, path: tuple[str, ...], op: str, v: Any, name: s
 
 def _mysql_condition(t: Tables, path: tuple[str, ...], op: str, v: Any, name: str) -> Pushed:
     jp = _json_path(path)
-    if jp is None or v is None or isinstance(v, list | dict | bool) or op not in _SQL_OP:
+    if (
+        jp is None
+        or _dotted(path)
+        or v is None
+        or isinstance(v, list | dict | bool)
+        or op not in _SQL_OP
+    ):
         return None, False
     at = sa.func.json_value(t.store_items.c.value, jp)
     if isinstance(v, str):  # collations may equate more strings: a superset, re-checked
@@ -313,12 +420,20 @@ def prefilter(t: Tables, dialect: str, q: SearchQuery) -> tuple[list[Any], bool]
     """SQL conditions implied by ``q.filter`` (values as parameters ``f0``...), and whether
     they are exactly the filter."""
     leaves = q.leaves
+    shape = q.shape
+    if q.sealer is not None:  # ciphertext: the filter runs in Python only
+        return [], not q.filter
 
     def build() -> tuple[list[Any], bool]:
         make = _BUILDERS.get(dialect, _mysql_condition)
         out, exact = [], True
-        for i, (path, op, operand) in enumerate(leaves):
-            cond, is_exact = make(t, path, op, operand, f"f{i}")
+        for i, ((path, op, operand), (_, _, kind)) in enumerate(zip(leaves, shape, strict=True)):
+            if kind in _NONFINITE:
+                cond, is_exact = _nonfinite(op, kind)
+            elif kind == "nonfinite json":
+                cond, is_exact = None, False
+            else:
+                cond, is_exact = make(t, path, op, operand, f"f{i}")
             if cond is not None:
                 out.append(cond)
             exact = exact and is_exact
@@ -334,9 +449,13 @@ def _params(dialect: str, q: SearchQuery, now: int) -> dict[str, Any]:
     if bounds is not None:
         params["lo"], params["hi"] = bounds
     for i, ((path, op, v), (_, _, kind)) in enumerate(zip(q.leaves, q.shape, strict=True)):
-        if v is not None and dialect == "postgresql" and _contained(op, v):
+        if v is None or kind in _NONFINITE or kind == "nonfinite json":
+            continue
+        if dialect == "postgresql" and _contained(op, v) and not _dotted(path):
             params[f"f{i}"] = _nested(path, v)
-        elif v is not None and (dialect == "postgresql" or kind in _SCALARS):
+        elif dialect == "postgresql" and kind in _BIG:
+            params[f"f{i}"], params[f"f{i}x"] = _big_params(op, v)
+        elif dialect == "postgresql" or kind in _SCALARS:
             params[f"f{i}"] = _param(dialect, v)
     return params
 
@@ -352,7 +471,8 @@ def _where(conn: LiteConnection, t: Tables, q: SearchQuery) -> tuple[list[Any], 
 
 
 def _shape(conn: LiteConnection, t: Tables, q: SearchQuery, what: str) -> tuple[Any, ...]:
-    return (what, t.key, conn.dialect.name, bool(q.prefix), q.omit_expired, q.shape)
+    sealed = q.sealer is not None
+    return (what, t.key, conn.dialect.name, bool(q.prefix), q.omit_expired, q.shape, sealed)
 
 
 # -- reads -------------------------------------------------------------------------------------
@@ -373,13 +493,27 @@ def _get_one_stmt(t: Tables, omit_expired: bool) -> Any:
 
 
 def _at_pairs(t: Tables, dialect: str) -> ColumnElement[bool]:
-    """``(ns, key)`` is one of the pairs of the parameter that :func:`_pairs` makes.
+    """``(ns, key)`` is one of the pairs of the parameters that :func:`_pairs` makes.
 
     SQLite does not use an index for a row-value ``IN`` list: it scans the table (16 ms per
     500 pairs at 50,000 items). There the pairs go as one JSON array, and each is looked up in
-    the ``(ns, key)`` index; servers take the ``IN`` list.
+    the ``(ns, key)`` index. PostgreSQL takes them as two arrays (one statement text whatever
+    their number: an ``IN`` list of 500 pairs cost psycopg 3 ms to parse per call, and the
+    server as much to plan); MySQL, the ``IN`` list.
     """
     c = t.store_items.c
+    if dialect == "postgresql":
+        text = postgresql.ARRAY(sa.Text)
+        want = (
+            sa.func.unnest(
+                sa.cast(sa.bindparam("pair_ns", type_=text), text),
+                sa.cast(sa.bindparam("pair_key", type_=text), text),
+            )
+            .table_valued("ns", "key")
+            .render_derived(name="want")
+        )
+        # the column's collation, so that the (ns, key) index serves the lookup
+        return sa.tuple_(c.ns, c.key).in_(sa.select(sa.collate(want.c.ns, "C"), want.c.key))
     if dialect != "sqlite":
         return sa.tuple_(c.ns, c.key).in_(sa.bindparam("pairs", expanding=True))
     j = sa.func.json_each(sa.bindparam("pairs_json", type_=sa.Text)).table_valued("value")
@@ -392,29 +526,42 @@ def _at_pairs(t: Tables, dialect: str) -> ColumnElement[bool]:
 
 
 def _pairs(dialect: str, pairs: Sequence[tuple[str, str]]) -> dict[str, Any]:
-    """The parameter of :func:`_at_pairs` for ``pairs``."""
+    """The parameters of :func:`_at_pairs` for ``pairs``."""
+    if dialect == "postgresql":
+        return {"pair_ns": [p[0] for p in pairs], "pair_key": [p[1] for p in pairs]}
     if dialect != "sqlite":
         return {"pairs": list(pairs)}
     return {"pairs_json": json.dumps(list(pairs))}
 
 
 def get_item(
-    conn: LiteConnection, t: Tables, ns: str, key: str, now: int, omit_expired: bool
+    conn: LiteConnection,
+    t: Tables,
+    ns: str,
+    key: str,
+    now: int,
+    omit_expired: bool,
+    sealer: Sealer | None = None,
 ) -> ItemRow | None:
     """The live item at ``(encoded ns, key)``, if any."""
     params = {"ns": ns, "key": key, "now": now}
     row = conn.execute(_get_one_stmt(t, omit_expired), params).first()
-    return _item(row) if row is not None else None
+    return _item(row, None, sealer) if row is not None else None
 
 
 def get_items(
-    conn: LiteConnection, t: Tables, keys: Sequence[tuple[str, str]], now: int, omit_expired: bool
+    conn: LiteConnection,
+    t: Tables,
+    keys: Sequence[tuple[str, str]],
+    now: int,
+    omit_expired: bool,
+    sealer: Sealer | None = None,
 ) -> dict[tuple[str, str], ItemRow]:
     """The live items at ``(encoded ns, key)`` pairs, keyed by that pair."""
     out: dict[tuple[str, str], ItemRow] = {}
     unique = list(dict.fromkeys(keys))
     if len(unique) == 1:
-        one = get_item(conn, t, *unique[0], now, omit_expired)
+        one = get_item(conn, t, *unique[0], now, omit_expired, sealer)
         return {unique[0]: one} if one is not None else {}
     name = conn.dialect.name
     stmt = _cached(
@@ -423,7 +570,7 @@ def get_items(
     )
     for i in range(0, len(unique), CHUNK):
         for row in conn.execute(stmt, {**_pairs(name, unique[i : i + CHUNK]), "now": now}):
-            out[(row[1], row[2])] = _item(row)
+            out[(row[1], row[2])] = _item(row, None, sealer)
     return out
 
 
@@ -439,12 +586,15 @@ def _paged(
         lambda: (stmt, stmt.limit(sa.bindparam("lim")).offset(sa.bindparam("off"))),
     )[1]
     if exact:
-        return [_item(r) for r in conn.execute(paged, {**params, "lim": want, "off": 0})]
+        return [
+            _item(r, None, q.sealer) for r in conn.execute(paged, {**params, "lim": want, "off": 0})
+        ]
     kept: list[ItemRow] = []
     start, size = 0, max(want, 100)
     while len(kept) < want:
         rows = conn.execute(paged, {**params, "lim": size, "off": start}).all()
-        kept.extend(item for item in map(_item, rows) if matches(item.value, q.filter))
+        found = (_item(r, None, q.sealer) for r in rows)
+        kept.extend(item for item in found if matches(item.value, q.filter))
         if len(rows) < size:
             break
         start, size = start + size, size * 2
@@ -498,17 +648,20 @@ def use_custom_plans(conn: LiteConnection, t: Tables, mode: PlanMode) -> None:
         size, rows = conn.execute(_TABLE_STATS, {"name": name}).first() or (0, -1.0)
         mode.custom, mode.checked = (size or 0) >= LARGE_ITEMS_TABLE, clock
         mode.rows = float(rows)
-    if not getattr(conn, "autocommit", False):
+    if not conn.rules.prepares_statements(conn.raw.dbapi_connection):
+        return  # no prepared statements (a transaction pooler): every plan is a custom one
+    if conn.in_transaction:
         if mode.custom:
             conn.exec_driver_sql("SET LOCAL plan_cache_mode = force_custom_plan")
         return
-    # Outside a transaction (a read on the light lane runs in autocommit mode) the setting stays
-    # with the connection: set it when it changes (its pool record remembers).
+    # A read in autocommit mode on a direct connection (it prepares statements: no pooler):
+    # the setting stays with the connection; set it when it changes (its pool record remembers).
     _set_on_connection(conn, "plan_cache_mode", "force_custom_plan" if mode.custom else "auto")
 
 
 _SET_CONFIG = sa.select(sa.func.set_config(sa.bindparam("name"), sa.bindparam("value"), False))
-_DEFAULTS = {"plan_cache_mode": "auto", "hnsw.ef_search": "40"}
+_SET_LOCAL = sa.select(sa.func.set_config(sa.bindparam("name"), sa.bindparam("value"), True))
+_DEFAULTS = {"plan_cache_mode": "auto"}
 
 
 def _set_on_connection(conn: LiteConnection, name: str, value: str) -> None:
@@ -640,7 +793,7 @@ def search_items(
     params = _params(conn.dialect.name, q, now)
     if exact:
         page = {"lim": q.limit, "off": q.offset, "want": q.limit + q.offset}
-        return [_item(r) for r in conn.execute(stmt, {**params, **page})]
+        return [_item(r, None, q.sealer) for r in conn.execute(stmt, {**params, **page})]
     return _paged(conn, stmt, params, q, q.offset + q.limit, exact)[q.offset :]
 
 
@@ -669,6 +822,20 @@ def _newest_under(t: Tables, conditions: list[Any]) -> Any:
     )
 
 
+_PG_OPS = {"cosine": "<=>", "inner_product": "<#>", "l2": "<->"}
+"""pgvector's distance operators (lower is nearer) for each ``distance_type``."""
+
+
+def _score(distance: str, d: float) -> float:
+    """The score of a pgvector distance, as PostgresStore gives it."""
+    return 1.0 - d if distance == "cosine" else -d
+
+
+def _query32(query_vector: list[float]) -> list[float]:
+    """The query as float32 values, as pgvector computes with them."""
+    return np.asarray(query_vector, dtype=np.float32).tolist()  # type: ignore[no-any-return]
+
+
 def _scored(
     conn: LiteConnection,
     t: Tables,
@@ -676,51 +843,91 @@ def _scored(
     query_vector: list[float],
     now: int,
     pgv: Any,
+    distance: str = "cosine",
 ) -> tuple[list[int], list[float]]:
     """Candidates with a vector, best score per item, best first (expiry checked later); with
     pgvector (``pgv``) ranked in the database (:func:`_pg_ranking`)."""
     items = t.store_items
     params = _params(conn.dialect.name, q, now)
     if pgv is not None:  # every item under the prefix, best first (the filter is re-checked)
-        ranking = _cached(_shape(conn, t, q, "pgvector ranking"), lambda: _pg_ranking(conn, t, q))
-        pairs = conn.execute_raw(ranking[0], {**params, "q": unit(query_vector)})
-        return [r[0] for r in pairs], [-float(r[1]) for r in pairs]
+        ranking = _cached(
+            _shape(conn, t, q, f"pgvector ranking {distance}"),
+            lambda: _pg_ranking(conn, t, q, None, distance),
+        )
+        pairs = conn.execute_raw(ranking[0], {**params, "q": _query32(query_vector)})
+        return [r[0] for r in pairs], [_score(distance, float(r[1])) for r in pairs]
+    lengths = distance != "cosine"
 
     def build() -> Any:
         v = t.store_vectors
         # The raw driver bytes (no per-row result processing: this can be every vector stored).
         raw = sa.type_coerce(v.c.embedding, sa.types.NullType())
-        stmt = sa.select(v.c.item_id, raw).where(_under(v.c.ns, q.prefix))
+        extra = [v.c.norm] if lengths else []
+        if q.sealer is not None:
+            extra += [v.c.ns, v.c.field]
+        stmt = sa.select(v.c.item_id, raw, *extra).where(_under(v.c.ns, q.prefix))
         if q.filter:  # narrow in SQL with the item's value
             stmt = stmt.join(items, items.c.id == v.c.item_id).where(*_where(conn, t, q)[0])
         return stmt
 
     # Plain DBAPI tuples: building a Row per vector would cost more than the ranking.
-    pairs = conn.execute_raw(_cached(_shape(conn, t, q, "vectors"), build), params)
-    return cosine_max_pool(query_vector, [r[0] for r in pairs], b"".join([r[1] for r in pairs]))
+    pairs = conn.execute_raw(_cached(_shape(conn, t, q, f"vectors {lengths}"), build), params)
+    if q.sealer is not None:
+        opened, at = q.sealer.open_vector, 3 if lengths else 2
+        blobs = [opened(_text(r[at]), r[0], _text(r[at + 1]), r[1]) for r in pairs]
+    else:
+        blobs = [r[1] for r in pairs]
+    norms = [r[2] for r in pairs] if lengths else None
+    ids = [r[0] for r in pairs]
+    return rank_max_pool(query_vector, ids, b"".join(blobs), norms, distance)
+
+
+def _text(ns: Any) -> str:
+    """An id column read raw (bytes on MySQL/MariaDB)."""
+    return ns.decode("utf-8") if isinstance(ns, bytes | bytearray) else str(ns)
+
+
+def _pg_distance(embedding: Any, distance: str, vector_type: Vector) -> Any:
+    """pgvector's distance of ``embedding`` to the query (parameter ``q``, of ``vector_type``)."""
+    op = embedding.op(_PG_OPS[distance], return_type=sa.Float)
+    return op(sa.bindparam("q", type_=vector_type))
+
+
+def _exact_distance(pgv: sa.Table, distance: str) -> Any:
+    """The distance of the full-precision vectors, as the application ranks them: a zero
+    vector's cosine is 0 (pgvector's ``<=>`` gives NaN)."""
+    d = _pg_distance(pgv.c.embedding, distance, Vector())
+    if distance != "cosine":
+        return d
+    return sa.func.coalesce(sa.func.nullif(d, sa.literal_column("'NaN'::float8")), 1.0)
 
 
 def _pg_ranking(
-    conn: LiteConnection, t: Tables, q: SearchQuery, ann: HNSW | None = None
+    conn: LiteConnection,
+    t: Tables,
+    q: SearchQuery,
+    ann: ANN | None = None,
+    distance: str = "cosine",
 ) -> tuple[Any, bool]:
     """pgvector: ``(item_id, neg)`` per item matching the prefix and filter, best first, where
-    ``neg`` is the lowest negative inner product of the unit query (parameter ``q``) with the
-    item's stored unit (or zero) vectors, i.e. minus their best cosine as
-    :func:`cosine_max_pool` computes it; and whether the filter is exact in SQL. With ``ann``,
-    only the ``candidates`` nearest vectors of the whole table, through the HNSW index, are
-    grouped and then tested (prefix, expiry, filter), as pgvector 0.6 would test them after its
-    scan anyway. The nearest vectors are taken from the vectors alone so that the index is the
-    only way to rank them: with the tests inside, a plan made without the values (PostgreSQL's
-    generic plan, after five runs) ranked every vector instead, 1.27-1.43 ms per whole-store
-    search at 1,000 items against 0.86-1.01 with the index."""
+    ``neg`` is the item's smallest distance (``distance``) to the query (parameter ``q``):
+    :func:`_score` turns it into the score :func:`.vectors.rank_max_pool` computes; and whether
+    the filter is exact in SQL. With ``ann``, only the ``candidates`` nearest vectors of the
+    whole table, through its index, are grouped and then tested (prefix, expiry, filter), as
+    pgvector 0.6 would test them after its scan anyway. The nearest vectors are taken from the
+    vectors alone so that the index is the only way to rank them: with the tests inside, a
+    plan made without the values (PostgreSQL's generic plan, after five runs) ranked every
+    vector instead, 1.27-1.43 ms per whole-store search at 1,000 items against 0.86-1.01 with
+    the index."""
     pgv, items = pgvector_table(t), t.store_items
     where, exact = _where(conn, t, q)
-    embedding = pgv.c.embedding if ann is None else sa.cast(pgv.c.embedding, Vector(ann.dims))
-    neg = embedding.op("<#>", return_type=sa.Float)(sa.bindparam("q", type_=Vector()))
     if ann is None:
+        neg = _exact_distance(pgv, distance)
         joined = sa.select(pgv.c.item_id).join(items, items.c.id == pgv.c.item_id).where(*where)
         best = sa.func.min(neg).label("neg")
         return joined.add_columns(best).group_by(pgv.c.item_id).order_by(best, pgv.c.item_id), exact
+    typed = Vector(ann.dims, ann.vector_type)
+    neg = _pg_distance(sa.cast(pgv.c.embedding, typed), ann.distance, typed)
     nearest = sa.select(pgv.c.item_id, neg.label("neg")).order_by(neg)
     near = nearest.limit(sa.bindparam("candidates")).subquery()
     best = sa.func.min(near.c.neg).label("neg")
@@ -740,17 +947,18 @@ def _pg_top(
     query_vector: list[float],
     now: int,
     want: int,
-    ann: HNSW | None,
+    ann: ANN | None,
     mode: PlanMode | None = None,
     full: bool = False,
+    distance: str = "cosine",
 ) -> list[ItemRow] | None:
     """pgvector: the best ``want`` items with their rows, in one statement; None when the
     filter is not exact in SQL (then :func:`_scored` ranks and Python re-checks).
 
     Exact: every vector under the prefix is scored and grouped per item; without a filter,
     from the vectors alone (:func:`_pg_first`), else (or with ``full``) joined with the items
-    first. With ``ann``, the
-    HNSW index yields the nearest vectors (two per wanted item per field, as PostgresStore),
+    first. With ``ann``, its
+    index yields the nearest vectors (two per wanted item per field, as PostgresStore),
     filtered afterwards; when that leaves fewer than ``want`` items because the scan ran dry
     (a selective prefix or filter), the exact ranking answers instead, so the approximation
     may reorder or swap near neighbours but never returns fewer items than match.
@@ -790,8 +998,8 @@ def _pg_top(
 
     def build() -> tuple[Any, bool]:
         if first:
-            return _pg_first(conn, t, q), True
-        top, exact = _pg_ranking(conn, t, q, ann)
+            return _pg_first(conn, t, q, distance), True
+        top, exact = _pg_ranking(conn, t, q, ann, distance)
         ranked = top.limit(sa.bindparam("lim")).subquery()
         stmt = (
             sa.select(*_columns(t), ranked.c.neg)
@@ -800,30 +1008,35 @@ def _pg_top(
         )
         return stmt, exact
 
-    what = "pgvector first" if first else "pgvector" if ann is None else f"hnsw{ann.dims}"
-    stmt, exact = _cached(_shape(conn, t, q, what), build)
+    what = "pgvector first" if first else "pgvector" if ann is None else ann_index_name(t, ann)
+    stmt, exact = _cached(_shape(conn, t, q, f"{what} {distance}"), build)
     if not exact:
         return None
-    params = {**_params(conn.dialect.name, q, now), "q": unit(query_vector)}
+    params = {**_params(conn.dialect.name, q, now), "q": _query32(query_vector)}
     params["lim"] = want
     if first:
         params["candidates"] = candidates = 2 * want + 8
         rows = conn.execute(stmt, params).all()
         if len(rows) < want and (not rows or rows[0][8] > candidates):
             # lapsed items among the candidates: rank every item (joined with the items)
-            return _pg_top(conn, t, q, query_vector, now, want, None, full=True)
+            return _pg_top(conn, t, q, query_vector, now, want, None, full=True, distance=distance)
         if guessed and rows and hnsw is not None and mode is not None:
             # narrow as its siblings? The items just ranked tell (as _narrow's estimate would)
             vectors = want * hnsw.per_item
             narrow = rows[0][8] * _ef_search(hnsw, want) < mode.rows * vectors
             _remember(mode.exact, plan, narrow)
-        return [_item(r, -r[7]) for r in rows]
+        return [_item(r, _score(distance, r[7])) for r in rows]
     if ann is not None:
         params["candidates"] = _candidates(ann, want)
-        # an index scan yields at most ef_search vectors; reads run in autocommit mode, so a
-        # SET LOCAL would end with its own statement: set it for the connection
-        _set_on_connection(conn, "hnsw.ef_search", str(_ef_search(ann, want)))
-    found = [_item(r, -r[7]) for r in conn.execute(stmt, params)]
+        # an HNSW scan yields at most ef_search vectors, an IVFFlat one reads `probes` lists:
+        # set for this transaction only (the store runs such searches as one)
+        if ann.kind == "hnsw":
+            conn.execute(
+                _SET_LOCAL, {"name": "hnsw.ef_search", "value": str(_ef_search(ann, want))}
+            )
+        else:
+            conn.execute(_SET_LOCAL, {"name": "ivfflat.probes", "value": str(ann.probes)})
+    found = [_item(r, _score(distance, r[7])) for r in conn.execute(stmt, params)]
     if ann is not None and len(found) < want:
         # the index scan ran dry (ef_search, then the filter) or its vectors were of fewer
         # items: rank exactly, so that a search never returns fewer items than match
@@ -831,11 +1044,11 @@ def _pg_top(
             _remember(mode.exact, plan, True)
             if kin is not None:  # and its siblings' scans would likely run dry too
                 _remember(mode.exact, kin, True)
-        return _pg_top(conn, t, q, query_vector, now, want, None)
+        return _pg_top(conn, t, q, query_vector, now, want, None, distance=distance)
     return found
 
 
-def _pg_first(conn: LiteConnection, t: Tables, q: SearchQuery) -> Any:
+def _pg_first(conn: LiteConnection, t: Tables, q: SearchQuery, distance: str = "cosine") -> Any:
     """pgvector, exact, without a filter: the ``candidates`` best-ranked items by their vectors
     under the prefix (the vectors' own ``ns``, without reading the items), then the live ones
     of them (at most ``lim``) with their rows, each followed by its ``neg`` score and the
@@ -844,8 +1057,7 @@ def _pg_first(conn: LiteConnection, t: Tables, q: SearchQuery) -> Any:
     1,000 items of 100,000. When lapsed items leave fewer than ``lim`` rows of more ranked,
     the caller ranks again with the join."""
     pgv, items = pgvector_table(t), t.store_items
-    neg = pgv.c.embedding.op("<#>", return_type=sa.Float)(sa.bindparam("q", type_=Vector()))
-    best = sa.func.min(neg).label("neg")
+    best = sa.func.min(_exact_distance(pgv, distance)).label("neg")
     ranked = (
         sa.select(pgv.c.item_id, best, sa.func.count().over().label("ranked"))
         .where(_under(pgv.c.ns, q.prefix))
@@ -863,13 +1075,13 @@ def _pg_first(conn: LiteConnection, t: Tables, q: SearchQuery) -> Any:
     )
 
 
-def _candidates(ann: HNSW, want: int) -> int:
-    """The nearest vectors an HNSW search of ``want`` items groups: two per wanted item per
+def _candidates(ann: ANN, want: int) -> int:
+    """The nearest vectors an index search of ``want`` items groups: two per wanted item per
     embedded field (as PostgresStore), plus one."""
     return 2 * want * ann.per_item + 1
 
 
-def _ef_search(ann: HNSW, want: int) -> int:
+def _ef_search(ann: ANN, want: int) -> int:
     """pgvector's ``hnsw.ef_search`` for a search of ``want`` items: at least its candidates
     (up to pgvector's limit of 1,000)."""
     return max(ann.ef_search, min(_candidates(ann, want), 1000))
@@ -922,22 +1134,25 @@ def vector_search(
     query_vector: list[float],
     now: int,
     pgvector: bool = False,
-    ann: HNSW | None = None,
+    ann: ANN | None = None,
     mode: PlanMode | None = None,
+    distance: str = "cosine",
 ) -> list[ItemRow]:
-    """Items ranked by cosine similarity to ``query_vector`` (best vector per item), among
-    those matching the prefix and filter; items without a vector follow, unscored. With
-    ``pgvector`` the database ranks (approximately, through the HNSW index, with ``ann``;
-    ``mode`` keeps where that index is not worth scanning, see :func:`_pg_top`)."""
+    """Items ranked by their best vector's score against ``query_vector`` (``distance``: see
+    :mod:`.vectors`), among those matching the prefix and filter; items without a vector
+    follow, unscored. With ``pgvector`` the database ranks (approximately, through the index
+    of ``ann``; ``mode`` keeps where that index is not worth scanning, see :func:`_pg_top`)."""
     want = q.offset + q.limit
     c = t.store_items.c
-    top = _pg_top(conn, t, q, query_vector, now, want, ann, mode) if pgvector else None
+    top = None
+    if pgvector:
+        top = _pg_top(conn, t, q, query_vector, now, want, ann, mode, distance=distance)
     if top is not None:
         kept = top
         ids: list[int] = []
     else:
         pgv = pgvector_table(t) if pgvector else None
-        ids, scores = _scored(conn, t, q, query_vector, now, pgv)
+        ids, scores = _scored(conn, t, q, query_vector, now, pgv, distance)
         kept = []
     step = max(2 * want, 50) if q.filter else want  # rows to read per round
     stmt = _cached(
@@ -951,7 +1166,7 @@ def vector_search(
             break
         chunk = dict(zip(ids[i : i + step], scores[i : i + step], strict=True))
         rows = conn.execute(stmt, {"ids": list(chunk), "now": now})
-        by_id = {r[0]: _item(r, chunk[r[0]]) for r in rows}
+        by_id = {r[0]: _item(r, chunk[r[0]], q.sealer) for r in rows}
         kept.extend(
             by_id[item_id]
             for item_id in chunk
@@ -1005,10 +1220,19 @@ def refresh_ttl(conn: LiteConnection, t: Tables, ids: Sequence[int], now: int) -
         conn.execute(stmt, {"ids": list(ids[i : i + CHUNK]), "now": now})
 
 
+_CHANGING = ("value", "updated_at", "ttl_us", "expires_at")
+_ROW = ("ns", "key", "value", "created_at", "updated_at", "ttl_us", "expires_at")
+
+
 def _upsert(conn: LiteConnection, t: Tables, rows: list[dict[str, Any]]) -> None:
     items = t.store_items
     name = conn.dialect.name
-    changing = ("value", "updated_at", "ttl_us", "expires_at")
+    if name == "postgresql" and len(rows) > 1:
+        # one statement for every row (psycopg's executemany sends one per row: 20,000 puts
+        # of a burst of async calls were 20,000 statements)
+        columns = {c: [r[c] for r in rows] for c in _ROW}
+        conn.execute(_cached(("upsert many", t.key), lambda: _pg_upsert_many(t)), columns)
+        return
 
     def build() -> Any:
         if name == "postgresql":
@@ -1021,7 +1245,7 @@ def _upsert(conn: LiteConnection, t: Tables, rows: list[dict[str, Any]]) -> None
             )
             return ins.on_conflict_do_update(
                 index_elements=[items.c.ns, items.c.key],
-                set_={k: ins.excluded[k] for k in changing},
+                set_={k: ins.excluded[k] for k in _CHANGING},
             )
         # the value arrives as JSON text (see PutRow.text): bound as text, not serialized again
         text = {"value": sa.bindparam("value", type_=sa.Text)}
@@ -1029,12 +1253,37 @@ def _upsert(conn: LiteConnection, t: Tables, rows: list[dict[str, Any]]) -> None
             lite = sqlite.insert(items).values(text)
             return lite.on_conflict_do_update(
                 index_elements=[items.c.ns, items.c.key],
-                set_={k: lite.excluded[k] for k in changing},
+                set_={k: lite.excluded[k] for k in _CHANGING},
             )
         mins = mysql.insert(items).values(text)
-        return mins.on_duplicate_key_update({k: mins.inserted[k] for k in changing})
+        return mins.on_duplicate_key_update({k: mins.inserted[k] for k in _CHANGING})
 
     conn.execute(_cached(("upsert", t.key, name), build), rows)
+
+
+def _pg_upsert_many(t: Tables) -> Any:
+    """PostgreSQL: the upsert of many rows, each column given as one array parameter."""
+    items = t.store_items
+    text, big = postgresql.ARRAY(sa.Text), postgresql.ARRAY(sa.BigInteger)
+    arrays = [
+        sa.cast(
+            sa.bindparam(c, type_=text if c in ("ns", "key", "value") else big),
+            text if c in ("ns", "key", "value") else big,
+        )
+        for c in _ROW
+    ]
+    src = sa.func.unnest(*arrays).table_valued(*_ROW).render_derived(name="src")
+    select = sa.select(
+        src.c.ns,
+        src.c.key,
+        sa.cast(src.c.value, postgresql.JSONB),
+        *(src.c[c] for c in _ROW[3:]),
+    )
+    ins = postgresql.insert(items).from_select(list(_ROW), select)
+    return ins.on_conflict_do_update(
+        index_elements=[items.c.ns, items.c.key],
+        set_={k: ins.excluded[k] for k in _CHANGING},
+    )
 
 
 def _ids(
@@ -1053,7 +1302,13 @@ def _ids(
 
 
 def apply_puts(
-    conn: LiteConnection, t: Tables, rows: Sequence[PutRow], now: int, index: bool, pgvector: bool
+    conn: LiteConnection,
+    t: Tables,
+    rows: Sequence[PutRow],
+    now: int,
+    index: bool,
+    pgvector: bool,
+    sealer: Sealer | None = None,
 ) -> None:
     """Apply writes (the last per ``(ns, key)`` should be given once); with ``index``, replace
     the vectors of every written item."""
@@ -1086,14 +1341,20 @@ def apply_puts(
         ],
     )
     if index:
-        _replace_vectors(conn, t, puts, pgvector)
+        _replace_vectors(conn, t, puts, pgvector, sealer)
 
 
 def _json_text(row: PutRow) -> str:
     return row.text if row.text is not None else json.dumps(row.value, ensure_ascii=False)
 
 
-def _replace_vectors(conn: LiteConnection, t: Tables, puts: list[PutRow], pgvector: bool) -> None:
+def _replace_vectors(
+    conn: LiteConnection,
+    t: Tables,
+    puts: list[PutRow],
+    pgvector: bool,
+    sealer: Sealer | None = None,
+) -> None:
     ids = _ids(conn, t, [(r.ns, r.key) for r in puts])
     targets = [t.store_vectors, *([pgvector_table(t)] if pgvector else [])]
     id_list = list(ids.values())
@@ -1106,28 +1367,36 @@ def _replace_vectors(conn: LiteConnection, t: Tables, puts: list[PutRow], pgvect
         )
         for i in range(0, len(id_list), CHUNK):
             conn.execute(stmt, {"ids": id_list[i : i + CHUNK]})
-    vectors = [
-        {"item_id": ids[(r.ns, r.key)], "field": field, "ns": r.ns, "embedding": blob}
+    vectors: list[dict[str, Any]] = [
+        {"item_id": ids[(r.ns, r.key)], "field": f, "ns": r.ns, "embedding": blob, "norm": norm}
         for r in puts
-        for field, blob in r.vectors
+        for f, blob, norm in r.vectors
     ]
-    if vectors:
-        conn.execute(sa.insert(t.store_vectors), vectors)
-        if pgvector:
-            from .vectors import from_blob
+    if not vectors:
+        return
+    if pgvector:  # pgvector's copy holds the vectors as given (unit vector times length)
+        copies = [
+            {
+                "item_id": v["item_id"],
+                "field": v["field"],
+                "ns": v["ns"],
+                "embedding": _raw(v["embedding"], v["norm"]),
+            }
+            for v in vectors
+        ]
+    if sealer is not None:
+        for v in vectors:
+            v["embedding"] = sealer.seal_vector(v["ns"], v["item_id"], v["field"], v["embedding"])
+    conn.execute(sa.insert(t.store_vectors), vectors)
+    if pgvector:
+        conn.execute(sa.insert(pgvector_table(t)), copies)
 
-            conn.execute(
-                sa.insert(pgvector_table(t)),
-                [
-                    {
-                        "item_id": v["item_id"],
-                        "field": v["field"],
-                        "ns": v["ns"],
-                        "embedding": from_blob(bytes(v["embedding"])).tolist(),  # type: ignore[call-overload]
-                    }
-                    for v in vectors
-                ],
-            )
+
+def _raw(blob: bytes, norm: float | None) -> list[float]:
+    """A vector as given, from its stored unit vector and length (float32)."""
+    unit_vector = from_blob(bytes(blob))
+    scaled = unit_vector if norm is None else unit_vector * np.float32(norm)
+    return scaled.astype(np.float32).tolist()  # type: ignore[no-any-return]
 
 
 def sweep_expired(conn: Connection, t: Tables, now: int) -> int:
@@ -1144,16 +1413,19 @@ def sweep_expired(conn: Connection, t: Tables, now: int) -> int:
 
 
 class Vector(UserDefinedType[list[float]]):
-    """pgvector's ``vector`` type (``dims``: fixed dimension, else none), bound from a list of
-    floats."""
+    """pgvector's ``vector`` type, or ``halfvec`` (``dims``: fixed dimension, else none), bound
+    from a list of floats."""
 
     cache_ok = True
 
-    def __init__(self, dims: int | None = None) -> None:
+    def __init__(self, dims: int | None = None, kind: str = "vector") -> None:
+        if kind not in ("vector", "halfvec"):
+            raise ValueError(f"vector type: 'vector' or 'halfvec', got {kind!r}")
         self.dims = dims
+        self.kind = kind
 
     def get_col_spec(self, **_: Any) -> str:
-        return "vector" if self.dims is None else f"vector({int(self.dims)})"
+        return self.kind if self.dims is None else f"{self.kind}({int(self.dims)})"
 
     def bind_processor(self, dialect: Any) -> Any:
         return lambda value: None if value is None else "[" + ",".join(map(repr, value)) + "]"
@@ -1188,11 +1460,16 @@ def pgvector_table(t: Tables) -> sa.Table:
     return table
 
 
-def enable_pgvector(conn: Connection, t: Tables, ann: HNSW | None = None) -> bool:
+def enable_pgvector(conn: Connection, t: Tables, ann: ANN | None = None) -> bool:
     """On PostgreSQL: if the ``vector`` extension is installed (in a schema on the search path),
     or available and this role may create it, make sure the pgvector table exists (filled from
-    the stored vectors), with the HNSW index if ``ann``, and return True; else False (cosine is
-    then computed in the application)."""
+    the stored vectors), with the index of ``ann`` if given, and return True; else False (the
+    application ranks then).
+
+    Raises:
+        ValueError: ``ann`` has ``vector_type`` ``"halfvec"`` and the server's pgvector is
+            older than 0.7, which introduced it.
+    """
     if conn.dialect.name != "postgresql":
         return False
     installed = conn.execute(
@@ -1213,13 +1490,13 @@ def enable_pgvector(conn: Connection, t: Tables, ann: HNSW | None = None) -> boo
         # installed in a schema that is not on this connection's search_path: its type and
         # operators cannot be named unqualified, so rank in the application
         return False
+    if ann is not None and ann.vector_type == "halfvec":
+        _check_halfvec(conn)
     table = pgvector_table(t)
     if not sa.inspect(conn).has_table(table.name, schema=t.schema):
         table.create(conn)
         rows = conn.execute(sa.select(t.store_vectors)).all()
         if rows:
-            from .vectors import from_blob
-
             conn.execute(
                 sa.insert(table),
                 [
@@ -1227,7 +1504,7 @@ def enable_pgvector(conn: Connection, t: Tables, ann: HNSW | None = None) -> boo
                         "item_id": r.item_id,
                         "field": r.field,
                         "ns": r.ns,
-                        "embedding": from_blob(r.embedding).tolist(),
+                        "embedding": _raw(r.embedding, r.norm),
                     }
                     for r in rows
                 ],
@@ -1235,20 +1512,82 @@ def enable_pgvector(conn: Connection, t: Tables, ann: HNSW | None = None) -> boo
     else:
         upgrade_pgvector(conn, t)
     if ann is not None:
-        hnsw_index(t, ann).create(conn, checkfirst=True)
+        ann_index(t, ann).create(conn, checkfirst=True)
     return True
+
+
+HALFVEC_SINCE = (0, 7)
+
+
+def _check_halfvec(conn: Connection) -> None:
+    version = conn.execute(
+        sa.text("SELECT extversion FROM pg_extension WHERE extname = 'vector'")
+    ).scalar()
+    parts = tuple(int(p) for p in re.findall(r"\d+", str(version))[:2])
+    if parts < HALFVEC_SINCE:
+        raise ValueError(
+            f"index: 'ann_index_config' vector_type 'halfvec' needs pgvector 0.7 or later; this "
+            f"server has pgvector {version} (ALTER EXTENSION vector UPDATE after upgrading it, "
+            "or use vector_type 'vector', or pgvector=False to rank in the application)"
+        )
 
 
 def upgrade_pgvector(conn: Connection, t: Tables) -> bool:
     """Bring the pgvector table (if this PostgreSQL database has one) up to date, as its first
     use by a store would; True if it needed it. For ``langmem-sqlite migrate``, so that the
-    slow part (HNSW indexes built again) can run at a chosen time."""
+    slow part (HNSW indexes built again) can run at a chosen time.
+
+    Two upgrades: tables made before the ``ns`` column get it (:func:`_add_pgvector_ns`), and
+    the HNSW indexes made when the table held unit vectors ranked by inner product
+    (``<table>_hnsw<dims>``) are replaced by the same index for cosine distance, which ranks
+    the vectors as given."""
     if conn.dialect.name != "postgresql":
         return False
     table = pgvector_table(t)
-    if not sa.inspect(conn).has_table(table.name, schema=t.schema) or _has_ns(conn, table):
+    if not sa.inspect(conn).has_table(table.name, schema=t.schema):
         return False
-    return _add_pgvector_ns(conn, t, table)
+    if _has_ns(conn, table) and not _legacy_indexes(conn, t, table):
+        return False
+    preparer = conn.dialect.identifier_preparer
+    conn.execute(sa.text(f"LOCK TABLE {preparer.format_table(table)} IN ACCESS EXCLUSIVE MODE"))
+    legacy = _legacy_indexes(conn, t, table)  # again, under the lock
+    changed = False
+    if not _has_ns(conn, table):
+        changed = _add_pgvector_ns(conn, t, table, skip={name for name, *_ in legacy})
+    schema = f"{preparer.quote_schema(t.schema)}." if t.schema else ""
+    for name, dims, m, ef_construction in legacy:
+        logger.warning("upgrading %s: building its HNSW index for cosine distance again", name)
+        conn.execute(sa.text(f"DROP INDEX IF EXISTS {schema}{preparer.quote(name)}"))
+        ann = ANN("hnsw", dims, m=m, ef_construction=ef_construction)
+        ann_index(t, ann).create(conn, checkfirst=True)
+        changed = True
+    return changed
+
+
+def _legacy_indexes(
+    conn: Connection, t: Tables, table: sa.Table
+) -> list[tuple[str, int, int, int]]:
+    """``(name, dims, m, ef_construction)`` of the table's HNSW indexes made for unit vectors
+    and inner products (named ``<table>_hnsw<dims>``)."""
+    name = conn.dialect.identifier_preparer.format_table(table)
+    rows = conn.execute(
+        sa.text(
+            "SELECT c.relname, c.reloptions FROM pg_index i "
+            "JOIN pg_class c ON c.oid = i.indexrelid JOIN pg_am a ON a.oid = c.relam "
+            "WHERE i.indrelid = to_regclass(:name) AND a.amname = 'hnsw'"
+        ),
+        {"name": name},
+    ).all()
+    out = []
+    pattern = re.compile(re.escape(table.name) + r"_hnsw(\d+)$")
+    for index, options in rows:
+        found = pattern.match(index)
+        if found is None:
+            continue
+        settings = dict(o.split("=", 1) for o in options or [])
+        m, ef = int(settings.get("m", 16)), int(settings.get("ef_construction", 64))
+        out.append((index, int(found.group(1)), m, ef))
+    return out
 
 
 def _has_ns(conn: Connection, table: sa.Table) -> bool:
@@ -1264,7 +1603,9 @@ def _has_ns(conn: Connection, table: sa.Table) -> bool:
     return found is not None
 
 
-def _add_pgvector_ns(conn: Connection, t: Tables, table: sa.Table) -> bool:
+def _add_pgvector_ns(
+    conn: Connection, t: Tables, table: sa.Table, skip: set[str] | None = None
+) -> bool:
     """Upgrade a pgvector table made before it had the ``ns`` column: add it and fill it from
     the items, in the caller's transaction. The table is locked first (a concurrent upgrade
     waits, then finds it done). Its HNSW indexes are dropped before the rows are rewritten
@@ -1285,12 +1626,14 @@ def _add_pgvector_ns(conn: Connection, t: Tables, table: sa.Table) -> bool:
         ),
         {"name": name},
     ).all()
+    # (those to replace are dropped, not built again: see upgrade_pgvector)
+    rebuild = [(index, sql) for index, sql in hnsw if index not in (skip or ())]
     schema = f"{preparer.quote_schema(t.schema)}." if t.schema else ""
     logger.warning(
         "upgrading %s: adding its namespace column%s",
         name,
-        f" and building its {len(hnsw)} HNSW index(es) again (minutes for large tables)"
-        if hnsw
+        f" and building its {len(rebuild)} HNSW index(es) again (minutes for large tables)"
+        if rebuild
         else "",
     )
     for index, _ in hnsw:
@@ -1303,27 +1646,44 @@ def _add_pgvector_ns(conn: Connection, t: Tables, table: sa.Table) -> bool:
     for index in table.indexes:
         if "ns" in index.columns:
             index.create(conn)
-    for _, definition in hnsw:
+    for _, definition in rebuild:
         conn.exec_driver_sql(definition)
     return True
 
 
-_hnsw: dict[tuple[Any, ...], sa.Index] = {}
+_indexes: dict[tuple[Any, ...], sa.Index] = {}
+_OPS = {"cosine": "cosine_ops", "inner_product": "ip_ops", "l2": "l2_ops"}
+_SHORT = {"cosine": "cos", "inner_product": "ip", "l2": "l2"}
 
 
-def hnsw_index(t: Tables, ann: HNSW) -> sa.Index:
-    """The HNSW index of the pgvector table for ``ann.dims`` dimensions: an expression index on
-    ``embedding::vector(dims)`` with inner-product ops, as the approximate search orders by."""
-    key = (t.key, ann.dims)
-    index = _hnsw.get(key)
+def ann_index_name(t: Tables, ann: ANN) -> str:
+    """The name of the index of ``ann`` on the pgvector table (at most 63 characters)."""
+    kind = "hnsw" if ann.kind == "hnsw" else "ivf"
+    half = "h" if ann.vector_type == "halfvec" else ""
+    name = f"{pgvector_table(t).name}_{kind}{half}{ann.dims}_{_SHORT[ann.distance]}"
+    if len(name) > 63:
+        name = f"{name[:54]}_{zlib.crc32(name.encode()):08x}"
+    return name
+
+
+def ann_index(t: Tables, ann: ANN) -> sa.Index:
+    """The approximate index of the pgvector table for ``ann``: an HNSW or IVFFlat expression
+    index on ``embedding::vector(dims)`` (or ``halfvec(dims)``) with the operator class of its
+    distance, as :func:`_pg_ranking` orders by it."""
+    key = (t.key, ann)  # every setting: another index of another name, or another m...
+    index = _indexes.get(key)
     if index is None:
         table = pgvector_table(t)
-        fixed = sa.cast(table.c.embedding, Vector(ann.dims)).label("embedding_fixed")
-        index = _hnsw[key] = sa.Index(
-            f"{table.name}_hnsw{ann.dims}",
-            fixed,
-            postgresql_using="hnsw",
-            postgresql_with={"m": ann.m, "ef_construction": ann.ef_construction},
-            postgresql_ops={"embedding_fixed": "vector_ip_ops"},
+        fixed = sa.cast(table.c.embedding, Vector(ann.dims, ann.vector_type))
+        if ann.kind == "hnsw":
+            settings: dict[str, int] = {"m": ann.m, "ef_construction": ann.ef_construction}
+        else:
+            settings = {"lists": ann.lists} if ann.lists is not None else {}
+        index = _indexes[key] = sa.Index(
+            ann_index_name(t, ann),
+            fixed.label("embedding_fixed"),
+            postgresql_using=ann.kind,
+            postgresql_with=settings,
+            postgresql_ops={"embedding_fixed": f"{ann.vector_type}_{_OPS[ann.distance]}"},
         )
     return index

@@ -15,16 +15,21 @@ SQL functions, without the batch's plan (see "shortcuts" below).
 
 from __future__ import annotations
 
+import asyncio
+import inspect
 import json
 import logging
 import math
+import os
 import threading
 import time
-from collections.abc import Callable, Iterable, Mapping
+import weakref
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta, timezone
 from typing import Any, Literal, TypeVar
 
+from langchain_core.embeddings import Embeddings
 from langgraph.store.base import (
     NOT_PROVIDED,
     BaseStore,
@@ -42,7 +47,9 @@ from langgraph.store.base import (
     SearchOp,
     TTLConfig,
 )
+from sqlalchemy.engine import URL
 
+from ..crypto import MessageCipher, resolve_cipher
 from ..db import Database, DatabaseLike, Plan, Step, get_database
 from ..gcpause import gc_paused
 from ..lite import LiteConnection
@@ -52,7 +59,9 @@ from ..validation import check_positive
 from . import namespaces
 from . import sql as q
 from .filters import check_filter
-from .vectors import HNSW, VectorIndex, to_blobs
+from .lane import Lane
+from .sealed import Sealer
+from .vectors import ANN, VectorIndex, norms, to_blobs
 
 __all__ = ["SQLStore"]
 
@@ -74,9 +83,10 @@ def _dt(us: int) -> datetime:
     return _EPOCH + timedelta(0, us // 1_000_000, us % 1_000_000)  # positional: 0.1 us less
 
 
-def _check_value(value: Any) -> tuple[dict[str, Any] | None, str | None]:
+def _check_value(value: Any, nul_ok: bool = True) -> tuple[dict[str, Any] | None, str | None]:
     """The value and its JSON text (``(None, None)`` for a delete); stored as that text where
-    the column is text (SQLite, MySQL), so that it is serialized once."""
+    the column is text (SQLite, MySQL), so that it is serialized once. ``nul_ok=False`` (a
+    PostgreSQL ``jsonb`` column, which cannot hold it) refuses a NUL character in a string."""
     if value is None:
         return None, None
     if not isinstance(value, dict):
@@ -92,9 +102,33 @@ def _check_value(value: Any) -> tuple[dict[str, Any] | None, str | None]:
         raise ValueError(f"value: {e} (NaN and infinities are not JSON)") from e
     except RecursionError as e:
         raise ValueError("value: nested too deeply to store") from e
-    if "\\u0000" in text:
-        raise ValueError("value: strings must not contain NUL characters")
+    if not nul_ok and "\\u0000" in text:  # JSON spells NUL so (and a backslash-u text too)
+        where = _nul_at(value, "value")
+        if where is not None:
+            raise ValueError(
+                f"{where}: PostgreSQL cannot store the NUL character (\\x00) in JSON; "
+                "remove it, or store the value encrypted (encryption_key)"
+            )
     return value, text
+
+
+def _nul_at(value: Any, where: str) -> str | None:
+    """Where the first NUL character of a JSON value is (a key or a string), if any."""
+    if isinstance(value, str):
+        return where if "\x00" in value else None
+    if isinstance(value, dict):
+        for k, v in value.items():
+            if "\x00" in k:
+                return f"{where}: key {k!r}"
+            found = _nul_at(v, f"{where}[{k!r}]")
+            if found is not None:
+                return found
+    elif isinstance(value, list | tuple):
+        for i, v in enumerate(value):
+            found = _nul_at(v, f"{where}[{i}]")
+            if found is not None:
+                return found
+    return None
 
 
 def _check_ttl_minutes(ttl: Any, name: str) -> int | None:
@@ -146,6 +180,31 @@ class _Batch:
     def queries(self) -> list[str]:
         return [text for _, _, text, _ in self.searches if text is not None]
 
+    @staticmethod
+    def build(items: Sequence[Prepared]) -> _Batch:
+        """The batch of prepared operations, in order (of several writes to one item, the last
+        wins)."""
+        batch = _Batch(len(items))
+        for i, p in enumerate(items):
+            kind = p[0]
+            if kind == "g":
+                batch.gets.append((i, p[1], p[2], p[3]))
+            elif kind == "s":
+                batch.searches.append((i, p[1], p[2], p[3]))
+            elif kind == "l":
+                batch.lists.append((i, p[1]))
+            else:
+                item = (p[1], p[2])
+                batch.puts.pop(item, None)
+                batch.puts[item] = p[3:]  # type: ignore[assignment]
+        return batch
+
+
+Prepared = tuple[Any, ...]
+"""One validated operation: ``("g", ns, key, refresh_ttl)``, ``("s", SearchQuery, query text,
+refresh_ttl)``, ``("l", ListNamespacesOp)`` or ``("p", ns, key, value, TTL in us, JSON text,
+(field, text) pairs to embed)`` (``ns`` encoded)."""
+
 
 def _check_match(condition: Any) -> MatchCondition:
     if not isinstance(condition, MatchCondition):
@@ -184,9 +243,23 @@ def _shape_namespaces(op: ListNamespacesOp, found: list[tuple[str, ...]]) -> lis
     return kept[op.offset : op.offset + op.limit]
 
 
-def _get_item(row: q.ItemRow) -> Item:
+def _fresh(value: Any) -> Any:
+    """A copy of a JSON value (its objects and arrays new, its scalars shared: immutable)."""
+    if type(value) is dict:
+        out = value.copy()
+        for k, v in out.items():
+            if type(v) is dict or type(v) is list:
+                out[k] = _fresh(v)
+        return out
+    if type(value) is list:
+        return [_fresh(v) if type(v) is dict or type(v) is list else v for v in value]
+    return value
+
+
+def _get_item(row: q.ItemRow, again: bool = False) -> Item:
+    """The item of a row (``again``: a row already handed out, whose value is copied)."""
     return Item(
-        value=row.value,
+        value=_fresh(row.value) if again else row.value,
         key=row.key,
         namespace=row.ns,
         created_at=_dt(row.created_at),
@@ -223,6 +296,13 @@ def _search_item(row: q.ItemRow) -> SearchItem:
     )
 
 
+def _copy_item(item: SearchItem) -> SearchItem:
+    """Another caller's copy of ``item`` (a new value; the immutable parts shared)."""
+    return SearchItem(
+        item.namespace, item.key, _fresh(item.value), item.created_at, item.updated_at, item.score
+    )
+
+
 class SQLStore(BaseStore):
     """LangGraph's ``BaseStore`` in SQL, with TTL and optional semantic search.
 
@@ -244,6 +324,10 @@ class SQLStore(BaseStore):
             it is installed or can be created, ``True`` to require it, ``False`` never. Unless
             ``index`` asks for an HNSW index, the ranking is exact either way, so the results
             are the same.
+        encryption_key: encrypt item values and their embeddings at rest (AES-GCM, a 16, 24
+            or 32 byte key, as the chat history's; needs the ``encryption`` extra): see
+            :mod:`langmem_sqlite.store.sealed` for what filters and vector search then do.
+        cipher: a :class:`~langmem_sqlite.crypto.MessageCipher`, instead of ``encryption_key``.
 
     Namespaces are tuples of non-empty strings (any character but NUL, so labels with dots,
     reachable through ``batch``, are stored as themselves); keys are strings of at most 255
@@ -263,6 +347,8 @@ class SQLStore(BaseStore):
         schema: str | None = None,
         pgvector: bool | None = None,
         engine_args: dict[str, Any] | None = None,
+        encryption_key: bytes | str | None = None,
+        cipher: MessageCipher | None = None,
     ) -> None:
         from ..conversation_store import default_connection
 
@@ -277,39 +363,54 @@ class SQLStore(BaseStore):
         if pgvector is not None and not isinstance(pgvector, bool):
             raise TypeError("pgvector: expected None, True or False")
         self._pgvector_wanted = pgvector
+        self.cipher = resolve_cipher(encryption_key, cipher)
+        self._sealer = Sealer(self.cipher) if self.cipher is not None else None
+        if self._sealer is not None and pgvector:
+            raise ValueError(
+                "pgvector: True cannot rank encrypted vectors (its copy would be plaintext)"
+            )
+        # a jsonb column cannot hold NUL; ciphertext has none
+        self._nul_ok = self.db.dialect != "postgresql" or self._sealer is not None
         self._pgvector: bool | None = None
         self._plans = q.PlanMode()
         self._sweeper: threading.Thread | None = None
         self._stop = threading.Event()
+        self._atask: asyncio.Task[None] | None = None
+        self._lanes: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, Lane[Prepared]] = (
+            weakref.WeakKeyDictionary()
+        )
+        self._last_lane: Lane[Prepared] | None = None
+        self._astop: asyncio.Event | None = None
 
     # -- validation --------------------------------------------------------------------------
 
     def _prepare(self, ops: Iterable[Op]) -> _Batch:
-        ops = list(ops)
-        batch = _Batch(len(ops))
-        for i, op in enumerate(ops):
-            if isinstance(op, GetOp):
-                ns = namespaces.encoded(op.namespace, allow_empty=True)
-                batch.gets.append((i, ns, namespaces.check_text(op.key, "key"), op.refresh_ttl))
-            elif isinstance(op, PutOp):
-                self._prepare_put(batch, op)
-            elif isinstance(op, SearchOp):
-                batch.searches.append(self._prepare_search(i, op))
-            elif isinstance(op, ListNamespacesOp):
-                conditions = tuple(_check_match(c) for c in op.match_conditions or ())
-                if op.max_depth is not None:
-                    check_positive(op.max_depth, "max_depth")
-                check_positive(op.limit, "limit", allow_zero=True)
-                check_positive(op.offset, "offset", allow_zero=True)
-                batch.lists.append((i, op._replace(match_conditions=conditions)))
-            else:
-                raise TypeError(f"ops: unknown operation type {type(op).__name__}")
-        return batch
+        return _Batch.build([self._prepare_op(op) for op in ops])
 
-    def _prepare_put(self, batch: _Batch, op: PutOp) -> None:
+    def _prepare_op(self, op: Op) -> Prepared:
+        """One validated operation (see :data:`Prepared`)."""
+        if isinstance(op, GetOp):
+            ns = namespaces.encoded(op.namespace, allow_empty=True)
+            return ("g", ns, namespaces.check_text(op.key, "key"), op.refresh_ttl)
+        if isinstance(op, PutOp):
+            return self._prepare_put(op)
+        if isinstance(op, SearchOp):
+            return self._prepare_search(op)
+        if isinstance(op, ListNamespacesOp):
+            conditions = tuple(_check_match(c) for c in op.match_conditions or ())
+            if op.max_depth is not None:
+                check_positive(op.max_depth, "max_depth")
+            check_positive(op.limit, "limit", allow_zero=True)
+            check_positive(op.offset, "offset", allow_zero=True)
+            return ("l", op._replace(match_conditions=conditions))
+        raise TypeError(f"ops: unknown operation type {type(op).__name__}")
+
+    def _prepare_put(self, op: PutOp) -> Prepared:
         ns = namespaces.encoded(op.namespace)
         key = namespaces.check_text(op.key, "key")
-        value, text = _check_value(op.value)
+        value, text = _check_value(op.value, self._nul_ok)
+        if self._sealer is not None and text is not None:
+            text = self._sealer.seal(ns, key, text)
         ttl_us = _check_ttl_minutes(op.ttl, "ttl")
         if op.index not in (None, False) and (
             isinstance(op.index, str) or not all(isinstance(f, str) for f in op.index)  # type: ignore[union-attr]
@@ -318,10 +419,9 @@ class SQLStore(BaseStore):
         texts: list[tuple[str, str]] = []
         if self.index is not None and value is not None and op.index is not False:
             texts = self.index.texts(value, None if op.index is None else list(op.index))
-        batch.puts.pop((ns, key), None)  # the last write wins, in batch order
-        batch.puts[(ns, key)] = (value, ttl_us, text, texts)
+        return ("p", ns, key, value, ttl_us, text, texts)
 
-    def _prepare_search(self, i: int, op: SearchOp) -> tuple[int, q.SearchQuery, str | None, bool]:
+    def _prepare_search(self, op: SearchOp) -> Prepared:
         prefix = namespaces.check_namespace(
             op.namespace_prefix, "namespace_prefix", allow_empty=True
         )
@@ -333,13 +433,14 @@ class SQLStore(BaseStore):
             check_positive(op.limit, "limit", allow_zero=True),
             check_positive(op.offset, "offset", allow_zero=True),
             self.omit_expired,
+            self._sealer,
         )
         text = op.query if (op.query and self.index is not None) else None
-        return i, query, text, op.refresh_ttl
+        return ("s", query, text, op.refresh_ttl)
 
     # -- the plan (sync and async) -------------------------------------------------------------
 
-    def _ann(self, pgvector: bool) -> HNSW | None:
+    def _ann(self, pgvector: bool) -> ANN | None:
         return self.index.ann if pgvector and self.index is not None else None
 
     def _pgvector_plan(self) -> Plan[bool]:
@@ -348,6 +449,7 @@ class SQLStore(BaseStore):
             if (
                 self.index is not None
                 and self._pgvector_wanted is not False
+                and self._sealer is None
                 and self.db.dialect == "postgresql"
             ):
                 enabled = yield Step(q.enable_pgvector, (self.tables, self.index.ann), write=True)
@@ -376,16 +478,16 @@ class SQLStore(BaseStore):
     def _puts_step(
         self, batch: _Batch, doc_vectors: list[list[float]], now: int, pgvector: bool
     ) -> Step:
-        vectors = iter(to_blobs(doc_vectors))
+        vectors = iter(zip(to_blobs(doc_vectors), norms(doc_vectors), strict=True))
         rows = [
-            q.PutRow(ns, key, value, ttl_us, tuple((f, next(vectors)) for f, _ in texts), text)
+            q.PutRow(ns, key, value, ttl_us, tuple((f, *next(vectors)) for f, _ in texts), text)
             for (ns, key), (value, ttl_us, text, texts) in batch.puts.items()
         ]
         # one item without vectors to replace is one statement: no BEGIN/COMMIT on a server
         one = len(rows) == 1 and (rows[0].value is None or self.index is None)
         return Step(
             q.apply_puts,
-            (self.tables, rows, now, self.index is not None, pgvector),
+            (self.tables, rows, now, self.index is not None, pgvector, self._sealer),
             write=True,
             lite=True,
             single=one,
@@ -413,26 +515,46 @@ class SQLStore(BaseStore):
         """Fill ``results`` for the read operations; return the ids whose TTL to refresh."""
         t = self.tables
         refresh: list[int] = []
-        found = q.get_items(
-            conn, t, [(ns, k) for _, ns, k, _ in batch.gets], now, self.omit_expired
-        )
+        pairs = [(ns, k) for _, ns, k, _ in batch.gets]
+        found = q.get_items(conn, t, pairs, now, self.omit_expired, self._sealer)
+        handed: set[int] = set()
         for i, ns, key, refresh_ttl in batch.gets:
             row = found.get((ns, key))
             if row is not None:
-                results[i] = _get_item(row)
+                results[i] = _get_item(row, row.id in handed)
+                handed.add(row.id)
                 if refresh_ttl and row.ttl_us is not None:
                     refresh.append(row.id)
         if batch.searches:
             q.use_custom_plans(conn, t, self._plans)
+        done: dict[Any, list[q.ItemRow]] = {}  # equal searches of a batch run once
+        firsts: dict[Any, int] = {}
         for i, query, text, refresh_ttl in batch.searches:
-            rows = (
-                q.search_items(conn, t, query, now, self._plans)
-                if text is None
-                else q.vector_search(
-                    conn, t, query, queries[text], now, pgvector, self._ann(pgvector), self._plans
+            same = (query.prefix, repr(query.filter), query.limit, query.offset, text)
+            rows = done.get(same)
+            again = rows is not None
+            if rows is None:
+                rows = done[same] = (
+                    q.search_items(conn, t, query, now, self._plans)
+                    if text is None
+                    else q.vector_search(
+                        conn,
+                        t,
+                        query,
+                        queries[text],
+                        now,
+                        pgvector,
+                        self._ann(pgvector),
+                        self._plans,
+                        self.index.distance,  # type: ignore[union-attr]
+                    )
                 )
-            )
-            results[i] = [_search_item(r) for r in rows]
+            if again:  # another caller's copy of the same items (their times shared: immutable)
+                first = results[firsts[same]]
+                results[i] = [_copy_item(item) for item in first]  # type: ignore[arg-type,union-attr]
+            else:
+                firsts[same] = i
+                results[i] = [_search_item(r) for r in rows]
             if refresh_ttl:
                 refresh.extend(r.id for r in rows if r.ttl_us is not None)
         for i, op in batch.lists:
@@ -456,12 +578,19 @@ class SQLStore(BaseStore):
     def _get_shortcut(
         self, namespace: tuple[str, ...], key: str, refresh_ttl: bool | None
     ) -> _Shortcut[Item | None] | None:
+        found = self._get_args(namespace, key)
+        return None if found is None else self._get_shortcut_of(*found, refresh_ttl)
+
+    def _get_args(self, namespace: tuple[str, ...], key: str) -> tuple[str, str] | None:
+        """The validated (encoded namespace, key) of a get, once the schema is there."""
         if not self._ready():
             return None
         ns = namespaces.encoded(namespace, allow_empty=True)
         if "." in ns:
             _public_labels(namespace)
-        k = namespaces.check_text(str(key), "key")
+        return ns, namespaces.check_text(str(key), "key")
+
+    def _get_shortcut_of(self, ns: str, k: str, refresh_ttl: bool | None) -> _Shortcut[Item | None]:
         now = _now_us()
 
         def finish(row: q.ItemRow | None) -> tuple[Item | None, Step | None]:
@@ -470,7 +599,8 @@ class SQLStore(BaseStore):
             refresh = row.ttl_us is not None and self._refreshes(refresh_ttl)
             return _get_item(row), self._refresh_step([row.id], now) if refresh else None
 
-        return q.get_item, (self.tables, ns, k, now, self.omit_expired), False, True, finish
+        args = (self.tables, ns, k, now, self.omit_expired, self._sealer)
+        return q.get_item, args, False, True, finish
 
     def _put_shortcut(
         self,
@@ -480,6 +610,24 @@ class SQLStore(BaseStore):
         index: Literal[False] | list[str] | None,
         ttl: float | NotProvided | None,
     ) -> _Shortcut[None] | None:
+        put = self._put_prepared(namespace, key, value, index, ttl)
+        if put is None:
+            return None
+        return self._put_shortcut_of(put)
+
+    def _put_shortcut_of(self, put: Prepared) -> _Shortcut[None]:
+        step = self._puts_step(_Batch.build([put]), [], _now_us(), False)
+        return step.fn, step.args, True, step.single, _nothing_more
+
+    def _put_prepared(
+        self,
+        namespace: tuple[str, ...],
+        key: str,
+        value: Mapping[str, Any],
+        index: Literal[False] | list[str] | None,
+        ttl: float | NotProvided | None,
+    ) -> Prepared | None:
+        """A validated put without vectors to embed, once the schema is there (else None)."""
         if self.index is not None or not self._ready():
             return None
         namespaces.encoded(namespace)
@@ -491,9 +639,7 @@ class SQLStore(BaseStore):
         minutes = (
             (self.ttl_config or {}).get("default_ttl") if isinstance(ttl, NotProvided) else ttl
         )
-        batch = self._prepare([PutOp(namespace, str(key), value, index=index, ttl=minutes)])
-        step = self._puts_step(batch, [], _now_us(), False)
-        return step.fn, step.args, True, step.single, _nothing_more
+        return self._prepare_put(PutOp(namespace, str(key), value, index=index, ttl=minutes))
 
     def _search_shortcut(
         self,
@@ -504,6 +650,18 @@ class SQLStore(BaseStore):
         offset: int,
         refresh_ttl: bool | None,
     ) -> _Shortcut[list[SearchItem]] | None:
+        search = self._search_args(namespace_prefix, query, filter, limit, offset)
+        return None if search is None else self._search_shortcut_of(search, refresh_ttl)
+
+    def _search_args(
+        self,
+        namespace_prefix: tuple[str, ...],
+        query: str | None,
+        filter: dict[str, Any] | None,
+        limit: int,
+        offset: int,
+    ) -> q.SearchQuery | None:
+        """A validated search without a vector query, once the schema is there."""
         if not self._ready() or (
             query is not None and (self.index is not None or not isinstance(query, str))
         ):
@@ -511,13 +669,18 @@ class SQLStore(BaseStore):
         ns = namespaces.encoded(namespace_prefix, "namespace_prefix", allow_empty=True)
         if "." in ns:
             _public_labels(namespace_prefix)
-        search = q.SearchQuery(
+        return q.SearchQuery(
             tuple(namespace_prefix),
             check_filter(filter),
             check_positive(limit, "limit", allow_zero=True),
             check_positive(offset, "offset", allow_zero=True),
             self.omit_expired,
+            self._sealer,
         )
+
+    def _search_shortcut_of(
+        self, search: q.SearchQuery, refresh_ttl: bool | None
+    ) -> _Shortcut[list[SearchItem]]:
         now = _now_us()
 
         def finish(rows: list[q.ItemRow]) -> tuple[list[SearchItem], Step | None]:
@@ -562,11 +725,17 @@ class SQLStore(BaseStore):
         *,
         refresh_ttl: bool | None = None,
     ) -> Item | None:
-        """Async :meth:`get`."""
-        shortcut = self._get_shortcut(namespace, key, refresh_ttl)
-        if shortcut is None:
+        """Async :meth:`get` (see :mod:`.lane` for many concurrent calls)."""
+        found = self._get_args(namespace, key)
+        if found is None:
             return await super().aget(namespace, key, refresh_ttl=refresh_ttl)
-        return await self._arun(shortcut)
+        lane = self._lane()
+        if lane.enter():
+            try:
+                return await self._arun(self._get_shortcut_of(*found, refresh_ttl))
+            finally:
+                lane.leave()
+        return await lane.submit_one(("g", *found, self._refreshes(refresh_ttl)))  # type: ignore[no-any-return]
 
     def put(
         self,
@@ -593,12 +762,19 @@ class SQLStore(BaseStore):
         *,
         ttl: float | NotProvided | None = NOT_PROVIDED,
     ) -> None:
-        """Async :meth:`put`."""
-        shortcut = self._put_shortcut(namespace, key, value, index, ttl)
-        if shortcut is None:
+        """Async :meth:`put` (see :mod:`.lane` for many concurrent calls)."""
+        put = self._put_prepared(namespace, key, value, index, ttl)
+        if put is None:
             await super().aput(namespace, key, value, index, ttl=ttl)
             return
-        await self._arun(shortcut)
+        lane = self._lane()
+        if lane.enter():
+            try:
+                await self._arun(self._put_shortcut_of(put))
+            finally:
+                lane.leave()
+            return
+        await lane.submit_one(put)
 
     def search(
         self,
@@ -637,11 +813,9 @@ class SQLStore(BaseStore):
         offset: int = 0,
         refresh_ttl: bool | None = None,
     ) -> list[SearchItem]:
-        """Async :meth:`search`."""
-        shortcut = self._search_shortcut(
-            namespace_prefix, query, filter, limit, offset, refresh_ttl
-        )
-        if shortcut is None:
+        """Async :meth:`search` (see :mod:`.lane` for many concurrent calls)."""
+        search = self._search_args(namespace_prefix, query, filter, limit, offset)
+        if search is None:
             return await super().asearch(
                 namespace_prefix,
                 query=query,
@@ -650,7 +824,13 @@ class SQLStore(BaseStore):
                 offset=offset,
                 refresh_ttl=refresh_ttl,
             )
-        return await self._arun(shortcut)
+        lane = self._lane()
+        if lane.enter():
+            try:
+                return await self._arun(self._search_shortcut_of(search, refresh_ttl))
+            finally:
+                lane.leave()
+        return await lane.submit_one(("s", search, None, self._refreshes(refresh_ttl)))  # type: ignore[no-any-return]
 
     def _refreshes(self, refresh_ttl: bool | None) -> bool:
         """Whether a read refreshes the TTL of what it returns (``refresh_ttl``, else the TTL
@@ -696,6 +876,8 @@ class SQLStore(BaseStore):
             (batch, queries, now, pgvector, results),
             lite=True,
             single=self._one_statement(batch),
+            # an index scan's settings (hnsw.ef_search, ivfflat.probes) are SET LOCAL
+            transaction=bool(queries) and self._ann(pgvector) is not None,
         )
 
     def _refresh_step(self, ids: list[int], now: int) -> Step:
@@ -709,34 +891,65 @@ class SQLStore(BaseStore):
         )
 
     async def abatch(self, ops: Iterable[Op]) -> list[Result]:
-        """Async :meth:`batch` (same plan, on the async engine)."""
-        prepared = self._prepare(ops)
+        """Async :meth:`batch` (same plan, on the async engine; concurrent calls queue and
+        run together, see :mod:`.lane`)."""
+        return await self._lane().run([self._prepare_op(op) for op in ops])
+
+    def _lane(self) -> Lane[Prepared]:
+        """This store's lane on the running event loop."""
+        loop = asyncio.get_running_loop()
+        lane = self._last_lane
+        if lane is not None and lane.loop is loop:
+            return lane
+        lane = self._lanes.get(loop)
+        if lane is None:
+            lane = self._lanes[loop] = Lane(self._abatch_prepared)
+        self._last_lane = lane
+        return lane
+
+    async def _abatch_prepared(self, items: list[Prepared]) -> list[Result]:
+        prepared = _Batch.build(items)
         vectors = (
             await self.index.aembed(prepared.texts, prepared.queries) if self.index else ([], [])
         )
         return await self.db.adrive(self._plan(prepared, *vectors))
 
-    # -- TTL sweeping --------------------------------------------------------------------------
+    # -- lifecycle: setup, TTL sweeping, closing (sync, and from async code) --------------------
+    #
+    # LangGraph's async stores spell these ``await store.setup()``, ``await store.sweep_ttl()``,
+    # ``await store.start_ttl_sweeper()`` and ``await store.stop_ttl_sweeper()``. Called from a
+    # coroutine (an ``async def``), these methods return the awaitable of their ``a`` twin, so
+    # that code written for AsyncSqliteStore or AsyncPostgresStore runs as it is, without
+    # blocking its event loop; called from anywhere else they run at once.
 
     def _sweep_plan(self) -> Plan[int]:
         yield from schema_plan(self.db, self.tables)
         return (yield Step(q.sweep_expired, (self.tables, _now_us()), write=True))
 
     def sweep_ttl(self) -> int:
-        """Delete every item whose TTL has lapsed (and its vectors); return how many."""
+        """Delete every item whose TTL has lapsed (and its vectors); return how many (from a
+        coroutine: an awaitable of that number, as ``AsyncPostgresStore.sweep_ttl``)."""
+        if _called_from_coroutine():
+            return self.asweep_ttl()  # type: ignore[return-value]
         return self.db.drive(self._sweep_plan())
 
     async def asweep_ttl(self) -> int:
         """Async :meth:`sweep_ttl`."""
         return await self.db.adrive(self._sweep_plan())
 
-    def start_ttl_sweeper(self, sweep_interval_minutes: float | None = None) -> threading.Thread:
-        """Sweep in a daemon thread every ``sweep_interval_minutes`` (default: the TTL config's
-        ``sweep_interval_minutes``, else 5) until :meth:`stop_ttl_sweeper`; idempotent."""
+    def _sweep_seconds(self, sweep_interval_minutes: float | None) -> float:
         interval = sweep_interval_minutes
         if interval is None:
             interval = (self.ttl_config or {}).get("sweep_interval_minutes") or 5
-        seconds = _check_ttl_minutes(interval, "sweep_interval_minutes") / 1e6  # type: ignore[operator]
+        return _check_ttl_minutes(interval, "sweep_interval_minutes") / 1e6  # type: ignore[operator]
+
+    def start_ttl_sweeper(self, sweep_interval_minutes: float | None = None) -> threading.Thread:
+        """Sweep in a daemon thread every ``sweep_interval_minutes`` (default: the TTL config's
+        ``sweep_interval_minutes``, else 5) until :meth:`stop_ttl_sweeper`; idempotent. From a
+        coroutine: an awaitable of :meth:`astart_ttl_sweeper`'s task instead."""
+        seconds = self._sweep_seconds(sweep_interval_minutes)
+        if _called_from_coroutine():
+            return self.astart_ttl_sweeper(sweep_interval_minutes)  # type: ignore[return-value]
         if self._sweeper is not None and self._sweeper.is_alive():
             return self._sweeper
         self._stop.clear()
@@ -752,17 +965,90 @@ class SQLStore(BaseStore):
         self._sweeper.start()
         return self._sweeper
 
+    async def astart_ttl_sweeper(
+        self, sweep_interval_minutes: float | None = None
+    ) -> asyncio.Task[None]:
+        """Sweep in a task of the running event loop every ``sweep_interval_minutes`` until
+        :meth:`astop_ttl_sweeper` (or the task is cancelled); idempotent. Returns the task, as
+        ``AsyncSqliteStore.start_ttl_sweeper`` and ``AsyncPostgresStore.start_ttl_sweeper``."""
+        seconds = self._sweep_seconds(sweep_interval_minutes)
+        if self._atask is not None and not self._atask.done():
+            return self._atask
+        stop = self._astop = asyncio.Event()
+
+        async def loop() -> None:
+            while True:
+                try:
+                    await asyncio.wait_for(stop.wait(), seconds)
+                    return
+                except asyncio.TimeoutError:
+                    pass
+                try:
+                    await self.asweep_ttl()
+                except Exception:  # keep sweeping after a transient failure
+                    logger.exception("TTL sweep failed")
+
+        self._atask = asyncio.get_running_loop().create_task(loop(), name="langmem-store-ttl")
+        return self._atask
+
     def stop_ttl_sweeper(self, timeout: float | None = None) -> bool:
-        """Stop the background sweeper; True once it has stopped (or was not running)."""
+        """Stop the background sweeper; True once it has stopped (or was not running). From a
+        coroutine: an awaitable of :meth:`astop_ttl_sweeper`."""
+        if _called_from_coroutine():
+            return self.astop_ttl_sweeper(timeout)  # type: ignore[return-value]
         self._stop.set()
+        if self._astop is not None:  # a task sweeper: its loop ends it (see astop_ttl_sweeper)
+            self._astop_soon()
         if self._sweeper is None:
             return True
         self._sweeper.join(timeout)
         return not self._sweeper.is_alive()
 
+    async def astop_ttl_sweeper(self, timeout: float | None = None) -> bool:
+        """Stop the sweepers (task and thread); True once they have stopped (or were not
+        running), False if ``timeout`` seconds passed first."""
+        self._stop.set()
+        task, self._atask = self._atask, None
+        if task is not None and not task.done():
+            assert self._astop is not None
+            self._astop.set()
+            try:
+                await asyncio.wait_for(asyncio.shield(task), timeout)
+            except asyncio.TimeoutError:
+                self._atask = task
+                return False
+        if self._sweeper is not None and self._sweeper.is_alive():
+            await asyncio.get_running_loop().run_in_executor(None, self._sweeper.join, timeout)
+            return not self._sweeper.is_alive()
+        return True
+
+    def _astop_soon(self) -> None:
+        """Ask the task sweeper to end, from any thread (its event loop may be elsewhere)."""
+        task, stop = self._atask, self._astop
+        if task is None or stop is None or task.done():
+            return
+        loop = task.get_loop()
+        if loop.is_closed():
+            return
+        try:
+            running = asyncio.get_running_loop()
+        except RuntimeError:
+            running = None
+        if running is loop:
+            stop.set()
+        else:
+            loop.call_soon_threadsafe(stop.set)
+
     def close(self) -> None:
-        """Stop the sweeper (the shared engines stay open for other adapters)."""
-        self.stop_ttl_sweeper()
+        """Stop the sweepers (the shared engines stay open for other adapters)."""
+        self._stop.set()
+        self._astop_soon()
+        if self._sweeper is not None:
+            self._sweeper.join()
+
+    async def aclose(self) -> None:
+        """Async :meth:`close`."""
+        await self.astop_ttl_sweeper()
 
     def __enter__(self) -> SQLStore:
         return self
@@ -770,13 +1056,91 @@ class SQLStore(BaseStore):
     def __exit__(self, *exc: object) -> None:
         self.close()
 
+    async def __aenter__(self) -> SQLStore:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.aclose()
+
+    @classmethod
+    def from_conn_string(cls, conn_string: str | os.PathLike[str] | URL, **kwargs: Any) -> _Opened:
+        """A store on ``conn_string`` (a URL or a path; ``":memory:"``), as a context manager
+        for ``with`` and ``async with``, like the ``from_conn_string`` of LangGraph's stores.
+
+        ``kwargs`` go to :class:`SQLStore` (``index``, ``ttl``, ``table_prefix``...). On exit
+        the sweepers stop and the pooled connections of the store's database are closed (its
+        engines are shared per URL: another adapter on the same URL opens new ones on its next
+        call).
+
+        Raises:
+            TypeError: ``conn_string`` is an engine or a :class:`Database` (pass those to
+                :class:`SQLStore` itself: they are the caller's to dispose).
+        """
+        if not isinstance(conn_string, str | os.PathLike | URL):
+            raise TypeError(
+                "conn_string: expected a URL or a path, got "
+                f"{type(conn_string).__name__} (give engines to SQLStore(...) directly)"
+            )
+        return _Opened(cls(conn_string, **kwargs))
+
     def setup(self) -> None:
-        """Create or migrate the tables now (otherwise done on first use)."""
-        self.db.drive(schema_plan(self.db, self.tables))
+        """Create or migrate the tables now (otherwise done on first use). From a coroutine:
+        an awaitable of :meth:`asetup`, as ``await AsyncPostgresStore.setup()``."""
+        if _called_from_coroutine():
+            return self.asetup()  # type: ignore[return-value]
+        self.db.drive(self._setup_plan())
 
     async def asetup(self) -> None:
         """Async :meth:`setup`."""
-        await self.db.adrive(schema_plan(self.db, self.tables))
+        await self.db.adrive(self._setup_plan())
+
+    def _setup_plan(self) -> Plan[None]:
+        yield from schema_plan(self.db, self.tables)
+        yield from self._pgvector_plan()
+
+    @property
+    def embeddings(self) -> Embeddings | None:
+        """The embeddings of the semantic index (``None`` without ``index``), as LangGraph's
+        stores expose them."""
+        return self.index.embeddings if self.index is not None else None
 
     def __repr__(self) -> str:
         return f"SQLStore({self.db.url!r}, table_prefix={self.tables.prefix!r})"
+
+
+_ASYNC_CODE = inspect.CO_COROUTINE | inspect.CO_ASYNC_GENERATOR | inspect.CO_ITERABLE_COROUTINE
+
+
+def _called_from_coroutine() -> bool:
+    """Whether the caller of the public method calling this is a coroutine (``async def``,
+    async generator, or a notebook cell with a top-level ``await``): then it awaits the result,
+    as with LangGraph's async stores."""
+    frame = inspect.currentframe()
+    caller = frame.f_back.f_back if frame is not None and frame.f_back is not None else None
+    try:
+        return caller is not None and bool(caller.f_code.co_flags & _ASYNC_CODE)
+    finally:
+        del frame, caller
+
+
+class _Opened:
+    """What :meth:`SQLStore.from_conn_string` returns: the store, for ``with`` and ``async
+    with``; on exit its sweepers stop and its database's pooled connections close."""
+
+    def __init__(self, store: SQLStore) -> None:
+        self.store = store
+
+    def __enter__(self) -> SQLStore:
+        return self.store
+
+    def __exit__(self, *exc: object) -> None:
+        self.store.close()
+        self.store.db.dispose()
+
+    async def __aenter__(self) -> SQLStore:
+        return self.store
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.store.aclose()
+        await self.store.db.adispose()
+        self.store.db.dispose()

@@ -1,14 +1,24 @@
 """Semantic search: which texts of a value get embedded, how vectors are stored and ranked.
 
-The index config is LangGraph's :class:`~langgraph.store.base.IndexConfig`: ``embed`` (any
-LangChain ``Embeddings``, a sync or async function, or a provider string), ``dims`` and
-``fields`` (JSON paths such as ``"text"``, ``"meta.title"``, ``"notes[*].body"``; ``"$"`` is
-the whole value). Vectors are stored as float32 bytes in the store's vector table and ranked by
-cosine similarity in the application (numpy). On PostgreSQL with the ``vector`` extension the
-same cosine is computed by pgvector in the database (see :mod:`.sql`); the scores are the same.
-There, and only there, ``"ann_index_config": {"kind": "hnsw"}`` in the index config (as in
-LangGraph's PostgresStore; needs ``dims``) adds an HNSW index: faster on large stores,
-approximate (a search may miss items that the exact ranking returns). The default is exact.
+The index config is LangGraph's :class:`~langgraph.store.base.IndexConfig`, with the keys that
+LangGraph's stores add: ``embed`` (any LangChain ``Embeddings``, a sync or async function, or a
+provider string), ``dims``, ``fields`` (or ``SqliteStore``'s spelling ``text_fields``: JSON paths
+such as ``"text"``, ``"meta.title"``, ``"notes[*].body"``; ``"$"`` is the whole value), and
+``PostgresStore``'s ``distance_type`` and ``ann_index_config``. Any other key is an error.
+
+``distance_type`` (default ``"cosine"``) gives the score as ``PostgresStore`` does: the cosine
+similarity, the inner product (``"inner_product"``) or minus the Euclidean distance (``"l2"``).
+Vectors are stored as their unit vector (float32 bytes) and their length, so every distance is
+computed exactly, in the application (numpy) or, on PostgreSQL with the ``vector`` extension, by
+pgvector in the database (see :mod:`.sql`); the scores agree to float32 rounding.
+
+``ann_index_config`` (as ``PostgresStore``'s; needs ``dims``): ``kind`` ``"hnsw"`` (its default
+when the dict is given; ``m``, ``ef_construction``, and ``ef_search`` for searches),
+``"ivfflat"`` (``lists``, or ``nlist``, and ``probes`` for searches) or ``"flat"`` (no index:
+exact), ``vector_type`` ``"vector"`` or ``"halfvec"`` (half-precision index entries: a smaller
+index, and up to 4,000 dims; pgvector 0.7 or later). Only pgvector uses it: elsewhere the
+ranking is exact, with the same results. An HNSW or IVFFlat search is approximate (it may miss
+items that the exact ranking returns); without ``ann_index_config`` the ranking is exact.
 """
 
 from __future__ import annotations
@@ -22,7 +32,24 @@ import numpy as np
 from langchain_core.embeddings import Embeddings
 from langgraph.store.base import IndexConfig, ensure_embeddings, get_text_at_path, tokenize_path
 
-__all__ = ["HNSW", "VectorIndex", "best_first", "cosine_max_pool", "from_blob", "to_blobs", "unit"]
+__all__ = [
+    "ANN",
+    "DISTANCES",
+    "VectorIndex",
+    "best_first",
+    "from_blob",
+    "rank_max_pool",
+    "to_blobs",
+    "unit",
+]
+
+DISTANCES = ("cosine", "l2", "inner_product")
+"""``distance_type`` values, as ``PostgresStore`` takes them."""
+
+
+def norms(vectors: Sequence[Sequence[float]]) -> list[float]:
+    """The Euclidean length of each vector (stored beside its unit vector)."""
+    return [float(np.linalg.norm(np.asarray(v, dtype=np.float64))) for v in vectors]
 
 
 def to_blobs(vectors: Sequence[Sequence[float]]) -> list[bytes]:
@@ -49,15 +76,29 @@ def from_blob(blob: bytes) -> np.ndarray:
     return np.frombuffer(bytes(blob), dtype="<f4")
 
 
-def cosine_max_pool(
-    query: Sequence[float], ids: Sequence[int], blobs: bytes
+def rank_max_pool(
+    query: Sequence[float],
+    ids: Sequence[int],
+    blobs: bytes,
+    lengths: Sequence[float | None] | None = None,
+    distance: str = "cosine",
 ) -> tuple[list[int], list[float]]:
-    """Cosine similarity of ``query`` to each stored (unit) vector, given as the concatenation
-    of their blobs; the best per item id, best first."""
+    """The score of ``query`` against each stored vector (its unit vector's blob, concatenated,
+    and its length: ``None`` or missing for vectors stored before lengths were, taken as 1),
+    by ``distance``; the best per item id, best first."""
     if not ids:
         return [], []
     matrix = np.frombuffer(blobs, dtype="<f4").reshape(len(ids), -1)
-    return best_first(ids, _cosine(np.asarray(query, dtype=np.float64), matrix))
+    q = np.asarray(query, dtype=np.float64)
+    cosine = _cosine(q, matrix)
+    if distance == "cosine":
+        return best_first(ids, cosine)
+    size = np.array([1.0 if n is None else n for n in lengths or [None] * len(ids)])
+    q_len = float(np.linalg.norm(q))
+    if distance == "inner_product":
+        return best_first(ids, size * q_len * cosine)
+    squared = size * size + q_len * q_len - 2.0 * size * q_len * cosine
+    return best_first(ids, -np.sqrt(np.maximum(squared, 0.0)))
 
 
 def _unit32(q: np.ndarray) -> np.ndarray:
@@ -94,54 +135,94 @@ def best_first(
 
 
 @dataclass(frozen=True)
-class HNSW:
-    """An approximate (HNSW) pgvector index over ``dims``-dimensional vectors: ``m`` links per
-    node, ``ef_construction`` and ``ef_search`` candidate lists when building and searching
-    (pgvector's defaults). The index is built once per table and dimension: changing ``m`` or
-    ``ef_construction`` later keeps the existing index (drop it to rebuild)."""
+class ANN:
+    """An approximate pgvector index over ``dims``-dimensional vectors (``ann_index_config``):
+    ``kind`` ``"hnsw"`` (``m`` links per node, ``ef_construction`` and ``ef_search`` candidate
+    lists when building and searching) or ``"ivfflat"`` (``lists`` clusters, ``probes`` of them
+    read per search; ``None``: pgvector's defaults), its entries of ``vector_type`` ``"vector"``
+    or ``"halfvec"``, for ``distance``. Built once per table and settings: changing them later
+    builds another index (drop the old one to save its upkeep)."""
 
+    kind: str
     dims: int
+    vector_type: str = "vector"
+    distance: str = "cosine"
     per_item: int = 1  # vectors per item (fields), for the number of candidates
     m: int = 16
     ef_construction: int = 64
     ef_search: int = 40
+    lists: int | None = None
+    probes: int = 1
 
 
-_HNSW_DIMS = 2000  # pgvector's limit for an index on ``vector``
+HNSW = ANN  # the name of its first kind
 
 
-def _ann(config: Any, dims: int | None, fields: int) -> HNSW | None:
+_MAX_DIMS = {"vector": 2000, "halfvec": 4000}  # pgvector's limits for an indexed vector
+_ANN_KEYS = {
+    "hnsw": {"m": (2, 100), "ef_construction": (4, 1000), "ef_search": (1, 1000)},
+    "ivfflat": {"lists": (1, 32768), "nlist": (1, 32768), "probes": (1, 32768)},
+    "flat": {},
+}
+_INDEX_KEYS = {"embed", "dims", "fields", "text_fields", "distance_type", "ann_index_config"}
+
+
+def _ann(config: Any, dims: int | None, fields: int, distance: str) -> ANN | None:
     if config is None:
         return None
     if not isinstance(config, dict):
         raise TypeError(f"index: 'ann_index_config' must be a dict, got {type(config).__name__}")
-    kind = config.get("kind", "flat")
-    unknown = set(config) - {"kind", "m", "ef_construction", "ef_search"}
-    if kind not in ("flat", "hnsw") or (kind == "flat" and set(config) - {"kind"}) or unknown:
+    kind = config.get("kind", "hnsw")  # PostgresStore's default for a given config
+    if kind not in _ANN_KEYS:
         raise ValueError(
-            "index: 'ann_index_config' takes kind 'flat' (exact, the default) or kind 'hnsw' "
-            f"with optional m, ef_construction, ef_search; got {config!r}"
+            f"index: 'ann_index_config' kind must be 'hnsw', 'ivfflat' or 'flat', got {kind!r}"
         )
+    vector_type = config.get("vector_type", "vector")
+    if vector_type not in _MAX_DIMS:
+        raise ValueError(
+            "index: 'ann_index_config' vector_type must be 'vector' or 'halfvec', "
+            f"got {vector_type!r}"
+        )
+    allowed = _ANN_KEYS[kind]
+    unknown = sorted(set(config) - {"kind", "vector_type", *allowed})
+    if unknown:
+        raise ValueError(
+            f"index: 'ann_index_config' of kind {kind!r} takes no {', '.join(map(repr, unknown))} "
+            f"(it takes {', '.join(sorted({'kind', 'vector_type', *allowed}))})"
+        )
+    if "lists" in config and "nlist" in config:
+        raise ValueError("index: 'ann_index_config' takes 'lists' or 'nlist', not both")
+    params: dict[str, int] = {}
+    for name, (low, high) in allowed.items():
+        if name in config:
+            v = config[name]
+            if isinstance(v, bool) or not isinstance(v, int) or not low <= v <= high:
+                raise ValueError(
+                    f"index: 'ann_index_config' {name} must be an int in {low}..{high}, got {v!r}"
+                )
+            params["lists" if name == "nlist" else name] = v
     if kind == "flat":
         return None
-    if dims is None or dims > _HNSW_DIMS:
-        raise ValueError(f"index: an 'hnsw' index needs 'dims' between 1 and {_HNSW_DIMS}")
-    params = {k: config[k] for k in ("m", "ef_construction", "ef_search") if k in config}
-    for name, v in params.items():
-        if isinstance(v, bool) or not isinstance(v, int) or not 1 <= v <= 1000:
-            raise ValueError(f"index: 'ann_index_config' {name} must be an int in 1..1000")
-    return HNSW(dims, fields, **params)
+    limit = _MAX_DIMS[vector_type]
+    if dims is None or dims > limit:
+        raise ValueError(
+            f"index: an {kind!r} index of {vector_type!r} needs 'dims' between 1 and {limit}"
+        )
+    if params.get("ef_construction", 64) < 2 * params.get("m", 16):
+        raise ValueError("index: 'ann_index_config' ef_construction must be at least 2 * m")
+    return ANN(kind, dims, vector_type, distance, fields, **params)
 
 
 @dataclass(frozen=True)
 class VectorIndex:
-    """A validated index config: the embeddings, the fields to embed and, for PostgreSQL with
-    pgvector, an optional approximate index (``ann``; None: exact ranking)."""
+    """A validated index config: the embeddings, the fields to embed, the distance, and, for
+    PostgreSQL with pgvector, an optional approximate index (``ann``; None: exact ranking)."""
 
     embeddings: Embeddings
     dims: int | None
     fields: tuple[str, ...]
-    ann: HNSW | None = None
+    ann: ANN | None = None
+    distance: str = "cosine"
 
     @classmethod
     def from_config(cls, index: IndexConfig | dict[str, Any]) -> VectorIndex:
@@ -149,22 +230,34 @@ class VectorIndex:
 
         Raises:
             TypeError: not a dict, or ``embed`` missing.
-            ValueError: ``dims`` not a positive int, ``fields`` not a list of strings, or an
-                ``ann_index_config`` other than kind ``flat`` or ``hnsw`` (which needs
-                ``dims``) with ints ``m``, ``ef_construction``, ``ef_search``.
+            ValueError: a key LangGraph's stores do not take, ``dims`` not a positive int,
+                ``fields``/``text_fields`` not a list of strings (or both, different), a
+                ``distance_type`` other than ``cosine``, ``l2`` or ``inner_product``, or a bad
+                ``ann_index_config`` (see the module doc; ``hnsw`` and ``ivfflat`` need
+                ``dims``).
         """
         if not isinstance(index, dict):
             raise TypeError(f"index: expected a dict (IndexConfig), got {type(index).__name__}")
+        unknown = sorted(set(index) - _INDEX_KEYS)
+        if unknown:
+            raise ValueError(
+                f"index: unknown key(s) {', '.join(map(repr, unknown))} "
+                f"(known: {', '.join(sorted(_INDEX_KEYS))})"
+            )
         if index.get("embed") is None:
             raise TypeError("index: 'embed' is required (an Embeddings, a function or a name)")
         dims = index.get("dims")
         if dims is not None and (isinstance(dims, bool) or not isinstance(dims, int) or dims < 1):
             raise ValueError(f"index: 'dims' must be a positive int, got {dims!r}")
-        fields = index.get("fields") or ["$"]
-        if isinstance(fields, str) or not all(isinstance(f, str) and f for f in fields):
-            raise ValueError(f"index: 'fields' must be a list of non-empty strings, got {fields!r}")
-        ann = _ann(index.get("ann_index_config"), dims, len(fields))
-        return cls(ensure_embeddings(index["embed"]), dims, tuple(fields), ann)
+        fields = _fields(dict(index))
+        distance = index.get("distance_type", "cosine")
+        if distance not in DISTANCES:
+            raise ValueError(
+                "index: 'distance_type' must be 'cosine', 'l2' or 'inner_product', "
+                f"got {distance!r}"
+            )
+        ann = _ann(index.get("ann_index_config"), dims, len(fields), distance)
+        return cls(ensure_embeddings(index["embed"]), dims, tuple(fields), ann, distance)
 
     def texts(self, value: dict[str, Any], fields: Sequence[str] | None) -> list[tuple[str, str]]:
         """``(field label, text)`` pairs to embed for a value (``fields`` overrides the
@@ -202,3 +295,26 @@ class VectorIndex:
         return self.check(docs, len(texts)), self.check(
             [await self.embeddings.aembed_query(q) for q in queries], len(queries)
         )
+
+
+def _fields(index: dict[str, Any]) -> list[str]:
+    """``fields``, or ``text_fields`` (``SqliteStore``'s name), default ``["$"]``; a string is
+    one field, as LangGraph's stores take it."""
+    given = {k: index[k] for k in ("fields", "text_fields") if index.get(k) is not None}
+    if len(given) == 2 and _as_list(given["fields"]) != _as_list(given["text_fields"]):
+        raise ValueError("index: 'fields' and 'text_fields' name the same setting: give one")
+    fields = _as_list(next(iter(given.values()))) if given else ["$"]
+    if (
+        not isinstance(fields, list)
+        or not fields
+        or not all(isinstance(f, str) and f for f in fields)
+    ):
+        name = next(iter(given), "fields")
+        raise ValueError(f"index: {name!r} must be a list of non-empty strings, got {fields!r}")
+    return fields
+
+
+def _as_list(fields: Any) -> Any:
+    if isinstance(fields, str):
+        return [fields]
+    return list(fields) if isinstance(fields, list | tuple) else fields

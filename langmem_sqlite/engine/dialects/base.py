@@ -10,11 +10,12 @@ transient. Features ask the database's dialect object instead of comparing diale
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from typing import Any, ClassVar
 
-from sqlalchemy import exc
+from sqlalchemy import Table, exc, insert
 from sqlalchemy.engine import URL, Connection, Engine
+from sqlalchemy.sql.dml import Insert
 
 from ..retry import Fault
 
@@ -74,6 +75,12 @@ class Dialect:
         return {}
 
     @classmethod
+    def driver_url(cls, url: URL) -> URL:
+        """``url`` less the query options this package reads itself (see :meth:`engine_kwargs`),
+        which the driver would not know."""
+        return url
+
+    @classmethod
     def is_private(cls, url: URL) -> bool:
         """Whether each opening of ``url`` is a database of its own (SQLite's ``:memory:``): such
         databases are never shared between the objects that open them."""
@@ -84,13 +91,62 @@ class Dialect:
 
     # -- the seam's transactions --------------------------------------------------------------
 
-    def begin(self, dbapi_connection: Any, cursor: Any, write: bool, single: bool) -> Transaction:
+    def begin(
+        self, dbapi_connection: Any, cursor: Any, write: bool, single: bool, transaction: bool
+    ) -> Transaction:
         """Start the work of one seam call on a pooled connection: a transaction (``write``:
-        one that will write), or, for ``single`` statements, whatever needs no transaction."""
+        one that will write; ``transaction``: a read that must be one transaction), or, for
+        ``single`` statements, whatever needs no transaction."""
         return Transaction(commit=True)
 
     def end(self, dbapi_connection: Any, txn: Transaction) -> None:
         """Put the connection back as :meth:`begin` found it (before it returns to the pool)."""
+
+    # -- what the database can hold -----------------------------------------------------------
+
+    text_holds_nul: ClassVar[bool] = True
+    """Whether a text column stores the NUL character (PostgreSQL's cannot)."""
+    deletes_from_a_table_it_reads: ClassVar[bool] = True
+    """Whether ``DELETE FROM t WHERE ... (SELECT ... FROM t)`` is allowed (MySQL refuses it)."""
+
+    @classmethod
+    def file_path(cls, url: URL) -> str | None:
+        """The file that holds the database (an embedded one), else ``None``."""
+        return None
+
+    def max_statement_bytes(self, conn: Any) -> int | None:
+        """The largest statement the server takes, if it has a limit (read once)."""
+        return None
+
+    def table_bytes(self, conn: Any, table: Table) -> int | None:
+        """Bytes on disk of ``table`` with its indexes, where the database tells."""
+        return None
+
+    # -- statements ----------------------------------------------------------------------------
+
+    def _insert(self, table: Table) -> Any:
+        return insert(table)
+
+    def insert_ignore(self, table: Table, key: Sequence[str] | None = None) -> Insert:
+        """An ``INSERT`` of ``table`` that leaves a row whose ``key`` (the primary key unless
+        given) is there already as it is; other errors still raise."""
+        ins = self._insert(table)
+        return ins.on_conflict_do_nothing(index_elements=self._key(table, key))  # type: ignore[no-any-return]
+
+    def upsert(
+        self, table: Table, update: Sequence[str], key: Sequence[str] | None = None
+    ) -> Insert:
+        """An ``INSERT`` of ``table`` that, where a row with its ``key`` (the primary key unless
+        given) is there already, sets that row's ``update`` columns to the inserted values."""
+        ins = self._insert(table)
+        return ins.on_conflict_do_update(  # type: ignore[no-any-return]
+            index_elements=self._key(table, key),
+            set_={c: ins.excluded[c] for c in update},
+        )
+
+    @staticmethod
+    def _key(table: Table, key: Sequence[str] | None) -> list[Any]:
+        return [table.c[k] for k in key] if key is not None else list(table.primary_key.columns)
 
     # -- schema changes ------------------------------------------------------------------------
 
@@ -119,6 +175,11 @@ class Dialect:
     def broken(self, dbapi_connection: Any) -> bool:
         """Whether the driver says its connection is gone (for disconnects whose message
         SQLAlchemy's dialect does not know)."""
+        return False
+
+    def prepares_statements(self, dbapi_connection: Any) -> bool:
+        """Whether the driver keeps server-side prepared statements on this connection (whose
+        cached plans may turn generic)."""
         return False
 
 

@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from typing import Any, ClassVar
 
-from sqlalchemy import text
-from sqlalchemy.engine import URL, Connection
+from sqlalchemy import Table, select, text
+from sqlalchemy.dialects import mysql
+from sqlalchemy.engine import URL, Connection, Engine
+from sqlalchemy.sql.dml import Insert
 
 from ..retry import Fault
 from .base import DEFAULT_CONNECT_TIMEOUT_S, Dialect, merge_connect_args
@@ -49,6 +51,43 @@ class MySQLDialect(Dialect):
         "mariadb+asyncmy": "mariadb+pymysql",
     }
     extra: ClassVar[str | None] = "mysql"
+    deletes_from_a_table_it_reads: ClassVar[bool] = False
+
+    def __init__(self, engine: Engine) -> None:
+        super().__init__(engine)
+        self._packet: int | None = None
+
+    def max_statement_bytes(self, conn: Any) -> int | None:
+        """``max_allowed_packet`` (16 MiB by default on MariaDB), read once per database."""
+        if self._packet is None:
+            self._packet = int(conn.execute(select(text("@@max_allowed_packet"))).scalar_one())
+        return self._packet
+
+    def table_bytes(self, conn: Any, table: Table) -> int | None:
+        size = conn.execute(
+            text(
+                "SELECT data_length + index_length FROM information_schema.tables "
+                "WHERE table_schema = DATABASE() AND table_name = :t"
+            ),
+            {"t": table.name},
+        ).scalar()
+        return None if size is None else int(size)
+
+    def insert_ignore(self, table: Table, key: Sequence[str] | None = None) -> Insert:
+        """``ON DUPLICATE KEY UPDATE`` of a key column to itself: unlike ``INSERT IGNORE``, it
+        does not also turn other errors (a value too long, a bad type) into warnings, and the
+        server sends no warning for the duplicate."""
+        ins = mysql.insert(table)
+        first = self._key(table, key)[0]
+        return ins.on_duplicate_key_update({first.name: first})
+
+    def upsert(
+        self, table: Table, update: Sequence[str], key: Sequence[str] | None = None
+    ) -> Insert:
+        """``ON DUPLICATE KEY UPDATE`` (MySQL decides by every unique key of the table, so
+        ``key`` must be the only one a new row can collide on)."""
+        ins = mysql.insert(table)
+        return ins.on_duplicate_key_update({c: ins.inserted[c] for c in update})
 
     @property
     def name(self) -> str:

@@ -10,7 +10,8 @@ from collections.abc import Iterator
 from decimal import Decimal
 from typing import Any, ClassVar
 
-from sqlalchemy import text
+from sqlalchemy import Table, text
+from sqlalchemy.dialects import postgresql
 from sqlalchemy.engine import URL, Connection
 from sqlalchemy.schema import CreateSchema
 
@@ -56,15 +57,39 @@ def jsonb_text(text: str) -> str:
     return _JSON_TOKEN.sub(_plain_number, text)
 
 
-class PostgreSQLDialect(Dialect):
-    """PostgreSQL through psycopg 3.
+POOLER_PORTS = (6432, 6543)
+"""The ports of PgBouncer (6432) and of hosted transaction poolers such as Supabase's (6543)."""
 
-    Connections never use server-side prepared statements (psycopg's ``prepare_threshold`` is
-    off), so the same URL works through a transaction pooler such as PgBouncer in
-    ``pool_mode = transaction`` (hosted PostgreSQL poolers work this way), where a prepared
-    statement outlives the server connection it was made on. The package keeps no session
-    state either: settings are made per transaction (``SET LOCAL``), locks are transaction
-    locks (``pg_advisory_xact_lock``), and nothing listens for notifications.
+
+def _threshold(text: str) -> int | None:
+    if text.strip().lower() in ("none", "off", "0", ""):
+        return None
+    try:
+        value = int(text)
+    except ValueError:
+        value = -1
+    if value < 0:
+        raise ValueError(
+            f"connection: prepare_threshold: expected none or a count >= 0, got {text!r}"
+        )
+    return value
+
+
+class PostgreSQLDialect(Dialect):
+    """PostgreSQL through psycopg 3, directly or behind a transaction pooler.
+
+    On a direct connection psycopg prepares a statement on the server once it has run it 5
+    times (its ``prepare_threshold``), which saves the server parsing and planning it again:
+    a checkpoint read costs 40% less. Behind a transaction pooler (PgBouncer in
+    ``pool_mode = transaction``, and the hosted poolers that work this way) a prepared
+    statement outlives the server connection it was made on, so it is never used there. A URL
+    is taken to point at a pooler when its port is one of :data:`POOLER_PORTS` or its host
+    names a pooler (``...-pooler...``); ``?prepare_threshold=none`` (or a count) in the URL
+    decides it explicitly, as does ``engine_args={"connect_args": {"prepare_threshold": ...}}``.
+
+    The package keeps no session state a pooler would lose or leak to other clients: settings
+    are made per transaction (``SET LOCAL``), locks are transaction locks
+    (``pg_advisory_xact_lock``), and nothing listens for notifications.
     """
 
     names: ClassVar[tuple[str, ...]] = ("postgresql",)
@@ -75,22 +100,50 @@ class PostgreSQLDialect(Dialect):
         "postgresql+asyncpg": "postgresql+psycopg",
     }
     extra: ClassVar[str | None] = "postgres"
+    text_holds_nul: ClassVar[bool] = False
+
+    def _insert(self, table: Table) -> Any:
+        return postgresql.insert(table)
+
+    def table_bytes(self, conn: Any, table: Table) -> int | None:
+        name = f"{table.schema}.{table.name}" if table.schema else table.name
+        size = conn.execute(
+            text("SELECT pg_total_relation_size(to_regclass(:t))"), {"t": name}
+        ).scalar()
+        return None if size is None else int(size)
+
+    @classmethod
+    def behind_pooler(cls, url: URL) -> bool:
+        """Whether ``url`` looks like a transaction pooler's (see the class documentation)."""
+        return url.port in POOLER_PORTS or "pooler" in (url.host or "").lower()
+
+    @classmethod
+    def driver_url(cls, url: URL) -> URL:
+        return url.difference_update_query(["prepare_threshold"])
 
     @classmethod
     def engine_kwargs(cls, url: URL) -> dict[str, Any]:
         # No pre-ping (a round trip on every checkout): a dropped connection fails the
         # transaction's first statement, and the seam re-runs the transaction on a new one.
+        connect = merge_connect_args(url, {"connect_timeout": DEFAULT_CONNECT_TIMEOUT_S})
+        given = url.query.get("prepare_threshold")
+        if given is not None:
+            connect["prepare_threshold"] = _threshold(
+                given if isinstance(given, str) else given[-1]
+            )
+        elif cls.behind_pooler(url):
+            connect["prepare_threshold"] = None
         return {
             "pool_size": 10,
             "max_overflow": 22,
             "json_serializer": jsonb_dumps,
-            "connect_args": merge_connect_args(
-                url, {"connect_timeout": DEFAULT_CONNECT_TIMEOUT_S, "prepare_threshold": None}
-            ),
+            "connect_args": connect,
         }
 
-    def begin(self, dbapi_connection: Any, cursor: Any, write: bool, single: bool) -> Transaction:
-        if single or not write:
+    def begin(
+        self, dbapi_connection: Any, cursor: Any, write: bool, single: bool, transaction: bool
+    ) -> Transaction:
+        if (single or not write) and not transaction:
             # A read, or a write of one statement, needs no BEGIN and COMMIT round trips (at
             # PostgreSQL's READ COMMITTED each statement sees its own snapshot anyway). The
             # driver's ``autocommit`` attribute, not the engine's isolation level: two setter
@@ -134,3 +187,6 @@ class PostgreSQLDialect(Dialect):
 
     def broken(self, dbapi_connection: Any) -> bool:
         return getattr(dbapi_connection, "closed", False) is True
+
+    def prepares_statements(self, dbapi_connection: Any) -> bool:
+        return getattr(dbapi_connection, "prepare_threshold", None) is not None

@@ -5,7 +5,8 @@ from __future__ import annotations
 import sqlite3
 from typing import Any, ClassVar
 
-from sqlalchemy import event
+from sqlalchemy import Table, event, text
+from sqlalchemy.dialects import sqlite
 from sqlalchemy.engine import URL, Connection, Engine
 from sqlalchemy.pool import StaticPool
 
@@ -91,6 +92,24 @@ class SQLiteDialect(Dialect):
         return url.database in (None, "", ":memory:")
 
     @classmethod
+    def file_path(cls, url: URL) -> str | None:
+        return None if cls.is_private(url) else url.database
+
+    def _insert(self, table: Table) -> Any:
+        return sqlite.insert(table)
+
+    def table_bytes(self, conn: Any, table: Table) -> int | None:
+        try:  # the dbstat virtual table is compiled into most SQLite builds
+            size = conn.execute(
+                text("SELECT SUM(pgsize) FROM dbstat WHERE name = :t"), {"t": table.name}
+            ).scalar()
+        except Exception as e:  # OperationalError: no such table: dbstat
+            if "dbstat" not in str(e):
+                raise
+            return None
+        return None if size is None else int(size)
+
+    @classmethod
     def engine_kwargs(cls, url: URL) -> dict[str, Any]:
         if cls.is_private(url):
             # one connection, shared by every thread of the object that opened it
@@ -104,9 +123,11 @@ class SQLiteDialect(Dialect):
             event.listen(engine, "connect", _on_connect)
             event.listen(engine, "begin", _on_begin)
 
-    def begin(self, dbapi_connection: Any, cursor: Any, write: bool, single: bool) -> Transaction:
+    def begin(
+        self, dbapi_connection: Any, cursor: Any, write: bool, single: bool, transaction: bool
+    ) -> Transaction:
         _own_transactions(dbapi_connection)
-        if single and not write:
+        if single and not write and not transaction:
             return Transaction(commit=False)  # one statement reads a consistent snapshot
         cursor.execute("BEGIN IMMEDIATE" if write else "BEGIN")
         return Transaction(commit=True)
