@@ -18,6 +18,7 @@ _EXPORTS = {
     "SQLChatMessageHistory": "chat_history",
     "session_history_factory": "chat_history",
     "user_conversation_history_factory": "chat_history",
+    "CheckpointEncryptionError": "checkpoint",
     "SQLSaver": "checkpoint",
     "ThreadInfo": "checkpoint",
     "ContextBudgetError": "context",
@@ -48,6 +49,7 @@ _EXPORTS = {
 
 __all__ = [
     "USER_CONVERSATION_FIELDS",
+    "CheckpointEncryptionError",
     "ContextBudgetError",
     "ContextPolicy",
     "ContextStructureError",
@@ -105,7 +107,7 @@ if TYPE_CHECKING:
         session_history_factory,
         user_conversation_history_factory,
     )
-    from .checkpoint import SQLSaver, ThreadInfo
+    from .checkpoint import CheckpointEncryptionError, SQLSaver, ThreadInfo
     from .context import (
         ContextBudgetError,
         ContextPolicy,

@@ -275,7 +275,8 @@ def _build(prefix: str, schema: str | None) -> Tables:
     )
 
     # One row per (channel, version): a value, "empty", or a list stored as a delta from an
-    # earlier version of the same channel (``base_version`` prefix + appended items).
+    # earlier version of the same channel (``base_version`` prefix + appended items). Reads
+    # follow ``base_version`` by primary key; ``root_version`` names the chain's full copy.
     checkpoint_blobs = Table(
         f"{prefix}checkpoint_blobs",
         md,
@@ -290,13 +291,6 @@ def _build(prefix: str, schema: str | None) -> Tables:
         Column("base_len", BigInteger, nullable=True),
         Column("root_version", IdString, nullable=True),
         Column("depth", Integer, nullable=False, default=0),
-        Index(
-            f"{prefix}checkpoint_blobs_root_ix",
-            "thread_id",
-            "ns_hash",
-            "channel_hash",
-            "root_version",
-        ),
         **opts,
     )
 
@@ -465,6 +459,26 @@ def _add_indexes(table: str, *names: str) -> Callable[[Connection, Tables], None
     return apply
 
 
+def _drop_indexes(table: str, *names: str) -> Callable[[Connection, Tables], None]:
+    """A migration step dropping indexes no longer declared on ``table`` (``names`` without the
+    table prefix), where they exist: SQLAlchemy renders each dialect's ``DROP INDEX`` for a
+    stand-in of the index on a copy of the table outside the schema's metadata."""
+
+    def apply(conn: Connection, t: Tables) -> None:
+        tbl: Table = getattr(t, table)
+        have = {i["name"] for i in inspect(conn).get_indexes(tbl.name, schema=tbl.schema)}
+        stand_in = tbl.to_metadata(MetaData())
+        for name in names:
+            if t.prefix + name in have:
+                conn.execute(
+                    DropIndex(
+                        Index(t.prefix + name, stand_in.c[stand_in.primary_key.columns[0].name])
+                    )
+                )
+
+    return apply
+
+
 def _create(*names: str) -> Callable[[Connection, Tables], None]:
     """A migration step creating the named tables (and their indexes) if they are missing."""
 
@@ -554,5 +568,10 @@ MIGRATIONS: list[Migration] = [
         _unique_message_ids,
     ),
     Migration(9, "long-term store: each vector's length", _add_columns("store_vectors", "norm")),
+    Migration(
+        10,
+        "checkpointer: blobs are no longer indexed by their chain's root (reads follow bases)",
+        _drop_indexes("checkpoint_blobs", "checkpoint_blobs_root_ix"),
+    ),
 ]
 """Ordered schema changes; ``MIGRATIONS[i].version == i + 1``."""

@@ -722,13 +722,14 @@ def test_records_of_the_earlier_format_still_read(saver: SQLSaver) -> None:
         row = conn.execute(
             sa.select(t.checkpoints).where(t.checkpoints.c.thread_id == "older")
         ).one()
-        assert set(json.loads(row.versions)) == {"n"}  # the channels with rows only
+        column = json.loads(row.versions)  # the channels with rows; None: value in the record
+        assert set(column) == {"n", "branch:to:a"} and column["branch:to:a"] is None
         body = codec.loads(saver.serde, row.type, row.checkpoint)
         del body["channel_values"]
         moved = body.pop("channel_versions")
         body["id"] = cid
         ctype, cdata = codec.dumps(saver.serde, body, "record")
-        versions = json.dumps({**json.loads(row.versions), **moved})
+        versions = json.dumps({**{k: v for k, v in column.items() if v is not None}, **moved})
         conn.execute(
             sa.update(t.checkpoints)
             .where(t.checkpoints.c.thread_id == "older")
@@ -754,6 +755,47 @@ def test_records_of_the_earlier_format_still_read(saver: SQLSaver) -> None:
     assert set(got.checkpoint["channel_versions"]) == {"branch:to:a", "n"}
 
 
+def test_list_rows_of_the_earlier_format_still_read(saver: SQLSaver) -> None:
+    """List rows written before digests were stored with the items (a bare list of items, in a
+    delta chain): they read as before, and the next put stores the list whole, with digests,
+    after which puts are deltas again."""
+    from langmem_sqlite.checkpoint import codec
+
+    graph = chat_graph(saver)
+    for turn in range(4):
+        graph.invoke({"messages": [HumanMessage(f"question {turn}", id=f"h{turn}")]}, cfg("old"))
+    expected = graph.get_state(cfg("old")).values["messages"]
+    b = saver.tables.checkpoint_blobs
+    with saver.db.sync_engine.begin() as conn:
+        for r in conn.execute(sa.select(b).where(b.c.thread_id == "old")).all():
+            payload = codec.loads(saver.serde, r.type, r.value)
+            if isinstance(payload, dict):  # items and digests: keep the items only
+                type_, data = codec.dumps(saver.serde, payload["items"], "old")
+                conn.execute(
+                    sa.update(b)
+                    .where(b.c.thread_id == "old", b.c.version == r.version)
+                    .values(type=type_, value=data)
+                )
+    fresh = SQLSaver(saver.db, table_prefix=saver.tables.prefix)
+    fresh_graph = chat_graph(fresh)
+    assert fresh_graph.get_state(cfg("old")).values["messages"] == expected
+    assert fresh.lists.get(("old", "", "messages")) is None  # no digests: nothing to build on
+    fresh_graph.invoke({"messages": [HumanMessage("next", id="h-next")]}, cfg("old"))
+    fresh_graph.invoke({"messages": [HumanMessage("then", id="h-then")]}, cfg("old"))
+    with saver.db.sync_engine.connect() as conn:
+        kinds = [
+            row.kind
+            for row in conn.execute(
+                sa.select(b.c.kind, b.c.version).where(b.c.thread_id == "old").order_by(b.c.version)
+            )
+        ]
+    assert kinds[-4:] == ["v", "d", "d", "d"]  # stored whole once, then deltas
+    cold = SQLSaver(saver.db, table_prefix=saver.tables.prefix, list_cache_size=0)
+    got = [m.content for m in chat_graph(cold).get_state(cfg("old")).values["messages"]]
+    assert got[: len(expected)] == [m.content for m in expected]
+    assert len(got) == len(expected) + 4 and got[-4] == "next" and got[-2] == "then"
+
+
 def _ckpt(values: dict[str, Any], version: int) -> Any:
     ckpt = empty_checkpoint()
     ckpt["id"] = f"00000000-0000-0000-0000-{version:012d}"
@@ -766,22 +808,130 @@ def _v(version: int) -> dict[str, str]:
     return {"messages": f"{version:012d}.aaaaaaaaaaaa"}
 
 
-def test_common_prefix_is_the_unchanged_same_objects() -> None:
-    """The prefix a delta may skip: the stored items, as the same objects with the same field
-    values (storage.CachedList.common_prefix), whatever the lengths."""
+def test_list_versions_are_skip_deltas_found_by_digests() -> None:
+    """Version d of a list (d = 1, 2, 3... after its full copy) is a delta from version
+    d & (d - 1); the prefix it shares is found from the items' serialized bytes, so an item
+    replaced, or changed in place however deeply, ends it (storage.ListState.extend)."""
     from langmem_sqlite.checkpoint import storage
 
-    msgs = [HumanMessage(content=f"m{i}", id=str(i)) for i in range(6)]
-    entry = storage.CachedList("v", "v", 1, list(msgs), storage._shapes(msgs), 6)
-    assert entry.common_prefix([*msgs, AIMessage("x")]) == 6
-    assert entry.common_prefix(msgs) == 6
-    assert entry.common_prefix(msgs[:4]) == 4
-    assert entry.common_prefix([]) == 0
+    serde = JsonPlusSerializer()
+    size = storage.DIGEST_SIZE
+    msgs = [
+        HumanMessage(content=f"m{i}", id=str(i), additional_kwargs={"k": {}}) for i in range(70)
+    ]
+    digests = storage.item_digests(serde, msgs)
+    assert digests is not None and len(digests) == 70 * size
+    state = storage.ListState("v0", "v0", 0, 32, digests[: 32 * size])
+    for depth in range(1, 32):
+        plan = state.extend(f"v{depth}", digests[: (32 + depth) * size], 10_000)
+        assert plan is not None
+        base, base_len, state = plan
+        assert base == f"v{depth & (depth - 1)}" and base_len == 32 + (depth & (depth - 1))
+        assert state.depth == depth and len(state.chain) == bin(depth).count("1")
+        assert state.root == "v0" and state.chain[0][:2] == (0, "v0")
+    assert state.extend("v32", digests[: 64 * size], 10_000) is None  # doubled: stored whole
+    assert state.extend("v32", digests[: 63 * size], 31) is None  # too deep
+    assert state.extend("v32", b"", 10_000) is None  # nothing shared
     replaced = list(msgs)
-    replaced[3] = HumanMessage(content="m3", id="3")  # equal, but another object
-    assert entry.common_prefix(replaced) == 3
-    msgs[2].content = "changed in place"
-    assert entry.common_prefix([*msgs, AIMessage("y")]) == 2
-    plain = storage.CachedList("v", "v", 1, ["a", "b", 3], storage._shapes(["a", "b", 3]), 3)
-    assert plain.common_prefix(["a", "b", 3, "c"]) == 3
-    assert plain.common_prefix(["a", "z", 3]) == 1
+    replaced[5] = HumanMessage(content="m5", id="other")
+    assert storage.common_prefix(digests, storage.item_digests(serde, replaced) or b"") == 5
+    msgs[7].additional_kwargs["k"]["deep"] = [1]  # changed in place, two levels down
+    changed = storage.item_digests(serde, msgs) or b""
+    assert storage.common_prefix(digests, changed) == 7
+    plan = state.extend("v32", changed[: 63 * size], 10_000)
+    assert plan is not None and plan[:2] == ("v0", 7)  # the delta starts at the changed item
+    # encrypted values differ at every call: digests come from the serializer inside
+    enc = EncryptedSerializer.from_pycryptodome_aes(key=b"k" * 16)
+    assert storage.fingerprint_serde(enc) is enc.serde
+    assert storage.item_digests(storage.fingerprint_serde(enc), msgs) == changed
+
+
+def test_a_list_extending_a_known_one_is_checked_with_one_serialization() -> None:
+    """storage.list_fingerprint: when the list extends the stored one, one serialization of the
+    whole list and one SHA-256 of its leading bytes stand for the stored items' digests; the
+    digests are those of each item serialized alone, and a change anywhere before the added
+    items (however deep) falls back to serializing each item."""
+    from langmem_sqlite.checkpoint import storage
+
+    serde = CountingSerde()
+    msgs = [AIMessage(f"m{i}", id=str(i), additional_kwargs={"k": {"n": [i]}}) for i in range(20)]
+    found = storage.list_fingerprint(serde, msgs[:18], None)
+    assert found is not None and found[1] is not None
+    known = storage.ListState("v", "v", 0, 18, found[0], (), found[1])
+    itemwise = storage.list_fingerprint(serde, msgs, None)
+    calls = serde.dumped
+    fast = storage.list_fingerprint(serde, msgs, known)
+    assert serde.dumped - calls == 1 + 2  # the whole list, then the two added items
+    assert fast == itemwise
+    msgs[4].additional_kwargs["k"]["n"].append("changed")  # in place, two levels down
+    changed = storage.list_fingerprint(serde, msgs, known)
+    assert changed is not None and changed[0] != fast[0]
+    assert storage.common_prefix(known.digests, changed[0]) == 4
+    with_none = storage.list_fingerprint(serde, [*msgs, None], known)  # not msgpack alone
+    assert with_none is not None and with_none[1] is None
+
+
+class CountingSerde(JsonPlusSerializer):
+    """Counts the values it decodes."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.decoded = 0
+        self.dumped = 0
+
+    def loads_typed(self, data: tuple[str, bytes]) -> Any:
+        self.decoded += 1
+        return super().loads_typed(data)
+
+    def dumps_typed(self, obj: Any) -> tuple[str, bytes]:
+        self.dumped += 1
+        return super().dumps_typed(obj)
+
+
+def test_a_read_decodes_a_logarithmic_number_of_rows(db_url: str, prefix: str) -> None:
+    """At turn 60 of a chat (120 messages, a full copy at 64 of them, deltas since): a cold
+    get_tuple decodes the record, the metadata and at most 1 + log2(56) rows of the list."""
+    graph = chat_graph(SQLSaver(db_url, table_prefix=prefix))
+    for turn in range(60):
+        graph.invoke({"messages": [HumanMessage(f"question {turn}")]}, cfg("log"))
+    serde = CountingSerde()
+    cold = SQLSaver(db_url, table_prefix=prefix, serde=serde, list_cache_size=0)
+    got = cold.get_tuple(cfg("log"))
+    assert got is not None and len(got.checkpoint["channel_values"]["messages"]) == 120
+    assert serde.decoded - len(got.pending_writes) <= 2 + 1 + 6
+    assert (
+        got.checkpoint["channel_values"]["messages"]
+        == graph.get_state(cfg("log")).values["messages"]
+    )
+
+
+def test_upgrade_drops_the_blobs_root_index(db_url: str, prefix: str) -> None:
+    """A database made before reads followed base versions has an index on the chain's root;
+    the upgrade drops it (writes no longer maintain it), and the saver reads its rows."""
+    from langmem_sqlite.migrate import ensure_schema
+    from langmem_sqlite.schema import MIGRATIONS, get_tables
+
+    dropped = next(m.version for m in MIGRATIONS if "root" in m.description)
+
+    saver = SQLSaver(db_url, table_prefix=prefix)
+    graph = chat_graph(saver)
+    graph.invoke({"messages": [HumanMessage("before the upgrade")]}, cfg("up"))
+    t = get_tables(prefix)
+    name = f"{prefix}checkpoint_blobs_root_ix"
+    b = t.checkpoint_blobs
+    old = sa.Index(name, b.c.thread_id, b.c.ns_hash, b.c.channel_hash, b.c.root_version)
+    b.indexes.discard(old)  # made on the database only, as the earlier schema did
+    with saver.db.sync_engine.begin() as conn:
+        old.create(conn)
+        conn.execute(sa.delete(t.migrations).where(t.migrations.c.version >= dropped))
+    saver.db.ready.clear()
+    ensure_schema(saver.db, t)
+
+    def indexes() -> set[str]:
+        with saver.db.sync_engine.connect() as conn:
+            return {i["name"] for i in sa.inspect(conn).get_indexes(b.name)}
+
+    assert name not in indexes()
+    assert name not in {i.name for i in b.indexes}
+    graph.invoke({"messages": [HumanMessage("after")]}, cfg("up"))
+    assert len(graph.get_state(cfg("up")).values["messages"]) == 4

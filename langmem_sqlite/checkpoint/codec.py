@@ -33,10 +33,20 @@ from typing import Any
 
 import ormsgpack
 from langgraph.checkpoint.serde.base import SerializerProtocol
+from langgraph.checkpoint.serde.encrypted import EncryptedSerializer
 
 from .zdict import ZDICT_V1
 
-__all__ = ["MAX_VALUE_BYTES", "dumps", "loads"]
+__all__ = ["MAX_VALUE_BYTES", "CheckpointEncryptionError", "dumps", "loads"]
+
+
+class CheckpointEncryptionError(ValueError):
+    """A stored checkpoint value that the saver's ``EncryptedSerializer`` did not write: it is
+    stored unencrypted, or its key cannot decrypt it (another key, or altered bytes).
+
+    Raised by :class:`~langmem_sqlite.SQLSaver` reads with ``encrypted_only`` (the default
+    with an ``EncryptedSerializer``)."""
+
 
 _Z = "+z"
 _ZD = "+zd"
@@ -100,14 +110,39 @@ def _inflate(type_: str, data: Any, zdict: bytes | None) -> bytes:
     return out
 
 
-def loads(serde: SerializerProtocol, type_: str, data: Any) -> Any:
+def loads(serde: SerializerProtocol, type_: str, data: Any, *, encrypted_only: bool = False) -> Any:
     """The value stored as ``(type_, data)`` by :func:`dumps` (or by a version without it).
+
+    ``encrypted_only`` (with an ``EncryptedSerializer``): refuse a value it did not write.
 
     Raises:
         ValueError: ``data`` is marked compressed but is not valid zlib data (a damaged row).
+        CheckpointEncryptionError: ``encrypted_only``, and the value is stored unencrypted or
+            cannot be decrypted with the serializer's key.
     """
     if type_.endswith(_ZD):
         data, type_ = _inflate(type_, data, ZDICT_V1), type_[: -len(_ZD)]
     elif type_.endswith(_Z):
         data, type_ = _inflate(type_, data, None), type_[: -len(_Z)]
+    if encrypted_only and isinstance(serde, EncryptedSerializer):
+        return _decrypt_loads(serde, type_, bytes(data))
     return serde.loads_typed((type_, bytes(data)))
+
+
+def _decrypt_loads(serde: EncryptedSerializer, type_: str, data: bytes) -> Any:
+    """``serde.loads_typed`` of a value it must have encrypted (``"<type>+<cipher>"``)."""
+    inner, plus, cipher = type_.partition("+")
+    if not plus:
+        raise CheckpointEncryptionError(
+            f"checkpoint value stored unencrypted (type {type_!r}): not written under this "
+            "saver's key; refused (encrypted_only=False reads rows written before encryption "
+            "was turned on)"
+        )
+    try:
+        plaintext = serde.cipher.decrypt(cipher, data)
+    except Exception as e:
+        raise CheckpointEncryptionError(
+            f"checkpoint value of type {type_!r} cannot be decrypted with this saver's key "
+            "(written under another key, or altered)"
+        ) from e
+    return serde.serde.loads_typed((inner, plaintext))

@@ -13,16 +13,17 @@ import math
 from collections.abc import Mapping
 from typing import Any
 
-from sqlalchemy import type_coerce
+from sqlalchemy import Integer, String, exists, func, literal, literal_column, select, type_coerce
 from sqlalchemy.dialects import postgresql
 from sqlalchemy.sql.elements import ColumnElement
 
-__all__ = ["check_filter", "json_copy", "matches", "prefilter"]
+__all__ = ["check_filter", "json_copy", "json_safe", "matches", "prefilter"]
 
 _INT64 = 2**63
 
 
-def _json_safe(value: Any) -> bool:
+def json_safe(value: Any) -> bool:
+    """True for a value every database's JSON type stores as it is (a JSON scalar)."""
     if value is None or isinstance(value, bool):
         return True
     if isinstance(value, int):
@@ -42,11 +43,11 @@ def _json_safe(value: Any) -> bool:
 
 def json_copy(metadata: Mapping[str, Any]) -> dict[str, Any]:
     """The scalar, JSON-safe keys of ``metadata``."""
-    return {k: v for k, v in metadata.items() if _json_key(k) and _json_safe(v)}
+    return {k: v for k, v in metadata.items() if _json_key(k) and json_safe(v)}
 
 
 def _json_key(key: Any) -> bool:
-    return isinstance(key, str) and _json_safe(key)
+    return isinstance(key, str) and json_safe(key)
 
 
 def check_filter(filter: Any, name: str = "filter") -> dict[str, Any]:
@@ -62,11 +63,24 @@ def check_filter(filter: Any, name: str = "filter") -> dict[str, Any]:
 
 
 def _sql_comparable(value: Any) -> bool:
-    return isinstance(value, str | int) and not isinstance(value, bool) and _json_safe(value)
+    return isinstance(value, str | int) and not isinstance(value, bool) and json_safe(value)
 
 
 def prefilter(column: Any, filter: Mapping[str, Any], dialect: str) -> list[ColumnElement[bool]]:
-    """SQL conditions on the JSON copy ``column`` that every match of ``filter`` satisfies."""
+    """SQL conditions on the JSON copy ``column`` that every match of ``filter`` satisfies.
+
+    Keys and values are bound as data, never spelled into a JSON path, so a key of any
+    spelling (non-ASCII, ``"``, ``\\``, ``.``, ``-``...) matches exactly that key:
+
+    - PostgreSQL: ``column @> :filter`` (JSONB containment of the whole filter);
+    - MySQL/MariaDB: ``JSON_CONTAINS(column, :candidate)`` per key, the candidate
+      ``{key: value}`` serialized as the column's values are;
+    - SQLite: ``EXISTS (SELECT 1 FROM json_each(column) WHERE key = :key AND value = :value)``
+      per key.
+
+    The conditions may over-select (``JSON_CONTAINS`` of 1 matches 1.0, ``json_each`` reads
+    ``true`` as 1); :func:`matches` then decides.
+    """
     safe = {k: v for k, v in filter.items() if _json_key(k) and _sql_comparable(v)}
     if not safe:
         return []
@@ -74,10 +88,22 @@ def prefilter(column: Any, filter: Mapping[str, Any], dialect: str) -> list[Colu
         return [type_coerce(column, postgresql.JSONB).contains(safe)]
     conds: list[ColumnElement[bool]] = []
     for key, value in safe.items():
-        if isinstance(value, str):
-            conds.append(column[key].as_string() == value)
+        if dialect in ("mysql", "mariadb"):
+            # the candidate is JSON text made by the column's own serializer: MariaDB compares
+            # strings as their escaped JSON text (JSON_OBJECT's "é" does not equal "\u00e9")
+            candidate = literal({key: value}, column.type)
+            conds.append(func.json_contains(column, candidate) == 1)
         else:
-            conds.append(column[key].as_integer() == value)
+            k = literal(key, String())
+            v = literal(value, String() if isinstance(value, str) else Integer())
+            each = func.json_each(column).table_valued("key", "value")
+            conds.append(
+                exists(
+                    select(literal_column("1"))
+                    .select_from(each)
+                    .where(each.c.key == k, each.c.value == v)
+                )
+            )
     return conds
 
 

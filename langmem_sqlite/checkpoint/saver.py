@@ -18,6 +18,7 @@ import asyncio
 import builtins
 import contextlib
 import json
+import os
 import time
 from collections.abc import AsyncIterator, Iterator, Mapping, Sequence
 from dataclasses import dataclass
@@ -34,14 +35,14 @@ from langgraph.checkpoint.base import (
     CheckpointTuple,
     DeltaChannelHistory,
     PendingWrite,
-    get_serializable_checkpoint_metadata,
+    get_checkpoint_metadata,
     writes_sort_key,
 )
 from langgraph.checkpoint.serde.base import SerializerProtocol
 from langgraph.checkpoint.serde.encrypted import EncryptedSerializer
 from langgraph.constants import START
 from sqlalchemy import exc
-from sqlalchemy.engine import Connection
+from sqlalchemy.engine import URL, Connection
 
 from ..db import Database, DatabaseLike, Plan, Step, get_database
 from ..migrate import schema_plan
@@ -49,17 +50,16 @@ from ..schema import DEFAULT_PREFIX, ID_MAX_CHARS, Tables, get_tables
 from ..validation import check_id, check_positive, check_text
 from . import sql
 from .codec import dumps, loads
-from .meta import check_filter, json_copy, matches, prefilter
+from .meta import check_filter, json_copy, json_safe, matches, prefilter
 from .storage import (
     DELTA,
     EMPTY,
-    CachedList,
     ListCache,
+    ListState,
     Resolver,
     encode_channel,
     key_hash,
     next_version,
-    still_stored,
 )
 
 __all__ = ["SQLSaver", "ThreadInfo"]
@@ -157,7 +157,9 @@ def _split_versions(
     """``(column, record)``: the versions of channels with a blob row go to the ``versions``
     column, which the SQL reads (blob keys, ancestor walks, clean-up); the versions of the
     others (values kept in the record, channels without a value) go to the compressed record.
-    Delta channels always stay in the column."""
+    Delta channels always stay in the column. A channel whose value is in the record is named
+    in the column too, with ``None``: an ancestor walk must see that this checkpoint holds a
+    value for it (a delta channel's seed may be such a value)."""
     column: dict[str, Any] = {}
     record: dict[str, Any] = {}
     for ch, v in versions.items():
@@ -165,6 +167,8 @@ def _split_versions(
             column[ch] = v
         else:
             record[ch] = v
+            if ch in inline:
+                column[ch] = None
     return column, record
 
 
@@ -211,7 +215,7 @@ class _Pager:
         else:
             last = rows[-1]
             self.cursor = (last.checkpoint_id, last.thread_id, last.ns_hash)
-        resolver = Resolver(self.saver.serde, blobs)
+        resolver = Resolver(self.saver._loads, blobs)
         out = []
         for row in rows:
             metadata = self.saver._loads(row.metadata_type, row.metadata)
@@ -231,17 +235,22 @@ class _Pager:
 
 
 class _SaverContext:
-    """What :meth:`SQLSaver.from_conn_string` returns: usable with ``with`` and ``async with``."""
+    """What :meth:`SQLSaver.from_conn_string` returns: usable with ``with`` and ``async with``.
 
-    def __init__(self, saver: SQLSaver) -> None:
+    ``owned``: the saver's connections were opened for this block (it was given a URL or a
+    path), so leaving the block closes them."""
+
+    def __init__(self, saver: SQLSaver, owned: bool) -> None:
         self.saver = saver
+        self.owned = owned
 
     def __enter__(self) -> SQLSaver:
         self.saver.setup()
         return self.saver
 
     def __exit__(self, *exc_info: object) -> None:
-        return None
+        if self.owned:
+            self.saver.db.dispose()
 
     async def __aenter__(self) -> SQLSaver:
         await self.saver.asetup()
@@ -253,7 +262,9 @@ class _SaverContext:
         exc: BaseException | None,
         tb: TracebackType | None,
     ) -> None:
-        return None
+        if self.owned:
+            await self.saver.db.adispose()
+            self.saver.db.dispose()
 
 
 def _enable_auto_vacuum(conn: Connection) -> None:
@@ -281,12 +292,19 @@ class SQLSaver(BaseCheckpointSaver[str]):
         serde: the serializer for everything stored (default: LangGraph's
             ``JsonPlusSerializer``, no pickle fallback; wrap it in ``EncryptedSerializer`` to
             encrypt values, deltas, checkpoints, metadata and writes at rest).
+        encrypted_only: refuse stored values that ``serde`` (an ``EncryptedSerializer``) did
+            not write: a read that meets one raises :class:`CheckpointEncryptionError`. A
+            value stored unencrypted (by a saver without the key, or before encryption was
+            turned on) and one that the key cannot decrypt (another key, or altered bytes)
+            are refused alike. On by default with an ``EncryptedSerializer``; pass ``False``
+            to read a database that holds rows written before encryption was turned on
+            (``EncryptedSerializer`` then reads unencrypted values as they are).
         table_prefix: prefix of the table names.
         schema: PostgreSQL schema for the tables.
         engine_args: extra ``create_engine`` arguments when ``conn`` is a URL.
         list_cache_size: how many ``(thread, namespace, channel)`` lists to remember for
-            storing the next version as a delta (0 disables deltas: every list is stored
-            whole).
+            storing the next version as a delta (their versions and item digests, never the
+            items; 0 disables deltas: every list is stored whole).
         page_size: checkpoints read per query by :meth:`list`.
         searchable_metadata: keep a plain JSON copy of the metadata's scalar keys, so that SQL
             narrows ``list(filter=...)`` and :meth:`list_threads` can filter by metadata. Off by
@@ -296,6 +314,13 @@ class SQLSaver(BaseCheckpointSaver[str]):
     The tables are created on first use (:meth:`setup` does it explicitly). The metadata's
     scalar keys are also kept as plain JSON for filtering; the serialized metadata is the
     source of truth.
+
+    What a read returns is the caller's own, as with LangGraph's serializing savers: every
+    value is decoded afresh for each call, so changing a returned message, dict or list (or the
+    objects given to :meth:`put`) changes nothing stored and nothing another call returned.
+
+    Raises:
+        ValueError: ``encrypted_only=True`` without an ``EncryptedSerializer``.
     """
 
     def __init__(
@@ -309,11 +334,18 @@ class SQLSaver(BaseCheckpointSaver[str]):
         list_cache_size: int = 256,
         page_size: int = 100,
         searchable_metadata: bool | None = None,
+        encrypted_only: bool | None = None,
     ) -> None:
         super().__init__(serde=serde)
+        encrypted = isinstance(serde, EncryptedSerializer)
         if searchable_metadata is None:
-            searchable_metadata = not isinstance(serde, EncryptedSerializer)
+            searchable_metadata = not encrypted
         self.searchable_metadata = bool(searchable_metadata)
+        if encrypted_only is None:
+            encrypted_only = encrypted
+        elif encrypted_only and not encrypted:
+            raise ValueError("encrypted_only: needs an EncryptedSerializer as serde")
+        self.encrypted_only = bool(encrypted_only)
         self.db: Database = get_database(conn, engine_args=engine_args)
         self.tables: Tables = get_tables(table_prefix, schema)
         self.lists = ListCache(check_positive(list_cache_size, "list_cache_size", allow_zero=True))
@@ -323,10 +355,15 @@ class SQLSaver(BaseCheckpointSaver[str]):
     def from_conn_string(cls, conn_string: str, **kwargs: Any) -> _SaverContext:
         """A context manager (``with`` or ``async with``) yielding a set-up saver.
 
-        The connection pool is shared per URL and stays open afterwards (see
-        :meth:`Database.dispose`).
+        Given a URL or a path, leaving the block closes the connections the saver's engines
+        hold (sync and, after ``async with``, the event loop's async pool), so that the
+        database can be dropped or the file removed right after. The pool is shared per URL:
+        another saver of the same URL opens new connections at its next use. Given an
+        ``Engine``, an ``AsyncEngine`` or a :class:`~langmem_sqlite.Database`, the block
+        leaves it as it found it: the caller owns it.
         """
-        return _SaverContext(cls(conn_string, **kwargs))
+        owned = isinstance(conn_string, str | os.PathLike | URL)
+        return _SaverContext(cls(conn_string, **kwargs), owned)
 
     # -- plumbing --------------------------------------------------------------------------
 
@@ -356,36 +393,37 @@ class SQLSaver(BaseCheckpointSaver[str]):
         return (yield Step(fn, (self.tables, *args), write=write, lite=True, single=single))
 
     def _loads(self, type_: str, data: Any) -> Any:
-        return loads(self.serde, type_, data)
+        if type_ == sql.CARRIED_NULL:
+            return None
+        return loads(self.serde, type_, data, encrypted_only=self.encrypted_only)
 
     def _tuple(
-        self,
-        row: Any,
-        metadata: Any,
-        writes: Sequence[Any],
-        resolver: Resolver,
-        remember: bool,
-        cached: Mapping[str, CachedList] | None = None,
+        self, row: Any, metadata: Any, writes: Sequence[Any], resolver: Resolver, remember: bool
     ) -> CheckpointTuple:
+        """The checkpoint tuple of ``row``, every value decoded afresh. ``remember``: note
+        the lists read in :attr:`lists`, so that the next ``put`` stores them as deltas."""
         versions = json.loads(row.versions)
         ns = row.checkpoint_ns
         values: dict[str, Any] = {}
         for ch, v in versions.items():  # the channels with rows (see _split_versions)
-            if cached and ch in cached:
-                values[ch] = list(cached[ch].items)
-                continue
+            if v is None:
+                continue  # kept in the record
             key = (row.thread_id, row.ns_hash, key_hash(ch), str(v))
             if not resolver.has_value(key):
                 continue
-            values[ch] = value = resolver.value(key)
-            if remember and type(value) is list:
-                entry = resolver.cache_entry(key, value)
-                if entry is not None:
-                    self.lists.put((row.thread_id, ns, ch), entry)
+            if not (remember and self.lists.size):
+                values[ch] = resolver.value(key)
+                continue
+            values[ch], state = resolver.value_and_state(key)
+            if state is not None:
+                known = self.lists.get((row.thread_id, ns, ch))
+                if known is None or known.version != state.version:
+                    self.lists.put((row.thread_id, ns, ch), state)
         checkpoint = self._loads(row.type, row.checkpoint)
         # the versions and values kept in the record itself (see _split_versions and
         # _record_values)
         versions.update(checkpoint.pop("channel_versions", None) or {})
+        versions = {ch: v for ch, v in versions.items() if v is not None}
         for ch, value in (checkpoint.pop("channel_values", None) or {}).items():
             if ch in versions:
                 values[ch] = value
@@ -409,28 +447,14 @@ class SQLSaver(BaseCheckpointSaver[str]):
 
     def _get_plan(self, config: RunnableConfig) -> Plan[CheckpointTuple | None]:
         s = _scope(config)
-        # Lists this process stored or read for the thread need not be read again, if their
-        # items still hold the stored values.
-        known = self.lists.scope(s.thread_id, s.ns)
-        skip = frozenset((key_hash(ch), e.version) for ch, e in known.items())
         found = yield from self._op(
-            sql.read_checkpoint, s.thread_id, s.ns_hash, s.checkpoint_id, skip, single=True
+            sql.read_checkpoint, s.thread_id, s.ns_hash, s.checkpoint_id, single=True
         )
         if found is None:
             return None
         row, writes, blobs = found
-        versions = json.loads(row.versions)
-        wanted = {ch: e for ch, e in known.items() if str(versions.get(ch)) == e.version}
-        cached = {ch: e for ch, e in wanted.items() if still_stored(e)}
-        stale = [
-            (s.thread_id, s.ns_hash, key_hash(ch), e.version)
-            for ch, e in wanted.items()
-            if ch not in cached
-        ]
-        if stale:
-            blobs.update((yield from self._op(sql.fetch_blobs, stale)))
         metadata = self._loads(row.metadata_type, row.metadata)
-        return self._tuple(row, metadata, writes, Resolver(self.serde, blobs), True, cached)
+        return self._tuple(row, metadata, writes, Resolver(self._loads, blobs), True)
 
     def _pager(
         self,
@@ -475,7 +499,7 @@ class SQLSaver(BaseCheckpointSaver[str]):
         for ch, ver in versions.items():
             check_text(ch, "checkpoint['channel_versions'] key")
             _version_text(ver, ch)
-        md = get_serializable_checkpoint_metadata(config, metadata)
+        md = get_checkpoint_metadata(config, metadata)
         # The record: the checkpoint without its id (a column) and the values stored in blob
         # rows, with the values that take no row (see _record_values) and the versions of
         # the channels without a row (see _split_versions).
@@ -499,7 +523,8 @@ class SQLSaver(BaseCheckpointSaver[str]):
         run_id = str(run_id) if run_id is not None else None
         if run_id is not None and (len(run_id) > ID_MAX_CHARS or "\x00" in run_id):
             run_id = None
-        blobs, entries = [], {}
+        blobs: list[Any] = []
+        entries: dict[str, ListState] = {}
         for ch, ver in (new_versions or {}).items():
             check_text(ch, "new_versions key")
             if ch in inline:
@@ -535,11 +560,8 @@ class SQLSaver(BaseCheckpointSaver[str]):
         for ch, entry in entries.items():
             b = stored.get(ch)
             if b is None:
-                continue
-            if b.kind != DELTA:
-                items = entry.items
-                entry = CachedList(entry.version, entry.version, 0, items, entry.shapes, len(items))
-            self.lists.put((s.thread_id, s.ns, ch), entry)
+                continue  # stored by an earlier put of this version
+            self.lists.put((s.thread_id, s.ns, ch), entry if b.kind == DELTA else entry.as_root())
         return _ckpt_config(s.thread_id, s.ns, cid)
 
     def _writes_plan(
@@ -603,9 +625,10 @@ class SQLSaver(BaseCheckpointSaver[str]):
         found = yield from self._op(sql.delta_walk, s.thread_id, s.ns_hash, s.checkpoint_id, chans)
         if found is None:
             return out
-        resolver = Resolver(self.serde, found.blobs)
+        resolver = Resolver(self._loads, found.blobs)
         for ch in chans:
-            idx, key = found.seeds.get(ch, (len(found.path) - 1, None))
+            seed = found.seeds.get(ch)
+            idx = seed[0] if seed is not None else len(found.path) - 1
             collected: list[PendingWrite] = []
             for cp_id in reversed(found.path[: idx + 1]):
                 rows = [
@@ -616,8 +639,11 @@ class SQLSaver(BaseCheckpointSaver[str]):
                 rows.sort(key=lambda w: writes_sort_key(w.task_path, w.task_id, w.idx))
                 collected += [(w.task_id, w.channel, self._loads(w.type, w.value)) for w in rows]
             entry: DeltaChannelHistory = {"writes": collected}
-            if key is not None:
-                entry["seed"] = resolver.value(key)
+            if seed is not None and seed[1] is not None:
+                entry["seed"] = resolver.value(seed[1])
+            elif seed is not None:  # a value kept in that checkpoint's record
+                record = self._loads(*found.records[found.path[idx]])
+                entry["seed"] = record["channel_values"][ch]
             out[ch] = entry
         return out
 
@@ -668,6 +694,12 @@ class SQLSaver(BaseCheckpointSaver[str]):
                 "metadata: listing threads by metadata needs searchable_metadata=True (off by "
                 "default with an EncryptedSerializer, which keeps metadata out of plain JSON)"
             )
+        for key, value in exact.items():  # what the threads' JSON copy can hold, or nothing
+            if not (json_safe(key) and json_safe(value)):
+                raise ValueError(
+                    f"metadata[{key!r}]: threads are listed by scalar metadata (str, int, "
+                    f"finite float, bool or None, without NUL), got {type(value).__name__}"
+                )
         if limit is not None:
             check_positive(limit, "limit")
         check_positive(offset, "offset", allow_zero=True)

@@ -4,7 +4,8 @@ Each function runs inside one transaction opened by :meth:`Database.run` (sync) 
 :meth:`Database.arun` (async, through ``run_sync``); none of them (de)serializes anything,
 which the saver does outside the transaction. Statements per operation are kept few: a
 ``put`` is one statement on PostgreSQL (data-modifying CTEs) and two to four elsewhere
-(checkpoint, blobs, list delta, thread); ``put_writes`` is one; ``get_tuple`` two to four.
+(checkpoint, blobs, list delta, thread); ``put_writes`` is one; ``get_tuple`` two (the
+checkpoint with its writes, then its values with the rows their deltas are built on).
 Reads use prebuilt statements with bound parameters, so SQLAlchemy compiles each once.
 """
 
@@ -39,6 +40,7 @@ from ..schema import Tables
 from .storage import DELTA, EMPTY, BlobRow, key_hash
 
 __all__ = [
+    "CARRIED_NULL",
     "CheckpointRow",
     "ListQuery",
     "ThreadRow",
@@ -48,7 +50,6 @@ __all__ = [
     "delete_idle_threads",
     "delete_threads",
     "delta_walk",
-    "fetch_blobs",
     "list_page",
     "list_threads",
     "pending_writes",
@@ -142,8 +143,11 @@ _stmts: dict[tuple[Any, ...], Any] = {}
 def _insert(conn: Connection, table: Table, update: Sequence[str] | None) -> Any:
     """An insert that skips (``update=None``) or updates ``update`` columns on a key conflict.
 
-    On MySQL/MariaDB "skip" is ``INSERT IGNORE`` so that the row count tells whether a row was
-    inserted (only called with validated values, so nothing else is ignored).
+    On MySQL/MariaDB "skip" is ``ON DUPLICATE KEY UPDATE <key> = <key>``, not ``INSERT
+    IGNORE``: the server reports each row ``IGNORE`` skipped as a warning, which asyncmy logs
+    ("Duplicate entry ... for key 'PRIMARY'") after an extra ``SHOW WARNINGS`` round trip. Its
+    row count then does not tell a skipped row from an inserted one (SQLAlchemy's MySQL
+    drivers count found rows): :func:`_insert_new` does, where it matters.
     """
     dialect = conn.dialect.name
     key = (table, dialect, tuple(update) if update is not None else None)
@@ -160,15 +164,47 @@ def _insert(conn: Connection, table: Table, update: Sequence[str] | None) -> Any
         else:
             stmt = ins.on_conflict_do_nothing(index_elements=pk)
     elif dialect in ("mysql", "mariadb"):
+        ins = mysql.insert(table)
         if update:
-            ins = mysql.insert(table)
             stmt = ins.on_duplicate_key_update({c: ins.inserted[c] for c in update})
         else:
-            stmt = mysql.insert(table).prefix_with("IGNORE")
+            stmt = ins.on_duplicate_key_update({pk[0]: table.c[pk[0]]})
     else:  # pragma: no cover - other dialects are not supported
         raise NotImplementedError(f"checkpointer: unsupported dialect {dialect!r}")
     _stmts[key] = stmt
     return stmt
+
+
+def _mysql(conn: Connection) -> bool:
+    return conn.dialect.name in ("mysql", "mariadb")
+
+
+def _duplicate(error: BaseException) -> bool:
+    """True for MySQL's "duplicate entry" error (1062), from the driver or SQLAlchemy."""
+    args: tuple[Any, ...] = getattr(getattr(error, "orig", error), "args", ())
+    return bool(args) and args[0] == 1062
+
+
+def _insert_new(conn: Connection, stmt: Any, params: dict[str, Any]) -> int:
+    """Run an insert of one row that must not replace an existing one; 1 if it inserted it.
+
+    On PostgreSQL and SQLite ``stmt`` skips conflicts itself. On MySQL/MariaDB it is a plain
+    insert, and an existing row fails it with "duplicate entry" (1062): that statement alone is
+    undone, the transaction goes on, and nothing is logged.
+    """
+    try:
+        return int(conn.execute(stmt, params).rowcount)
+    except Exception as e:
+        if _mysql(conn) and _duplicate(e):
+            return 0
+        raise
+
+
+def _insert_new_stmt(conn: Connection, table: Table) -> Any:
+    """The insert :func:`_insert_new` runs for ``table``."""
+    if _mysql(conn):
+        return table.insert()
+    return _insert(conn, table, None)
 
 
 MYSQL_PART = 4 * 1024 * 1024
@@ -180,36 +216,44 @@ _BYTE_COLS = ("value", "checkpoint", "metadata")
 
 def _write(
     conn: Connection, table: Table, stmt: Any, rows: Sequence[dict[str, Any]], upsert: bool
-) -> int:
-    """Execute an insert for ``rows``; return the row count.
+) -> None:
+    """Execute an insert for ``rows``.
 
     On MySQL/MariaDB a byte value over :data:`MYSQL_PART` is sent in parts: the row is
-    inserted with the first part, then ``CONCAT`` appends the others (in this transaction).
+    inserted with the first part (unless it exists, for an insert that skips existing rows),
+    then ``CONCAT`` appends the others (in this transaction).
     """
-    if conn.dialect.name not in ("mysql", "mariadb"):
-        return int(conn.execute(stmt, rows[0] if len(rows) == 1 else list(rows)).rowcount)
+    if not _mysql(conn):
+        conn.execute(stmt, rows[0] if len(rows) == 1 else list(rows))
+        return
 
     def is_big(r: dict[str, Any]) -> bool:
         return any(isinstance(r.get(c), bytes) and len(r[c]) > MYSQL_PART for c in _BYTE_COLS)
 
     small = [r for r in rows if not is_big(r)]
-    count = int(conn.execute(stmt, small[0] if len(small) == 1 else small).rowcount) if small else 0
+    if small:
+        conn.execute(stmt, small[0] if len(small) == 1 else small)
     for r in rows:
         if not is_big(r):
             continue
         big = {c: r[c] for c in _BYTE_COLS if isinstance(r.get(c), bytes)}
-        inserted = int(
-            conn.execute(stmt, {**r, **{c: v[:MYSQL_PART] for c, v in big.items()}}).rowcount
-        )
-        count += inserted
-        if not inserted and not upsert:
+        first = {**r, **{c: v[:MYSQL_PART] for c, v in big.items()}}
+        if upsert:
+            conn.execute(stmt, first)
+        elif not _insert_new(conn, table.insert(), first):
             continue  # the row already existed and was kept
-        pk = [col == r[col.name] for col in table.primary_key.columns]
-        for c, v in big.items():
-            for i in range(MYSQL_PART, len(v), MYSQL_PART):
-                part = literal(v[i : i + MYSQL_PART], table.c[c].type)
-                conn.execute(update(table).where(*pk).values({c: func.concat(table.c[c], part)}))
-    return count
+        _append_parts(conn, table, r, big)
+
+
+def _append_parts(
+    conn: Connection, table: Table, row: dict[str, Any], big: dict[str, bytes]
+) -> None:
+    """Append the parts after the first of ``big`` values to the row ``row`` names."""
+    pk = [col == row[col.name] for col in table.primary_key.columns]
+    for c, v in big.items():
+        for i in range(MYSQL_PART, len(v), MYSQL_PART):
+            part = literal(v[i : i + MYSQL_PART], table.c[c].type)
+            conn.execute(update(table).where(*pk).values({c: func.concat(table.c[c], part)}))
 
 
 _CKPT_UPDATE = (
@@ -260,17 +304,17 @@ def _delta_stmt(conn: Connection, t: Tables) -> Any:
             )
         )
         source = select(*[bindparam(n, type_=b[n].type) for n in _BLOB_COLS]).where(exists(base))
-        stmt = _stmts[key] = _insert(conn, t.checkpoint_blobs, None).from_select(
+        stmt = _stmts[key] = _insert_new_stmt(conn, t.checkpoint_blobs).from_select(
             list(_BLOB_COLS), source
         )
     return stmt
 
 
 def _insert_delta(conn: Connection, t: Tables, thread_id: str, ns_hash: str, b: BlobRow) -> bool:
-    """Insert a delta row only if its base row exists; True if inserted."""
+    """Insert a delta row only if its base row exists and it does not; True if inserted."""
     params = b.as_params(thread_id, ns_hash)
     params.update(base_t=thread_id, base_n=ns_hash, base_c=b.channel_hash, base_v=b.base_version)
-    return bool(conn.execute(_delta_stmt(conn, t), params).rowcount == 1)
+    return _insert_new(conn, _delta_stmt(conn, t), params) == 1
 
 
 def _bind(table: Table, prefix: str, cols: Sequence[str]) -> dict[str, Any]:
@@ -382,10 +426,15 @@ def _put_pg(
 
 def _insert_blob(conn: Connection, t: Tables, row: CheckpointRow, b: BlobRow) -> bool:
     """Insert one blob row whole unless it exists; ``True`` if this call stored it."""
+    table = t.checkpoint_blobs
     params = b.as_params(row.thread_id, row.ns_hash)
-    return bool(
-        _write(conn, t.checkpoint_blobs, _insert(conn, t.checkpoint_blobs, None), [params], False)
-    )
+    big = _mysql(conn) and b.value is not None and len(b.value) > MYSQL_PART
+    first = {**params, "value": b.value[:MYSQL_PART]} if big and b.value else params
+    if not _insert_new(conn, _insert_new_stmt(conn, table), first):
+        return False
+    if big and b.value:
+        _append_parts(conn, table, params, {"value": b.value})
+    return True
 
 
 def put_checkpoint(
@@ -504,45 +553,65 @@ def _writes_for(
     return out
 
 
-def _blob_stmt(by: str) -> Callable[[Tables], Any]:
-    def build(t: Tables) -> Any:
-        b = t.checkpoint_blobs.c
-        cols = (
-            b.channel_hash,
-            b.version,
-            b.kind,
-            b.type,
-            b.value,
-            b.base_version,
-            b.base_len,
-            b.root_version,
-            b.depth,
-        )
-        return select(*cols).where(
-            b.thread_id == bindparam("t"),
-            b.ns_hash == bindparam("n"),
-            b.channel_hash.in_(bindparam("chs", expanding=True)),
-            b[by].in_(bindparam("vs", expanding=True)),
-        )
+def _kinds_stmt(t: Tables) -> Any:
+    b = t.checkpoint_blobs.c
+    return select(b.channel_hash, b.version, b.kind).where(
+        b.thread_id == bindparam("t"),
+        b.ns_hash == bindparam("n"),
+        b.channel_hash.in_(bindparam("chs", expanding=True)),
+        b.version.in_(bindparam("vs", expanding=True)),
+    )
 
-    return build
+
+CHAIN_PAGE = 900
+"""Rows of one list's chain per recursive query (MySQL stops recursive CTEs at 1000 by
+default; chains are at most ~14 rows long but for rows of earlier versions)."""
+
+
+def _chain_stmt(t: Tables) -> Any:
+    """The blob rows of some ``(channel, version)`` keys and the rows their deltas are built on,
+    in one recursive query (channels and versions are matched as two ``IN`` lists, which may
+    add a few rows). The rows' values ride along the recursion (joining its keys back to the
+    table afterwards made SQLite take 3 times as long); a row two chains share comes once per
+    chain."""
+    b = t.checkpoint_blobs
+    c = b.c
+    names = _BLOB_COLS[2:]  # the key within (thread, namespace), then the row
+    start = select(*[c[n] for n in names], literal_column("0").label("hops")).where(
+        c.thread_id == bindparam("t"),
+        c.ns_hash == bindparam("n"),
+        c.channel_hash.in_(bindparam("chs", expanding=True)),
+        c.version.in_(bindparam("vs", expanding=True)),
+    )
+    chain = start.cte("chain", recursive=True)
+    p = b.alias("p")
+    chain = chain.union_all(
+        select(*[p.c[n] for n in names], chain.c.hops + 1).where(
+            p.c.thread_id == bindparam("t"),
+            p.c.ns_hash == bindparam("n"),
+            p.c.channel_hash == chain.c.channel_hash,
+            p.c.version == chain.c.base_version,
+            chain.c.kind == DELTA,
+            chain.c.hops < CHAIN_PAGE - 1,
+        )
+    )
+    return select(*[chain.c[n] for n in names])
 
 
 def _fetch_blobs(
     conn: Connection,
     t: Tables,
     keys: Iterable[BlobKey],
-    by: str,
     into: dict[BlobKey, Any],
     kinds_only: bool = False,
 ) -> None:
-    """Add to ``into`` the blob rows whose ``(thread, ns, channel, <by>)`` is in ``keys``
-    (and possibly a few more: channels and versions are matched as two ``IN`` lists).
-    ``kinds_only`` reads the kinds, not the values."""
+    """Add to ``into`` the blob rows whose keys are in ``keys`` and, unless ``kinds_only``
+    (which reads the kinds, not the values), the rows their deltas are built on (see
+    :func:`_chain_stmt`)."""
     if kinds_only:
         stmt = _prepared_stmt(t, "blob_kinds", _kinds_stmt)
     else:
-        stmt = _prepared_stmt(t, f"blobs_by_{by}", _blob_stmt(by))
+        stmt = _prepared_stmt(t, "blob_chains", _chain_stmt)
     for (tid, nsh), group in _scope_groups(keys).items():
         for part in _chunks(group):
             params = {
@@ -558,30 +627,26 @@ def _fetch_blobs(
 def _blobs_for(conn: Connection, t: Tables, keys: Iterable[BlobKey]) -> dict[BlobKey, Any]:
     """Blob rows by key, plus every row the deltas among them are built on.
 
-    A delta's family (all rows sharing its ``root_version``) is fetched at once; a base still
-    missing after that is fetched by key. A base that no longer exists is left out (the
-    resolver then raises).
+    One query follows each chain (:func:`_chain_stmt`); a chain longer than
+    :data:`CHAIN_PAGE` rows is followed from where it stopped. A base that no longer exists is
+    left out (the resolver then raises).
     """
     wanted = list(dict.fromkeys(keys))
     rows: dict[BlobKey, Any] = {}
-    _fetch_blobs(conn, t, wanted, "version", rows)
-    tried_keys, tried_roots = set(wanted), set()
+    _fetch_blobs(conn, t, wanted, rows)
+    tried = set(wanted)
     while True:
-        missing = {
-            (*k[:3], r.base_version): (*k[:3], r.root_version)
-            for k, r in rows.items()
-            if r.kind == DELTA and (*k[:3], r.base_version) not in rows
-        }
-        roots = [r for r in dict.fromkeys(missing.values()) if r not in tried_roots]
-        if roots:
-            tried_roots.update(roots)
-            _fetch_blobs(conn, t, roots, "root_version", rows)
-            continue
-        bases = [k for k in missing if k not in tried_keys]
+        bases = [
+            base
+            for base in dict.fromkeys(
+                (*k[:3], r.base_version) for k, r in rows.items() if r.kind == DELTA
+            )
+            if base not in rows and base not in tried
+        ]
         if not bases:
             return rows
-        tried_keys.update(bases)
-        _fetch_blobs(conn, t, bases, "version", rows)
+        tried.update(bases)
+        _fetch_blobs(conn, t, bases, rows)
 
 
 def _ckpt_scope(t: Tables) -> Any:
@@ -597,6 +662,10 @@ def _ckpt_by_id(t: Tables) -> Any:
 
 def _ckpt_latest(t: Tables) -> Any:
     return _ckpt_scope(t).order_by(t.checkpoints.c.checkpoint_id.desc()).limit(1)
+
+
+CARRIED_NULL = "(carried null)"
+"""The ``type`` of a write of None carried by its call's first row (no value of its own)."""
 
 
 class PendingWrite(NamedTuple):
@@ -626,7 +695,7 @@ def pending_writes(rows: Iterable[Sequence[Any]]) -> list[PendingWrite]:
         if nulls:
             for idx, ch in json.loads(nulls):
                 key = (cid, task_id, int(idx))
-                out[key] = PendingWrite(cid, task_id, path, int(idx), ch, "null", b"")
+                out[key] = PendingWrite(cid, task_id, path, int(idx), ch, CARRIED_NULL, b"")
                 carried.add(key)
     for cid, task_id, path, idx, ch, type_, value, _ in rows:
         key = (cid, task_id, idx)
@@ -662,12 +731,11 @@ def read_checkpoint(
     thread_id: str,
     ns_hash: str,
     checkpoint_id: str | None,
-    skip: frozenset[tuple[str, str]] = frozenset(),
 ) -> tuple[Row[Any], list[PendingWrite], dict[BlobKey, Any]] | None:
-    """A checkpoint row (the latest when ``checkpoint_id`` is None), its writes, and its blobs
-    except those whose ``(channel_hash, version)`` is in ``skip`` (the caller has them).
+    """A checkpoint row (the latest when ``checkpoint_id`` is None), its writes, and its blobs.
 
-    Two statements: the checkpoint joined with its writes, then the blobs.
+    Two statements: the checkpoint joined with its writes, then the blobs (with the rows
+    their deltas are built on).
     """
     params = {"t": thread_id, "n": ns_hash}
     if checkpoint_id is not None:
@@ -694,19 +762,23 @@ def read_checkpoint(
         for r in rows
         if r.w_task_id is not None
     )
-    blobs = _blobs_for(conn, t, [k for k in blob_keys(row) if (k[2], k[3]) not in skip])
+    blobs = _blobs_for(conn, t, blob_keys(row))
     return row, writes, blobs
 
 
-def fetch_blobs(conn: Connection, t: Tables, keys: Sequence[BlobKey]) -> dict[BlobKey, Any]:
-    """Blob rows by key (with what their deltas are built on)."""
-    return _blobs_for(conn, t, keys)
-
-
 def blob_keys(row: Any) -> list[BlobKey]:
-    """The blob keys a checkpoint row references."""
-    versions = json.loads(row.versions)
-    return [(row.thread_id, row.ns_hash, key_hash(ch), str(v)) for ch, v in versions.items()]
+    """The blob keys a checkpoint row references.
+
+    The ``versions`` column maps each channel the SQL must know of to its version: channels
+    with a blob row, and delta channels (a version without a row is a channel without a
+    value). A channel whose value is kept in the checkpoint's record maps to ``null`` there
+    (its version is in the record too), so that the walks of :func:`delta_walk` find it.
+    """
+    return [
+        (row.thread_id, row.ns_hash, key_hash(ch), str(v))
+        for ch, v in json.loads(row.versions).items()
+        if v is not None
+    ]
 
 
 def list_page(
@@ -748,10 +820,13 @@ class WalkResult:
 
     path: list[str]
     """Ancestor checkpoint ids, parent first, up to the farthest seed needed."""
-    seeds: dict[str, tuple[int, BlobKey]]
-    """channel -> (index in ``path``, blob key) of its nearest stored value."""
+    seeds: dict[str, tuple[int, BlobKey | None]]
+    """channel -> (index in ``path``, blob key) of its nearest stored value; the key is None
+    for a value kept in that checkpoint's record."""
     writes: dict[tuple[str, str, str], list[Any]] = field(default_factory=dict)
     blobs: dict[BlobKey, Any] = field(default_factory=dict)
+    records: dict[str, tuple[str, Any]] = field(default_factory=dict)
+    """checkpoint id -> ``(type, record)`` of the checkpoints holding a seed in their record."""
 
 
 def _ancestors(
@@ -779,16 +854,6 @@ def _ancestors(
     return list(conn.execute(select(anc).order_by(anc.c.depth)).all())
 
 
-def _kinds_stmt(t: Tables) -> Any:
-    b = t.checkpoint_blobs.c
-    return select(b.channel_hash, b.version, b.kind).where(
-        b.thread_id == bindparam("t"),
-        b.ns_hash == bindparam("n"),
-        b.channel_hash.in_(bindparam("chs", expanding=True)),
-        b.version.in_(bindparam("vs", expanding=True)),
-    )
-
-
 def _walk(
     conn: Connection,
     t: Tables,
@@ -799,7 +864,7 @@ def _walk(
 ) -> WalkResult:
     """Walk up from ``start`` until each channel meets a stored value (or the root)."""
     path: list[str] = []
-    seeds: dict[str, tuple[int, BlobKey]] = {}
+    seeds: dict[str, tuple[int, BlobKey | None]] = {}
     remaining = list(dict.fromkeys(channels))
     hashes = {ch: key_hash(ch) for ch in remaining}
     kinds: dict[BlobKey, str] = {}
@@ -813,16 +878,20 @@ def _walk(
                 (thread_id, ns_hash, hashes[ch], str(v[ch]))
                 for v in versions
                 for ch in remaining
-                if ch in v
+                if v.get(ch) is not None
             )
         )
         found: dict[BlobKey, Any] = {}
-        _fetch_blobs(conn, t, [k for k in wanted if k not in kinds], "version", found, True)
+        _fetch_blobs(conn, t, [k for k in wanted if k not in kinds], found, True)
         kinds.update((k, r.kind) for k, r in found.items())
         for row, v in zip(page, versions, strict=True):
             path.append(row.checkpoint_id)
             for ch in list(remaining):
                 if ch not in v:
+                    continue
+                if v[ch] is None:  # a value in the record (see blob_keys)
+                    seeds[ch] = (len(path) - 1, None)
+                    remaining.remove(ch)
                     continue
                 key = (thread_id, ns_hash, hashes[ch], str(v[ch]))
                 if kinds.get(key, EMPTY) != EMPTY:
@@ -876,7 +945,14 @@ def delta_walk(
         for r in pending_writes(conn.execute(q).all()):
             if r.channel in channels:
                 result.writes.setdefault((thread_id, ns_hash, r.checkpoint_id), []).append(r)
-    result.blobs = _blobs_for(conn, t, [key for _, key in result.seeds.values()])
+    result.blobs = _blobs_for(conn, t, [k for _, k in result.seeds.values() if k is not None])
+    inline = sorted({result.path[i] for i, k in result.seeds.values() if k is None})
+    c = t.checkpoints.c
+    for part in _chunks(inline):
+        q = select(c.checkpoint_id, c.type, c.checkpoint).where(
+            c.thread_id == thread_id, c.ns_hash == ns_hash, c.checkpoint_id.in_(part)
+        )
+        result.records.update((r.checkpoint_id, (r.type, r.checkpoint)) for r in conn.execute(q))
     return result
 
 
@@ -902,7 +978,9 @@ def _gc_blobs(conn: Connection, t: Tables, thread_id: str, ns_hash: str) -> None
     for (versions,) in conn.execute(
         select(c.versions).where(c.thread_id == thread_id, c.ns_hash == ns_hash)
     ):
-        keep.update((key_hash(ch), str(v)) for ch, v in json.loads(versions).items())
+        keep.update(
+            (key_hash(ch), str(v)) for ch, v in json.loads(versions).items() if v is not None
+        )
     base: dict[tuple[str, str], tuple[str, str] | None] = {}
     for r in conn.execute(
         select(b.channel_hash, b.version, b.kind, b.base_version).where(
@@ -987,7 +1065,8 @@ def prune_keep_latest(
         assert latest is not None
         keep = [latest.checkpoint_id]
         versions = json.loads(latest.versions)
-        wanted = [ch for ch in delta_channels(latest) if ch in versions]
+        # (a value kept in the record, ``null`` in the column, needs no ancestor)
+        wanted = [ch for ch in delta_channels(latest) if versions.get(ch) is not None]
         if wanted:
             stored = _blobs_for(
                 conn, t, [(thread_id, ns_hash, key_hash(ch), str(versions[ch])) for ch in wanted]

@@ -3,25 +3,35 @@
 A checkpoint references one stored value per channel *version* (versions are unique across
 forks, see :func:`next_version`), so a channel that did not change is never written again.
 (Small scalars, None and the graph's input are kept in the checkpoint's own record instead,
-which costs less than a row: see ``saver._record_values``.) A
-``list`` value (``messages`` under ``add_messages``, any append-only list) is stored as a
-*delta*: "the first ``base_len`` items of version ``base_version`` of this channel, then these
-items". A 200-turn chat therefore stores each message once instead of once per checkpoint.
+which costs less than a row: see ``saver._record_values``.) A ``list`` value (``messages``
+under ``add_messages``, any append-only list) is stored as a *delta*: "the first ``base_len``
+items of version ``base_version`` of this channel, then these items". A 200-turn chat therefore
+stores each message a few times instead of once per checkpoint.
 
-Once a list has doubled since its last full copy it is stored whole again, which bounds the
-full copies to about twice the items (a geometric series) and a read to one full row plus the
-deltas written since.
+**Which version a delta is built on** (skip deltas, as in Subversion's FSFS): the versions of a
+list since its last full copy are numbered 1, 2, 3...; version ``d`` is a delta from version
+``d & (d - 1)`` (``d`` with its lowest set bit cleared, 0 being the full copy). Reading version
+``d`` decodes the full copy and ``popcount(d)`` deltas (3 rows for a chat's 400 messages, at
+most 9 while ``d < 256``), and a delta holds the items added since its base (on average
+``log2(d) / 2`` times the items of one version). Once a list has doubled since its last full copy it is stored whole
+again, which bounds the full copies to about twice the items (a geometric series).
 
-The delta base is found without reading the database: :class:`ListCache` remembers, per
-``(thread, namespace, channel)``, the last list this process stored or read, with the item
-objects themselves. LangGraph's reducers keep the item objects of the previous value, so the
-new value's common prefix is found by identity. Each cached item also keeps the identity of
-its attribute values, so a message whose fields were reassigned in place is not mistaken for
-the stored one (deep in-place mutation of nested containers is not detected; LangGraph
-expects state to be updated by returning new values). A miss only costs a full copy.
+**How the shared prefix is found**: from the items' serialized bytes, never from the objects.
+Every ``put`` of a list serializes each item (with the serializer inside an
+``EncryptedSerializer``: encryption is not deterministic) and takes a 16-byte SHA-256 digest of
+each; :class:`ListCache` remembers, per ``(thread, namespace, channel)``, the digests of the last
+version this process stored or read, with the versions its chain is built on. The new list's
+common prefix with it is where the digests first differ: exactly what a serializing saver would
+see, so a message changed in place (however deeply) is stored as changed. The cache holds
+immutable data only (``str``, ``int``, ``bytes``, tuples of them); it never holds an item. The
+digests are stored with the items in each row (inside the serialized, possibly encrypted,
+value), so a process that reads a thread can store its next version as a delta too. A miss
+costs a full copy, never a wrong value: a delta is written only if its base row still exists.
 
 Every stored byte goes through the saver's serializer (``serde.dumps_typed``), so encryption
 and msgpack allowlists cover channel values, deltas, checkpoints, metadata and writes alike.
+Reads decode every value afresh: nothing returned is shared with the cache, with another
+call's result, or with another checkpoint of the same result.
 """
 
 from __future__ import annotations
@@ -33,23 +43,28 @@ from collections import OrderedDict
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from functools import lru_cache
-from operator import attrgetter, is_
+from itertools import pairwise
 from typing import Any
 
 from langgraph.checkpoint.serde.base import SerializerProtocol
+from langgraph.checkpoint.serde.encrypted import EncryptedSerializer
 
-from .codec import dumps, loads
+from .codec import dumps
 
 __all__ = [
+    "DIGEST_SIZE",
     "EMPTY",
     "BlobRow",
-    "CachedList",
     "ListCache",
+    "ListState",
     "Resolver",
+    "common_prefix",
     "encode_channel",
+    "fingerprint_serde",
+    "item_digests",
     "key_hash",
+    "list_fingerprint",
     "next_version",
-    "still_stored",
 ]
 
 EMPTY = "e"
@@ -61,7 +76,13 @@ DELTA = "d"
 """Blob kind: ``base_version[:base_len]`` plus the serialized list of appended items."""
 
 DEFAULT_MAX_DELTA_DEPTH = 10_000
-"""Longest chain of deltas before a list is stored whole again."""
+"""Most versions of a list stored as deltas after one full copy."""
+
+DIGEST_SIZE = 16
+"""Bytes of SHA-256 kept per list item."""
+
+_MAX_CHAIN = DEFAULT_MAX_DELTA_DEPTH + 1
+"""Longest chain of rows a read follows (rows of earlier versions chain one delta per version)."""
 
 
 @lru_cache(maxsize=4096)
@@ -119,99 +140,220 @@ class BlobRow:
         }
 
 
-_ATOMIC = frozenset({str, bytes, int, float, bool, type(None)})
+# -- digests ------------------------------------------------------------------------------------
 
 
-def _shape(item: Any) -> Any:
-    """What must stay equal for ``item`` to still be the stored value: its fields (a copy of its
-    ``__dict__``, as for LangChain messages), or its items; held, so compared by identity
-    first."""
-    if type(item) in _ATOMIC:
+def fingerprint_serde(serde: SerializerProtocol) -> SerializerProtocol:
+    """The serializer whose output identifies a list item: ``serde`` itself, or the serializer
+    inside an ``EncryptedSerializer`` (whose output differs at every call)."""
+    return serde.serde if isinstance(serde, EncryptedSerializer) else serde
+
+
+def item_digests(serde: SerializerProtocol, items: Iterable[Any]) -> bytes | None:
+    """:data:`DIGEST_SIZE` bytes of SHA-256 per item, of its bytes as ``serde`` serializes it
+    (and of its type, unless ``"msgpack"``: a type name joined to bytes cannot equal the
+    encoding of one msgpack value); None if an item cannot be serialized (the value is then
+    stored whole, by the path that reports the error)."""
+    dumps_typed = serde.dumps_typed
+    sha256 = hashlib.sha256
+    out = bytearray()
+    try:
+        for item in items:
+            type_, data = dumps_typed(item)
+            if type_ != "msgpack":
+                data = type_.encode() + b"\x00" + data
+            out += sha256(data).digest()[:DIGEST_SIZE]
+    except Exception:
         return None
+    return bytes(out)
+
+
+Body = tuple[int, bytes]
+"""``(length, SHA-256)`` of a list's items as msgpack, concatenated (a msgpack array without
+its header)."""
+
+
+def list_fingerprint(
+    serde: SerializerProtocol, items: list[Any], known: ListState | None
+) -> tuple[bytes, Body | None] | None:
+    """Per-item digests of ``items`` (see :func:`item_digests`), and their :data:`Body`.
+
+    When ``known`` (the state of an earlier version) has a body and ``items`` extend it, one
+    serialization of the whole list and one SHA-256 of its first ``known.body[0]`` bytes show
+    that the first ``len(known)`` items are unchanged (msgpack values are concatenated in an
+    array, so equal leading bytes are equal leading items): only the added items are
+    serialized alone. Otherwise (a changed item, the first put after a read) each item is
+    serialized alone. None if an item cannot be serialized.
+    """
+    if known is not None and known.body is not None and len(items) >= len(known):
+        fast = _extension(serde, items, known, known.body)
+        if fast is not None:
+            return fast
+    return _itemwise(serde, items)
+
+
+def _list_body(type_: str, data: bytes, n: int) -> memoryview | None:
+    """The items of a msgpack array of ``n`` items (None if ``data`` is not one)."""
+    if type_ != "msgpack" or not data:
+        return None
+    if n <= 15:
+        size = 1 if data[0] == 0x90 | n else 0
+    elif n <= 0xFFFF:
+        size = 3 if data[0] == 0xDC and data[1:3] == n.to_bytes(2, "big") else 0
+    else:
+        size = 5 if data[0] == 0xDD and data[1:5] == n.to_bytes(4, "big") else 0
+    return memoryview(data)[size:] if size else None
+
+
+def _extension(
+    serde: SerializerProtocol, items: list[Any], known: ListState, body: Body
+) -> tuple[bytes, Body] | None:
     try:
-        return dict(item.__dict__)
-    except AttributeError:
-        pass
-    if type(item) is dict:
-        return (*item, *item.values())
-    if type(item) in (list, tuple):
-        return tuple(item)
-    return None
+        type_, data = serde.dumps_typed(items)
+    except Exception:
+        return None
+    view = _list_body(type_, data, len(items))
+    if view is None or len(view) < body[0]:
+        return None
+    h = hashlib.sha256(view[: body[0]])
+    if h.digest() != body[1]:
+        return None
+    added = item_digests(serde, items[len(known) :])
+    if added is None:
+        return None
+    h.update(view[body[0] :])
+    return known.digests + added, (len(view), h.digest())
 
 
-_fields = attrgetter("__dict__")
-
-
-def _shapes(items: list[Any]) -> list[Any]:
-    return [_shape(v) for v in items]
-
-
-def _unchanged(items: list[Any], shapes: list[Any]) -> bool:
-    """True if each item's fields are still the recorded ones (for objects with a ``__dict__``
-    the whole comparison runs in C: 0.15 us per message)."""
+def _itemwise(serde: SerializerProtocol, items: list[Any]) -> tuple[bytes, Body | None] | None:
+    dumps_typed = serde.dumps_typed
+    sha256 = hashlib.sha256
+    out = bytearray()
+    body = sha256()
+    size = 0
+    plain = True  # every item is msgpack: their bytes concatenated are the list's
     try:
-        live = list(map(_fields, items))
-    except AttributeError:
-        live = _shapes(items)
-    return live == shapes
+        for item in items:
+            type_, data = dumps_typed(item)
+            if type_ == "msgpack":
+                body.update(data)
+                size += len(data)
+            else:
+                plain = False
+                data = type_.encode() + b"\x00" + data
+            out += sha256(data).digest()[:DIGEST_SIZE]
+    except Exception:
+        return None
+    return bytes(out), ((size, body.digest()) if plain else None)
 
 
-@dataclass
-class CachedList:
-    """A list value known to be stored as ``version`` (a delta chain from ``root``)."""
+def common_prefix(a: bytes, b: bytes) -> int:
+    """How many leading items two digest strings share."""
+    n = min(len(a), len(b)) // DIGEST_SIZE
+    if a[: n * DIGEST_SIZE] == b[: n * DIGEST_SIZE]:
+        return n
+    lo, hi = 0, n  # lo items are known equal, hi are known to differ
+    while hi - lo > 1:
+        mid = (lo + hi) // 2
+        if a[: mid * DIGEST_SIZE] == b[: mid * DIGEST_SIZE]:
+            lo = mid
+        else:
+            hi = mid
+    return lo
+
+
+def _pack(items: list[Any], digests: bytes | None) -> Any:
+    """What a list row stores: its items and their digests (rows of earlier versions hold the
+    bare list; a list channel's rows never hold a dict otherwise)."""
+    return items if digests is None else {"items": items, "digests": digests}
+
+
+def _unpack(payload: Any) -> tuple[list[Any], bytes | None]:
+    if isinstance(payload, dict):
+        return list(payload["items"]), bytes(payload["digests"])
+    return list(payload), None
+
+
+# -- what a process knows of a stored list -------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class ListState:
+    """A list value stored as ``version``: its item digests and the versions it is built on.
+
+    ``chain`` holds ``(depth, version, shared)`` of the versions a read of this one decodes
+    (its full copy first, at depth 0), ``shared`` being how many leading items that version has
+    in common with this one (at least). Immutable: no item of the list is kept."""
 
     version: str
     root: str
     depth: int
-    items: list[Any]
-    shapes: list[Any]
     root_len: int
-    """Items stored in the chain's full (root) row."""
+    """Items of the chain's full copy."""
+    digests: bytes
+    chain: tuple[tuple[int, str, int], ...] = ()
+    body: Body | None = None
+    """The items' :data:`Body`, when known (a state made by a put)."""
 
-    def common_prefix(self, value: list[Any]) -> int:
-        """How many leading items of ``value`` are the stored items, unchanged (the same
-        objects, whose field values are still equal to those stored)."""
-        items = self.items
-        if all(map(is_, items, value)):  # the common case: one pass, no list (map stops early)
-            k = min(len(items), len(value))
+    def __len__(self) -> int:
+        return len(self.digests) // DIGEST_SIZE
+
+    def as_root(self) -> ListState:
+        """The same list, stored whole."""
+        return ListState(self.version, self.version, 0, len(self), self.digests, (), self.body)
+
+    def extend(
+        self, version: str, digests: bytes, max_depth: int, body: Body | None = None
+    ) -> tuple[str, int, ListState] | None:
+        """``(base_version, base_len, state)`` to store the list ``digests`` as ``version``, a
+        delta; None when it should be stored whole (nothing shared, doubled, too deep)."""
+        common = common_prefix(self.digests, digests)
+        if not common or self.depth >= max_depth:
+            return None
+        if len(digests) // DIGEST_SIZE >= 2 * max(self.root_len, 1):
+            return None
+        depth = self.depth + 1
+        target = depth & (depth - 1)  # the depth of the base (see the module's docstring)
+        if target == self.depth:
+            base, shared = self.version, common
         else:
-            k = list(map(is_, items, value)).index(False)
-        try:
-            shapes = self.shapes if k == len(self.shapes) else self.shapes[:k]
-            if _unchanged(value[:k] if k < len(value) else value, shapes):
-                return k
-            now = _shapes(value[:k])
-            return next(i for i, (a, b) in enumerate(zip(now, self.shapes, strict=False)) if a != b)
-        except Exception:  # values whose == fails (arrays...): store the list whole
-            return 0
-
-
-def still_stored(entry: CachedList) -> bool:
-    """True if the cached items still hold the values stored for ``entry.version``."""
-    try:
-        return _unchanged(entry.items, entry.shapes)
-    except Exception:  # values whose == fails: read them from the database
-        return False
+            at = [(v, s) for d, v, s in self.chain if d == target]
+            if not at:  # not a chain this module made: store whole
+                return None
+            base, shared = at[0][0], min(at[0][1], common)
+        if not shared:
+            return None
+        chain = tuple((d, v, min(s, common)) for d, v, s in self.chain if d < target)
+        state = ListState(
+            version,
+            self.root,
+            depth,
+            self.root_len,
+            digests,
+            (*chain, (target, base, shared)),
+            body,
+        )
+        return base, shared, state
 
 
 class ListCache:
-    """Bounded, thread-safe map ``(thread, ns, channel) -> CachedList`` (least recently used
+    """Bounded, thread-safe map ``(thread, ns, channel) -> ListState`` (least recently used
     entries are evicted)."""
 
     def __init__(self, size: int) -> None:
         self.size = size
-        self._data: OrderedDict[tuple[str, str, str], CachedList] = OrderedDict()
+        self._data: OrderedDict[tuple[str, str, str], ListState] = OrderedDict()
         self._lock = threading.Lock()
 
-    def get(self, key: tuple[str, str, str]) -> CachedList | None:
-        """The cached list for ``key``, if any."""
+    def get(self, key: tuple[str, str, str]) -> ListState | None:
+        """The state known for ``key``, if any."""
         with self._lock:
             entry = self._data.get(key)
             if entry is not None:
                 self._data.move_to_end(key)
             return entry
 
-    def put(self, key: tuple[str, str, str], entry: CachedList) -> None:
+    def put(self, key: tuple[str, str, str], entry: ListState) -> None:
         """Remember ``entry`` for ``key``."""
         if self.size <= 0:
             return
@@ -220,11 +362,6 @@ class ListCache:
             self._data.move_to_end(key)
             while len(self._data) > self.size:
                 self._data.popitem(last=False)
-
-    def scope(self, thread_id: str, ns: str) -> dict[str, CachedList]:
-        """channel -> cached list, for one thread and namespace."""
-        with self._lock:
-            return {k[2]: e for k, e in self._data.items() if k[0] == thread_id and k[1] == ns}
 
     def forget_threads(self, thread_ids: Iterable[str] | None = None) -> None:
         """Drop the entries of some threads (all entries when ``thread_ids`` is None)."""
@@ -244,35 +381,37 @@ def encode_channel(
     version: str,
     values: Mapping[str, Any],
     max_depth: int = DEFAULT_MAX_DELTA_DEPTH,
-) -> tuple[BlobRow, CachedList | None]:
-    """The row storing channel ``key[2]`` at ``version``, and the cache entry it would make.
+) -> tuple[BlobRow, ListState | None]:
+    """The row storing channel ``key[2]`` at ``version``, and the list state it would make.
 
-    Lists become a delta from the cached list of the same channel when they share a prefix
-    with it; anything else is serialized whole.
+    Lists become a delta when they share a prefix with the list the cache knows for the same
+    channel; anything else is serialized whole. Nothing of ``values`` is kept.
     """
     channel = key[2]
     ch_hash = key_hash(channel)
+    what = f"channel {channel!r}"
     if channel not in values:
         return BlobRow(channel, ch_hash, version, EMPTY), None
     value = values[channel]
+    if type(value) is not list:
+        type_, data = dumps(serde, value, what)
+        return BlobRow(channel, ch_hash, version, VALUE, type_, data), None
+    known = cache.get(key) if cache.size > 0 else None
+    found = list_fingerprint(fingerprint_serde(serde), value, known) if cache.size > 0 else None
+    digests, body = found if found is not None else (None, None)
 
     def full() -> BlobRow:
-        type_, data = dumps(serde, value, f"channel {channel!r}")
-        root = version if type(value) is list else None
-        return BlobRow(channel, ch_hash, version, VALUE, type_, data, root_version=root)
+        type_, data = dumps(serde, _pack(value, digests), what)
+        return BlobRow(channel, ch_hash, version, VALUE, type_, data, root_version=version)
 
-    if type(value) is not list:
+    if digests is None:
         return full(), None
-    known = cache.get(key)
-    prefix = known.common_prefix(value) if known is not None and known.depth < max_depth else 0
-    # Store the list whole again once it has doubled since its last full copy: at most ~2x
-    # the items in full copies (a geometric series), and a read decodes one full row plus
-    # the deltas written since (fewer than half the items).
-    if known is None or prefix == 0 or len(value) >= 2 * max(known.root_len, 1):
-        entry = CachedList(version, version, 0, list(value), _shapes(value), len(value))
-        return full(), entry
-    added = value[prefix:]
-    type_, data = dumps(serde, added, f"channel {channel!r}")
+    plan = known.extend(version, digests, max_depth, body) if known is not None else None
+    if known is None or plan is None:
+        return full(), ListState(version, version, 0, len(value), digests, (), body)
+    base, base_len, state = plan
+    added = _pack(value[base_len:], digests[base_len * DIGEST_SIZE :])
+    type_, data = dumps(serde, added, what)
     row = BlobRow(
         channel,
         ch_hash,
@@ -280,31 +419,30 @@ def encode_channel(
         DELTA,
         type_,
         data,
-        base_version=known.version,
-        base_len=prefix,
+        base_version=base,
+        base_len=base_len,
         root_version=known.root,
-        depth=known.depth + 1,
+        depth=state.depth,
         full=full,
     )
-    shapes = known.shapes[:prefix] + _shapes(added)
-    entry = CachedList(version, known.root, known.depth + 1, list(value), shapes, known.root_len)
-    return row, entry
+    return row, state
+
+
+# -- reading ---------------------------------------------------------------------------------
 
 
 class Resolver:
-    """Turns fetched blob rows back into values, decoding each delta at most once.
+    """Turns fetched blob rows back into values, decoding them afresh for each value.
 
     ``rows`` maps ``(thread_id, ns_hash, channel_hash, version)`` to a row with ``kind``,
-    ``type``, ``value``, ``base_version`` and ``base_len``. Items decoded for a shared prefix
-    are shared by the lists built from it (within one resolver, that is one read).
+    ``type``, ``value``, ``base_version``, ``base_len``, ``root_version`` and ``depth``;
+    ``loads(type, data)`` decodes a stored value. Two values built from the same rows share no
+    object: each is the caller's own.
     """
 
-    def __init__(self, serde: SerializerProtocol, rows: Mapping[tuple[str, ...], Any]) -> None:
-        self.serde = serde
+    def __init__(self, loads: Callable[[str, Any], Any], rows: Mapping[tuple[str, ...], Any]):
+        self.loads = loads
         self.rows = rows
-        # version -> (spine, n): the value is spine[:n]; versions of an append-only chain
-        # share one spine list, extended in place, so rebuilding a chain is linear.
-        self._lists: dict[tuple[str, ...], tuple[list[Any], int]] = {}
 
     def has_value(self, key: tuple[str, ...]) -> bool:
         """True if ``key`` is stored with a value (not missing, not empty)."""
@@ -312,50 +450,60 @@ class Resolver:
         return row is not None and row.kind != EMPTY
 
     def value(self, key: tuple[str, ...]) -> Any:
-        """The value stored under ``key`` (a fresh list object for list values)."""
+        """The value stored under ``key``, decoded afresh."""
+        return self.value_and_state(key, False)[0]
+
+    def value_and_state(
+        self, key: tuple[str, ...], state: bool = True
+    ) -> tuple[Any, ListState | None]:
+        """The value stored under ``key`` and, for a list stored with digests, its
+        :class:`ListState` (when ``state``)."""
         row = self.rows[key]
-        if row.kind == VALUE and row.root_version is None:
-            return loads(self.serde, row.type, row.value)
-        spine, n = self._list(key)
-        return spine[:n]
-
-    def _list(self, key: tuple[str, ...]) -> tuple[list[Any], int]:
-        chain: list[tuple[str, ...]] = []
-        cur = key
-        while cur not in self._lists:
+        if row.root_version is None:  # not a list
+            return self.loads(row.type, row.value), None
+        chain = [(key, row)]
+        while row.kind == DELTA:
+            cur = (*key[:3], row.base_version)
             row = self.rows.get(cur)
-            if row is None:
+            if row is None or len(chain) > _MAX_CHAIN:
                 raise LookupError(f"checkpoint storage: list version {cur[3]!r} is missing")
-            chain.append(cur)
+            chain.append((cur, row))
+        items: list[Any] = []
+        digests: bytes | None = b""
+        root_len = 0
+        for k, row in reversed(chain):
+            decoded, its_digests = _unpack(self.loads(row.type, row.value))
             if row.kind != DELTA:
-                break
-            cur = (*cur[:3], row.base_version)
-        base = self._lists.get(cur)  # decoded earlier, or None at a full value
-        for k in reversed(chain):
-            row = self.rows[k]
-            decoded = list(loads(self.serde, row.type, row.value))
-            if row.kind == DELTA:
-                assert base is not None
-                spine, n = base
-                if row.base_len == n == len(spine):
-                    spine.extend(decoded)  # nobody extended this spine past n: append
-                else:
-                    spine = spine[: row.base_len] + decoded
-                base = (spine, row.base_len + len(decoded))
+                items, digests, root_len = decoded, its_digests, len(decoded)
+                continue
+            if row.base_len > len(items):
+                raise LookupError(f"checkpoint storage: list version {k[3]!r} is damaged")
+            if row.base_len == len(items):
+                items.extend(decoded)
             else:
-                base = (decoded, len(decoded))
-            self._lists[k] = base
-        return self._lists[key]
+                items = items[: row.base_len] + decoded
+            if digests is not None and its_digests is not None:
+                digests = digests[: row.base_len * DIGEST_SIZE] + its_digests
+            else:
+                digests = None
+        if not state or digests is None:
+            return items, None
+        return items, _state_of(chain, digests, root_len)
 
-    def cache_entry(self, key: tuple[str, ...], items: list[Any]) -> CachedList | None:
-        """A :class:`ListCache` entry for the list ``items`` just returned for ``key``."""
-        row = self.rows.get(key)
-        if row is None or row.root_version is None:
-            return None
-        root = (*key[:3], row.root_version)
-        decoded = self._lists.get(root)
-        if decoded is None:  # the chain's root was not read (a fallback full copy intervened)
-            return None
-        return CachedList(
-            key[3], row.root_version, row.depth, list(items), _shapes(items), decoded[1]
-        )
+
+def _state_of(chain: list[tuple[tuple[str, ...], Any]], digests: bytes, root_len: int) -> ListState:
+    """The :class:`ListState` of the list read along ``chain`` (target first, full copy last)."""
+    target = chain[0][1]
+    elements: list[tuple[int, str, int]] = []
+    shared: int | None = None
+    for (_, row), (key, base) in pairwise(chain):
+        shared = row.base_len if shared is None else min(shared, row.base_len)
+        elements.append((int(base.depth), key[3], int(shared)))
+    return ListState(
+        chain[0][0][3],
+        chain[-1][0][3],
+        int(target.depth),
+        root_len,
+        digests,
+        tuple(reversed(elements)),
+    )
