@@ -77,7 +77,7 @@ from langgraph.checkpoint.memory import InMemorySaver  # noqa: E402
 
 from langmem_sqlite.context import TRUNCATION_MARKER, ContextPolicy  # noqa: E402
 from langmem_sqlite.context.summary import SUMMARY_SHORTENED_MARKER  # noqa: E402
-from langmem_sqlite.counting import resolve_message_counter  # noqa: E402
+from langmem_sqlite.messages.counting import resolve_message_counter  # noqa: E402
 
 warnings.filterwarnings("ignore")
 logging.getLogger("langgraph").setLevel(logging.ERROR)  # langmem's RunningSummary warnings

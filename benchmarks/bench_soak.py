@@ -33,7 +33,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _common import environment, realistic_messages
 
 from langmem_sqlite import ConversationStore, get_database
-from langmem_sqlite.schema import get_tables
+from langmem_sqlite.engine.schema import get_tables
 
 with warnings.catch_warnings():  # langchain-community prints a sunset notice on import
     warnings.simplefilter("ignore", DeprecationWarning)

@@ -29,7 +29,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
 
 from context_fakes import RecordingModel
 
-from langmem_sqlite.counting import resolve_message_counter
+from langmem_sqlite.messages.counting import resolve_message_counter
 
 __all__ = [
     "HARD_BUDGET",

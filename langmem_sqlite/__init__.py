@@ -14,10 +14,10 @@ from typing import TYPE_CHECKING, Any
 __version__ = "0.1.0"
 
 _EXPORTS = {
-    "USER_CONVERSATION_FIELDS": "chat_history",
-    "SQLChatMessageHistory": "chat_history",
-    "session_history_factory": "chat_history",
-    "user_conversation_history_factory": "chat_history",
+    "USER_CONVERSATION_FIELDS": "history",
+    "SQLChatMessageHistory": "history",
+    "session_history_factory": "history",
+    "user_conversation_history_factory": "history",
     "CheckpointEncryptionError": "checkpoint",
     "SQLSaver": "checkpoint",
     "ThreadInfo": "checkpoint",
@@ -28,23 +28,23 @@ _EXPORTS = {
     "context_step": "context",
     "pre_model_hook": "context",
     "trim_context": "context",
-    "ConversationStore": "conversation_store",
-    "SessionInfo": "conversation_store",
-    "EncodingUnavailableError": "counting",
-    "count_tokens": "counting",
-    "resolve_message_counter": "counting",
+    "ConversationStore": "history",
+    "SessionInfo": "history",
+    "EncodingUnavailableError": "messages",
+    "count_tokens": "messages",
+    "resolve_message_counter": "messages",
     "MessageCipher": "crypto",
-    "Database": "db",
-    "get_database": "db",
-    "ForgetReport": "erasure",
-    "aforget_user": "erasure",
-    "forget_user": "erasure",
-    "SchemaTooNewError": "migrate",
-    "Memory": "store",
+    "Database": "engine",
+    "get_database": "engine",
+    "ForgetReport": "operations.erasure",
+    "aforget_user": "operations.erasure",
+    "forget_user": "operations.erasure",
+    "SchemaTooNewError": "engine.migrations",
+    "Memory": "memory",
     "SQLStore": "store",
-    "CopyReport": "transfer",
-    "copy_database": "transfer",
-    "drop_leading_orphans": "windows",
+    "CopyReport": "operations.copy",
+    "copy_database": "operations.copy",
+    "drop_leading_orphans": "messages",
 }
 
 __all__ = [
@@ -101,12 +101,6 @@ def __dir__() -> list[str]:
 
 
 if TYPE_CHECKING:
-    from .chat_history import (
-        USER_CONVERSATION_FIELDS,
-        SQLChatMessageHistory,
-        session_history_factory,
-        user_conversation_history_factory,
-    )
     from .checkpoint import CheckpointEncryptionError, SQLSaver, ThreadInfo
     from .context import (
         ContextBudgetError,
@@ -117,12 +111,19 @@ if TYPE_CHECKING:
         pre_model_hook,
         trim_context,
     )
-    from .conversation_store import ConversationStore, SessionInfo
-    from .counting import EncodingUnavailableError, count_tokens, resolve_message_counter
     from .crypto import MessageCipher
-    from .db import Database, get_database
-    from .erasure import ForgetReport, aforget_user, forget_user
-    from .migrate import SchemaTooNewError
-    from .store import Memory, SQLStore
-    from .transfer import CopyReport, copy_database
-    from .windows import drop_leading_orphans
+    from .engine import Database, get_database
+    from .engine.migrations import SchemaTooNewError
+    from .history.chat_history import (
+        USER_CONVERSATION_FIELDS,
+        SQLChatMessageHistory,
+        session_history_factory,
+        user_conversation_history_factory,
+    )
+    from .history.store import ConversationStore, SessionInfo
+    from .memory import Memory
+    from .messages.counting import EncodingUnavailableError, count_tokens, resolve_message_counter
+    from .messages.windows import drop_leading_orphans
+    from .operations.copy import CopyReport, copy_database
+    from .operations.erasure import ForgetReport, aforget_user, forget_user
+    from .store import SQLStore

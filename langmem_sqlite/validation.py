@@ -7,7 +7,7 @@ import uuid
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from .schema import ID_MAX_CHARS
+from .engine.schema import ID_MAX_CHARS
 
 __all__ = [
     "INT64_MAX",

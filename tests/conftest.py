@@ -17,8 +17,8 @@ from collections.abc import Iterator
 import pytest
 import sqlalchemy as sa
 
-from langmem_sqlite.db import get_database
-from langmem_sqlite.schema import get_tables
+from langmem_sqlite.engine import get_database
+from langmem_sqlite.engine.schema import get_tables
 
 POSTGRES_URL = os.environ.get(
     "LANGMEM_TEST_POSTGRES_URL", "postgresql://postgres@127.0.0.1:5432/test"

@@ -27,7 +27,6 @@ from langgraph.graph import START, StateGraph
 from langgraph.prebuilt import ToolNode, tools_condition
 
 from langmem_sqlite import ConversationStore, user_conversation_history_factory
-from langmem_sqlite.chat_history import USER_CONVERSATION_FIELDS
 from langmem_sqlite.context import (
     ContextAgentState,
     ContextMiddleware,
@@ -38,6 +37,7 @@ from langmem_sqlite.context import (
     load_record,
     pre_model_hook,
 )
+from langmem_sqlite.history.chat_history import USER_CONVERSATION_FIELDS
 
 __all__ = ["ADAPTERS", "Driver", "make_driver"]
 

@@ -464,6 +464,6 @@ def test_public_names_are_importable() -> None:
 
 def test_default_prefix_matches_the_schema() -> None:
     from langmem_sqlite.cli.base import DEFAULT_PREFIX
-    from langmem_sqlite.schema import DEFAULT_PREFIX as SCHEMA_PREFIX
+    from langmem_sqlite.engine.schema import DEFAULT_PREFIX as SCHEMA_PREFIX
 
     assert DEFAULT_PREFIX == SCHEMA_PREFIX

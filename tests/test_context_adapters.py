@@ -36,7 +36,7 @@ from langmem_sqlite.context import (  # noqa: E402
     load_record,
     pre_model_hook,
 )
-from langmem_sqlite.counting import resolve_message_counter  # noqa: E402
+from langmem_sqlite.messages.counting import resolve_message_counter  # noqa: E402
 
 EXACT = resolve_message_counter("gpt-4o")
 BUDGET = 3000

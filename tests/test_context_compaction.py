@@ -28,7 +28,7 @@ from context_strategies import assert_valid_model_input  # noqa: E402
 
 from langmem_sqlite.context import ContextPolicy  # noqa: E402
 from langmem_sqlite.context.summary import SUMMARY_DROPPED_MARKER, text_tokens  # noqa: E402
-from langmem_sqlite.counting import resolve_message_counter  # noqa: E402
+from langmem_sqlite.messages.counting import resolve_message_counter  # noqa: E402
 
 EXACT = resolve_message_counter("gpt-4o")
 FILLER = [

@@ -23,7 +23,7 @@ from test_store_facts import TopicEmbedding as StoreTopics  # noqa: E402
 
 from langmem_sqlite import SQLStore  # noqa: E402
 from langmem_sqlite.context import ContextPolicy, context_step  # noqa: E402
-from langmem_sqlite.counting import resolve_message_counter  # noqa: E402
+from langmem_sqlite.messages.counting import resolve_message_counter  # noqa: E402
 from langmem_sqlite.store import UserFacts  # noqa: E402
 
 EXACT = resolve_message_counter("gpt-4o")

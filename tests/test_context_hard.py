@@ -47,7 +47,7 @@ from hard_conversation import (  # noqa: E402
 
 from langmem_sqlite.context import ContextBudgetError, ContextPolicy  # noqa: E402
 from langmem_sqlite.context.summary import SUMMARY_SHORTENED_MARKER, text_tokens  # noqa: E402
-from langmem_sqlite.counting import resolve_message_counter  # noqa: E402
+from langmem_sqlite.messages.counting import resolve_message_counter  # noqa: E402
 
 EXACT = resolve_message_counter("gpt-4o")
 

@@ -27,7 +27,7 @@ from langmem_sqlite.context import (  # noqa: E402
     ContextPolicy,
 )
 from langmem_sqlite.context.summary import SUMMARY_SHORTENED_MARKER  # noqa: E402
-from langmem_sqlite.counting import resolve_message_counter  # noqa: E402
+from langmem_sqlite.messages.counting import resolve_message_counter  # noqa: E402
 
 EXACT = resolve_message_counter("gpt-4o")
 SYSTEM = "You are a helpful assistant."

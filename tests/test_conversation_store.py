@@ -259,8 +259,8 @@ def test_an_append_retried_after_its_commit_landed_is_not_written_twice(
     """Database.run re-runs a transaction whose connection died; if that happened while COMMIT
     was in flight, the first attempt may have committed. The append's token prevents a second
     copy (the hardening fault tests hit this on MariaDB by killing connections)."""
-    from langmem_sqlite import conversations as sql
-    from langmem_sqlite.conversations import Append, SessionKey
+    from langmem_sqlite.history import sql
+    from langmem_sqlite.history.sql import Append, SessionKey
 
     store.add_messages("s", [HumanMessage("before")])
     key = SessionKey("", "s")
@@ -328,8 +328,8 @@ def test_one_id_names_one_row_per_session(store: ConversationStore) -> None:
 def test_skip_existing_rechecks_under_the_lock(db_url: str, prefix: str) -> None:
     """Ids stored by another writer between the read and the append are left out by the
     append itself: positions, counts and the running token sums stay exact."""
-    from langmem_sqlite import conversations as sql
-    from langmem_sqlite.conversations import Append, SessionKey
+    from langmem_sqlite.history import sql
+    from langmem_sqlite.history.sql import Append, SessionKey
 
     store = ConversationStore(db_url, table_prefix=prefix, token_counter=lambda m: 10)
     key = SessionKey("u", "s")
@@ -349,8 +349,8 @@ def test_skip_existing_rechecks_under_the_lock(db_url: str, prefix: str) -> None
 
 
 def test_a_retried_skip_existing_append_reports_what_it_wrote(store: ConversationStore) -> None:
-    from langmem_sqlite import conversations as sql
-    from langmem_sqlite.conversations import Append, SessionKey
+    from langmem_sqlite.history import sql
+    from langmem_sqlite.history.sql import Append, SessionKey
 
     key = SessionKey("", "s")
     rows = store._rows([HumanMessage("a", id="a"), HumanMessage("b", id="b")], key)
@@ -374,9 +374,9 @@ def test_upgrade_keeps_duplicate_rows_and_adds_the_unique_key(db_url: str, prefi
     duplicates stored by racing appends) upgrades on first use: every row is kept and reads
     return what they returned before; the later copies of an id lose it in the lookup column
     only, and appends with ``skip_existing`` find the id."""
-    from langmem_sqlite.db import get_database
-    from langmem_sqlite.migrate import LATEST_VERSION
-    from langmem_sqlite.schema import get_tables
+    from langmem_sqlite.engine import get_database
+    from langmem_sqlite.engine.migrations import LATEST_VERSION
+    from langmem_sqlite.engine.schema import get_tables
 
     db = get_database(db_url)
     t = get_tables(prefix)

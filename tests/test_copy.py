@@ -21,11 +21,11 @@ from langgraph.types import Command, interrupt
 
 from langmem_sqlite import ConversationStore, SQLSaver, SQLStore, copy_database
 from langmem_sqlite.cli import cli
-from langmem_sqlite.db import get_database
-from langmem_sqlite.schema import get_tables
+from langmem_sqlite.engine import get_database
+from langmem_sqlite.engine.schema import get_tables
+from langmem_sqlite.operations.copy import CopyMismatchError
 from langmem_sqlite.store import UserFacts
 from langmem_sqlite.store.sql import pgvector_table
-from langmem_sqlite.transfer import CopyMismatchError
 
 INDEX: Any = {"dims": 8, "embed": DeterministicFakeEmbedding(size=8), "fields": ["text"]}
 USERS = ("ada", "bob")

@@ -33,7 +33,7 @@ from context_corpus import CATEGORIES, corpus  # noqa: E402
 from langchain_openai import ChatOpenAI  # noqa: E402
 
 from langmem_sqlite import ConversationStore  # noqa: E402
-from langmem_sqlite.counting import (  # noqa: E402
+from langmem_sqlite.messages.counting import (  # noqa: E402
     AUDIO_TOKENS,
     FILE_TOKENS,
     IMAGE_LOW_DETAIL_TOKENS,
@@ -277,7 +277,7 @@ APPROX_PINNED = [
 def test_approximate_text_counts_are_pinned_with_and_without_the_piece_cache(
     kept: int, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from langmem_sqlite import counting
+    from langmem_sqlite.messages import counting
 
     monkeypatch.setattr(counting, "_PIECES_KEPT", kept)
     monkeypatch.setattr(counting, "_piece_cache", counting._PieceTokens())
@@ -294,7 +294,7 @@ def test_approximate_text_counts_are_pinned_with_and_without_the_piece_cache(
 @settings(max_examples=400, deadline=None)
 @given(st.text(alphabet=st.characters(max_codepoint=127), max_size=80))
 def test_ascii_texts_split_into_the_same_pieces_by_the_ascii_pattern(text: str) -> None:
-    from langmem_sqlite import counting
+    from langmem_sqlite.messages import counting
 
     assert counting._PIECE_ASCII.findall(text) == counting._PIECE.findall(text)
 

@@ -19,8 +19,8 @@ from langgraph.checkpoint.base import empty_checkpoint
 from sqlalchemy.ext.asyncio import create_async_engine
 
 from langmem_sqlite import ConversationStore, SchemaTooNewError, SQLSaver, SQLStore, get_database
-from langmem_sqlite.migrate import LATEST_VERSION, ensure_schema
-from langmem_sqlite.schema import MIGRATIONS, get_tables
+from langmem_sqlite.engine.migrations import LATEST_VERSION, ensure_schema
+from langmem_sqlite.engine.schema import MIGRATIONS, get_tables
 
 
 def test_path_and_url_forms_share_one_database(

@@ -24,8 +24,8 @@ from langmem_sqlite import (
     get_database,
 )
 from langmem_sqlite.cli import cli as cli_group
-from langmem_sqlite.erasure import aforget_user, forget_user
-from langmem_sqlite.schema import get_tables
+from langmem_sqlite.engine.schema import get_tables
+from langmem_sqlite.operations.erasure import aforget_user, forget_user
 from langmem_sqlite.store import UserFacts
 
 ALICE = "quokka-saffron"  # in every text of alice's; bob's texts have "wombat-indigo"

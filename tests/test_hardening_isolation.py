@@ -17,7 +17,7 @@ from langchain_core.messages import AIMessage, BaseMessage, HumanMessage
 from langgraph.graph import END, START, StateGraph
 
 from langmem_sqlite import ConversationStore, SQLChatMessageHistory, SQLSaver, SQLStore
-from langmem_sqlite.schema import get_tables
+from langmem_sqlite.engine.schema import get_tables
 from langmem_sqlite.store import UserFacts
 
 INJECTIONS = [

@@ -17,7 +17,7 @@ from langgraph.graph import START, MessagesState, StateGraph
 
 from langmem_sqlite import ConversationStore, SQLSaver
 from langmem_sqlite.cli import cli
-from langmem_sqlite.importers import (
+from langmem_sqlite.operations.importers import (
     ImportMismatchError,
     import_chat_history,
     import_checkpoints,

@@ -11,8 +11,8 @@ import pytest
 from conftest import server_url
 from nbclient import NotebookClient
 
-from langmem_sqlite.db import get_database
-from langmem_sqlite.schema import get_tables
+from langmem_sqlite.engine import get_database
+from langmem_sqlite.engine.schema import get_tables
 
 NOTEBOOKS = sorted((Path(__file__).parent.parent / "notebooks").glob("*.ipynb"))
 

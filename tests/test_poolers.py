@@ -14,7 +14,7 @@ from sqlalchemy.engine import make_url
 from langmem_sqlite import SQLSaver
 from langmem_sqlite.engine import get_database
 from langmem_sqlite.engine.dialects import PostgreSQLDialect
-from langmem_sqlite.schema import get_tables
+from langmem_sqlite.engine.schema import get_tables
 
 
 @pytest.mark.parametrize(

@@ -9,7 +9,7 @@ from conftest import server_url
 from langchain_core.messages import HumanMessage
 
 from langmem_sqlite import ConversationStore
-from langmem_sqlite.schema import get_tables
+from langmem_sqlite.engine.schema import get_tables
 
 
 def _connection_id(conn: sa.Connection) -> int:

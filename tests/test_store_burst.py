@@ -19,7 +19,7 @@ from langchain_core.embeddings import Embeddings
 from langgraph.store.base import BaseStore, PutOp
 
 from langmem_sqlite import SQLStore
-from langmem_sqlite.db import get_database
+from langmem_sqlite.engine import get_database
 
 USERS = 100
 PRELOADED = 1000

@@ -17,8 +17,8 @@ from langchain_core.embeddings import Embeddings
 from langgraph.graph import END, START, StateGraph
 
 from langmem_sqlite import Memory, SQLStore
-from langmem_sqlite.db import get_database
-from langmem_sqlite.schema import get_tables
+from langmem_sqlite.engine import get_database
+from langmem_sqlite.engine.schema import get_tables
 
 KEY = b"0123456789abcdef0123456789abcdef"
 SECRET = "Lyonnaise"

@@ -94,7 +94,7 @@ def test_select_respects_budget_and_recency(store: SQLStore) -> None:
     assert some == everything[: len(some)]  # the most recent ones
     assert facts.select(max_tokens=0) == []
     section = with_facts([], some)[0].content
-    from langmem_sqlite.counting import resolve_message_counter
+    from langmem_sqlite.messages.counting import resolve_message_counter
 
     assert resolve_message_counter(None)(SystemMessage(section)) <= 60 + 10
 

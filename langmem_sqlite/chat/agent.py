@@ -30,7 +30,8 @@ from langgraph.store.base import BaseStore, SearchItem
 from typing_extensions import NotRequired, TypedDict
 
 from ..context import ContextPolicy
-from ..store import Memory, UserFacts, fact_tools
+from ..memory import Memory
+from ..store import UserFacts, fact_tools
 from ..validation import check_id
 
 __all__ = ["ChatSession", "ChatState", "build_chat_graph", "thread_id_for"]

@@ -8,8 +8,8 @@ from collections.abc import Callable, Iterable
 from langchain_core.messages import AIMessage, BaseMessage, ToolMessage
 
 from ..context import ContextPolicy
-from ..counting import resolve_message_counter
-from ..store import Memory
+from ..memory import Memory
+from ..messages.counting import resolve_message_counter
 from .agent import SYSTEM_PROMPT, ChatSession, build_chat_graph
 from .models import ChosenModel, choose_model
 

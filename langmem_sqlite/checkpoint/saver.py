@@ -1,7 +1,7 @@
 """`SQLSaver`: a LangGraph checkpointer on SQLite, PostgreSQL or MariaDB/MySQL, sync and async.
 
 One object serves ``graph.invoke``/``stream`` and ``ainvoke``/``astream``: every operation is
-written once as a :data:`~langmem_sqlite.db.Plan`; the sync method runs it with
+written once as a :data:`~langmem_sqlite.engine.Plan`; the sync method runs it with
 :meth:`Database.drive`, the async one with :meth:`Database.adrive`. There is no instance lock:
 each transaction checks a connection out of the pool, so threads and tasks run in parallel,
 and ``list()`` holds nothing while it yields (it reads page by page).
@@ -44,9 +44,9 @@ from langgraph.constants import START
 from sqlalchemy import exc
 from sqlalchemy.engine import URL, Connection
 
-from ..db import Database, DatabaseLike, Plan, Step, get_database
-from ..migrate import schema_plan
-from ..schema import DEFAULT_PREFIX, ID_MAX_CHARS, Tables, get_tables
+from ..engine import Database, DatabaseLike, Plan, Step, get_database
+from ..engine.migrations import schema_plan
+from ..engine.schema import DEFAULT_PREFIX, ID_MAX_CHARS, Tables, get_tables
 from ..validation import check_id, check_positive, check_text
 from . import sql
 from .codec import dumps, loads
@@ -385,7 +385,7 @@ class SQLSaver(BaseCheckpointSaver[str]):
         ``single``: ``fn`` makes one statement, or only reads rows that are never updated in
         place; on PostgreSQL it then runs in autocommit mode, which saves the BEGIN and COMMIT
         round trips (SQLite has none to save, and keeps its ``BEGIN IMMEDIATE``). Every
-        operation runs on the light lane (:mod:`langmem_sqlite.lite`).
+        operation runs on the light lane (:mod:`langmem_sqlite.engine.session`).
         """
         yield from self._ready_plan()
         # SQLite keeps its transaction: a snapshot costs nothing there

@@ -36,7 +36,7 @@ from sqlalchemy.dialects import mysql, postgresql, sqlite
 from sqlalchemy.engine import Connection, Row
 from sqlalchemy.sql.elements import ColumnElement
 
-from ..schema import Tables
+from ..engine.schema import Tables
 from .storage import DELTA, EMPTY, BlobRow, key_hash
 
 __all__ = [

@@ -34,7 +34,7 @@ __all__ = [
 ]
 
 DEFAULT_PREFIX = "langmem_"
-"""The default table prefix (``langmem_sqlite.schema.DEFAULT_PREFIX``, without importing it)."""
+"""The default table prefix (``langmem_sqlite.engine.schema.DEFAULT_PREFIX``, without importing it)."""
 
 DEFAULT_DATABASE = "langmem.db"
 
@@ -84,7 +84,7 @@ def readable_url(db: str | None, option: str = "--db") -> str:
     Raises:
         click.ClickException: no such SQLite file.
     """
-    from ..db import get_database
+    from ..engine import get_database
 
     target = url(db)
     found = get_database(target).url
@@ -101,7 +101,7 @@ def readable_url(db: str | None, option: str = "--db") -> str:
 
 def store(db: str | None, prefix: str, *, create: bool = False) -> Any:
     """A :class:`~langmem_sqlite.ConversationStore` on ``--db``."""
-    from ..conversation_store import ConversationStore
+    from ..history.store import ConversationStore
 
     return ConversationStore(url(db) if create else readable_url(db), table_prefix=prefix)
 

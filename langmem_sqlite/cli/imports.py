@@ -40,7 +40,7 @@ def import_history(
     source: str, table: str, as_user: str | None, db: str | None, prefix: str, as_json: bool
 ) -> None:
     """SOURCE (URL or SQLite path) with a langchain-community SQLChatMessageHistory table."""
-    from ..importers import import_chat_history
+    from ..operations.importers import import_chat_history
 
     report = import_chat_history(
         source, store(db, prefix, create=True), table=table, user_id=as_user, progress=not as_json
@@ -55,7 +55,7 @@ def _import_saver(
     db: str | None,
     **kw: Any,
 ) -> None:
-    from ..importers import import_checkpoints, source_thread_ids
+    from ..operations.importers import import_checkpoints, source_thread_ids
 
     ids = list(only) or source_thread_ids(location)
     with opener(location) as source:
@@ -95,7 +95,7 @@ def _one_user_option(kw: dict[str, Any]) -> None:
 @with_options(saver_options)
 def import_sqlite_saver(path: str, only: tuple[str, ...], db: str | None, **kw: Any) -> None:
     """A langgraph-checkpoint-sqlite (SqliteSaver) file at PATH."""
-    from ..importers import open_sqlite_saver
+    from ..operations.importers import open_sqlite_saver
 
     _one_user_option(kw)
     _import_saver(open_sqlite_saver, path, only, db, **kw)
@@ -106,7 +106,7 @@ def import_sqlite_saver(path: str, only: tuple[str, ...], db: str | None, **kw: 
 @with_options(saver_options)
 def import_postgres_saver(url: str, only: tuple[str, ...], db: str | None, **kw: Any) -> None:
     """A langgraph-checkpoint-postgres (PostgresSaver) database at URL."""
-    from ..importers import open_postgres_saver
+    from ..operations.importers import open_postgres_saver
 
     _one_user_option(kw)
     _import_saver(open_postgres_saver, url, only, db, **kw)

@@ -38,7 +38,7 @@ def _no_session(
     db: str | None, prefix: str, session: str, user: str | None
 ) -> click.ClickException:
     """The error for a session that is not there, naming the users who have one so called."""
-    from ..maintenance import users_with_session
+    from ..operations.maintenance import users_with_session
 
     message = f"no session {session!r}" + (f" of user {user!r}" if user else " without a user")
     others = [u for u in users_with_session(store(db, prefix), session) if u != (user or "")]
@@ -58,7 +58,7 @@ def _no_session(
 @json_option
 def users(db: str | None, prefix: str, as_json: bool) -> None:
     """List users, with their sessions, checkpointer threads and facts."""
-    from ..maintenance import list_users
+    from ..operations.maintenance import list_users
 
     rows = list_users(store(db, prefix), saver(db, prefix), kv_store(db, prefix))
     if as_json:
@@ -123,7 +123,7 @@ def history(
     """Show a session's messages in order (the last --limit N), token counts and summary."""
     from langchain_core.messages import message_to_dict
 
-    from ..counting import resolve_message_counter
+    from ..messages.counting import resolve_message_counter
 
     conversations = store(db, prefix)
     if conversations.get_session(session, user_id=user) is None:
@@ -209,9 +209,9 @@ def facts(db: str | None, user: str, pending: bool, prefix: str, as_json: bool) 
 @json_option
 def stats(db: str | None, prefix: str, as_json: bool) -> None:
     """Row counts and sizes of this package's tables."""
-    from ..db import get_database
-    from ..maintenance import table_stats
-    from ..schema import get_tables
+    from ..engine import get_database
+    from ..engine.schema import get_tables
+    from ..operations.maintenance import table_stats
 
     database = get_database(readable_url(db))
     rows = table_stats(database, get_tables(prefix))
@@ -242,7 +242,7 @@ def export(
     prefix: str,
 ) -> None:
     """Export a SESSION (or --thread) as JSON, JSONL (one message per line) or Markdown."""
-    from ..export import render, session_document, thread_document
+    from ..operations.export import render, session_document, thread_document
 
     if session is None and thread is None:
         raise click.UsageError("give a SESSION, or --thread THREAD")

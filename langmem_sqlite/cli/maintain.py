@@ -34,7 +34,7 @@ def prune(
     days: float, dry_run: bool, db: str | None, user: str | None, prefix: str, as_json: bool
 ) -> None:
     """Retention: delete sessions and threads idle for more than --older-than days."""
-    from ..maintenance import prune as run_prune
+    from ..operations.maintenance import prune as run_prune
 
     report = run_prune(store(db, prefix), saver(db, prefix), days, user_id=user, dry_run=dry_run)
     if as_json:
@@ -46,7 +46,7 @@ def prune(
         out.line(f"  {name}")
 
 
-# forget-user: one self-contained block over langmem_sqlite.erasure.forget_user
+# forget-user: one self-contained block over langmem_sqlite.operations.erasure.forget_user
 
 _FORGET_KINDS = (
     "sessions",
@@ -86,8 +86,8 @@ def forget_user(
 ) -> None:
     """Delete everything stored about USER: sessions, messages, summaries, checkpointer
     threads, store items and facts; on SQLite, leave no copy in the file or its WAL."""
-    from ..erasure import DEFAULT_STORE_PREFIXES
-    from ..erasure import forget_user as run_forget
+    from ..operations.erasure import DEFAULT_STORE_PREFIXES
+    from ..operations.erasure import forget_user as run_forget
 
     prefixes = [tuple(n.split("/")) for n in namespaces] or list(DEFAULT_STORE_PREFIXES)
     report = run_forget(
@@ -152,9 +152,9 @@ def vacuum(full: bool, db: str | None, prefix: str, as_json: bool) -> None:
 def migrate(db: str | None, prefix: str, as_json: bool) -> None:
     """Create or upgrade the schema to the latest version (and on PostgreSQL the store's
     pgvector table, whose first use would otherwise upgrade it)."""
-    from ..db import get_database
-    from ..migrate import LATEST_VERSION, ensure_schema
-    from ..schema import get_tables
+    from ..engine import get_database
+    from ..engine.migrations import LATEST_VERSION, ensure_schema
+    from ..engine.schema import get_tables
     from ..store.sql import upgrade_pgvector
 
     database = get_database(url(db))
@@ -200,7 +200,7 @@ def copy_(
     running again copies nothing and an interrupted copy resumes. Every page is read back and
     compared. The source is only read.
     """
-    from ..transfer import copy_database
+    from ..operations.copy import copy_database
 
     report = copy_database(
         readable_url(source, "--from"),

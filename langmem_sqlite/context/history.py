@@ -22,7 +22,7 @@ from langchain_core.messages import BaseMessage
 from langchain_core.prompt_values import PromptValue
 from langchain_core.runnables import RunnableConfig, RunnableLambda
 
-from ..chat_history import SQLChatMessageHistory
+from ..history.chat_history import SQLChatMessageHistory
 from .policy import ContextPolicy
 from .summary import dump_record, load_record
 

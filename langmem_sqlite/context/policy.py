@@ -27,7 +27,7 @@ from typing import Any, Literal
 from langchain_core.messages import BaseMessage, SystemMessage
 from langgraph.store.base import BaseStore, Item
 
-from ..counting import TokenCounter, resolve_message_counter
+from ..messages.counting import TokenCounter, resolve_message_counter
 from ..store.facts import UserFacts
 from ..validation import check_positive
 from .facts import FactsSource, latest_question, render_facts
@@ -143,7 +143,7 @@ class ContextPolicy:
         model: a model name used for defaults: the exact counter (OpenAI names; others count
             approximately) and the budget (see :data:`MODEL_CONTEXT_WINDOWS`). An exact
             counter loads its tiktoken encoding here (see
-            :class:`~langmem_sqlite.counting.EncodingUnavailableError` when offline).
+            :class:`~langmem_sqlite.messages.counting.EncodingUnavailableError` when offline).
         token_counter: counter spec (``"gpt-4o"``, ``"approximate"``, ``"messages"``, a
             callable...); default: exact for a known OpenAI ``model``, else approximate.
         max_messages: optional message budget (system message included).

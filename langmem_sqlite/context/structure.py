@@ -3,7 +3,7 @@
 A valid model input has at most one system message, at index 0; is not empty; never starts the
 conversation on a tool result; has no tool result without its call (an orphan) and no tool call
 without its result anywhere after it (a dangling call). Tool calls and their results form one atomic unit:
-windows are cut only between units (see :func:`langmem_sqlite.windows.drop_leading_orphans`
+windows are cut only between units (see :func:`langmem_sqlite.messages.windows.drop_leading_orphans`
 for the leading-orphan rule this extends).
 """
 

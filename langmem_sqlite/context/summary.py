@@ -25,7 +25,7 @@ from langchain_core.messages import (
     get_buffer_string,
 )
 
-from ..counting import TokenCounter
+from ..messages.counting import TokenCounter
 
 __all__ = [
     "COMPACTION_INSTRUCTIONS",

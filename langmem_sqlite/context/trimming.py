@@ -20,7 +20,7 @@ from typing import Any, Literal
 
 from langchain_core.messages import AIMessage, BaseMessage, SystemMessage
 
-from ..counting import TokenCounter, count_characters, resolve_message_counter
+from ..messages.counting import TokenCounter, count_characters, resolve_message_counter
 from ..validation import check_positive
 from .structure import (
     ContextBudgetError,
@@ -406,7 +406,7 @@ def trim_context(
             at index 0).
         max_tokens: token budget of the whole input, system message and reply priming included.
         token_counter: counter spec for ``max_tokens`` (default: approximate; ``"gpt-4o"``
-            for exact OpenAI counts; see :func:`~langmem_sqlite.counting.resolve_message_counter`).
+            for exact OpenAI counts; see :func:`~langmem_sqlite.messages.counting.resolve_message_counter`).
         max_messages: message budget, system message included.
         max_chars: character budget, system message included.
         system_prompt: a system prompt placed first (merged with system messages found).

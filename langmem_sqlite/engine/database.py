@@ -221,7 +221,7 @@ class Database:
         self.facts: dict[str, Any] = {}
         """Server settings read once and remembered (e.g. MySQL's ``max_allowed_packet``)."""
         self.ready: set[Any] = set()
-        """Keys of schemas already migrated in this process (see :mod:`langmem_sqlite.migrate`)."""
+        """Keys of schemas already migrated in this process (see :mod:`langmem_sqlite.engine.migrations`)."""
         self.lock = threading.Lock()
         if owned:
             _created.add(self)

@@ -1,5 +1,5 @@
-"""Long-term memory: a LangGraph ``BaseStore`` in SQL, user facts for agents, and
-:class:`Memory`, one entry point handing out history, checkpointer and store for one URL."""
+"""Long-term memory: a LangGraph ``BaseStore`` in SQL (:class:`SQLStore`) and user facts for
+agents (:class:`UserFacts`, the fact tools and hooks)."""
 
 from .facts import (
     UserFacts,
@@ -9,11 +9,9 @@ from .facts import (
     facts_hook,
     with_facts,
 )
-from .memory import Memory
 from .store import SQLStore
 
 __all__ = [
-    "Memory",
     "SQLStore",
     "UserFacts",
     "aextract_candidate_facts",

@@ -32,7 +32,7 @@ from langchain_core.tools import BaseTool, StructuredTool
 from langgraph.graph.message import REMOVE_ALL_MESSAGES
 from langgraph.store.base import BaseStore, GetOp, Item, Op, PutOp, SearchItem, SearchOp
 
-from ..counting import resolve_message_counter
+from ..messages.counting import resolve_message_counter
 from ..validation import IdLike, check_id, check_list, check_positive
 
 __all__ = [

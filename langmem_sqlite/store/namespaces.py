@@ -15,7 +15,7 @@ from typing import Any
 
 from langgraph.store.base import InvalidNamespaceError
 
-from ..schema import ID_MAX_CHARS, NAMESPACE_MAX_BYTES
+from ..engine.schema import ID_MAX_CHARS, NAMESPACE_MAX_BYTES
 from ..validation import check_id
 
 __all__ = ["check_namespace", "check_text", "decode", "encode", "encoded", "prefix_range"]

@@ -1,7 +1,7 @@
 """The SQL of the long-term store: items, their vectors, TTL.
 
 Every function takes a sync :class:`~sqlalchemy.engine.Connection` already inside a transaction
-and the :class:`~langmem_sqlite.schema.Tables`; :class:`~langmem_sqlite.store.SQLStore` runs them
+and the :class:`~langmem_sqlite.engine.schema.Tables`; :class:`~langmem_sqlite.store.SQLStore` runs them
 with :meth:`Database.run` (sync) or :meth:`Database.arun` (async). Times are microseconds since
 the epoch.
 
@@ -35,9 +35,9 @@ from sqlalchemy.sql import operators
 from sqlalchemy.sql.elements import ColumnElement, UnaryExpression
 from sqlalchemy.types import UserDefinedType
 
-from ..db import jsonb_text
-from ..lite import LiteConnection
-from ..schema import NamespacePath, Tables
+from ..engine.dialects.postgresql import jsonb_text
+from ..engine.schema import NamespacePath, Tables
+from ..engine.session import Session
 from . import namespaces
 from .filters import is_finite_json, is_operator_dict, matches
 from .sealed import Sealer, plain_value
@@ -460,7 +460,7 @@ def _params(dialect: str, q: SearchQuery, now: int) -> dict[str, Any]:
     return params
 
 
-def _where(conn: LiteConnection, t: Tables, q: SearchQuery) -> tuple[list[Any], bool]:
+def _where(conn: Session, t: Tables, q: SearchQuery) -> tuple[list[Any], bool]:
     """The conditions of a search: prefix (first: SQLite's newest-first search drops it), not
     lapsed, filter. (Filter first on PostgreSQL saved 0.03 ms at 1,000 items but cost 20% at
     100,000 items: one user's filtered search 1.65 -> 2.06 ms, the whole store's 13.5 -> 17 ms.)
@@ -470,7 +470,7 @@ def _where(conn: LiteConnection, t: Tables, q: SearchQuery) -> tuple[list[Any], 
     return [_under(t.store_items.c.ns, q.prefix), live, *conds], exact
 
 
-def _shape(conn: LiteConnection, t: Tables, q: SearchQuery, what: str) -> tuple[Any, ...]:
+def _shape(conn: Session, t: Tables, q: SearchQuery, what: str) -> tuple[Any, ...]:
     sealed = q.sealer is not None
     return (what, t.key, conn.dialect.name, bool(q.prefix), q.omit_expired, q.shape, sealed)
 
@@ -535,7 +535,7 @@ def _pairs(dialect: str, pairs: Sequence[tuple[str, str]]) -> dict[str, Any]:
 
 
 def get_item(
-    conn: LiteConnection,
+    conn: Session,
     t: Tables,
     ns: str,
     key: str,
@@ -550,7 +550,7 @@ def get_item(
 
 
 def get_items(
-    conn: LiteConnection,
+    conn: Session,
     t: Tables,
     keys: Sequence[tuple[str, str]],
     now: int,
@@ -575,7 +575,7 @@ def get_items(
 
 
 def _paged(
-    conn: LiteConnection, stmt: Any, params: dict[str, Any], q: SearchQuery, want: int, exact: bool
+    conn: Session, stmt: Any, params: dict[str, Any], q: SearchQuery, want: int, exact: bool
 ) -> list[ItemRow]:
     """The first ``want`` rows of an ordered select that match ``q.filter``: one query when the
     SQL is exact, else pages re-checked in Python."""
@@ -630,7 +630,7 @@ LARGE_ITEMS_TABLE = 4 << 20  # bytes: about 25,000 small items
 _RECHECK_S = 60.0
 
 
-def use_custom_plans(conn: LiteConnection, t: Tables, mode: PlanMode) -> None:
+def use_custom_plans(conn: Session, t: Tables, mode: PlanMode) -> None:
     """PostgreSQL: let large stores' searches be planned for their actual values.
 
     psycopg prepares statements run often; PostgreSQL then may switch to a generic plan, which
@@ -664,7 +664,7 @@ _SET_LOCAL = sa.select(sa.func.set_config(sa.bindparam("name"), sa.bindparam("va
 _DEFAULTS = {"plan_cache_mode": "auto"}
 
 
-def _set_on_connection(conn: LiteConnection, name: str, value: str) -> None:
+def _set_on_connection(conn: Session, name: str, value: str) -> None:
     """Set a PostgreSQL setting for the session of this pooled connection, unless it already
     has ``value``: its pool record remembers what was set (else the server's default)."""
     info = conn.raw.info  # type: ignore[attr-defined]
@@ -680,9 +680,7 @@ _TABLE_STATS = sa.select(sa.func.pg_relation_size(_pg_class.c.oid), _pg_class.c.
 )
 
 
-def search_now(
-    conn: LiteConnection, t: Tables, q: SearchQuery, now: int, mode: PlanMode
-) -> list[ItemRow]:
+def search_now(conn: Session, t: Tables, q: SearchQuery, now: int, mode: PlanMode) -> list[ItemRow]:
     """:func:`search_items` as a transaction of its own (plans as ``mode`` says)."""
     use_custom_plans(conn, t, mode)
     return search_items(conn, t, q, now, mode)
@@ -691,7 +689,7 @@ def search_now(
 BROAD_PREFIX = 2000  # items: a prefix holding this many is read newest first on SQLite
 
 
-def _broad(conn: LiteConnection, t: Tables, q: SearchQuery, mode: PlanMode) -> bool:
+def _broad(conn: Session, t: Tables, q: SearchQuery, mode: PlanMode) -> bool:
     """Whether SQLite should read ``q.prefix`` newest first: its sub-namespaces hold at least
     :data:`BROAD_PREFIX` items (live or not; counted through the namespace index up to that
     many; the prefix's own namespace is read newest first either way) and it holds half of the
@@ -716,7 +714,7 @@ def _broad(conn: LiteConnection, t: Tables, q: SearchQuery, mode: PlanMode) -> b
 _SAMPLE = 1000
 
 
-def _dense(conn: LiteConnection, t: Tables, prefix: tuple[str, ...]) -> bool:
+def _dense(conn: Session, t: Tables, prefix: tuple[str, ...]) -> bool:
     """Whether at least half of the store's newest :data:`_SAMPLE` items are under ``prefix``:
     reading newest first then finds the prefix's items at least half as often as reading the
     prefix's own (for a big prefix in a far bigger store it would not: the namespace index then
@@ -734,7 +732,7 @@ def _dense(conn: LiteConnection, t: Tables, prefix: tuple[str, ...]) -> bool:
     return 2 * int(under or 0) >= int(sampled)
 
 
-def _count_under(conn: LiteConnection, t: Tables, prefix: tuple[str, ...]) -> int:
+def _count_under(conn: Session, t: Tables, prefix: tuple[str, ...]) -> int:
     """Items in the sub-namespaces of ``prefix`` (all items for ``()``), up to BROAD_PREFIX."""
     c = t.store_items.c
     stmt = _cached(
@@ -765,7 +763,7 @@ def _no_index(column: Any) -> Any:
 
 
 def search_items(
-    conn: LiteConnection, t: Tables, q: SearchQuery, now: int, mode: PlanMode | None = None
+    conn: Session, t: Tables, q: SearchQuery, now: int, mode: PlanMode | None = None
 ) -> list[ItemRow]:
     """Items under ``q.prefix`` matching ``q.filter``, most recently updated first.
 
@@ -837,7 +835,7 @@ def _query32(query_vector: list[float]) -> list[float]:
 
 
 def _scored(
-    conn: LiteConnection,
+    conn: Session,
     t: Tables,
     q: SearchQuery,
     query_vector: list[float],
@@ -903,7 +901,7 @@ def _exact_distance(pgv: sa.Table, distance: str) -> Any:
 
 
 def _pg_ranking(
-    conn: LiteConnection,
+    conn: Session,
     t: Tables,
     q: SearchQuery,
     ann: ANN | None = None,
@@ -941,7 +939,7 @@ def _pg_ranking(
 
 
 def _pg_top(
-    conn: LiteConnection,
+    conn: Session,
     t: Tables,
     q: SearchQuery,
     query_vector: list[float],
@@ -1048,7 +1046,7 @@ def _pg_top(
     return found
 
 
-def _pg_first(conn: LiteConnection, t: Tables, q: SearchQuery, distance: str = "cosine") -> Any:
+def _pg_first(conn: Session, t: Tables, q: SearchQuery, distance: str = "cosine") -> Any:
     """pgvector, exact, without a filter: the ``candidates`` best-ranked items by their vectors
     under the prefix (the vectors' own ``ns``, without reading the items), then the live ones
     of them (at most ``lim``) with their rows, each followed by its ``neg`` score and the
@@ -1104,7 +1102,7 @@ search)."""
 
 
 def _narrow(
-    conn: LiteConnection,
+    conn: Session,
     t: Tables,
     prefix: tuple[str, ...],
     mode: PlanMode,
@@ -1128,7 +1126,7 @@ def _narrow(
 
 
 def vector_search(
-    conn: LiteConnection,
+    conn: Session,
     t: Tables,
     q: SearchQuery,
     query_vector: list[float],
@@ -1187,7 +1185,7 @@ def vector_search(
 
 
 def list_namespaces(
-    conn: LiteConnection, t: Tables, prefix: tuple[str, ...], now: int, omit_expired: bool
+    conn: Session, t: Tables, prefix: tuple[str, ...], now: int, omit_expired: bool
 ) -> list[tuple[str, ...]]:
     """Distinct namespaces holding a live item, under ``prefix``, in tuple order."""
     c = t.store_items.c
@@ -1205,7 +1203,7 @@ def list_namespaces(
 # -- writes ------------------------------------------------------------------------------------
 
 
-def refresh_ttl(conn: LiteConnection, t: Tables, ids: Sequence[int], now: int) -> None:
+def refresh_ttl(conn: Session, t: Tables, ids: Sequence[int], now: int) -> None:
     """Restart the TTL of the items ``ids`` (those that have one) from ``now``."""
     c = t.store_items.c
     stmt = _cached(
@@ -1224,7 +1222,7 @@ _CHANGING = ("value", "updated_at", "ttl_us", "expires_at")
 _ROW = ("ns", "key", "value", "created_at", "updated_at", "ttl_us", "expires_at")
 
 
-def _upsert(conn: LiteConnection, t: Tables, rows: list[dict[str, Any]]) -> None:
+def _upsert(conn: Session, t: Tables, rows: list[dict[str, Any]]) -> None:
     items = t.store_items
     name = conn.dialect.name
     if name == "postgresql" and len(rows) > 1:
@@ -1286,9 +1284,7 @@ def _pg_upsert_many(t: Tables) -> Any:
     )
 
 
-def _ids(
-    conn: LiteConnection, t: Tables, pairs: list[tuple[str, str]]
-) -> dict[tuple[str, str], int]:
+def _ids(conn: Session, t: Tables, pairs: list[tuple[str, str]]) -> dict[tuple[str, str], int]:
     c = t.store_items.c
     out: dict[tuple[str, str], int] = {}
     name = conn.dialect.name
@@ -1302,7 +1298,7 @@ def _ids(
 
 
 def apply_puts(
-    conn: LiteConnection,
+    conn: Session,
     t: Tables,
     rows: Sequence[PutRow],
     now: int,
@@ -1349,7 +1345,7 @@ def _json_text(row: PutRow) -> str:
 
 
 def _replace_vectors(
-    conn: LiteConnection,
+    conn: Session,
     t: Tables,
     puts: list[PutRow],
     pgvector: bool,

@@ -3,7 +3,7 @@
 Same database, engines and migrations as the conversation history and the checkpointer: SQLite
 by default, PostgreSQL or MariaDB/MySQL by URL. ``batch`` and ``abatch`` validate the operations
 the same way, embed what needs embedding (the only sync/async difference), then run one
-:data:`~langmem_sqlite.db.Plan` with :meth:`Database.drive` or :meth:`Database.adrive`.
+:data:`~langmem_sqlite.engine.Plan` with :meth:`Database.drive` or :meth:`Database.adrive`.
 
 As in LangGraph's ``InMemoryStore``, the reads of a batch see the data as it was before the
 batch's writes, and of several writes to one item in a batch the last wins.
@@ -50,11 +50,10 @@ from langgraph.store.base import (
 from sqlalchemy.engine import URL
 
 from ..crypto import MessageCipher, resolve_cipher
-from ..db import Database, DatabaseLike, Plan, Step, get_database
-from ..gcpause import gc_paused
-from ..lite import LiteConnection
-from ..migrate import schema_plan
-from ..schema import DEFAULT_PREFIX, Tables, get_tables
+from ..engine import Database, DatabaseLike, Plan, Step, get_database
+from ..engine.migrations import schema_plan
+from ..engine.schema import DEFAULT_PREFIX, Tables, get_tables
+from ..engine.session import Session
 from ..validation import check_positive
 from . import namespaces
 from . import sql as q
@@ -69,10 +68,6 @@ logger = logging.getLogger(__name__)
 
 _EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
 _TTL_KEYS = frozenset({"refresh_on_read", "omit_expired", "default_ttl", "sweep_interval_minutes"})
-
-
-_MANY_OPS = 64
-"""Batches of at least this many operations run with the garbage collector paused."""
 
 
 def _now_us() -> int:
@@ -350,7 +345,7 @@ class SQLStore(BaseStore):
         encryption_key: bytes | str | None = None,
         cipher: MessageCipher | None = None,
     ) -> None:
-        from ..conversation_store import default_connection
+        from ..history.store import default_connection
 
         self.db: Database = get_database(
             default_connection() if connection is None else connection, engine_args=engine_args
@@ -505,7 +500,7 @@ class SQLStore(BaseStore):
 
     def _read(
         self,
-        conn: LiteConnection,
+        conn: Session,
         batch: _Batch,
         queries: dict[str, list[float]],
         now: int,
@@ -842,14 +837,11 @@ class SQLStore(BaseStore):
     def batch(self, ops: Iterable[Op]) -> list[Result]:
         """Run store operations (Get, Put, Search, ListNamespaces) and return their results."""
         ops = list(ops)
-        many = len(ops) >= _MANY_OPS  # a bulk write: see gcpause (not around user embeddings)
-        with gc_paused(many):
-            prepared = self._prepare(ops)
+        prepared = self._prepare(ops)
         vectors = self.index.embed(prepared.texts, prepared.queries) if self.index else ([], [])
         if not prepared.puts and self._pgvector is not None and self.tables.key in self.db.ready:
             return self._reads_now(prepared, vectors[1])
-        with gc_paused(many):
-            return self.db.drive(self._plan(prepared, *vectors))
+        return self.db.drive(self._plan(prepared, *vectors))
 
     def _reads_now(self, batch: _Batch, query_vectors: list[list[float]]) -> list[Result]:
         """A batch of reads once the schema is known to be there: :meth:`_plan`'s steps, run

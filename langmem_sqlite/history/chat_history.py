@@ -17,11 +17,11 @@ from typing import Any
 from langchain_core.messages import BaseMessage, get_buffer_string
 from langchain_core.runnables.utils import ConfigurableFieldSpec
 
-from .conversation_store import ConversationStore
-from .counting import MessageCounter
-from .db import Database, DatabaseLike, Plan
-from .schema import DEFAULT_PREFIX
-from .validation import IdLike, check_positive
+from ..engine import Database, DatabaseLike, Plan
+from ..engine.schema import DEFAULT_PREFIX
+from ..messages.counting import MessageCounter
+from ..validation import IdLike, check_positive
+from .store import ConversationStore
 
 try:  # langchain-core deprecates this base class for 2.0; the store does not need it.
     from langchain_core.chat_history import BaseChatMessageHistory as _Base

@@ -6,7 +6,7 @@
     graph = builder.compile(checkpointer=memory.checkpointer, store=memory.store)
     history = memory.history("session-1", user_id="u1")
 
-The chat history, the checkpointer and the store share one :class:`~langmem_sqlite.db.Database`
+The chat history, the checkpointer and the store share one :class:`~langmem_sqlite.engine.Database`
 (the same pooled engines) and one set of tables and migrations. With ``encryption_key``, all
 three keep what they remember encrypted at rest: messages, checkpoints, and the store's items
 (user facts included) with their embeddings.
@@ -19,18 +19,18 @@ from typing import TYPE_CHECKING, Any
 
 from langgraph.store.base import IndexConfig, TTLConfig
 
-from ..chat_history import SQLChatMessageHistory
-from ..conversation_store import ConversationStore, default_connection
-from ..counting import MessageCounter
-from ..crypto import MessageCipher
-from ..db import Database, DatabaseLike, get_database
-from ..schema import DEFAULT_PREFIX
-from ..validation import IdLike
-from .facts import UserFacts
-from .store import SQLStore
+from .crypto import MessageCipher
+from .engine import Database, DatabaseLike, get_database
+from .engine.schema import DEFAULT_PREFIX
+from .history.chat_history import SQLChatMessageHistory
+from .history.store import ConversationStore, default_connection
+from .messages.counting import MessageCounter
+from .store.facts import UserFacts
+from .store.store import SQLStore
+from .validation import IdLike
 
 if TYPE_CHECKING:  # the checkpointer is imported when first used
-    from ..checkpoint import SQLSaver
+    from .checkpoint import SQLSaver
 
 __all__ = ["Memory"]
 
@@ -103,7 +103,7 @@ class Memory:
     @cached_property
     def checkpointer(self) -> SQLSaver:
         """The LangGraph checkpointer (``compile(checkpointer=...)``)."""
-        from ..checkpoint import SQLSaver
+        from .checkpoint import SQLSaver
 
         if self._key is None:
             return SQLSaver(self.db, table_prefix=self.table_prefix, schema=self.schema)

@@ -89,7 +89,7 @@ def source_engine(source: Any) -> Any:
     :class:`~langmem_sqlite.Database` objects go through :func:`~langmem_sqlite.get_database`."""
     import sqlalchemy as sa
 
-    from ..db import get_database
+    from ...engine import get_database
 
     path: str | None = None
     if isinstance(source, Path):

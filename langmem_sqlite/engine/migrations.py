@@ -1,4 +1,4 @@
-"""Applying :data:`~langmem_sqlite.schema.MIGRATIONS` automatically, once, safely.
+"""Applying :data:`~langmem_sqlite.engine.schema.MIGRATIONS` automatically, once, safely.
 
 The first use of a set of tables in a process calls :func:`ensure_schema` (or
 :func:`aensure_schema`). It reads the recorded version without locking; only when something is
@@ -21,8 +21,8 @@ import time
 from sqlalchemy import exc, func, insert, select
 from sqlalchemy.engine import Connection
 
-from .engine.database import Database, Plan, Step
-from .engine.dialects import dialect_for
+from .database import Database, Plan, Step
+from .dialects import dialect_for
 from .schema import MIGRATIONS, Tables
 
 __all__ = [

@@ -13,9 +13,9 @@ from typing import Any
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 
-from .conversation_store import ConversationStore
-from .db import Database
-from .schema import Tables
+from ..engine import Database
+from ..engine.schema import Tables
+from ..history.store import ConversationStore
 
 __all__ = [
     "PruneReport",

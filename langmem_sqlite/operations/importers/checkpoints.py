@@ -19,8 +19,8 @@ import sqlalchemy as sa
 from langchain_core.runnables import RunnableConfig
 from langgraph.checkpoint.base import BaseCheckpointSaver, CheckpointTuple
 
-from ..checkpoint import SQLSaver
-from ..validation import check_id, check_list
+from ...checkpoint import SQLSaver
+from ...validation import check_id, check_list
 from .report import ImportMismatchError, ImportReport, progress_bar, source_engine
 
 __all__ = [

@@ -7,7 +7,7 @@ ids are compared byte for byte everywhere (MySQL/MariaDB store them as ``VARBINA
 ``"UserA"``, ``"usera"`` and ``"usera "`` are three different ids) and stay indexable.
 
 :data:`MIGRATIONS` is the ordered list of schema changes. A database records the versions it has
-in the ``<prefix>migrations`` table; :mod:`langmem_sqlite.migrate` applies the missing ones. Later
+in the ``<prefix>migrations`` table; :mod:`langmem_sqlite.engine.migrations` applies the missing ones. Later
 features add their tables here and append a migration; never edit a released migration.
 """
 

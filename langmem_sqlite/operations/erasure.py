@@ -38,16 +38,17 @@ from langgraph.store.base import PutOp, SearchItem
 from sqlalchemy import Text, and_, cast, func, or_, select
 from sqlalchemy.engine import Connection
 
-from . import conversations as sql
-from .checkpoint.meta import matches, prefilter
-from .db import Database, DatabaseLike, get_database
-from .migrate import schema_plan
-from .schema import DEFAULT_PREFIX, Tables, get_tables
-from .validation import IdLike, check_id
+from ..checkpoint.meta import matches, prefilter
+from ..engine import Database, DatabaseLike, get_database
+from ..engine.migrations import schema_plan
+from ..engine.schema import DEFAULT_PREFIX, Tables, get_tables
+from ..history import sql
+from ..validation import IdLike, check_id
 
 if TYPE_CHECKING:
-    from .checkpoint import SQLSaver
-    from .store import Memory, SQLStore
+    from ..checkpoint import SQLSaver
+    from ..memory import Memory
+    from ..store import SQLStore
 
 __all__ = [
     "DEFAULT_STORE_PREFIXES",
@@ -376,9 +377,10 @@ def _resolve(
     saver: SQLSaver | None,
     store: SQLStore | None,
 ) -> tuple[Database, Tables, SQLSaver, SQLStore]:
-    from .checkpoint import SQLSaver
-    from .conversation_store import default_connection
-    from .store import Memory, SQLStore
+    from ..checkpoint import SQLSaver
+    from ..history.store import default_connection
+    from ..memory import Memory
+    from ..store import SQLStore
 
     if isinstance(target, Memory):
         db, tables = target.db, get_tables(target.table_prefix, target.schema)
@@ -450,7 +452,7 @@ def forget_user(
             user id (default: everything under ``("users", user_id)``). Namespaces elsewhere
             that have the user id as a label are listed in the report, not deleted.
         thread_ids: more checkpointer threads of the user, deleted with those found by their
-            metadata (see :mod:`langmem_sqlite.erasure`).
+            metadata (see :mod:`langmem_sqlite.operations.erasure`).
         thread_keys: the metadata keys naming a thread's user.
         vacuum: SQLite: rewrite the file after deleting (``VACUUM``), so that no copy stays
             in free space, including copies left by earlier updates and deletes. It holds the

@@ -11,8 +11,8 @@ from typing import Any
 
 from langchain_core.messages import BaseMessage, messages_to_dict
 
-from .conversation_store import ConversationStore
-from .validation import IdLike, check_id
+from ..history.store import ConversationStore
+from ..validation import IdLike, check_id
 
 __all__ = ["FORMATS", "render", "session_document", "thread_document"]
 

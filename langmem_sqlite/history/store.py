@@ -4,7 +4,7 @@ The storage core of the package. It does not depend on ``langchain_core.chat_his
 langchain-core deprecates for 2.0): :class:`~langmem_sqlite.SQLChatMessageHistory` is a thin
 adapter over it, and LangGraph nodes use it directly.
 
-Every operation is written once as a :data:`~langmem_sqlite.db.Plan`; the sync method runs it
+Every operation is written once as a :data:`~langmem_sqlite.engine.Plan`; the sync method runs it
 with :meth:`Database.drive` and its ``a``-prefixed twin with :meth:`Database.adrive`.
 """
 
@@ -19,16 +19,16 @@ from typing import Any, TypeVar
 from langchain_core.messages import BaseMessage
 from sqlalchemy.exc import IntegrityError
 
-from . import conversations as sql
-from .conversations import MessageRow, SessionInfo, SessionKey
-from .counting import MessageCounter, resolve_message_counter
-from .crypto import MessageCipher, is_encrypted, resolve_cipher
-from .db import Database, DatabaseLike, Plan, Step, get_database
-from .message_codec import decode_messages, encode_message, message_text
-from .migrate import schema_plan
-from .schema import DEFAULT_PREFIX, Tables, get_tables
-from .validation import IdLike, check_id, check_optional_id, check_positive, check_text
-from .windows import drop_leading_orphans, orphan_prefix_length
+from ..crypto import MessageCipher, is_encrypted, resolve_cipher
+from ..engine import Database, DatabaseLike, Plan, Step, get_database
+from ..engine.migrations import schema_plan
+from ..engine.schema import DEFAULT_PREFIX, Tables, get_tables
+from ..messages.counting import MessageCounter, resolve_message_counter
+from ..messages.windows import drop_leading_orphans, orphan_prefix_length
+from ..validation import IdLike, check_id, check_optional_id, check_positive, check_text
+from . import sql
+from .codec import decode_messages, encode_message, message_text
+from .sql import MessageRow, SessionInfo, SessionKey
 
 __all__ = ["DEFAULT_DATABASE", "DEFAULT_MAX_MESSAGE_BYTES", "ConversationStore", "SessionInfo"]
 

@@ -1,7 +1,7 @@
 """The SQL of the conversation store: sessions and their messages.
 
 Every function here takes a sync :class:`~sqlalchemy.engine.Connection` already inside a
-transaction and the :class:`~langmem_sqlite.schema.Tables` to use. They are written once and
+transaction and the :class:`~langmem_sqlite.engine.schema.Tables` to use. They are written once and
 run by :meth:`Database.run` (sync) or :meth:`Database.arun` (async, via ``run_sync``).
 """
 
@@ -19,7 +19,7 @@ from sqlalchemy.dialects import mysql, postgresql, sqlite
 from sqlalchemy.engine import Connection
 from sqlalchemy.sql.elements import ColumnElement
 
-from .schema import Tables
+from ..engine.schema import Tables
 
 __all__ = [
     "Append",

@@ -8,8 +8,8 @@ from typing import Any
 import sqlalchemy as sa
 from langchain_core.messages import BaseMessage, messages_from_dict, messages_to_dict
 
-from ..conversation_store import ConversationStore
-from ..validation import IdLike, check_positive
+from ...history.store import ConversationStore
+from ...validation import IdLike, check_positive
 from .report import ImportMismatchError, ImportReport, progress_bar, source_engine
 
 __all__ = ["import_chat_history"]

@@ -1,6 +1,6 @@
 """Copy a langmem-sqlite database to another one, between any two dialects.
 
-:func:`copy_database` copies every table of :mod:`langmem_sqlite.schema` (sessions, messages,
+:func:`copy_database` copies every table of :mod:`langmem_sqlite.engine.schema` (sessions, messages,
 checkpoints, blobs, writes, threads, store items and vectors, and so the facts kept in the
 store), and fills the PostgreSQL target's pgvector table where it has one. It knows no table by
 name but the threads table (to find a user's threads): it walks the schema's tables in
@@ -22,7 +22,7 @@ here.
   is not per user and is left out (the report says so).
 
 The source is only read (a SQLite file is opened read-only) and must be at this package's
-schema version; the target is created or migrated first (:mod:`langmem_sqlite.migrate`). Copy
+schema version; the target is created or migrated first (:mod:`langmem_sqlite.engine.migrations`). Copy
 from a database no application is writing to: a row changed in the source after an earlier run
 is reported as a mismatch.
 
@@ -40,10 +40,10 @@ from typing import Any
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 
-from .db import Database, DatabaseLike, get_database
-from .migrate import LATEST_VERSION, SchemaTooNewError, applied_versions, ensure_schema
-from .schema import DEFAULT_PREFIX, MIGRATIONS, Tables, get_tables
-from .validation import check_id, check_positive
+from ..engine import Database, DatabaseLike, get_database
+from ..engine.migrations import LATEST_VERSION, SchemaTooNewError, applied_versions, ensure_schema
+from ..engine.schema import DEFAULT_PREFIX, MIGRATIONS, Tables, get_tables
+from ..validation import check_id, check_positive
 
 __all__ = ["CopyMismatchError", "CopyReport", "TableCopy", "copy_database"]
 
@@ -150,7 +150,7 @@ def _user_threads(conn: Connection, tables: Tables, user_id: str) -> list[str]:
 
 
 def _user_scope(conn: Connection, tables: Tables, user_id: str) -> Scope:
-    from .store.namespaces import prefix_range
+    from ..store.namespaces import prefix_range
 
     threads = _user_threads(conn, tables, user_id)
     low, high = prefix_range((_USERS_NAMESPACE, user_id)) or ("", "")
@@ -289,9 +289,9 @@ def _pgvector_fill(
     """The PostgreSQL target's pgvector copy of the vectors: the rows it lacks, made from the
     copied vectors (as the store makes them). Made first if the source had one and the
     extension is available. ``None`` when the target has none."""
-    from .store.namespaces import prefix_range
-    from .store.sql import enable_pgvector, pgvector_table
-    from .store.vectors import from_blob
+    from ..store.namespaces import prefix_range
+    from ..store.sql import enable_pgvector, pgvector_table
+    from ..store.vectors import from_blob
 
     if conn.dialect.name != "postgresql":
         return None
@@ -413,7 +413,7 @@ def copy_database(
         ensure_schema(db, dst_tables)
         source_has_pgvector = False
         if src.dialect.name == "postgresql":
-            from .store.sql import pgvector_table
+            from ..store.sql import pgvector_table
 
             name = pgvector_table(src_tables).name
             source_has_pgvector = sa.inspect(src).has_table(name, schema=src_tables.schema)
