@@ -157,6 +157,14 @@ class Dialect:
         schemas of its own. The base rule: the connection's write transaction is the lock."""
         yield
 
+    # -- history (sessions and messages) ----------------------------------------------------
+
+    # -- checkpoints ----------------------------------------------------------------------------
+
+    # -- store (items, vectors, filters) ----------------------------------------------------------
+
+    # -- whole-database operations (copy, erasure, maintenance) ---------------------------------
+
     # -- errors --------------------------------------------------------------------------------
 
     def fault(self, error: BaseException) -> Fault | None:

@@ -135,3 +135,11 @@ class MySQLDialect(Dialect):
 
     def broken(self, dbapi_connection: Any) -> bool:
         return getattr(dbapi_connection, "open", True) is False
+
+    # -- history (sessions and messages) ----------------------------------------------------
+
+    # -- checkpoints ----------------------------------------------------------------------------
+
+    # -- store (items, vectors, filters) ----------------------------------------------------------
+
+    # -- whole-database operations (copy, erasure, maintenance) ---------------------------------

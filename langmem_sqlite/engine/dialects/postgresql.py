@@ -190,3 +190,11 @@ class PostgreSQLDialect(Dialect):
 
     def prepares_statements(self, dbapi_connection: Any) -> bool:
         return getattr(dbapi_connection, "prepare_threshold", None) is not None
+
+    # -- history (sessions and messages) ----------------------------------------------------
+
+    # -- checkpoints ----------------------------------------------------------------------------
+
+    # -- store (items, vectors, filters) ----------------------------------------------------------
+
+    # -- whole-database operations (copy, erasure, maintenance) ---------------------------------

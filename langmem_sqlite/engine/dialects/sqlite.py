@@ -143,3 +143,11 @@ class SQLiteDialect(Dialect):
                 return Fault.BUSY
             return None
         return super().fault(error)
+
+    # -- history (sessions and messages) ----------------------------------------------------
+
+    # -- checkpoints ----------------------------------------------------------------------------
+
+    # -- store (items, vectors, filters) ----------------------------------------------------------
+
+    # -- whole-database operations (copy, erasure, maintenance) ---------------------------------
