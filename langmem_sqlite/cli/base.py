@@ -85,11 +85,12 @@ def readable_url(db: str | None, option: str = "--db") -> str:
         click.ClickException: no such SQLite file.
     """
     from ..engine import get_database
+    from ..engine.dialects import dialect_class
 
     target = url(db)
     found = get_database(target).url
-    path = found.database
-    if found.get_backend_name() == "sqlite" and path not in (None, "", ":memory:"):
+    path = dialect_class(found).file_path(found)
+    if path not in (None, "", ":memory:"):
         if path.startswith("file:"):  # a URI filename
             path = path[len("file:") :].split("?", 1)[0]
         if not os.path.isfile(path):

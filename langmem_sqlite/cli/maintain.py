@@ -114,15 +114,14 @@ def forget_user(
         raise click.ClickException("a reader kept the write-ahead log busy: run again")
 
 
-def _file_bytes(conn: Any) -> int | None:
-    """The SQLite file's size in pages (None on servers; also checks the database answers)."""
+def _file_bytes(conn: Any, rules: Any) -> int | None:
+    """The database file's size (None on servers); also checks that the database answers."""
     import sqlalchemy as sa
 
-    if conn.dialect.name != "sqlite":
+    size = rules.file_bytes(conn)
+    if size is None:
         conn.execute(sa.select(sa.literal(1)))
-        return None
-    pages = conn.exec_driver_sql("PRAGMA page_count").scalar_one()
-    return int(pages) * int(conn.exec_driver_sql("PRAGMA page_size").scalar_one())
+    return size  # type: ignore[no-any-return]
 
 
 @cli.command()
@@ -133,9 +132,9 @@ def _file_bytes(conn: Any) -> int | None:
 def vacuum(full: bool, db: str | None, prefix: str, as_json: bool) -> None:
     """Give freed space back to the OS (SQLite; a no-op on servers)."""
     checkpointer = saver(db, prefix)
-    before = checkpointer.db.run(_file_bytes)
+    before = checkpointer.db.run(_file_bytes, checkpointer.db.rules)
     checkpointer.vacuum(full=full)
-    after = checkpointer.db.run(_file_bytes)
+    after = checkpointer.db.run(_file_bytes, checkpointer.db.rules)
     where = str(checkpointer.db.url)
     if as_json:
         out.json({"database": where, "bytes_before": before, "bytes_after": after})

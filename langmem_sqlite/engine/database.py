@@ -43,7 +43,7 @@ from sqlalchemy.engine import URL, Connection, Engine, create_engine, make_url
 from sqlalchemy.ext.asyncio import AsyncEngine
 from sqlalchemy.pool import StaticPool
 
-from .dialects import Dialect, dialect_class, dialect_for
+from .dialects import Dialect, dialect_class, dialect_for, driver_alias
 from .retry import Attempts, Fault, default_retry_seconds
 from .session import StatementCache, checkout, work
 
@@ -104,7 +104,7 @@ def _to_url(target: str | os.PathLike[str] | URL) -> URL:
             url = make_url(text)
         except exc.ArgumentError as e:
             raise ValueError(f"connection: not a database URL: {text!r}") from e
-    name = "postgresql" if url.drivername == "postgres" else url.drivername
+    name = driver_alias(url.drivername)
     url = url.set(drivername=name)
     return url.set(drivername=dialect_class(url).default_drivers.get(name, name))
 
@@ -214,8 +214,9 @@ class Database:
             threading.RLock() if shared else contextlib.nullcontext()
         )
         self._writers: threading.RLock | contextlib.nullcontext[None] = self._turns
-        if sync_engine is not None and self.rules.name == "sqlite" and not shared:
-            self._writers = _file_write_lock(sync_engine.url.database or "")
+        path = self.rules.file_path(sync_engine.url) if sync_engine is not None else None
+        if path and not shared:  # an embedded file: its writers in this process take turns
+            self._writers = _file_write_lock(path)
         self._workers: ThreadPoolExecutor | None = None
         self._pid = os.getpid()
         self.facts: dict[str, Any] = {}

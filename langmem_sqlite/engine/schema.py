@@ -39,10 +39,13 @@ from sqlalchemy import (
     text,
     update,
 )
-from sqlalchemy.dialects import mysql, postgresql
-from sqlalchemy.engine import Connection, Dialect
+from sqlalchemy.dialects.mysql import VARBINARY
+from sqlalchemy.engine import Connection
+from sqlalchemy.engine import Dialect as SADialect
 from sqlalchemy.schema import CreateColumn, DropIndex
 from sqlalchemy.types import TypeDecorator
+
+from .dialects import dialect_named, registered
 
 __all__ = [
     "DEFAULT_PREFIX",
@@ -64,72 +67,99 @@ ID_MAX_CHARS = 255
 
 _IDENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,39}$")
 
-_MYSQL = ("mysql", "mariadb")
 
-LongText = Text().with_variant(mysql.LONGTEXT(charset="utf8mb4", collation="utf8mb4_bin"), *_MYSQL)
+def _typed(generic: Any, kind: str) -> Any:
+    """``generic``, with each registered dialect's own type for ``kind`` as its variant."""
+    for cls in registered():
+        own = cls.column_types().get(kind)
+        if own is not None:
+            generic = generic.with_variant(own, *cls.names)
+    return generic
+
+
+LongText = _typed(Text(), "long_text")
 """Text up to 4 GiB on every dialect (``LONGTEXT`` on MySQL/MariaDB), UTF-8."""
 
-LongBlob = LargeBinary().with_variant(mysql.LONGBLOB(), *_MYSQL)
+LongBlob = _typed(LargeBinary(), "long_blob")
 """Bytes up to 4 GiB on every dialect (``LONGBLOB`` on MySQL/MariaDB, ``BYTEA`` on PostgreSQL)."""
 
-JsonValue = JSON().with_variant(postgresql.JSONB(), "postgresql")
+JsonValue = _typed(JSON(), "json")
 """A JSON document (``JSONB`` on PostgreSQL)."""
 
-BigInt = BigInteger().with_variant(Integer(), "sqlite")
+BigInt = _typed(BigInteger(), "big_int")
 """64-bit integer; plain ``INTEGER`` on SQLite so that primary keys become rowid aliases."""
 
 
-class _BytesOnMySQL(TypeDecorator[str]):
-    """Text stored as UTF-8 bytes on MySQL/MariaDB only. Elsewhere the value passes through
-    unchanged, so no conversion function is called per value there (SQLAlchemy would otherwise
-    call ``process_bind_param`` and ``process_result_value`` for every parameter and row)."""
+class _OrderedText(TypeDecorator[str]):
+    """Text compared and sorted in code point order on every database: stored as UTF-8 bytes
+    where the dialect says so (:attr:`~.dialects.Dialect.text_as_bytes`), else as text (under
+    :attr:`~.dialects.Dialect.id_order_collation` where the dialect names one). Where the value
+    passes through unchanged no conversion function is called per value (SQLAlchemy would
+    otherwise call ``process_bind_param`` and ``process_result_value`` for every parameter and
+    row)."""
 
     impl: Any = Text
     cache_ok = True
+    max_bytes = 0
+    """``VARBINARY`` length where stored as bytes."""
+    code_point_order = False
+    """Whether ``ORDER BY`` and ranges on the column must follow code point order (else only
+    equality must be exact)."""
 
-    def bind_processor(self, dialect: Dialect) -> Any:
-        if dialect.name in _MYSQL:
+    def _text_type(self) -> Any:
+        return Text()
+
+    def load_dialect_impl(self, dialect: SADialect) -> Any:
+        rules = dialect_named(dialect.name)
+        if rules.text_as_bytes:
+            return dialect.type_descriptor(VARBINARY(self.max_bytes))
+        plain = self._text_type()
+        if self.code_point_order and rules.id_order_collation is not None:
+            plain.collation = rules.id_order_collation
+        return dialect.type_descriptor(plain)
+
+    def bind_processor(self, dialect: SADialect) -> Any:
+        if dialect_named(dialect.name).text_as_bytes:
             return super().bind_processor(dialect)
         return self.load_dialect_impl(dialect).bind_processor(dialect)
 
-    def result_processor(self, dialect: Dialect, coltype: Any) -> Any:
-        if dialect.name in _MYSQL:
+    def result_processor(self, dialect: SADialect, coltype: Any) -> Any:
+        if dialect_named(dialect.name).text_as_bytes:
             return super().result_processor(dialect, coltype)
         return self.load_dialect_impl(dialect).result_processor(dialect, coltype)
 
-    def process_bind_param(self, value: str | None, dialect: Dialect) -> Any:
-        if value is not None and dialect.name in _MYSQL:
+    def process_bind_param(self, value: str | None, dialect: SADialect) -> Any:
+        if value is not None and dialect_named(dialect.name).text_as_bytes:
             return value.encode("utf-8")
         return value
 
-    def process_result_value(self, value: Any, dialect: Dialect) -> str | None:
+    def process_result_value(self, value: Any, dialect: SADialect) -> str | None:
         if isinstance(value, bytes | bytearray | memoryview):
             return bytes(value).decode("utf-8")
         return value
 
 
-class IdString(_BytesOnMySQL):
+class IdString(_OrderedText):
     """An id of at most :data:`ID_MAX_CHARS` characters, compared byte for byte.
 
-    ``VARCHAR(255)`` on SQLite and PostgreSQL (both compare exactly). On MySQL/MariaDB the
-    ``VARBINARY(1020)`` storage of the UTF-8 bytes makes comparisons case- and
+    ``VARCHAR(255)`` on SQLite and PostgreSQL (both compare exactly). On MySQL/MariaDB
+    the ``VARBINARY(1020)`` storage of the UTF-8 bytes makes comparisons case- and
     trailing-space-sensitive, which no ``utf8mb4`` collation of MariaDB guarantees.
     """
 
     impl = String(ID_MAX_CHARS)
     cache_ok = True
+    max_bytes = ID_MAX_CHARS * 4
 
-    def load_dialect_impl(self, dialect: Dialect) -> Any:
-        if dialect.name in _MYSQL:
-            return dialect.type_descriptor(mysql.VARBINARY(ID_MAX_CHARS * 4))
-        return dialect.type_descriptor(String(ID_MAX_CHARS))
+    def _text_type(self) -> Any:
+        return String(ID_MAX_CHARS)
 
 
 NAMESPACE_MAX_BYTES = 1024
 """Longest encoded namespace of the long-term store, in UTF-8 bytes."""
 
 
-class NamespacePath(_BytesOnMySQL):
+class NamespacePath(_OrderedText):
     """An encoded store namespace, compared and ordered byte for byte (code point order).
 
     ``TEXT`` on SQLite, ``TEXT COLLATE "C"`` on PostgreSQL, ``VARBINARY`` on MySQL/MariaDB, so
@@ -138,13 +168,8 @@ class NamespacePath(_BytesOnMySQL):
 
     impl = Text
     cache_ok = True
-
-    def load_dialect_impl(self, dialect: Dialect) -> Any:
-        if dialect.name in _MYSQL:
-            return dialect.type_descriptor(mysql.VARBINARY(NAMESPACE_MAX_BYTES))
-        if dialect.name == "postgresql":
-            return dialect.type_descriptor(Text(collation="C"))
-        return dialect.type_descriptor(Text())
+    max_bytes = NAMESPACE_MAX_BYTES
+    code_point_order = True
 
 
 @dataclass(frozen=True)
@@ -351,7 +376,9 @@ def _build(prefix: str, schema: str | None) -> Tables:
         # SQLite: one namespace's items, most recent first, so that a search stops after the
         # first matches (store.sql._newest_under). PostgreSQL's planner does not pick it for a
         # filtered search (it cannot estimate JSON conditions), so servers do without it.
-        Index(f"{prefix}store_items_ns_upd_ix", "ns", "updated_at", "id").ddl_if(dialect="sqlite"),
+        Index(f"{prefix}store_items_ns_upd_ix", "ns", "updated_at", "id").ddl_if(
+            callable_=_namespace_listing_index
+        ),
         **opts,
     )
 
@@ -489,9 +516,24 @@ def _create(*names: str) -> Callable[[Connection, Tables], None]:
     return apply
 
 
+def _namespace_listing_index(
+    ddl: Any,
+    target: Any,
+    bind: Any,
+    tables: Any = None,
+    state: Any = None,
+    *,
+    dialect: SADialect,
+    compiler: Any = None,
+    checkfirst: bool = False,
+) -> bool:
+    """Whether the dialect keeps the store's ``(ns, updated_at, id)`` index."""
+    return dialect_named(dialect.name).namespace_listing_index
+
+
 def _partial_expiry_index(conn: Connection, t: Tables) -> None:
     """PostgreSQL: the store's expiry index holds only items with a TTL (made again)."""
-    if conn.dialect.name != "postgresql":
+    if not dialect_named(conn.dialect.name).partial_expiry_index:
         return
     name = f"{t.prefix}store_items_expires_ix"
     index = next(i for i in t.store_items.indexes if i.name == name)

@@ -2,7 +2,9 @@
 
 A dialect is a subclass of :class:`Dialect` in a module of its own, registered below with
 :func:`register`. Supporting a new database means writing that module (its engine settings,
-how a transaction starts, which errors are transient) and adding it to :data:`_BUILTIN`.
+how a transaction starts, which errors are transient, its column types, upserts and the
+rules each feature asks for: :class:`Dialect` lists them all with their defaults) and adding
+it to :data:`_BUILTIN`.
 """
 
 from __future__ import annotations
@@ -23,7 +25,10 @@ __all__ = [
     "Transaction",
     "dialect_class",
     "dialect_for",
+    "dialect_named",
+    "driver_alias",
     "register",
+    "registered",
 ]
 
 _BY_NAME: dict[str, type[Dialect]] = {}
@@ -39,6 +44,26 @@ def register(cls: type[Dialect]) -> type[Dialect]:
 _BUILTIN = (SQLiteDialect, PostgreSQLDialect, MySQLDialect)
 for _cls in _BUILTIN:
     register(_cls)
+
+
+def driver_alias(drivername: str) -> str:
+    """The driver name a registered dialect gives ``drivername`` (``postgres`` ->
+    ``postgresql``), else ``drivername`` itself."""
+    for cls in registered():
+        if drivername in cls.aliases:
+            return cls.aliases[drivername]
+    return drivername
+
+
+def registered() -> tuple[type[Dialect], ...]:
+    """Every registered dialect class, once each, in registration order."""
+    return tuple(dict.fromkeys(_BY_NAME.values()))
+
+
+def dialect_named(name: str) -> type[Dialect]:
+    """The dialect class serving SQLAlchemy's dialect ``name``; the base rules for a name no
+    registered class serves (a SQLAlchemy dialect this package was not written for)."""
+    return _BY_NAME.get(name, Dialect)
 
 
 def dialect_class(url: URL) -> type[Dialect]:

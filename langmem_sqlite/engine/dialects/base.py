@@ -52,6 +52,8 @@ class Dialect:
     sync_twins: ClassVar[dict[str, str]] = {}
     """Async driver name -> the sync driver for the same database (a caller's ``AsyncEngine``
     gets a sync twin engine for the sync API)."""
+    aliases: ClassVar[dict[str, str]] = {}
+    """Other spellings of the URL's driver name -> the one SQLAlchemy knows (``postgres://``)."""
     extra: ClassVar[str | None] = None
     """The package extra that installs the driver (``pip install 'langmem-sqlite[extra]'``)."""
 
@@ -122,6 +124,10 @@ class Dialect:
         """Bytes on disk of ``table`` with its indexes, where the database tells."""
         return None
 
+    def file_bytes(self, conn: Any) -> int | None:
+        """Bytes of the database's main file (an embedded database), else ``None``."""
+        return None
+
     # -- statements ----------------------------------------------------------------------------
 
     def _insert(self, table: Table) -> Any:
@@ -147,6 +153,28 @@ class Dialect:
     @staticmethod
     def _key(table: Table, key: Sequence[str] | None) -> list[Any]:
         return [table.c[k] for k in key] if key is not None else list(table.primary_key.columns)
+
+    # -- column types and indexes --------------------------------------------------------------
+
+    text_as_bytes: ClassVar[bool] = False
+    """Whether ids and store namespaces are stored as their UTF-8 bytes (``VARBINARY``), so that
+    they compare and sort byte for byte where no text collation guarantees it (MySQL/MariaDB)."""
+    id_order_collation: ClassVar[str | None] = None
+    """The collation under which text sorts in code point order (PostgreSQL: ``"C"``), where the
+    database's default collation does not."""
+    namespace_listing_index: ClassVar[bool] = False
+    """Whether the store keeps an index on ``(ns, updated_at, id)``, for a planner that reads
+    one namespace's newest items through it (SQLite); servers do without it."""
+    partial_expiry_index: ClassVar[bool] = False
+    """Whether the store's expiry index holds only items with a TTL (a partial index the
+    planner uses for "no TTL" tests: PostgreSQL)."""
+
+    @classmethod
+    def column_types(cls) -> dict[str, Any]:
+        """This database's own column types for the schema's generic kinds, by kind:
+        ``"long_text"``, ``"long_blob"``, ``"json"``, ``"big_int"``; a kind left out takes
+        SQLAlchemy's generic type (``Text``, ``LargeBinary``, ``JSON``, ``BigInteger``)."""
+        return {}
 
     # -- schema changes ------------------------------------------------------------------------
 

@@ -39,6 +39,15 @@ class MySQLDialect(Dialect):
     """MySQL and MariaDB through PyMySQL (``asyncmy`` or ``aiomysql`` for a caller's
     ``AsyncEngine``). ``name`` tells the two servers apart once connected."""
 
+    text_as_bytes = True
+
+    @classmethod
+    def column_types(cls) -> dict[str, Any]:
+        return {
+            "long_text": mysql.LONGTEXT(charset="utf8mb4", collation="utf8mb4_bin"),
+            "long_blob": mysql.LONGBLOB(),
+        }
+
     names: ClassVar[tuple[str, ...]] = ("mysql", "mariadb")
     default_drivers: ClassVar[dict[str, str]] = {
         "mysql": "mysql+pymysql",

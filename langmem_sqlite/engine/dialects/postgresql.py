@@ -92,7 +92,15 @@ class PostgreSQLDialect(Dialect):
     (``pg_advisory_xact_lock``), and nothing listens for notifications.
     """
 
+    id_order_collation = "C"
+    partial_expiry_index = True
+
+    @classmethod
+    def column_types(cls) -> dict[str, Any]:
+        return {"json": postgresql.JSONB()}
+
     names: ClassVar[tuple[str, ...]] = ("postgresql",)
+    aliases: ClassVar[dict[str, str]] = {"postgres": "postgresql"}
     default_drivers: ClassVar[dict[str, str]] = {"postgresql": "postgresql+psycopg"}
     sync_twins: ClassVar[dict[str, str]] = {
         "postgresql+psycopg_async": "postgresql+psycopg",

@@ -5,7 +5,7 @@ from __future__ import annotations
 import sqlite3
 from typing import Any, ClassVar
 
-from sqlalchemy import Table, event, text
+from sqlalchemy import Integer, Table, event, text
 from sqlalchemy.dialects import sqlite
 from sqlalchemy.engine import URL, Connection, Engine
 from sqlalchemy.pool import StaticPool
@@ -84,6 +84,13 @@ class SQLiteDialect(Dialect):
     """SQLite through the standard library's ``sqlite3`` (``aiosqlite`` for a caller's
     ``AsyncEngine``)."""
 
+    namespace_listing_index = True
+
+    @classmethod
+    def column_types(cls) -> dict[str, Any]:
+        # plain INTEGER, so that an integer primary key is the table's rowid
+        return {"big_int": Integer()}
+
     names: ClassVar[tuple[str, ...]] = ("sqlite",)
     sync_twins: ClassVar[dict[str, str]] = {"sqlite+aiosqlite": "sqlite+pysqlite"}
 
@@ -97,6 +104,10 @@ class SQLiteDialect(Dialect):
 
     def _insert(self, table: Table) -> Any:
         return sqlite.insert(table)
+
+    def file_bytes(self, conn: Any) -> int | None:
+        pages = conn.exec_driver_sql("PRAGMA page_count").scalar_one()
+        return int(pages) * int(conn.exec_driver_sql("PRAGMA page_size").scalar_one())
 
     def table_bytes(self, conn: Any, table: Table) -> int | None:
         try:  # the dbstat virtual table is compiled into most SQLite builds
