@@ -83,3 +83,29 @@ def test_the_project_speaks_of_the_software() -> None:
     for page in pages:
         found = pattern.findall(page.read_text(encoding="utf-8"))
         assert not found, (page.name, found)
+
+
+def test_checkpointer_dropin_block(quickstart: dict[str, Any], tmp_path: Path) -> None:
+    """The checkpointer section's block runs (PostgreSQL replaced by a second SQLite file):
+    every saver it builds checkpoints the graph, and ``:memory:`` savers share nothing."""
+    import ast
+    import asyncio
+
+    from langgraph.graph import START, MessagesState, StateGraph
+
+    builder = StateGraph(MessagesState)
+    builder.add_node("bot", lambda s: {"messages": [("ai", "hello")]})
+    builder.add_edge(START, "bot")
+    config = {"configurable": {"thread_id": "t1"}}
+    code = _block("from langmem_sqlite import SQLSaver")
+    code = code.replace('"postgresql://user:pass@host/db"', f'"{tmp_path}/pg.db"')
+    env = dict(quickstart, builder=builder, inputs={"messages": [("user", "hi")]}, config=config)
+    flags = ast.PyCF_ALLOW_TOP_LEVEL_AWAIT
+    asyncio.run(eval(compile(code, "README", "exec", flags=flags), env))
+    from langmem_sqlite import SQLSaver
+
+    for path in ("pg.db", "chat.db"):
+        with SQLSaver.from_conn_string(str(tmp_path / path)) as saver:
+            state = saver.get_tuple(config)
+            assert state is not None and len(state.checkpoint["channel_values"]["messages"]) >= 2
+    assert SQLSaver(":memory:").get_tuple(config) is None
