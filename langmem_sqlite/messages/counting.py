@@ -51,6 +51,8 @@ from langchain_core.messages import (
     ToolMessage,
 )
 
+from .checks import check_message_list
+
 __all__ = [
     "AUDIO_TOKENS",
     "FILE_TOKENS",
@@ -79,6 +81,7 @@ AUDIO_TOKENS = 1_000
 """Fixed cost of an audio block (about a minute of speech)."""
 
 _CACHE_LIMIT = 200_000
+_INT64_MAX = 2**63 - 1  # validation.INT64_MAX: the largest count accepted
 _TOOL_TYPES = frozenset({"tool", "function"})
 
 
@@ -500,6 +503,12 @@ class TokenCounter:
         cache: bool = True,
         loader: Callable[[], Any] | None = None,
     ) -> None:
+        if not callable(per_message):
+            raise TypeError(f"per_message: expected a callable, got {type(per_message).__name__}")
+        if not isinstance(name, str):
+            raise TypeError(f"name: expected str, got {type(name).__name__}")
+        if not callable(reply_overhead):
+            _check_int(reply_overhead, "reply_overhead")
         self._fn = per_message
         self._loader = loader
         self.name = name
@@ -526,7 +535,7 @@ class TokenCounter:
     def reply_overhead(self) -> int:
         """Tokens counted once per model call (3 for OpenAI's reply priming)."""
         if callable(self._overhead):
-            self._overhead = int(self._overhead())
+            self._overhead = _check_int(self._overhead(), "reply_overhead")
         return self._overhead
 
     @staticmethod
@@ -563,9 +572,7 @@ class TokenCounter:
             hit = cache.get(key)  # type: ignore[union-attr]
             if hit is not None and hit[0] == self._fingerprint(message):
                 return hit[1]
-        value = self._fn(message)
-        if isinstance(value, bool) or not isinstance(value, int) or value < 0:
-            raise ValueError(f"token_counter: returned {value!r}, expected an int >= 0")
+        value = _checked_count(self._fn(message))
         self.computed += 1
         if key is not None:
             with self._lock:
@@ -578,15 +585,16 @@ class TokenCounter:
     def uncached(self, message: BaseMessage) -> int:
         """The message's count, computed without reading or filling the cache (for one-off
         variants of a message, which would only crowd the cache)."""
-        value = self._fn(message)
-        if isinstance(value, bool) or not isinstance(value, int) or value < 0:
-            raise ValueError(f"token_counter: returned {value!r}, expected an int >= 0")
+        value = _checked_count(self._fn(message))
         return value
 
     def count(self, messages: Sequence[BaseMessage]) -> int:
-        """Total for a list of messages (a model call), reply priming included."""
-        if isinstance(messages, BaseMessage) or not isinstance(messages, Sequence):
-            raise TypeError("messages: expected a sequence of BaseMessage")
+        """Total for a list of messages (a model call), reply priming included.
+
+        Raises:
+            TypeError: ``messages`` is not a list of messages (a ``str`` is refused).
+        """
+        check_message_list(messages)
         return self.reply_overhead + sum(self(m) for m in messages)
 
     def clear_cache(self) -> None:
@@ -594,6 +602,22 @@ class TokenCounter:
         if self._cache is not None:
             with self._lock:
                 self._cache.clear()
+
+
+def _checked_count(value: Any) -> int:
+    """A count a per-message function returned: an ``int`` from 0 to ``INT64_MAX``."""
+    if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= _INT64_MAX:
+        raise ValueError(
+            f"token_counter: returned {value!r}, expected an int from 0 to {_INT64_MAX:_}"
+        )
+    return value
+
+
+def _check_int(value: Any, name: str) -> int:
+    """``validation.check_int`` from 0 (not imported: messages/ loads no database code)."""
+    if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= _INT64_MAX:
+        raise ValueError(f"{name}: expected an int from 0 to {_INT64_MAX:_}, got {value!r}")
+    return value
 
 
 class _ExactCount:
