@@ -384,6 +384,8 @@ def test_policy_reads_facts_within_an_edge_share(store: SQLStore) -> None:
     chosen = wide.fetch_facts(HUMAN, config)
     assert [i.value["fact"] for i in chosen] == ["The user is vegetarian"]
     assert "vegetarian" in str(wide.prepare(HUMAN, facts=chosen).messages[0].content)
+    huge = ContextPolicy(max_tokens=INT64_MAX, facts=store, facts_share=0.999999)
+    assert huge.fetch_facts(HUMAN, config) == chosen
     narrow = ContextPolicy(max_tokens=4_000, facts=store, facts_share=1e-9)
     assert narrow.fetch_facts(HUMAN, config) == []
     with pytest.raises(TypeError, match=LIST_HINT):

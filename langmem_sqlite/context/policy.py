@@ -29,6 +29,7 @@ from langgraph.store.base import BaseStore, Item
 from ..messages.checks import check_message_list, check_messages
 from ..messages.counting import TokenCounter, resolve_message_counter
 from ..store.facts import UserFacts
+from ..validation import INT64_MAX
 from .facts import FactsSource, latest_question, render_facts
 from .settings import (
     EXACT_MODEL_PREFIXES,
@@ -412,7 +413,8 @@ class ContextPolicy(SummaryUpdates):
         # UserFacts.select counts each line as a message of its own (a few tokens more than
         # in the section): twice the share is a superset of what fits, counted exactly here
         assert self.facts_budget is not None
-        return {"max_tokens": 2 * self.facts_budget, "token_counter": self._text_counter}
+        most = min(INT64_MAX, 2 * self.facts_budget)
+        return {"max_tokens": most, "token_counter": self._text_counter}
 
     # -- drivers -------------------------------------------------------------------------------
 
