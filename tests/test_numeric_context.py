@@ -309,7 +309,7 @@ def test_message_lists_refuse_a_single_message_and_non_messages() -> None:
 def test_fact_lists_refuse_a_str() -> None:
     with pytest.raises(TypeError, match=r"^facts: expected a list, got str"):
         with_facts(HUMAN, "abc")  # type: ignore[arg-type]
-    with pytest.raises(TypeError, match=r"^facts\[0\]: expected a store Item, got int"):
+    with pytest.raises(TypeError, match=r"^facts\[0\]: expected a store Item .*, got int"):
         with_facts(HUMAN, [1])  # type: ignore[list-item]
     for make in (
         lambda: UserFacts(InMemoryStore(), "u", namespace_prefix="users"),  # type: ignore[arg-type]

@@ -12,8 +12,11 @@ does not fit beside the turn), the user's facts (within their share, least relev
 first), the turn's tool results in full, and as much older history as fits (:mod:`.trimming`).
 The full history is never modified.
 
-The decision is written once as a generator that yields summarizer requests; :meth:`prepare`
-and :meth:`aprepare` only differ in how they call the summarizer.
+This module holds the policy and its assembly of the model input (the fixed part with facts
+and summary, then the window); :mod:`.settings` validates its configuration and
+:mod:`.summarizing` updates the summary. The decision is written once as a generator that
+yields summarizer requests; :meth:`prepare` and :meth:`aprepare` only differ in how they call
+the summarizer.
 """
 
 from __future__ import annotations
@@ -140,7 +143,10 @@ class ContextPolicy(SummaryUpdates):
         user_id_key: where the user id is found in the config (default ``"user_id"``).
 
     Raises:
-        ValueError: a missing budget, or ``keep >= trigger``.
+        ValueError: a number out of its range (every count and budget an int from 1 to
+            ``INT64_MAX``, ``facts_share`` a number strictly between 0 and 1; ``bool``, NaN
+            and infinities refused; the message names the parameter), checked before anything
+            is loaded; a missing budget; or ``keep >= trigger``.
         EncodingUnavailableError: an exact counter whose encoding cannot be loaded.
     """
 
@@ -431,6 +437,9 @@ class ContextPolicy(SummaryUpdates):
         when it passes its cap; if the summarizer fails, the result only trims.
 
         Raises:
+            TypeError: ``messages`` is not a list of messages (a ``str`` is refused, not
+                split), or ``facts`` not a list of store items.
+            ValueError: a summary record with a missing text or a bad position or count.
             ContextBudgetError: the system message, or the system message and the turn in
                 progress (tool results shortened), cannot fit; nothing was summarized.
         """

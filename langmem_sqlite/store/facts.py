@@ -22,7 +22,7 @@ from __future__ import annotations
 import json
 import re
 import uuid
-from collections.abc import Callable, Generator, Sequence
+from collections.abc import Callable, Generator, Mapping, Sequence
 from datetime import datetime
 from typing import Any, TypeVar
 
@@ -119,11 +119,15 @@ def _check_key(key: Any) -> str:
 
 
 def _check_items(facts: Any, name: str = "facts") -> list[Item]:
-    """A list of store items (as :meth:`UserFacts.select` returns); a ``str`` is refused."""
+    """A list of store items (as :meth:`UserFacts.select` returns: anything with a ``key`` and
+    a mapping ``value``); a ``str`` is refused, not split."""
     items = check_list(facts, name)
     for i, item in enumerate(items):
-        if not isinstance(item, Item):
-            raise TypeError(f"{name}[{i}]: expected a store Item, got {type(item).__name__}")
+        if not (hasattr(item, "key") and isinstance(getattr(item, "value", None), Mapping)):
+            raise TypeError(
+                f"{name}[{i}]: expected a store Item (a key and a dict value), got "
+                f"{type(item).__name__}"
+            )
     return items
 
 
@@ -135,6 +139,11 @@ class UserFacts:
         user_id: the user (str, int or UUID).
         namespace_prefix: labels before the user id (default ``("users",)``).
         max_facts: most facts considered by :meth:`select` and listed by :meth:`list`.
+
+    Raises:
+        ValueError: ``max_facts`` not an int from 1 to ``INT64_MAX`` (``bool``, floats, NaN
+            and infinities refused), or a bad ``user_id``.
+        TypeError: ``namespace_prefix`` a ``str`` (pass a tuple of labels) or holding a non-str.
     """
 
     def __init__(
@@ -295,7 +304,13 @@ class UserFacts:
         self, query: str | None = None, *, max_tokens: int = 500, token_counter: Any = None
     ) -> list[SearchItem]:
         """The facts to show the model: most relevant to ``query`` first (if the store has a
-        semantic index), then most recent, as many as fit in ``max_tokens``."""
+        semantic index), then most recent, as many as fit in ``max_tokens``.
+
+        Raises:
+            ValueError: ``max_tokens`` not an int from 0 to ``INT64_MAX``; checked before the
+                store is read.
+            TypeError: ``query`` neither a ``str`` nor ``None``.
+        """
         return _run(self.store, self._select(query, max_tokens, token_counter))
 
     async def aselect(
