@@ -78,6 +78,9 @@ def context_node(
     """
     if not isinstance(policy, ContextPolicy):
         raise TypeError(f"policy: expected a ContextPolicy, got {type(policy).__name__}")
+    for name, key in (("output_key", output_key), ("summary_key", summary_key)):
+        if not isinstance(key, str) or not key:
+            raise TypeError(f"{name}: expected a non-empty str, got {key!r}")
 
     def run(state: Any, config: RunnableConfig) -> dict[str, Any]:
         messages, summary = _read(state, summary_key)

@@ -12,48 +12,56 @@ does not fit beside the turn), the user's facts (within their share, least relev
 first), the turn's tool results in full, and as much older history as fits (:mod:`.trimming`).
 The full history is never modified.
 
-The decision is written once as a generator that yields summarizer requests; :meth:`prepare`
-and :meth:`aprepare` only differ in how they call the summarizer.
+This module holds the policy and its assembly of the model input (the fixed part with facts
+and summary, then the window); :mod:`.settings` validates its configuration and
+:mod:`.summarizing` updates the summary. The decision is written once as a generator that
+yields summarizer requests; :meth:`prepare` and :meth:`aprepare` only differ in how they call
+the summarizer.
 """
 
 from __future__ import annotations
 
 import time
-import warnings
 from collections.abc import Generator, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Any
 
 from langchain_core.messages import BaseMessage, SystemMessage
 from langgraph.store.base import BaseStore, Item
 
+from ..messages.checks import check_message_list, check_messages
 from ..messages.counting import TokenCounter, resolve_message_counter
 from ..store.facts import UserFacts
-from ..validation import check_positive
+from ..validation import INT64_MAX
 from .facts import FactsSource, latest_question, render_facts
-from .structure import call_ids, is_tool_result, merge_system
+from .settings import (
+    EXACT_MODEL_PREFIXES,
+    MODEL_CONTEXT_WINDOWS,
+    SummaryPlacement,
+    SummarySettings,
+    check_numbers,
+    default_max_tokens,
+)
+from .structure import merge_system
+from .summarizing import (
+    SummarizerRequest,
+    SummaryUpdates,
+    aguard,
+    guard,
+    largest,
+    resume,
+)
 from .summary import (
     DEFAULT_SUMMARY_INSTRUCTIONS,
-    SUMMARY_DROPPED_MARKER,
     SUMMARY_SHORTENED_MARKER,
-    cap_text,
-    compacted_record,
-    compaction_prompt,
     find_watermark,
     load_record,
-    new_record,
     newest_part,
-    render_messages,
     render_summary,
-    summarizer_prompt,
-    text_tokens,
 )
 from .trimming import (
     CutMode,
     Limits,
-    _close,
-    _Meter,
-    _plain_text,
     count_input,
     fail_closed,
     minimal_turn,
@@ -63,29 +71,6 @@ from .trimming import (
 )
 
 __all__ = ["MODEL_CONTEXT_WINDOWS", "ContextPolicy", "ContextResult"]
-
-MODEL_CONTEXT_WINDOWS: dict[str, int] = {
-    "gpt-4o": 128_000,
-    "gpt-4o-mini": 128_000,
-    "gpt-4-turbo": 128_000,
-    "gpt-4.1": 1_047_576,
-    "gpt-4": 8_192,
-    "gpt-3.5-turbo": 16_385,
-    "gpt-5": 400_000,
-    "o1": 200_000,
-    "o3": 200_000,
-    "o4-mini": 200_000,
-    "claude-": 200_000,
-    "gemini-1.5-pro": 2_097_152,
-    "gemini-": 1_048_576,
-}
-"""Context windows of known models, by name prefix (longest prefix wins). With ``model=``, the
-default budget is the window minus a reply reserve (a quarter of it, at most 16,384 tokens)."""
-
-_CHUNK_MARKER = "\n[...the rest of this part was too long for one summarizer call]"
-_SQUEEZED = " [... {n} more characters]"
-
-SummaryPlacement = Literal["system", "message"]
 
 
 @dataclass
@@ -113,28 +98,7 @@ class ContextResult:
     info: dict[str, Any] = field(default_factory=dict)
 
 
-@dataclass
-class _Request:
-    prompt: list[BaseMessage]
-
-
-def _window_for(model: str) -> int | None:
-    best = ""
-    for prefix in MODEL_CONTEXT_WINDOWS:
-        if model.startswith(prefix) and len(prefix) > len(best):
-            best = prefix
-    return MODEL_CONTEXT_WINDOWS[best] if best else None
-
-
-def _opt_positive(value: int | None, name: str) -> int | None:
-    return None if value is None else check_positive(value, name)
-
-
-def _uncached_count(counter: TokenCounter, messages: Sequence[BaseMessage]) -> int:
-    return counter.reply_overhead + sum(counter.uncached(m) for m in messages)
-
-
-class ContextPolicy:
+class ContextPolicy(SummaryUpdates):
     """How a history becomes a model input: budget, counting, trimming, summary and facts.
 
     Args:
@@ -179,7 +143,10 @@ class ContextPolicy:
         user_id_key: where the user id is found in the config (default ``"user_id"``).
 
     Raises:
-        ValueError: a missing budget, or ``keep >= trigger``.
+        ValueError: a number out of its range (every count and budget an int from 1 to
+            ``INT64_MAX``, ``facts_share`` a number strictly between 0 and 1; ``bool``, NaN
+            and infinities refused; the message names the parameter), checked before anything
+            is loaded; a missing budget; or ``keep >= trigger``.
         EncodingUnavailableError: an exact counter whose encoding cannot be loaded.
     """
 
@@ -209,13 +176,19 @@ class ContextPolicy:
     ) -> None:
         if model is not None and not isinstance(model, str):
             raise TypeError(f"model: expected a model name, got {type(model).__name__}")
-        if max_tokens is None and model is not None and (window := _window_for(model)):
-            max_tokens = window - min(16_384, window // 4)
-        if (
-            token_counter is None
-            and model is not None
-            and model.startswith(("gpt-", "o1", "o3", "o4"))
-        ):
+        summary_numbers = {
+            "trigger_tokens": trigger_tokens,
+            "trigger_messages": trigger_messages,
+            "keep_tokens": keep_tokens,
+            "keep_messages": keep_messages,
+            "max_summary_tokens": max_summary_tokens,
+            "max_summarizer_input_tokens": max_summarizer_input_tokens,
+        }
+        budgets = {"max_tokens": max_tokens, "max_messages": max_messages, "max_chars": max_chars}
+        check_numbers({**budgets, **summary_numbers}, facts_share)  # before any other work
+        if max_tokens is None:
+            max_tokens = default_max_tokens(model)
+        if token_counter is None and model is not None and model.startswith(EXACT_MODEL_PREFIXES):
             token_counter = model
         if max_tokens is None and max_messages is None and max_chars is None:
             raise ValueError("max_tokens: required (or a known model=, max_messages, max_chars)")
@@ -229,8 +202,8 @@ class ContextPolicy:
             raise TypeError("system_prompt: expected str or SystemMessage")
         if not isinstance(summary_instructions, str):
             raise TypeError("summary_instructions: expected str")
+        settings = SummarySettings.make(summarizer, max_tokens, **summary_numbers)
         self.counter: TokenCounter = resolve_message_counter(token_counter)
-        self.counter.load()  # an exact counter's encoding, now: a clear error if offline
         self.limits = Limits.make(max_tokens, max_messages, max_chars, self.counter)
         self._text_counter = (
             self.counter if self.counter.name != "messages" else resolve_message_counter(None)
@@ -240,23 +213,19 @@ class ContextPolicy:
         self.summary_placement = summary_placement
         self.summary_instructions = summary_instructions
         self.cut: CutMode = cut
-        self._setup_summary(
-            max_tokens,
-            trigger_tokens,
-            trigger_messages,
-            keep_tokens,
-            keep_messages,
-            max_summary_tokens,
-            max_summarizer_input_tokens,
-        )
+        self.trigger_tokens = settings.trigger_tokens
+        self.trigger_messages = settings.trigger_messages
+        self.keep_tokens = settings.keep_tokens
+        self.keep_messages = settings.keep_messages
+        self.max_summary_tokens = settings.max_summary_tokens
+        self.max_summarizer_input_tokens = settings.max_summarizer_input_tokens
         self._setup_facts(facts, facts_share, facts_namespace, user_id_key)
+        self.counter.load()  # an exact counter's encoding, now: a clear error if offline
 
     def _setup_facts(
         self, facts: Any, share: float, namespace: tuple[str, ...], user_id_key: str
     ) -> None:
         """Validate the facts settings; ``facts_budget`` is ``None`` without a token budget."""
-        if isinstance(share, bool) or not isinstance(share, int | float) or not 0 < share < 1:
-            raise ValueError(f"facts_share: expected a fraction between 0 and 1, got {share!r}")
         if not isinstance(namespace, tuple) or not all(isinstance(n, str) for n in namespace):
             raise TypeError("facts_namespace: expected a tuple of strings")
         if not isinstance(user_id_key, str) or not user_id_key:
@@ -275,99 +244,15 @@ class ContextPolicy:
         store = None if facts is True else facts
         self.facts_source = FactsSource(store, namespace, user_id_key)
 
-    def _setup_summary(
-        self,
-        max_tokens: int | None,
-        trigger_tokens: int | None,
-        trigger_messages: int | None,
-        keep_tokens: int | None,
-        keep_messages: int | None,
-        max_summary_tokens: int | None,
-        max_summarizer_input_tokens: int | None,
-    ) -> None:
-        """Validate the summarization settings and fill in their defaults."""
-        self.trigger_tokens = _opt_positive(trigger_tokens, "trigger_tokens")
-        self.trigger_messages = _opt_positive(trigger_messages, "trigger_messages")
-        self.keep_tokens = _opt_positive(keep_tokens, "keep_tokens")
-        self.keep_messages = _opt_positive(keep_messages, "keep_messages")
-        given = (trigger_tokens, trigger_messages, keep_tokens, keep_messages)
-        if self.summarizer is None:
-            if any(v is not None for v in given):
-                raise ValueError("summarizer: trigger/keep settings need a summarizer model")
-        elif not (hasattr(self.summarizer, "invoke") and hasattr(self.summarizer, "ainvoke")):
-            raise TypeError("summarizer: expected a chat model or Runnable")
-        elif self.trigger_tokens is None and self.trigger_messages is None:
-            if max_tokens is None:
-                raise ValueError("trigger_tokens: required with a summarizer and no max_tokens")
-            self.trigger_tokens = max_tokens
-        base = max_tokens or self.trigger_tokens or 4_000
-        self.max_summary_tokens = check_positive(
-            max_summary_tokens
-            if max_summary_tokens is not None
-            else max(64, min(2_000, base // 8)),
-            "max_summary_tokens",
-        )
-        if self.summarizer is not None and self.trigger_tokens is not None:
-            if self.keep_tokens is None:
-                self.keep_tokens = max(1, self.trigger_tokens * 3 // 10)
-            if self.keep_tokens < self.trigger_tokens <= self.keep_tokens + self.max_summary_tokens:
-                warnings.warn(
-                    f"keep_tokens + max_summary_tokens ({self.keep_tokens} + "
-                    f"{self.max_summary_tokens}) reach trigger_tokens={self.trigger_tokens}: "
-                    "the summarizer may run on almost every call",
-                    stacklevel=3,
-                )
-        self._check_hysteresis()
-        if self.summarizer is not None and max_tokens and self.max_summary_tokens >= max_tokens:
-            raise ValueError(
-                f"max_summary_tokens: must be below max_tokens ({self.max_summary_tokens} >= "
-                f"{max_tokens})"
-            )
-        self.max_summarizer_input_tokens = check_positive(
-            max_summarizer_input_tokens
-            if max_summarizer_input_tokens is not None
-            else (self.trigger_tokens or base) + self.max_summary_tokens,
-            "max_summarizer_input_tokens",
-        )
-        if (
-            self.summarizer is not None
-            and self.max_summarizer_input_tokens <= self.max_summary_tokens + 200
-        ):
-            raise ValueError(
-                "max_summarizer_input_tokens: must leave room for new material beside the "
-                f"previous summary (> max_summary_tokens + 200 = {self.max_summary_tokens + 200})"
-            )
-
-    def _check_hysteresis(self) -> None:
-        pairs = (
-            (self.keep_tokens, self.trigger_tokens, "keep_tokens", "trigger_tokens"),
-            (self.keep_messages, self.trigger_messages, "keep_messages", "trigger_messages"),
-        )
-        for keep, trigger, kname, tname in pairs:
-            if keep is not None and trigger is not None:
-                if keep >= trigger:
-                    raise ValueError(
-                        f"{kname}: must be below {tname} ({keep} >= {trigger}); otherwise the "
-                        "summarizer would run on almost every call"
-                    )
-                if keep > trigger * 0.75:
-                    warnings.warn(
-                        f"{kname}={keep} is close to {tname}={trigger}: the summarizer will run "
-                        f"about every {max(1, trigger - keep)} {tname.split('_')[1]}",
-                        stacklevel=4,
-                    )
-
     # -- the decision, written once ---------------------------------------------------------
 
     def _plan(
         self, messages: Sequence[BaseMessage], summary: Any, facts: Any
-    ) -> Generator[_Request, Any, ContextResult]:
+    ) -> Generator[SummarizerRequest, Any, ContextResult]:
         started = time.perf_counter()
-        if isinstance(messages, BaseMessage) or not isinstance(messages, Sequence):
-            raise TypeError("messages: expected a sequence of BaseMessage")
+        system, conv = merge_system(messages, self.system_prompt)  # checks the messages
         items = self._check_facts(facts)
         record = load_record(summary)
-        system, conv = merge_system(messages, self.system_prompt)
         if system is None and not conv:
             _nothing()
         upto = find_watermark(conv, record)
@@ -409,62 +294,10 @@ class ContextPolicy:
             input_tokens=count_input(self.counter, out),
             kept=len(window),
             uncovered=max(0, len(conv) - len(window) - lo) if window else 0,
-            summary_tokens=record["summary_tokens"] if record else 0,
+            summary_tokens=record.get("summary_tokens", 0) if record else 0,
             seconds=time.perf_counter() - started,
         )
         return ContextResult(out, new, record, info)
-
-    def _call(
-        self, prompt: list[BaseMessage], info: dict[str, Any]
-    ) -> Generator[_Request, Any, Any]:
-        """One summarizer call (counted in ``info``); returns its reply or exception."""
-        info["summarizer_calls"] += 1
-        info["summarizer_input_tokens"] += _uncached_count(self._text_counter, prompt)
-        return (yield _Request(prompt))
-
-    def _absorb(
-        self,
-        reply: Any,
-        record: dict[str, Any] | None,
-        conv: Sequence[BaseMessage],
-        lo: int,
-        chunk: int,
-        info: dict[str, Any],
-    ) -> dict[str, Any] | None:
-        """The new record from the summarizer's reply, or ``None`` on failure."""
-        text = _reply_text(reply)
-        if text is None:
-            failed = isinstance(reply, BaseException)
-            info["summary_error"] = repr(reply) if failed else "summarizer returned no text"
-            return None
-        tokens = text_tokens(self._text_counter, text)
-        info["summarized"] = True
-        return new_record(text, chunk - 1, conv[chunk - 1].id, tokens, record, chunk - lo)
-
-    def _cap(
-        self, record: dict[str, Any], info: dict[str, Any]
-    ) -> Generator[_Request, Any, dict[str, Any]]:
-        """``record`` with its summary within ``max_summary_tokens``: folded by the summarizer,
-        else (failure, still too long, no summarizer) with its oldest part dropped."""
-        cap, counter = self.max_summary_tokens, self._text_counter
-        text = record["summary"]
-        if text_tokens(counter, text) <= cap:
-            return record
-        shorter = None
-        if self.summarizer is not None:
-            reply = yield from self._call(compaction_prompt(text, cap), info)
-            shorter = _reply_text(reply)
-            if shorter is None:
-                info["summary_error"] = (
-                    repr(reply) if isinstance(reply, BaseException) else "no text"
-                ) + " (while shortening the summary)"
-        by_summarizer = shorter is not None
-        info["compacted"] = "summarizer"
-        if shorter is None or text_tokens(counter, shorter, cache=False) > cap:
-            fits = lambda t: text_tokens(counter, t, cache=False) <= cap  # noqa: E731
-            shorter = newest_part(shorter or text, SUMMARY_DROPPED_MARKER, fits) or ""
-            info["compacted"] = "summarizer, dropped oldest" if by_summarizer else "dropped oldest"
-        return compacted_record(record, shorter, text_tokens(counter, shorter), by_summarizer)
 
     def _check_facts(self, facts: Any) -> list[Item]:
         if facts is None:
@@ -496,7 +329,7 @@ class ContextPolicy:
         budget = self.facts_budget
         if self._facts_cost(system, items, cached=True) <= budget:
             return items
-        k = _largest(len(items), lambda n: self._facts_cost(system, items[:n]) <= budget)
+        k = largest(len(items), lambda n: self._facts_cost(system, items[:n]) <= budget)
         return items[:k]
 
     def _build(
@@ -524,7 +357,7 @@ class ContextPolicy:
         k = len(items)
         if not fits(k, text, cached=True):  # (the usual case: everything fits, counted once)
             if k:
-                k = _largest(k, lambda n: fits(n, text))
+                k = largest(k, lambda n: fits(n, text))
             if text and not fits(k, text):
                 short = newest_part(text, SUMMARY_SHORTENED_MARKER, lambda t: fits(0, t))
                 info["summary_shortened"] = short is not None
@@ -534,117 +367,6 @@ class ContextPolicy:
         info["facts"] = k
         info["facts_tokens"] = self._facts_cost(system, items[:k], cached=True) if k else 0
         return fixed
-
-    def _unsummarized_meters(self, system: SystemMessage | None, record: Any) -> list[_Meter]:
-        text = record["summary"] if record else None
-        head, notes = render_summary(system, text, self.summary_placement)
-        out = []
-        if self.trigger_tokens is not None:
-            c = self.counter
-            used = c.reply_overhead + sum(c(m) for m in ([head] if head else []) + notes)
-            out.append(_Meter("trigger_tokens", "tokens", c, self.trigger_tokens, used))
-        if self.trigger_messages is not None:
-            out.append(_Meter("trigger_messages", "messages", lambda m: 1, self.trigger_messages))
-        return out
-
-    def _triggered(
-        self, system: SystemMessage | None, record: Any, conv: Sequence[BaseMessage], lo: int
-    ) -> bool:
-        """Whether the unsummarized part passes a trigger (walks back, stops once it does)."""
-        meters = self._unsummarized_meters(system, record)
-        for j in range(len(conv) - 1, lo - 1, -1):
-            for m in meters:
-                m.used += m.fn(conv[j])
-                if m.used > m.limit:
-                    return True
-        return False
-
-    def _keep_cut(self, conv: Sequence[BaseMessage], lo: int) -> int:
-        """Where the verbatim part starts after summarizing: the earliest turn boundary whose
-        suffix fits ``keep``, never after the latest human message."""
-        pinned = turn_start(conv, lo)
-        tokens = sum(self.counter(m) for m in conv[pinned:])
-        count = len(conv) - pinned
-        best = pinned
-        open_ids: set[str] = set()
-        for j in range(pinned - 1, lo - 1, -1):
-            msg = conv[j]
-            tokens += self.counter(msg)
-            count += 1
-            if (self.keep_tokens is not None and tokens > self.keep_tokens) or (
-                self.keep_messages is not None and count > self.keep_messages
-            ):
-                break
-            _close(open_ids, msg)
-            if not open_ids and msg.type == "human":
-                best = j
-        return best
-
-    def _material_room(self) -> int:
-        """Tokens of new material one summarizer call takes (beside the previous summary)."""
-        return self.max_summarizer_input_tokens - self.max_summary_tokens - 150
-
-    def _chunk(self, conv: Sequence[BaseMessage], lo: int, cut: int) -> int:
-        """End (exclusive) of the oldest new material for one summarizer call, at a tool-unit
-        boundary; at least one unit. A message counts at most 1/24 of the room: larger ones
-        are shortened for the summarizer (see :meth:`_prompt`), so one call covers a whole
-        agent turn of big tool results (no message is then left neither summarized nor
-        sent); a longer backlog is summarized in passes, one per model call."""
-        room = self._material_room()
-        most = max(1, room // 24)
-        used, pending, best = 0, set(), lo
-        for j in range(lo, cut):
-            msg = conv[j]
-            used += min(self._text_counter(msg), most)
-            if used > room and best > lo:
-                break
-            if is_tool_result(msg):
-                pending.discard(getattr(msg, "tool_call_id", None))
-            else:
-                pending.update(call_ids(msg))
-            nxt = conv[j + 1] if j + 1 < len(conv) else None
-            if not pending and (nxt is None or not is_tool_result(nxt)):
-                best = j + 1
-                if used > room:
-                    break
-        return best
-
-    def _prompt(self, record: Any, new: Sequence[BaseMessage]) -> list[BaseMessage]:
-        """The summarizer input: the previous summary whole, then the new material, its
-        longest messages shortened to one common length if it is over the call's budget."""
-        previous = record["summary"] if record else None
-        counter = self._text_counter
-
-        def prompt(text: str) -> list[BaseMessage]:
-            return summarizer_prompt(
-                previous, text, self.summary_instructions, self.max_summary_tokens
-            )
-
-        room = max(1, self.max_summarizer_input_tokens - _uncached_count(counter, prompt("")))
-
-        def fits(text: str) -> bool:
-            return text_tokens(counter, text, cache=False) <= room
-
-        text = render_messages(new)
-        if not fits(text):
-            texts = [_plain_text(m) for m in new]
-
-            def squeezed(cap: int) -> str:
-                return render_messages(
-                    [
-                        m.model_copy(update={"content": t[:cap] + _SQUEEZED.format(n=len(t) - cap)})
-                        if len(t) > cap
-                        else m
-                        for m, t in zip(new, texts, strict=True)
-                    ]
-                )
-
-            longest = max(len(t) for t in texts)
-            if fits(squeezed(0)):
-                text = squeezed(_largest(longest, lambda cap: fits(squeezed(cap))))
-            else:
-                text = cap_text(counter, squeezed(0), room, _CHUNK_MARKER)
-        return prompt(text)
 
     # -- facts -------------------------------------------------------------------------------
 
@@ -667,8 +389,10 @@ class ContextPolicy:
         """
         facts = self._user_facts(config, store, user_id)
         if facts is None:
+            check_message_list(messages)
             return []
-        return list(facts.select(latest_question(messages), **self._select_args()))
+        query = latest_question(check_messages(messages))
+        return list(facts.select(query, **self._select_args()))
 
     async def afetch_facts(
         self,
@@ -681,8 +405,10 @@ class ContextPolicy:
         """Async :meth:`fetch_facts`."""
         facts = self._user_facts(config, store, user_id)
         if facts is None:
+            check_message_list(messages)
             return []
-        return list(await facts.aselect(latest_question(messages), **self._select_args()))
+        query = latest_question(check_messages(messages))
+        return list(await facts.aselect(query, **self._select_args()))
 
     def _user_facts(self, config: Any, store: BaseStore | None, user_id: Any) -> UserFacts | None:
         if self.facts_source is None:
@@ -693,7 +419,8 @@ class ContextPolicy:
         # UserFacts.select counts each line as a message of its own (a few tokens more than
         # in the section): twice the share is a superset of what fits, counted exactly here
         assert self.facts_budget is not None
-        return {"max_tokens": 2 * self.facts_budget, "token_counter": self._text_counter}
+        most = min(INT64_MAX, 2 * self.facts_budget)
+        return {"max_tokens": most, "token_counter": self._text_counter}
 
     # -- drivers -------------------------------------------------------------------------------
 
@@ -710,13 +437,16 @@ class ContextPolicy:
         when it passes its cap; if the summarizer fails, the result only trims.
 
         Raises:
+            TypeError: ``messages`` is not a list of messages (a ``str`` is refused, not
+                split), or ``facts`` not a list of store items.
+            ValueError: a summary record with a missing text or a bad position or count.
             ContextBudgetError: the system message, or the system message and the turn in
                 progress (tool results shortened), cannot fit; nothing was summarized.
         """
         plan = self._plan(messages, summary, facts)
-        step = _resume(plan, None)
-        while isinstance(step, _Request):
-            step = _resume(plan, _guard(self.summarizer.invoke, step.prompt))
+        step = resume(plan, None)
+        while isinstance(step, SummarizerRequest):
+            step = resume(plan, guard(self.summarizer.invoke, step.prompt))
         return step
 
     async def aprepare(
@@ -728,58 +458,10 @@ class ContextPolicy:
     ) -> ContextResult:
         """Async :meth:`prepare` (the summarizer is awaited)."""
         plan = self._plan(messages, summary, facts)
-        step = _resume(plan, None)
-        while isinstance(step, _Request):
-            step = _resume(plan, await _aguard(self.summarizer.ainvoke(step.prompt)))
+        step = resume(plan, None)
+        while isinstance(step, SummarizerRequest):
+            step = resume(plan, await aguard(self.summarizer.ainvoke(step.prompt)))
         return step
-
-
-def _largest(n: int, ok: Any) -> int:
-    """The largest ``k`` in ``0..n`` with ``ok(k)`` (``ok`` true at 0, monotone), by bisection."""
-    lo, hi = 0, n
-    while lo < hi:
-        mid = (lo + hi + 1) // 2
-        if ok(mid):
-            lo = mid
-        else:
-            hi = mid - 1
-    return lo
-
-
-def _resume(plan: Generator[_Request, Any, ContextResult], reply: Any) -> _Request | ContextResult:
-    try:
-        return plan.send(reply)
-    except StopIteration as done:
-        return done.value  # type: ignore[no-any-return]
-
-
-def _guard(fn: Any, arg: Any) -> Any:
-    """The summarizer's reply, or the exception it raised (the call then succeeds by trimming)."""
-    try:
-        return fn(arg)
-    except Exception as e:
-        return e
-
-
-async def _aguard(awaitable: Any) -> Any:
-    """Async :func:`_guard`."""
-    try:
-        return await awaitable
-    except Exception as e:
-        return e
-
-
-def _reply_text(reply: Any) -> str | None:
-    if isinstance(reply, BaseException) or reply is None:
-        return None
-    if isinstance(reply, str):
-        text = reply
-    elif isinstance(reply, BaseMessage):
-        text = reply.content if isinstance(reply.content, str) else reply.text
-    else:
-        return None
-    text = str(text).strip()
-    return text or None
 
 
 def _nothing() -> list[BaseMessage]:

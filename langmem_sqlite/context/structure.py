@@ -13,6 +13,8 @@ from collections.abc import Sequence
 
 from langchain_core.messages import AIMessage, BaseMessage, SystemMessage
 
+from ..messages.checks import check_messages, checked_with_types
+
 __all__ = [
     "ContextBudgetError",
     "ContextStructureError",
@@ -97,14 +99,17 @@ def merge_system(
     in ``messages``, in order, joined by blank lines: system content is never trimmed or
     summarized away, and a second system message is never produced. A single system message is
     returned as is (same object).
+
+    Raises:
+        TypeError: ``messages`` is not a list of messages (a ``str`` is refused, not split).
     """
     if isinstance(system, str):
         system = SystemMessage(system)
     if system is not None and not isinstance(system, SystemMessage):
         raise TypeError(f"system_prompt: expected str or SystemMessage, got {type(system)}")
     found: list[SystemMessage] = []
-    conv = list(messages)
-    if any(issubclass(kind, SystemMessage) for kind in set(map(type, conv))):  # fast pre-check
+    conv, kinds = checked_with_types(messages)
+    if any(issubclass(kind, SystemMessage) for kind in kinds):  # fast pre-check
         found = [m for m in conv if isinstance(m, SystemMessage)]
         conv = [m for m in conv if not isinstance(m, SystemMessage)]
     parts = ([system] if system is not None else []) + found
@@ -122,7 +127,11 @@ def check_structure(messages: Sequence[BaseMessage], *, require_human: bool = Fa
     Args:
         messages: a model input.
         require_human: also require at least one human message.
+
+    Raises:
+        TypeError: ``messages`` is not a list of messages (a ``str`` is refused, not split).
     """
+    messages = check_messages(messages)
     problems: list[str] = []
     if not messages:
         return ["empty input"]

@@ -26,6 +26,7 @@ from langchain_core.messages import (
 )
 
 from ..messages.counting import TokenCounter
+from ..validation import INT64_MAX, check_int
 
 __all__ = [
     "COMPACTION_INSTRUCTIONS",
@@ -110,8 +111,19 @@ def compacted_record(
     }
 
 
+_COUNTS = ("summary_tokens", "messages_summarized", "updates", "compactions", "upto_seq")
+"""Optional counts of a record: ints from 0 to ``INT64_MAX`` when present."""
+
+
 def load_record(value: Any, name: str = "summary") -> dict[str, Any] | None:
-    """Validate a record (a dict, its JSON text, or ``None``)."""
+    """Validate a record (a dict, its JSON text, or ``None``).
+
+    Raises:
+        TypeError: not a dict (nor JSON text of one).
+        ValueError: no ``summary`` text, or a position or count that is not an int in its
+            range (``upto_index`` from -1, the counts from 0, both to ``INT64_MAX``; ``bool``,
+            NaN and infinities refused); the message names the field.
+    """
     if value is None:
         return None
     if isinstance(value, str | bytes):
@@ -123,12 +135,20 @@ def load_record(value: Any, name: str = "summary") -> dict[str, Any] | None:
         raise TypeError(f"{name}: expected a summary record dict, got {type(value).__name__}")
     if not isinstance(value.get("summary"), str):
         raise ValueError(f"{name}: the record has no 'summary' text")
-    index = value.get("upto_index")
-    if isinstance(index, bool) or not isinstance(index, int) or index < -1:
-        raise ValueError(f"{name}: 'upto_index' must be an int >= -1")
+    _field(value.get("upto_index"), f"{name}['upto_index']", -1)
+    for key in _COUNTS:
+        if value.get(key) is not None:
+            _field(value[key], f"{name}[{key!r}]", 0)
     if value.get("upto_id") is not None and not isinstance(value["upto_id"], str):
         raise ValueError(f"{name}: 'upto_id' must be a string or null")
     return value
+
+
+def _field(value: Any, name: str, low: int) -> None:
+    try:
+        check_int(value, name, low=low, high=INT64_MAX)
+    except TypeError as e:  # a str or null where a number belongs: bad data, not a bad call
+        raise ValueError(str(e)) from None
 
 
 def dump_record(record: dict[str, Any] | None) -> str | None:

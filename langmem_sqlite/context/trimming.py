@@ -419,12 +419,19 @@ def trim_context(
         A new list: at most one system message (index 0), then the most recent messages that fit.
 
     Raises:
+        ValueError: a budget that is not an int from 1 to ``INT64_MAX`` (``bool``, floats, NaN
+            and infinities refused; the message names it), or none given.
+        TypeError: ``messages`` is not a list of messages (a ``str`` is refused, not split).
         ContextBudgetError: the system message or the turn in progress alone cannot fit.
         ContextStructureError: the input has orphan tool results or dangling tool calls in the
             part that would be kept.
     """
     if cut not in ("turn", "unit"):
         raise ValueError(f"cut: expected 'turn' or 'unit', got {cut!r}")
+    if not isinstance(shorten_tool_results, bool):
+        raise TypeError(
+            f"shorten_tool_results: expected a bool, got {type(shorten_tool_results).__name__}"
+        )
     limits = Limits.make(max_tokens, max_messages, max_chars, token_counter)
     system, conv = merge_system(messages, system_prompt)
     fixed = [system] if system is not None else []

@@ -9,6 +9,8 @@ from collections.abc import Sequence
 
 from langchain_core.messages import BaseMessage
 
+from .checks import check_messages
+
 __all__ = ["TOOL_RESULT_TYPES", "drop_leading_orphans", "orphan_prefix_length"]
 
 TOOL_RESULT_TYPES = frozenset({"tool", "function", "ToolMessageChunk", "FunctionMessageChunk"})
@@ -16,7 +18,13 @@ TOOL_RESULT_TYPES = frozenset({"tool", "function", "ToolMessageChunk", "Function
 
 
 def orphan_prefix_length(types: Sequence[str]) -> int:
-    """How many leading entries of ``types`` are tool results (to drop from a window's start)."""
+    """How many leading entries of ``types`` are tool results (to drop from a window's start).
+
+    Raises:
+        TypeError: ``types`` is a single ``str`` (pass a list of message types).
+    """
+    if isinstance(types, str):
+        raise TypeError("types: expected a list of message types, got str")
     n = 0
     while n < len(types) and types[n] in TOOL_RESULT_TYPES:
         n += 1
@@ -29,12 +37,12 @@ def drop_leading_orphans(messages: Sequence[BaseMessage]) -> list[BaseMessage]:
     A window that is a suffix of a conversation can only break a tool-call pair at its start:
     every result after a kept ``AIMessage`` with tool calls is kept too. So dropping the leading
     ``ToolMessage``s (and legacy ``FunctionMessage``s) is enough to never start on an orphan.
+
+    Raises:
+        TypeError: ``messages`` is not a list of messages (a ``str`` is refused, not split).
     """
+    items = check_messages(messages)
     start = 0
-    while start < len(messages) and messages[start].type in (
-        "tool",
-        "function",
-        "ToolMessageChunk",
-    ):
+    while start < len(items) and items[start].type in TOOL_RESULT_TYPES:
         start += 1
-    return list(messages[start:])
+    return items[start:]

@@ -22,7 +22,7 @@ from __future__ import annotations
 import json
 import re
 import uuid
-from collections.abc import Callable, Generator, Sequence
+from collections.abc import Callable, Generator, Mapping, Sequence
 from datetime import datetime
 from typing import Any, TypeVar
 
@@ -32,8 +32,9 @@ from langchain_core.tools import BaseTool, StructuredTool
 from langgraph.graph.message import REMOVE_ALL_MESSAGES
 from langgraph.store.base import BaseStore, GetOp, Item, Op, PutOp, SearchItem, SearchOp
 
+from ..messages.checks import check_messages
 from ..messages.counting import resolve_message_counter
-from ..validation import IdLike, check_id, check_list, check_positive
+from ..validation import IdLike, check_id, check_list, check_positive, check_text
 
 __all__ = [
     "EXTRACTION_PROMPT",
@@ -102,6 +103,34 @@ def _rank(items: Sequence[SearchItem]) -> list[SearchItem]:
     )
 
 
+def _check_prefix(prefix: Any) -> tuple[str, ...]:
+    """A namespace prefix: a tuple (or list) of ``str`` labels; a ``str`` is refused, not split
+    into one label per character (the store checks the labels themselves)."""
+    labels = tuple(check_list(prefix, "namespace_prefix"))
+    for label in labels:
+        check_text(label, "namespace_prefix")
+    return labels
+
+
+def _check_key(key: Any) -> str:
+    if not isinstance(key, str) or not key:
+        raise TypeError(f"user_id_key: expected a non-empty str, got {key!r}")
+    return key
+
+
+def _check_items(facts: Any, name: str = "facts") -> list[Item]:
+    """A list of store items (as :meth:`UserFacts.select` returns: anything with a ``key`` and
+    a mapping ``value``); a ``str`` is refused, not split."""
+    items = check_list(facts, name)
+    for i, item in enumerate(items):
+        if not (hasattr(item, "key") and isinstance(getattr(item, "value", None), Mapping)):
+            raise TypeError(
+                f"{name}[{i}]: expected a store Item (a key and a dict value), got "
+                f"{type(item).__name__}"
+            )
+    return items
+
+
 class UserFacts:
     """The facts about one user, in a ``BaseStore``.
 
@@ -110,6 +139,11 @@ class UserFacts:
         user_id: the user (str, int or UUID).
         namespace_prefix: labels before the user id (default ``("users",)``).
         max_facts: most facts considered by :meth:`select` and listed by :meth:`list`.
+
+    Raises:
+        ValueError: ``max_facts`` not an int from 1 to ``INT64_MAX`` (``bool``, floats, NaN
+            and infinities refused), or a bad ``user_id``.
+        TypeError: ``namespace_prefix`` a ``str`` (pass a tuple of labels) or holding a non-str.
     """
 
     def __init__(
@@ -122,11 +156,12 @@ class UserFacts:
     ) -> None:
         if not isinstance(store, BaseStore):
             raise TypeError(f"store: expected a BaseStore, got {type(store).__name__}")
+        namespace_prefix = _check_prefix(namespace_prefix)
+        self.max_facts = check_positive(max_facts, "max_facts")
         self.store = store
         self.user_id = check_id(user_id, "user_id")
         self.namespace = (*namespace_prefix, self.user_id, FACTS)
         self.pending_namespace = (*namespace_prefix, self.user_id, PENDING)
-        self.max_facts = check_positive(max_facts, "max_facts")
 
     # -- plans -------------------------------------------------------------------------------
 
@@ -189,6 +224,8 @@ class UserFacts:
         self, query: str | None, max_tokens: int, token_counter: Any
     ) -> StorePlan[list[SearchItem]]:
         check_positive(max_tokens, "max_tokens", allow_zero=True)
+        if query is not None:
+            check_text(query, "query")
         counter = resolve_message_counter(token_counter)
         (items,) = yield [SearchOp(self.namespace, query=query or None, limit=self.max_facts)]
         chosen: list[SearchItem] = []
@@ -267,7 +304,13 @@ class UserFacts:
         self, query: str | None = None, *, max_tokens: int = 500, token_counter: Any = None
     ) -> list[SearchItem]:
         """The facts to show the model: most relevant to ``query`` first (if the store has a
-        semantic index), then most recent, as many as fit in ``max_tokens``."""
+        semantic index), then most recent, as many as fit in ``max_tokens``.
+
+        Raises:
+            ValueError: ``max_tokens`` not an int from 0 to ``INT64_MAX``; checked before the
+                store is read.
+            TypeError: ``query`` neither a ``str`` nor ``None``.
+        """
         return _run(self.store, self._select(query, max_tokens, token_counter))
 
     async def aselect(
@@ -290,8 +333,14 @@ def _section(items: Sequence[Item]) -> str:
 
 def with_facts(messages: Sequence[BaseMessage], facts: Sequence[Item]) -> list[BaseMessage]:
     """``messages`` with the facts section in the system message (added, or replacing an
-    earlier section); a system message is prepended if there is none."""
-    section = _section(facts)
+    earlier section); a system message is prepended if there is none.
+
+    Raises:
+        TypeError: ``messages`` is not a list of messages or ``facts`` not a list of store
+            items (a ``str`` is refused for either, not split).
+    """
+    messages = check_messages(messages)
+    section = _section(_check_items(facts))
     first = messages[0] if messages else None
     if isinstance(first, SystemMessage) and isinstance(first.content, str):
         base = _SECTION.sub("", first.content).rstrip()
@@ -356,11 +405,13 @@ def facts_hook(
     if output not in ("llm_input_messages", "messages"):
         raise ValueError("output: expected 'llm_input_messages' or 'messages'")
     check_positive(max_tokens, "max_tokens", allow_zero=True)
+    namespace_prefix = _check_prefix(namespace_prefix)
+    _check_key(user_id_key)
 
     def prepare(
         state: Any, config: RunnableConfig | None
     ) -> tuple[UserFacts, list[Any], str | None]:
-        messages = list(state["messages"] if isinstance(state, dict) else state.messages)
+        messages = check_messages(state["messages"] if isinstance(state, dict) else state.messages)
         facts = UserFacts(
             _store(store), _user_id(config, user_id_key), namespace_prefix=namespace_prefix
         )
@@ -394,6 +445,8 @@ def fact_tools(
 ) -> list[BaseTool]:
     """``remember_fact``, ``update_fact`` and ``forget_fact`` tools for an agent (sync and
     async); the user and store are found as in :func:`facts_hook`."""
+    namespace_prefix = _check_prefix(namespace_prefix)
+    _check_key(user_id_key)
 
     def facts(config: RunnableConfig) -> UserFacts:
         return UserFacts(
@@ -442,7 +495,11 @@ EXTRACTION_PROMPT = (
 
 
 def _extraction_input(messages: Sequence[BaseMessage]) -> list[BaseMessage]:
-    lines = [f"{m.type}: {m.text}" for m in messages if m.type in ("human", "ai") and m.text]
+    lines = [
+        f"{m.type}: {m.text}"
+        for m in check_messages(messages)
+        if m.type in ("human", "ai") and m.text
+    ]
     return [SystemMessage(EXTRACTION_PROMPT), HumanMessage("\n".join(lines))]
 
 

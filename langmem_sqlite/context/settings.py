@@ -1,0 +1,190 @@
+"""The configuration of a :class:`~langmem_sqlite.context.ContextPolicy`: the known model
+windows, the defaults derived from them, and the validation of every setting.
+
+Every number a policy takes is checked here, before anything is loaded or counted: an ``int``
+in its range (``bool``, floats, NaN and infinities refused), or for ``facts_share`` a finite
+fraction strictly between 0 and 1; the ``ValueError`` names the parameter and the range.
+"""
+
+from __future__ import annotations
+
+import math
+import warnings
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from ..validation import INT64_MAX, check_positive
+
+__all__ = [
+    "MODEL_CONTEXT_WINDOWS",
+    "SummaryPlacement",
+    "SummarySettings",
+    "check_fraction",
+    "check_numbers",
+    "default_max_tokens",
+    "window_for",
+]
+
+MODEL_CONTEXT_WINDOWS: dict[str, int] = {
+    "gpt-4o": 128_000,
+    "gpt-4o-mini": 128_000,
+    "gpt-4-turbo": 128_000,
+    "gpt-4.1": 1_047_576,
+    "gpt-4": 8_192,
+    "gpt-3.5-turbo": 16_385,
+    "gpt-5": 400_000,
+    "o1": 200_000,
+    "o3": 200_000,
+    "o4-mini": 200_000,
+    "claude-": 200_000,
+    "gemini-1.5-pro": 2_097_152,
+    "gemini-": 1_048_576,
+}
+"""Context windows of known models, by name prefix (longest prefix wins). With ``model=``, the
+default budget is the window minus a reply reserve (a quarter of it, at most 16,384 tokens)."""
+
+EXACT_MODEL_PREFIXES = ("gpt-", "o1", "o3", "o4")
+"""Model names a policy counts exactly by default (OpenAI's, through tiktoken)."""
+
+SummaryPlacement = Literal["system", "message"]
+
+_SUMMARY_NUMBERS = (
+    "trigger_tokens",
+    "trigger_messages",
+    "keep_tokens",
+    "keep_messages",
+    "max_summary_tokens",
+    "max_summarizer_input_tokens",
+)
+
+
+def window_for(model: str) -> int | None:
+    """The context window of ``model`` (longest known prefix), or ``None``."""
+    best = ""
+    for prefix in MODEL_CONTEXT_WINDOWS:
+        if model.startswith(prefix) and len(prefix) > len(best):
+            best = prefix
+    return MODEL_CONTEXT_WINDOWS[best] if best else None
+
+
+def default_max_tokens(model: str | None) -> int | None:
+    """The default budget for ``model``: its window minus the reply reserve, if known."""
+    window = window_for(model) if model is not None else None
+    return window - min(16_384, window // 4) if window else None
+
+
+def check_fraction(value: Any, name: str) -> float:
+    """A finite number strictly between 0 and 1, as ``float``.
+
+    Raises:
+        ValueError: a ``bool``, NaN, an infinity, a non-number or a value outside (0, 1).
+    """
+    if (
+        isinstance(value, bool)
+        or not isinstance(value, int | float)
+        or not math.isfinite(value)
+        or not 0 < value < 1
+    ):
+        raise ValueError(f"{name}: expected a number above 0 and below 1, got {value!r}")
+    return float(value)
+
+
+def check_numbers(numbers: dict[str, Any], facts_share: Any) -> None:
+    """Check every number given to a policy (``None`` means "not given")."""
+    for name, value in numbers.items():
+        if value is not None:
+            check_positive(value, name)
+    check_fraction(facts_share, "facts_share")
+
+
+@dataclass(frozen=True)
+class SummarySettings:
+    """The summarization settings of a policy, validated, with their defaults filled in."""
+
+    trigger_tokens: int | None
+    trigger_messages: int | None
+    keep_tokens: int | None
+    keep_messages: int | None
+    max_summary_tokens: int
+    max_summarizer_input_tokens: int
+
+    @classmethod
+    def make(cls, summarizer: Any, max_tokens: int | None, **given: int | None) -> SummarySettings:
+        """Validate the settings in ``given`` (the names of :data:`_SUMMARY_NUMBERS`) for a
+        policy with ``summarizer`` (or ``None``) and budget ``max_tokens``."""
+        for name, value in given.items():
+            if name not in _SUMMARY_NUMBERS:
+                raise TypeError(f"unexpected setting {name!r}")
+            if value is not None:
+                check_positive(value, name)
+        trigger_tokens = given.get("trigger_tokens")
+        trigger_messages = given.get("trigger_messages")
+        keep_tokens = given.get("keep_tokens")
+        keep_messages = given.get("keep_messages")
+        if summarizer is None:
+            if any(
+                v is not None
+                for v in (trigger_tokens, trigger_messages, keep_tokens, keep_messages)
+            ):
+                raise ValueError("summarizer: trigger/keep settings need a summarizer model")
+        elif not (hasattr(summarizer, "invoke") and hasattr(summarizer, "ainvoke")):
+            raise TypeError("summarizer: expected a chat model or Runnable")
+        elif trigger_tokens is None and trigger_messages is None:
+            if max_tokens is None:
+                raise ValueError("trigger_tokens: required with a summarizer and no max_tokens")
+            trigger_tokens = max_tokens
+        base = max_tokens or trigger_tokens or 4_000
+        given_cap = given.get("max_summary_tokens")
+        max_summary_tokens = given_cap if given_cap is not None else max(64, min(2_000, base // 8))
+        if summarizer is not None and trigger_tokens is not None:
+            if keep_tokens is None:
+                keep_tokens = max(1, trigger_tokens * 3 // 10)
+            if keep_tokens < trigger_tokens <= keep_tokens + max_summary_tokens:
+                warnings.warn(
+                    f"keep_tokens + max_summary_tokens ({keep_tokens} + "
+                    f"{max_summary_tokens}) reach trigger_tokens={trigger_tokens}: "
+                    "the summarizer may run on almost every call",
+                    stacklevel=3,
+                )
+        _check_hysteresis(keep_tokens, trigger_tokens, "keep_tokens", "trigger_tokens")
+        _check_hysteresis(keep_messages, trigger_messages, "keep_messages", "trigger_messages")
+        if summarizer is not None and max_tokens and max_summary_tokens >= max_tokens:
+            raise ValueError(
+                f"max_summary_tokens: must be below max_tokens ({max_summary_tokens} >= "
+                f"{max_tokens})"
+            )
+        given_input = given.get("max_summarizer_input_tokens")
+        max_input = (
+            given_input
+            if given_input is not None
+            else min(INT64_MAX, (trigger_tokens or base) + max_summary_tokens)
+        )
+        if summarizer is not None and max_input <= max_summary_tokens + 200:
+            raise ValueError(
+                "max_summarizer_input_tokens: must leave room for new material beside the "
+                f"previous summary (> max_summary_tokens + 200 = {max_summary_tokens + 200})"
+            )
+        return cls(
+            trigger_tokens,
+            trigger_messages,
+            keep_tokens,
+            keep_messages,
+            max_summary_tokens,
+            max_input,
+        )
+
+
+def _check_hysteresis(keep: int | None, trigger: int | None, kname: str, tname: str) -> None:
+    if keep is None or trigger is None:
+        return
+    if keep >= trigger:
+        raise ValueError(
+            f"{kname}: must be below {tname} ({keep} >= {trigger}); otherwise the "
+            "summarizer would run on almost every call"
+        )
+    if keep > trigger * 0.75:
+        warnings.warn(
+            f"{kname}={keep} is close to {tname}={trigger}: the summarizer will run "
+            f"about every {max(1, trigger - keep)} {tname.split('_')[1]}",
+            stacklevel=4,
+        )

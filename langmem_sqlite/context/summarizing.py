@@ -1,0 +1,279 @@
+"""How a policy updates the running summary: when to summarize, what one summarizer call
+gets, and how its reply becomes the record (kept within its cap).
+
+:class:`SummaryUpdates` holds these steps for :class:`~langmem_sqlite.context.ContextPolicy`
+(the settings it reads are the policy's, validated by :mod:`.settings`). Each step that calls
+the summarizer is a generator yielding a :class:`SummarizerRequest`: the policy's decision is
+written once, and :meth:`~ContextPolicy.prepare` / :meth:`~ContextPolicy.aprepare` only differ
+in how they call the summarizer.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Generator, Sequence
+from dataclasses import dataclass
+from typing import Any, TypeVar
+
+from langchain_core.messages import BaseMessage, SystemMessage
+
+from ..messages.counting import TokenCounter
+from .structure import call_ids, is_tool_result
+from .summary import (
+    SUMMARY_DROPPED_MARKER,
+    cap_text,
+    compacted_record,
+    compaction_prompt,
+    new_record,
+    newest_part,
+    render_messages,
+    render_summary,
+    summarizer_prompt,
+    text_tokens,
+)
+from .trimming import _close, _Meter, _plain_text, turn_start
+
+__all__ = ["SummarizerRequest", "SummaryUpdates", "aguard", "guard", "largest", "resume"]
+
+T = TypeVar("T")
+
+_CHUNK_MARKER = "\n[...the rest of this part was too long for one summarizer call]"
+_SQUEEZED = " [... {n} more characters]"
+
+
+@dataclass
+class SummarizerRequest:
+    """One summarizer call the plan asks for: the prompt to send."""
+
+    prompt: list[BaseMessage]
+
+
+def uncached_count(counter: TokenCounter, messages: Sequence[BaseMessage]) -> int:
+    """``counter.count(messages)`` computed without the cache (one-off prompts)."""
+    return counter.reply_overhead + sum(counter.uncached(m) for m in messages)
+
+
+class SummaryUpdates:
+    """The summary steps of a policy (a base class of ``ContextPolicy``)."""
+
+    counter: TokenCounter
+    _text_counter: TokenCounter
+    summarizer: Any
+    summary_instructions: str
+    summary_placement: str
+    trigger_tokens: int | None
+    trigger_messages: int | None
+    keep_tokens: int | None
+    keep_messages: int | None
+    max_summary_tokens: int
+    max_summarizer_input_tokens: int
+
+    def _call(
+        self, prompt: list[BaseMessage], info: dict[str, Any]
+    ) -> Generator[SummarizerRequest, Any, Any]:
+        """One summarizer call (counted in ``info``); returns its reply or exception."""
+        info["summarizer_calls"] += 1
+        info["summarizer_input_tokens"] += uncached_count(self._text_counter, prompt)
+        return (yield SummarizerRequest(prompt))
+
+    def _absorb(
+        self,
+        reply: Any,
+        record: dict[str, Any] | None,
+        conv: Sequence[BaseMessage],
+        lo: int,
+        chunk: int,
+        info: dict[str, Any],
+    ) -> dict[str, Any] | None:
+        """The new record from the summarizer's reply, or ``None`` on failure."""
+        text = reply_text(reply)
+        if text is None:
+            failed = isinstance(reply, BaseException)
+            info["summary_error"] = repr(reply) if failed else "summarizer returned no text"
+            return None
+        tokens = text_tokens(self._text_counter, text)
+        info["summarized"] = True
+        return new_record(text, chunk - 1, conv[chunk - 1].id, tokens, record, chunk - lo)
+
+    def _cap(
+        self, record: dict[str, Any], info: dict[str, Any]
+    ) -> Generator[SummarizerRequest, Any, dict[str, Any]]:
+        """``record`` with its summary within ``max_summary_tokens``: folded by the summarizer,
+        else (failure, still too long, no summarizer) with its oldest part dropped."""
+        cap, counter = self.max_summary_tokens, self._text_counter
+        text = record["summary"]
+        if text_tokens(counter, text) <= cap:
+            return record
+        shorter = None
+        if self.summarizer is not None:
+            reply = yield from self._call(compaction_prompt(text, cap), info)
+            shorter = reply_text(reply)
+            if shorter is None:
+                info["summary_error"] = (
+                    repr(reply) if isinstance(reply, BaseException) else "no text"
+                ) + " (while shortening the summary)"
+        by_summarizer = shorter is not None
+        info["compacted"] = "summarizer"
+        if shorter is None or text_tokens(counter, shorter, cache=False) > cap:
+            fits = lambda t: text_tokens(counter, t, cache=False) <= cap  # noqa: E731
+            shorter = newest_part(shorter or text, SUMMARY_DROPPED_MARKER, fits) or ""
+            info["compacted"] = "summarizer, dropped oldest" if by_summarizer else "dropped oldest"
+        return compacted_record(record, shorter, text_tokens(counter, shorter), by_summarizer)
+
+    def _unsummarized_meters(self, system: SystemMessage | None, record: Any) -> list[_Meter]:
+        text = record["summary"] if record else None
+        head, notes = render_summary(system, text, self.summary_placement)
+        out = []
+        if self.trigger_tokens is not None:
+            c = self.counter
+            used = c.reply_overhead + sum(c(m) for m in ([head] if head else []) + notes)
+            out.append(_Meter("trigger_tokens", "tokens", c, self.trigger_tokens, used))
+        if self.trigger_messages is not None:
+            out.append(_Meter("trigger_messages", "messages", lambda m: 1, self.trigger_messages))
+        return out
+
+    def _triggered(
+        self, system: SystemMessage | None, record: Any, conv: Sequence[BaseMessage], lo: int
+    ) -> bool:
+        """Whether the unsummarized part passes a trigger (walks back, stops once it does)."""
+        meters = self._unsummarized_meters(system, record)
+        for j in range(len(conv) - 1, lo - 1, -1):
+            for m in meters:
+                m.used += m.fn(conv[j])
+                if m.used > m.limit:
+                    return True
+        return False
+
+    def _keep_cut(self, conv: Sequence[BaseMessage], lo: int) -> int:
+        """Where the verbatim part starts after summarizing: the earliest turn boundary whose
+        suffix fits ``keep``, never after the latest human message."""
+        pinned = turn_start(conv, lo)
+        tokens = sum(self.counter(m) for m in conv[pinned:])
+        count = len(conv) - pinned
+        best = pinned
+        open_ids: set[str] = set()
+        for j in range(pinned - 1, lo - 1, -1):
+            msg = conv[j]
+            tokens += self.counter(msg)
+            count += 1
+            if (self.keep_tokens is not None and tokens > self.keep_tokens) or (
+                self.keep_messages is not None and count > self.keep_messages
+            ):
+                break
+            _close(open_ids, msg)
+            if not open_ids and msg.type == "human":
+                best = j
+        return best
+
+    def _material_room(self) -> int:
+        """Tokens of new material one summarizer call takes (beside the previous summary)."""
+        return self.max_summarizer_input_tokens - self.max_summary_tokens - 150
+
+    def _chunk(self, conv: Sequence[BaseMessage], lo: int, cut: int) -> int:
+        """End (exclusive) of the oldest new material for one summarizer call, at a tool-unit
+        boundary; at least one unit. A message counts at most 1/24 of the room: larger ones
+        are shortened for the summarizer (see :meth:`_prompt`), so one call covers a whole
+        agent turn of big tool results (no message is then left neither summarized nor
+        sent); a longer backlog is summarized in passes, one per model call."""
+        room = self._material_room()
+        most = max(1, room // 24)
+        used, pending, best = 0, set(), lo
+        for j in range(lo, cut):
+            msg = conv[j]
+            used += min(self._text_counter(msg), most)
+            if used > room and best > lo:
+                break
+            if is_tool_result(msg):
+                pending.discard(getattr(msg, "tool_call_id", None))
+            else:
+                pending.update(call_ids(msg))
+            nxt = conv[j + 1] if j + 1 < len(conv) else None
+            if not pending and (nxt is None or not is_tool_result(nxt)):
+                best = j + 1
+                if used > room:
+                    break
+        return best
+
+    def _prompt(self, record: Any, new: Sequence[BaseMessage]) -> list[BaseMessage]:
+        """The summarizer input: the previous summary whole, then the new material, its
+        longest messages shortened to one common length if it is over the call's budget."""
+        previous = record["summary"] if record else None
+        counter = self._text_counter
+
+        def prompt(text: str) -> list[BaseMessage]:
+            return summarizer_prompt(
+                previous, text, self.summary_instructions, self.max_summary_tokens
+            )
+
+        room = max(1, self.max_summarizer_input_tokens - uncached_count(counter, prompt("")))
+
+        def fits(text: str) -> bool:
+            return text_tokens(counter, text, cache=False) <= room
+
+        text = render_messages(new)
+        if not fits(text):
+            texts = [_plain_text(m) for m in new]
+
+            def squeezed(cap: int) -> str:
+                return render_messages(
+                    [
+                        m.model_copy(update={"content": t[:cap] + _SQUEEZED.format(n=len(t) - cap)})
+                        if len(t) > cap
+                        else m
+                        for m, t in zip(new, texts, strict=True)
+                    ]
+                )
+
+            longest = max(len(t) for t in texts)
+            if fits(squeezed(0)):
+                text = squeezed(largest(longest, lambda cap: fits(squeezed(cap))))
+            else:
+                text = cap_text(counter, squeezed(0), room, _CHUNK_MARKER)
+        return prompt(text)
+
+
+def largest(n: int, ok: Any) -> int:
+    """The largest ``k`` in ``0..n`` with ``ok(k)`` (``ok`` true at 0, monotone), by bisection."""
+    lo, hi = 0, n
+    while lo < hi:
+        mid = (lo + hi + 1) // 2
+        if ok(mid):
+            lo = mid
+        else:
+            hi = mid - 1
+    return lo
+
+
+def resume(plan: Generator[SummarizerRequest, Any, T], reply: Any) -> SummarizerRequest | T:
+    try:
+        return plan.send(reply)
+    except StopIteration as done:
+        return done.value  # type: ignore[no-any-return]
+
+
+def guard(fn: Any, arg: Any) -> Any:
+    """The summarizer's reply, or the exception it raised (the call then succeeds by trimming)."""
+    try:
+        return fn(arg)
+    except Exception as e:
+        return e
+
+
+async def aguard(awaitable: Any) -> Any:
+    """Async :func:`guard`."""
+    try:
+        return await awaitable
+    except Exception as e:
+        return e
+
+
+def reply_text(reply: Any) -> str | None:
+    if isinstance(reply, BaseException) or reply is None:
+        return None
+    if isinstance(reply, str):
+        text = reply
+    elif isinstance(reply, BaseMessage):
+        text = reply.content if isinstance(reply.content, str) else reply.text
+    else:
+        return None
+    text = str(text).strip()
+    return text or None
