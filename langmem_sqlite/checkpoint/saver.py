@@ -18,6 +18,7 @@ import asyncio
 import builtins
 import contextlib
 import json
+import math
 import os
 import time
 from collections.abc import AsyncIterator, Iterator, Mapping, Sequence
@@ -47,7 +48,7 @@ from sqlalchemy.engine import URL, Connection
 from ..engine import Database, DatabaseLike, Plan, Step, get_database
 from ..engine.migrations import schema_plan
 from ..engine.schema import DEFAULT_PREFIX, ID_MAX_CHARS, Tables, get_tables
-from ..validation import check_id, check_positive, check_text
+from ..validation import check_id, check_list, check_number, check_positive, check_text
 from . import sql
 from .codec import dumps, loads
 from .meta import check_filter, json_copy, json_safe, matches, prefilter
@@ -65,6 +66,9 @@ from .storage import (
 __all__ = ["SQLSaver", "ThreadInfo"]
 
 _DAY_MS = 86_400_000
+MAX_IDLE_DAYS = 100_000_000_000
+"""The largest ``days`` of :meth:`SQLSaver.delete_idle_threads`: its cut-off time, in ms since
+the epoch, then still fits the 64-bit integer column every database stores it in."""
 _DELETE_BATCH = 200
 
 
@@ -86,14 +90,31 @@ def _now_ms() -> int:
 
 
 def _version_text(version: Any, channel: str) -> str:
-    if isinstance(version, bool) or not isinstance(version, str | int | float):
-        raise TypeError(
-            f"new_versions[{channel!r}]: expected str, int or float, got {type(version).__name__}"
-        )
-    text = check_text(str(version), f"new_versions[{channel!r}]")
+    name = f"new_versions[{channel!r}]"
+    if isinstance(version, bool):
+        raise ValueError(f"{name}: expected str, int or finite float, got {version!r}")
+    if not isinstance(version, str | int | float):
+        raise TypeError(f"{name}: expected str, int or float, got {type(version).__name__}")
+    if isinstance(version, float) and not math.isfinite(version):
+        # NaN equals nothing, itself included: a channel of that version would never be seen
+        raise ValueError(f"{name}: expected str, int or finite float, got {version!r}")
+    text = check_text(str(version), name)
     if len(text) > ID_MAX_CHARS:
         raise ValueError(f"new_versions[{channel!r}]: longer than {ID_MAX_CHARS} characters")
     return text
+
+
+def _check_writes(writes: Any) -> list[tuple[str, Any]]:
+    """``writes`` as a list of ``(channel, value)`` pairs; a ``str`` (or a mapping) is refused
+    rather than taken apart into characters (or keys)."""
+    items = check_list(writes, "writes")
+    for i, item in enumerate(items):
+        if not isinstance(item, tuple | list) or len(item) != 2:
+            got = (
+                type(item).__name__ if not isinstance(item, tuple | list) else f"{len(item)} items"
+            )
+            raise TypeError(f"writes[{i}]: expected a (channel, value) pair, got {got}")
+    return [(ch, v) for ch, v in items]
 
 
 def _ckpt_config(thread_id: str, ns: str, checkpoint_id: str) -> RunnableConfig:
@@ -336,6 +357,8 @@ class SQLSaver(BaseCheckpointSaver[str]):
         searchable_metadata: bool | None = None,
         encrypted_only: bool | None = None,
     ) -> None:
+        cache_size = check_positive(list_cache_size, "list_cache_size", allow_zero=True)
+        page = check_positive(page_size, "page_size")
         super().__init__(serde=serde)
         encrypted = isinstance(serde, EncryptedSerializer)
         if searchable_metadata is None:
@@ -348,8 +371,8 @@ class SQLSaver(BaseCheckpointSaver[str]):
         self.encrypted_only = bool(encrypted_only)
         self.db: Database = get_database(conn, engine_args=engine_args)
         self.tables: Tables = get_tables(table_prefix, schema)
-        self.lists = ListCache(check_positive(list_cache_size, "list_cache_size", allow_zero=True))
-        self.page_size = check_positive(page_size, "page_size")
+        self.lists = ListCache(cache_size)
+        self.page_size = page
 
     @classmethod
     def from_conn_string(cls, conn_string: str, **kwargs: Any) -> _SaverContext:
@@ -576,6 +599,7 @@ class SQLSaver(BaseCheckpointSaver[str]):
             raise ValueError("config.configurable.checkpoint_id: required by put_writes")
         task_id = check_id(task_id, "task_id")
         check_text(task_path, "task_path")
+        writes = _check_writes(writes)
         special = all(ch in WRITES_IDX_MAP for ch, _ in writes)
         rows: dict[int, dict[str, Any]] = {}
         # Writes of None after the call's first row ride on that row (its ``nulls``): one row
@@ -720,8 +744,7 @@ class SQLSaver(BaseCheckpointSaver[str]):
         return found
 
     def _idle_plan(self, days: float) -> Plan[int]:
-        if isinstance(days, bool) or not isinstance(days, int | float) or not days >= 0:
-            raise ValueError(f"days: expected a number >= 0, got {days!r}")
+        days = check_number(days, "days", low=0, high=MAX_IDLE_DAYS)
         cutoff = _now_ms() - int(days * _DAY_MS)
         total = 0
         while True:
