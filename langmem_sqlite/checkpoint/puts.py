@@ -1,0 +1,352 @@
+"""The SQL of writes: a checkpoint with its new values and its thread, and pending writes.
+
+A ``put`` is written once, as the four statements it makes (the checkpoint, its plain values,
+each list's row, the thread) built by this module's builders; the database's dialect object
+decides how they are sent (:attr:`~langmem_sqlite.engine.dialects.Dialect.checkpoint_put_in_one_statement`):
+
+- in one transaction, one after the other (SQLite, MariaDB/MySQL);
+- on PostgreSQL, as ONE statement whose data-modifying CTEs are those same inserts, run in
+  autocommit mode: one round trip instead of a transaction's BEGIN, statements and COMMIT.
+
+``put_writes`` is one statement. Upserts and inserts that keep an existing row are the dialect
+object's (``upsert``, ``insert_ignore``, ``checkpoint_insert_new``); a byte value larger than
+what one statement may carry (``checkpoint_value_part``, MariaDB/MySQL) is written in parts.
+Statements are built once per set of tables and shape (:meth:`Session.statement`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from sqlalchemy import (
+    Table,
+    bindparam,
+    cast,
+    exists,
+    func,
+    literal,
+    literal_column,
+    select,
+    union_all,
+    update,
+)
+
+from ..engine.schema import Tables
+from ..engine.session import Session
+from .rows import BLOB_COLS, CheckpointRow
+from .storage import DELTA, BlobRow
+
+__all__ = ["put_checkpoint", "put_writes"]
+
+_BYTE_COLS = ("value", "checkpoint", "metadata")
+
+CHECKPOINT_UPDATE = (
+    "checkpoint_ns",
+    "parent_checkpoint_id",
+    "type",
+    "checkpoint",
+    "versions",
+    "metadata_type",
+    "metadata",
+    "metadata_json",
+    "run_id",
+)
+"""The columns a put of an existing checkpoint id replaces."""
+
+WRITE_UPDATE = ("task_id", "task_path", "channel", "type", "value")
+"""The columns a write to a special channel (``__error__``, ``__interrupt__``...) replaces."""
+
+
+# -- statements -----------------------------------------------------------------------------
+
+
+def _upsert(session: Session, table: Table, update: Sequence[str]) -> Any:
+    """The dialect's upsert of ``table`` setting ``update`` (built once)."""
+    key = ("ckpt.upsert", table.fullname, tuple(update))
+    return session.statement(key, lambda: session.rules.upsert(table, update))
+
+
+def _insert_ignore(session: Session, table: Table) -> Any:
+    return session.statement(
+        ("ckpt.ignore", table.fullname), lambda: session.rules.insert_ignore(table)
+    )
+
+
+def _insert_new_stmt(session: Session, table: Table) -> Any:
+    return session.statement(
+        ("ckpt.new", table.fullname), lambda: session.rules.checkpoint_insert_new(table)
+    )
+
+
+def _insert_new(session: Session, stmt: Any, params: dict[str, Any]) -> int:
+    """Run an insert of one row that must not replace an existing one; 1 if it inserted it."""
+    try:
+        return int(session.execute(stmt, params).rowcount)
+    except Exception as e:
+        if session.rules.checkpoint_duplicate(e):
+            return 0
+        raise
+
+
+def _delta_stmt(session: Session, t: Tables) -> Any:
+    """``INSERT ... SELECT <row> WHERE EXISTS (<its base>)``: a delta stored only on its base."""
+
+    def build() -> Any:
+        b = t.checkpoint_blobs.c
+        base: Any = (
+            select(literal_column("1"))
+            .select_from(t.checkpoint_blobs)
+            .where(
+                b.thread_id == bindparam("base_t"),
+                b.ns_hash == bindparam("base_n"),
+                b.channel_hash == bindparam("base_c"),
+                b.version == bindparam("base_v"),
+            )
+        )
+        source = select(*[bindparam(n, type_=b[n].type) for n in BLOB_COLS]).where(exists(base))
+        ins = session.rules.checkpoint_insert_new(t.checkpoint_blobs)
+        return ins.from_select(list(BLOB_COLS), source)
+
+    return session.statement((t.key, "ckpt.delta"), build)
+
+
+def _bind(table: Table, prefix: str, cols: Sequence[str]) -> dict[str, Any]:
+    return {c: bindparam(f"{prefix}{c}", type_=table.c[c].type) for c in cols}
+
+
+def _casts(table: Table, binds: dict[str, Any]) -> list[Any]:
+    """Typed select-list parameters (a bare NULL parameter in a SELECT is text to PostgreSQL)."""
+    return [cast(b, table.c[c].type) for c, b in binds.items()]
+
+
+def _one_statement(
+    session: Session, t: Tables, n_plain: int, list_kinds: tuple[str, ...], meta: bool
+) -> Any:
+    """The whole of a put as ONE statement of data-modifying CTEs, by shape.
+
+    The checkpoint row is written only if the base of every delta is there: otherwise the
+    statement writes no checkpoint (its counts say which deltas were not stored), and the
+    caller runs it again with those lists whole. Each run is atomic on its own, so the put can
+    run in autocommit mode: one round trip.
+    """
+
+    def build() -> Any:
+        rules = session.rules
+        tc, tb, tt = t.checkpoints, t.checkpoint_blobs, t.checkpoint_threads
+        list_cols = [_bind(tb, f"l{j}_", BLOB_COLS) for j in range(len(list_kinds))]
+        # per delta list: "its base version is stored"
+        bases = {
+            j: exists().where(
+                tb.c.thread_id == cols["thread_id"],
+                tb.c.ns_hash == cols["ns_hash"],
+                tb.c.channel_hash == cols["channel_hash"],
+                tb.c.version == cols["base_version"],
+            )
+            for j, (kind, cols) in enumerate(zip(list_kinds, list_cols, strict=True))
+            if kind == DELTA
+        }
+        c_cols = _bind(tc, "c_", [c.name for c in tc.columns])
+        ins_c = rules.upsert(tc, CHECKPOINT_UPDATE)
+        if bases:
+            source_c = select(*_casts(tc, c_cols)).where(*bases.values())
+            ins_c = ins_c.from_select(list(c_cols), source_c)
+        else:
+            ins_c = ins_c.values(c_cols)
+        ctes = [ins_c.cte("put_c")]
+        if n_plain:
+            # A UNION of one-row SELECTs: a multi-row VALUES would defeat the statement cache.
+            rows = [select(*_casts(tb, _bind(tb, f"b{i}_", BLOB_COLS))) for i in range(n_plain)]
+            source = rows[0] if n_plain == 1 else union_all(*rows)
+            ins_b = rules.insert_ignore(tb).from_select(list(BLOB_COLS), source)
+            ctes.append(ins_b.cte("put_b"))
+        thread_cols = ("updated_at", "metadata") if meta else ("updated_at",)
+        ins_t = rules.upsert(tt, thread_cols).values(
+            _bind(tt, "t_", ["thread_id", "created_at", "updated_at", "metadata"])
+        )
+        ctes.append(ins_t.cte("put_t"))
+        counts: list[Any] = []
+        for j, kind in enumerate(list_kinds):
+            cols = list_cols[j]
+            ins: Any = rules.insert_ignore(tb)
+            if kind == DELTA:
+                ins = ins.from_select(list(BLOB_COLS), select(*_casts(tb, cols)).where(bases[j]))
+            else:
+                ins = ins.values(cols)
+            cte = ins.returning(tb.c.version).cte(f"put_l{j}")
+            ctes.append(cte)
+            counts.append(select(func.count()).select_from(cte).scalar_subquery())
+        return select(*(counts or [literal_column("1")])).add_cte(*ctes)
+
+    return session.statement((t.key, "ckpt.put", n_plain, list_kinds, meta), build)
+
+
+# -- values in parts --------------------------------------------------------------------------
+
+
+def _write(
+    session: Session, table: Table, stmt: Any, rows: Sequence[dict[str, Any]], upsert: bool
+) -> None:
+    """Execute an insert for ``rows``.
+
+    A byte value over the dialect's ``checkpoint_value_part`` is sent in parts: the row is
+    inserted with the first part (unless it exists, for an insert that skips existing rows),
+    then ``CONCAT`` appends the others (in this transaction).
+    """
+    part = session.rules.checkpoint_value_part
+    if part is None:
+        session.execute(stmt, rows[0] if len(rows) == 1 else list(rows))
+        return
+
+    def is_big(r: dict[str, Any]) -> bool:
+        return any(isinstance(r.get(c), bytes) and len(r[c]) > part for c in _BYTE_COLS)
+
+    small = [r for r in rows if not is_big(r)]
+    if small:
+        session.execute(stmt, small[0] if len(small) == 1 else small)
+    for r in rows:
+        if not is_big(r):
+            continue
+        big = {c: r[c] for c in _BYTE_COLS if isinstance(r.get(c), bytes)}
+        first = {**r, **{c: v[:part] for c, v in big.items()}}
+        if upsert:
+            session.execute(stmt, first)
+        elif not _insert_new(session, _insert_new_stmt(session, table), first):
+            continue  # the row already existed and was kept
+        _append_parts(session, table, r, big, part)
+
+
+def _append_parts(
+    session: Session, table: Table, row: dict[str, Any], big: dict[str, bytes], part: int
+) -> None:
+    """Append the parts after the first of ``big`` values to the row ``row`` names."""
+    pk = [col == row[col.name] for col in table.primary_key.columns]
+    for c, v in big.items():
+        for i in range(part, len(v), part):
+            chunk = literal(v[i : i + part], table.c[c].type)
+            session.execute(update(table).where(*pk).values({c: func.concat(table.c[c], chunk)}))
+
+
+def _insert_blob(session: Session, t: Tables, row: CheckpointRow, b: BlobRow) -> bool:
+    """Insert one blob row whole unless it exists; ``True`` if this call stored it."""
+    table = t.checkpoint_blobs
+    params = b.as_params(row.thread_id, row.ns_hash)
+    part = session.rules.checkpoint_value_part
+    big = part is not None and b.value is not None and len(b.value) > part
+    first = {**params, "value": b.value[:part]} if big and b.value else params
+    if not _insert_new(session, _insert_new_stmt(session, table), first):
+        return False
+    if big and b.value and part is not None:
+        _append_parts(session, table, params, {"value": b.value}, part)
+    return True
+
+
+# -- a put ---------------------------------------------------------------------------------
+
+
+def put_checkpoint(
+    session: Session,
+    t: Tables,
+    row: CheckpointRow,
+    blobs: Sequence[BlobRow],
+    thread_metadata: dict[str, Any] | None,
+) -> dict[str, BlobRow]:
+    """Store a checkpoint, the blobs of its new channel versions, and touch its thread.
+
+    Returns, per list channel, the row actually inserted (a delta whose base vanished is
+    stored whole instead); a list channel missing from the result was already stored.
+    """
+    if session.rules.checkpoint_put_in_one_statement:
+        return _put_at_once(session, t, row, blobs, thread_metadata)
+    return _put_in_turn(session, t, row, blobs, thread_metadata)
+
+
+def _thread_params(row: CheckpointRow, metadata: dict[str, Any] | None) -> dict[str, Any]:
+    return {
+        "thread_id": row.thread_id,
+        "created_at": row.created_at,
+        "updated_at": row.created_at,
+        "metadata": metadata,
+    }
+
+
+def _put_in_turn(
+    session: Session,
+    t: Tables,
+    row: CheckpointRow,
+    blobs: Sequence[BlobRow],
+    thread_metadata: dict[str, Any] | None,
+) -> dict[str, BlobRow]:
+    """The put's statements one after the other, in the caller's transaction."""
+    upsert_c = _upsert(session, t.checkpoints, CHECKPOINT_UPDATE)
+    _write(session, t.checkpoints, upsert_c, [row.params()], True)
+    plain = [b.as_params(row.thread_id, row.ns_hash) for b in blobs if b.root_version is None]
+    if plain:
+        ignore = _insert_ignore(session, t.checkpoint_blobs)
+        _write(session, t.checkpoint_blobs, ignore, plain, False)
+    stored: dict[str, BlobRow] = {}
+    for b in blobs:
+        if b.root_version is None:
+            continue
+        if b.kind == DELTA:
+            params = b.as_params(row.thread_id, row.ns_hash)
+            params.update(
+                base_t=row.thread_id,
+                base_n=row.ns_hash,
+                base_c=b.channel_hash,
+                base_v=b.base_version,
+            )
+            if _insert_new(session, _delta_stmt(session, t), params) == 1:
+                stored[b.channel] = b
+                continue
+            assert b.full is not None
+            b = b.full()  # its base is gone: stored whole
+        if _insert_blob(session, t, row, b):
+            stored[b.channel] = b
+    cols = ("updated_at",) if thread_metadata is None else ("updated_at", "metadata")
+    session.execute(
+        _upsert(session, t.checkpoint_threads, cols), _thread_params(row, thread_metadata)
+    )
+    return stored
+
+
+def _put_at_once(
+    session: Session,
+    t: Tables,
+    row: CheckpointRow,
+    blobs: Sequence[BlobRow],
+    thread_metadata: dict[str, Any] | None,
+) -> dict[str, BlobRow]:
+    """The put's statements as one (see :func:`_one_statement`)."""
+    plain = [b for b in blobs if b.root_version is None]
+    lists = [b for b in blobs if b.root_version is not None]
+    params = {f"c_{k}": v for k, v in row.params().items()}
+    for i, b in enumerate(plain):
+        params.update((f"b{i}_{k}", v) for k, v in b.as_params(row.thread_id, row.ns_hash).items())
+    for j, b in enumerate(lists):
+        params.update((f"l{j}_{k}", v) for k, v in b.as_params(row.thread_id, row.ns_hash).items())
+    params.update((f"t_{k}", v) for k, v in _thread_params(row, thread_metadata).items())
+    kinds = tuple(b.kind for b in lists)
+    stmt = _one_statement(session, t, len(plain), kinds, thread_metadata is not None)
+    inserted = session.execute(stmt, params).one()
+    counts = list(inserted) if lists else []
+    # a delta not stored: its base is gone (then no checkpoint was written), or it was there
+    redo = {
+        id(b) for b, n in zip(lists, counts, strict=True) if not n and b.kind == DELTA and b.full
+    }
+    if redo:  # the same put again, those lists whole (a second statement, atomic too)
+        whole = [b.full() if id(b) in redo and b.full else b for b in blobs]
+        return _put_at_once(session, t, row, whole, thread_metadata)
+    return {b.channel: b for b, n in zip(lists, counts, strict=True) if n}
+
+
+def put_writes(
+    session: Session,
+    t: Tables,
+    rows: Sequence[dict[str, Any]],
+    upsert: bool,
+) -> None:
+    """Store pending writes: insert-if-absent, or upsert (special channels)."""
+    table = t.checkpoint_writes
+    stmt = _upsert(session, table, WRITE_UPDATE) if upsert else _insert_ignore(session, table)
+    _write(session, table, stmt, rows, upsert)
