@@ -89,28 +89,6 @@ def _insert_new(session: Session, stmt: Any, params: dict[str, Any]) -> int:
         raise
 
 
-def _delta_stmt(session: Session, t: Tables) -> Any:
-    """``INSERT ... SELECT <row> WHERE EXISTS (<its base>)``: a delta stored only on its base."""
-
-    def build() -> Any:
-        b = t.checkpoint_blobs.c
-        base: Any = (
-            select(literal_column("1"))
-            .select_from(t.checkpoint_blobs)
-            .where(
-                b.thread_id == bindparam("base_t"),
-                b.ns_hash == bindparam("base_n"),
-                b.channel_hash == bindparam("base_c"),
-                b.version == bindparam("base_v"),
-            )
-        )
-        source = select(*[bindparam(n, type_=b[n].type) for n in BLOB_COLS]).where(exists(base))
-        ins = session.rules.checkpoint_insert_new(t.checkpoint_blobs)
-        return ins.from_select(list(BLOB_COLS), source)
-
-    return session.statement((t.key, "ckpt.delta"), build)
-
-
 def _bind(table: Table, prefix: str, cols: Sequence[str]) -> dict[str, Any]:
     return {c: bindparam(f"{prefix}{c}", type_=table.c[c].type) for c in cols}
 
@@ -118,6 +96,39 @@ def _bind(table: Table, prefix: str, cols: Sequence[str]) -> dict[str, Any]:
 def _casts(table: Table, binds: dict[str, Any]) -> list[Any]:
     """Typed select-list parameters (a bare NULL parameter in a SELECT is text to PostgreSQL)."""
     return [cast(b, table.c[c].type) for c, b in binds.items()]
+
+
+# The builders of a put's statements, shared by both ways of sending them (see put_checkpoint).
+
+
+def _delta_insert(session: Session, t: Tables, cols: dict[str, Any], typed: bool) -> Any:
+    """``INSERT <row> SELECT ... WHERE EXISTS (<its base row>)``: a delta stored only on its
+    base (``cols``: the row's parameters; ``typed``: cast them, for a CTE)."""
+    tb = t.checkpoint_blobs
+    values = _casts(tb, cols) if typed else list(cols.values())
+    ins = session.rules.checkpoint_insert_new(tb)
+    return ins.from_select(list(BLOB_COLS), select(*values).where(_base_exists(t, cols)))
+
+
+def _base_exists(t: Tables, cols: dict[str, Any]) -> Any:
+    """``EXISTS`` the row a delta (its parameters ``cols``) is built on."""
+    tb = t.checkpoint_blobs.c
+    return exists().where(
+        tb.thread_id == cols["thread_id"],
+        tb.ns_hash == cols["ns_hash"],
+        tb.channel_hash == cols["channel_hash"],
+        tb.version == cols["base_version"],
+    )
+
+
+def _checkpoint_upsert(session: Session, t: Tables) -> Any:
+    return session.rules.upsert(t.checkpoints, CHECKPOINT_UPDATE)
+
+
+def _thread_upsert(session: Session, t: Tables, metadata: bool) -> Any:
+    """The thread's row: created, or its ``updated_at`` (and ``metadata``) set."""
+    cols = ("updated_at", "metadata") if metadata else ("updated_at",)
+    return session.rules.upsert(t.checkpoint_threads, cols)
 
 
 def _one_statement(
@@ -132,25 +143,16 @@ def _one_statement(
     """
 
     def build() -> Any:
-        rules = session.rules
         tc, tb, tt = t.checkpoints, t.checkpoint_blobs, t.checkpoint_threads
         list_cols = [_bind(tb, f"l{j}_", BLOB_COLS) for j in range(len(list_kinds))]
-        # per delta list: "its base version is stored"
-        bases = {
-            j: exists().where(
-                tb.c.thread_id == cols["thread_id"],
-                tb.c.ns_hash == cols["ns_hash"],
-                tb.c.channel_hash == cols["channel_hash"],
-                tb.c.version == cols["base_version"],
-            )
-            for j, (kind, cols) in enumerate(zip(list_kinds, list_cols, strict=True))
-            if kind == DELTA
-        }
+        # the checkpoint, if the base of each delta is stored
+        bases = [
+            _base_exists(t, c) for k, c in zip(list_kinds, list_cols, strict=True) if k == DELTA
+        ]
         c_cols = _bind(tc, "c_", [c.name for c in tc.columns])
-        ins_c = rules.upsert(tc, CHECKPOINT_UPDATE)
+        ins_c = _checkpoint_upsert(session, t)
         if bases:
-            source_c = select(*_casts(tc, c_cols)).where(*bases.values())
-            ins_c = ins_c.from_select(list(c_cols), source_c)
+            ins_c = ins_c.from_select(list(c_cols), select(*_casts(tc, c_cols)).where(*bases))
         else:
             ins_c = ins_c.values(c_cols)
         ctes = [ins_c.cte("put_c")]
@@ -158,21 +160,16 @@ def _one_statement(
             # A UNION of one-row SELECTs: a multi-row VALUES would defeat the statement cache.
             rows = [select(*_casts(tb, _bind(tb, f"b{i}_", BLOB_COLS))) for i in range(n_plain)]
             source = rows[0] if n_plain == 1 else union_all(*rows)
-            ins_b = rules.insert_ignore(tb).from_select(list(BLOB_COLS), source)
+            ins_b = session.rules.insert_ignore(tb).from_select(list(BLOB_COLS), source)
             ctes.append(ins_b.cte("put_b"))
-        thread_cols = ("updated_at", "metadata") if meta else ("updated_at",)
-        ins_t = rules.upsert(tt, thread_cols).values(
-            _bind(tt, "t_", ["thread_id", "created_at", "updated_at", "metadata"])
-        )
-        ctes.append(ins_t.cte("put_t"))
+        thread = _bind(tt, "t_", ["thread_id", "created_at", "updated_at", "metadata"])
+        ctes.append(_thread_upsert(session, t, meta).values(thread).cte("put_t"))
         counts: list[Any] = []
-        for j, kind in enumerate(list_kinds):
-            cols = list_cols[j]
-            ins: Any = rules.insert_ignore(tb)
+        for j, (kind, cols) in enumerate(zip(list_kinds, list_cols, strict=True)):
             if kind == DELTA:
-                ins = ins.from_select(list(BLOB_COLS), select(*_casts(tb, cols)).where(bases[j]))
+                ins = _delta_insert(session, t, cols, typed=True)
             else:
-                ins = ins.values(cols)
+                ins = session.rules.checkpoint_insert_new(tb).values(cols)
             cte = ins.returning(tb.c.version).cte(f"put_l{j}")
             ctes.append(cte)
             counts.append(select(func.count()).select_from(cte).scalar_subquery())
@@ -278,7 +275,7 @@ def _put_in_turn(
     thread_metadata: dict[str, Any] | None,
 ) -> dict[str, BlobRow]:
     """The put's statements one after the other, in the caller's transaction."""
-    upsert_c = _upsert(session, t.checkpoints, CHECKPOINT_UPDATE)
+    upsert_c = session.statement((t.key, "ckpt.checkpoint"), lambda: _checkpoint_upsert(session, t))
     _write(session, t.checkpoints, upsert_c, [row.params()], True)
     plain = [b.as_params(row.thread_id, row.ns_hash) for b in blobs if b.root_version is None]
     if plain:
@@ -289,24 +286,22 @@ def _put_in_turn(
         if b.root_version is None:
             continue
         if b.kind == DELTA:
-            params = b.as_params(row.thread_id, row.ns_hash)
-            params.update(
-                base_t=row.thread_id,
-                base_n=row.ns_hash,
-                base_c=b.channel_hash,
-                base_v=b.base_version,
+            delta = session.statement(
+                (t.key, "ckpt.delta"),
+                lambda: _delta_insert(session, t, _bind(t.checkpoint_blobs, "", BLOB_COLS), False),
             )
-            if _insert_new(session, _delta_stmt(session, t), params) == 1:
+            if _insert_new(session, delta, b.as_params(row.thread_id, row.ns_hash)) == 1:
                 stored[b.channel] = b
                 continue
             assert b.full is not None
             b = b.full()  # its base is gone: stored whole
         if _insert_blob(session, t, row, b):
             stored[b.channel] = b
-    cols = ("updated_at",) if thread_metadata is None else ("updated_at", "metadata")
-    session.execute(
-        _upsert(session, t.checkpoint_threads, cols), _thread_params(row, thread_metadata)
+    meta = thread_metadata is not None
+    thread = session.statement(
+        (t.key, "ckpt.thread", meta), lambda: _thread_upsert(session, t, meta)
     )
+    session.execute(thread, _thread_params(row, thread_metadata))
     return stored
 
 
