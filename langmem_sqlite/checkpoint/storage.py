@@ -3,7 +3,7 @@
 A checkpoint references one stored value per channel *version* (versions are unique across
 forks, see :func:`next_version`), so a channel that did not change is never written again.
 (Small scalars, None and the graph's input are kept in the checkpoint's own record instead,
-which costs less than a row: see ``saver._record_values``.) A ``list`` value (``messages``
+which costs less than a row: see ``records.record_values``.) A ``list`` value (``messages``
 under ``add_messages``, any append-only list) is stored as a *delta*: "the first ``base_len``
 items of version ``base_version`` of this channel, then these items". A 200-turn chat therefore
 stores each message a few times instead of once per checkpoint.
