@@ -42,6 +42,7 @@ MAX_IDLE_DAYS = 100_000_000_000
 """The largest ``days`` of :meth:`SQLSaver.delete_idle_threads`: its cut-off time, in ms since
 the epoch, then still fits the 64-bit integer column every database stores it in."""
 DELETE_BATCH = 200
+"""Idle threads deleted per transaction."""
 
 
 @dataclass(frozen=True)
@@ -58,10 +59,12 @@ class ThreadInfo:
 
 
 def now_ms() -> int:
+    """The time in ms since the epoch."""
     return time.time_ns() // 1_000_000
 
 
 def version_text(version: Any, channel: str) -> str:
+    """A channel version (str, int or finite float) as the text stored for it."""
     name = f"new_versions[{channel!r}]"
     if isinstance(version, bool):
         raise ValueError(f"{name}: expected str, int or finite float, got {version!r}")
@@ -90,6 +93,7 @@ def check_writes(writes: Any) -> list[tuple[str, Any]]:
 
 
 def ckpt_config(thread_id: str, ns: str, checkpoint_id: str) -> RunnableConfig:
+    """The config naming one checkpoint."""
     return {
         "configurable": {
             "thread_id": thread_id,
@@ -167,6 +171,8 @@ def split_versions(
 
 @dataclass(frozen=True)
 class Scope:
+    """What a config names: a thread, a namespace (and its hash), maybe a checkpoint."""
+
     thread_id: str
     ns: str
     ns_hash: str
@@ -174,6 +180,7 @@ class Scope:
 
 
 def scope(config: Any, name: str = "config") -> Scope:
+    """The :class:`Scope` of a config, checked (``name``: the argument, for messages)."""
     conf = config.get("configurable") if isinstance(config, Mapping) else None
     if not isinstance(conf, Mapping):
         raise ValueError(f"{name}: expected a RunnableConfig with a 'configurable' mapping")
