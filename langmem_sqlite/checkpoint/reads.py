@@ -388,6 +388,8 @@ def walk(
 def find_checkpoint(
     session: Session, t: Tables, thread_id: str, ns_hash: str, checkpoint_id: str | None
 ) -> Any:
+    """The row (id, parent, versions, metadata) of a checkpoint, or of the latest of
+    ``(thread, namespace)`` when ``checkpoint_id`` is None; None if there is none."""
     c = t.checkpoints.c
     q = select(c.checkpoint_id, c.parent_checkpoint_id, c.versions, c.metadata_type, c.metadata)
     q = q.where(c.thread_id == thread_id, c.ns_hash == ns_hash)
