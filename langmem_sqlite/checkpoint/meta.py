@@ -13,9 +13,10 @@ import math
 from collections.abc import Mapping
 from typing import Any
 
-from sqlalchemy import Integer, String, exists, func, literal, literal_column, select, type_coerce
-from sqlalchemy.dialects import postgresql
+from sqlalchemy.engine import URL
 from sqlalchemy.sql.elements import ColumnElement
+
+from ..engine.dialects import Dialect, dialect_class
 
 __all__ = ["check_filter", "json_copy", "json_safe", "matches", "prefilter"]
 
@@ -66,45 +67,22 @@ def _sql_comparable(value: Any) -> bool:
     return isinstance(value, str | int) and not isinstance(value, bool) and json_safe(value)
 
 
-def prefilter(column: Any, filter: Mapping[str, Any], dialect: str) -> list[ColumnElement[bool]]:
+def prefilter(
+    column: Any, filter: Mapping[str, Any], dialect: Dialect | str
+) -> list[ColumnElement[bool]]:
     """SQL conditions on the JSON copy ``column`` that every match of ``filter`` satisfies.
 
-    Keys and values are bound as data, never spelled into a JSON path, so a key of any
-    spelling (non-ASCII, ``"``, ``\\``, ``.``, ``-``...) matches exactly that key:
-
-    - PostgreSQL: ``column @> :filter`` (JSONB containment of the whole filter);
-    - MySQL/MariaDB: ``JSON_CONTAINS(column, :candidate)`` per key, the candidate
-      ``{key: value}`` serialized as the column's values are;
-    - SQLite: ``EXISTS (SELECT 1 FROM json_each(column) WHERE key = :key AND value = :value)``
-      per key.
-
-    The conditions may over-select (``JSON_CONTAINS`` of 1 matches 1.0, ``json_each`` reads
-    ``true`` as 1); :func:`matches` then decides.
+    The dialect object's :meth:`~langmem_sqlite.engine.dialects.Dialect.metadata_contains`
+    makes them (``dialect``: that object, or a SQLAlchemy dialect name): keys and values are
+    bound as data, never spelled into a JSON path, so a key of any spelling (non-ASCII, ``"``,
+    ``\\``, ``.``, ``-``...) matches exactly that key. Only str and 64-bit int values are
+    compared in SQL. The conditions may over-select; :func:`matches` then decides.
     """
     safe = {k: v for k, v in filter.items() if _json_key(k) and _sql_comparable(v)}
     if not safe:
         return []
-    if dialect == "postgresql":
-        return [type_coerce(column, postgresql.JSONB).contains(safe)]
-    conds: list[ColumnElement[bool]] = []
-    for key, value in safe.items():
-        if dialect in ("mysql", "mariadb"):
-            # the candidate is JSON text made by the column's own serializer: MariaDB compares
-            # strings as their escaped JSON text (JSON_OBJECT's "é" does not equal "\u00e9")
-            candidate = literal({key: value}, column.type)
-            conds.append(func.json_contains(column, candidate) == 1)
-        else:
-            k = literal(key, String())
-            v = literal(value, String() if isinstance(value, str) else Integer())
-            each = func.json_each(column).table_valued("key", "value")
-            conds.append(
-                exists(
-                    select(literal_column("1"))
-                    .select_from(each)
-                    .where(each.c.key == k, each.c.value == v)
-                )
-            )
-    return conds
+    rules = dialect if isinstance(dialect, Dialect) else dialect_class(URL.create(dialect))
+    return rules.metadata_contains(column, safe)
 
 
 def matches(metadata: Mapping[str, Any] | None, filter: Mapping[str, Any]) -> bool:

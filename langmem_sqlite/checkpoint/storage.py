@@ -3,7 +3,7 @@
 A checkpoint references one stored value per channel *version* (versions are unique across
 forks, see :func:`next_version`), so a channel that did not change is never written again.
 (Small scalars, None and the graph's input are kept in the checkpoint's own record instead,
-which costs less than a row: see ``saver._record_values``.) A ``list`` value (``messages``
+which costs less than a row: see ``records.record_values``.) A ``list`` value (``messages``
 under ``add_messages``, any append-only list) is stored as a *delta*: "the first ``base_len``
 items of version ``base_version`` of this channel, then these items". A 200-turn chat therefore
 stores each message a few times instead of once per checkpoint.
@@ -49,11 +49,13 @@ from typing import Any
 from langgraph.checkpoint.serde.base import SerializerProtocol
 from langgraph.checkpoint.serde.encrypted import EncryptedSerializer
 
+from ..validation import check_int, check_number
 from .codec import dumps
 
 __all__ = [
     "DIGEST_SIZE",
     "EMPTY",
+    "MAX_VERSION_COUNTER",
     "BlobRow",
     "ListCache",
     "ListState",
@@ -91,18 +93,39 @@ def key_hash(text: str) -> str:
     return hashlib.md5(text.encode("utf-8"), usedforsecurity=False).hexdigest()
 
 
+MAX_VERSION_COUNTER = 10**12 - 2
+"""The largest counter :func:`next_version` accepts: the next one still has 12 digits, so that
+versions compare as text in the order of their counters (as LangGraph compares them)."""
+
+
+def _counter(current: Any) -> int:
+    if isinstance(current, str):
+        head = current.split(".", 1)[0]
+        if not (head.isascii() and head.isdigit()):
+            raise ValueError(f"current: expected a version '<counter>.<suffix>', got {current!r}")
+        n = int(head)
+        if n > MAX_VERSION_COUNTER:
+            raise ValueError(
+                f"current: expected a counter from 0 to {MAX_VERSION_COUNTER:_}, got {current!r}"
+            )
+        return n
+    if isinstance(current, float):
+        return int(check_number(current, "current", low=0, high=MAX_VERSION_COUNTER))
+    return check_int(current, "current", high=MAX_VERSION_COUNTER)
+
+
 def next_version(current: str | int | float | None) -> str:
     """``"<counter:012>.<48 random bits>"``: increasing, and unique across forks of a thread.
 
     The bits come from the ``random`` module (seeded from the OS, and reseeded in a forked
     child): a version is not a secret, and ``secrets`` costs a system call that releases the
-    GIL on every call, three times per turn of a chat graph."""
-    if current is None:
-        n = 0
-    elif isinstance(current, str):
-        n = int(current.split(".", 1)[0])
-    else:
-        n = int(current)
+    GIL on every call, three times per turn of a chat graph.
+
+    Raises:
+        ValueError: ``current`` is a bool, NaN, an infinity, negative, above
+            :data:`MAX_VERSION_COUNTER`, or a string without a counter.
+    """
+    n = 0 if current is None else _counter(current)
     return f"{n + 1:012d}.{random.getrandbits(48):012x}"
 
 

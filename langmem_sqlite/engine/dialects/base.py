@@ -10,12 +10,13 @@ transient. Features ask the database's dialect object instead of comparing diale
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any, ClassVar
 
 from sqlalchemy import Table, exc, insert
 from sqlalchemy.engine import URL, Connection, Engine
 from sqlalchemy.sql.dml import Insert
+from sqlalchemy.sql.elements import ColumnElement
 
 from ..retry import Fault
 
@@ -188,6 +189,48 @@ class Dialect:
     # -- history (sessions and messages) ----------------------------------------------------
 
     # -- checkpoints ----------------------------------------------------------------------------
+
+    checkpoint_single_autocommits: ClassVar[bool] = True
+    """Whether a checkpoint operation of one statement (or reading only rows never updated in
+    place) may run without a transaction, where :meth:`begin` saves round trips by it
+    (PostgreSQL's autocommit). SQLite keeps its transaction: a snapshot costs nothing there."""
+
+    checkpoint_put_in_one_statement: ClassVar[bool] = False
+    """Whether a checkpoint's put is one statement of data-modifying CTEs (checkpoint, values,
+    thread), which then runs in autocommit: one round trip instead of a transaction's."""
+
+    checkpoint_value_part: ClassVar[int | None] = None
+    """The largest byte value sent in one statement (None: any); a larger one is written in
+    parts, appended in the same transaction."""
+
+    def checkpoint_insert_new(self, table: Table) -> Insert:
+        """An ``INSERT`` of one row that keeps a row already there, whose row count is 1 only
+        if it inserted the row (else 0, or the error :meth:`checkpoint_duplicate` tells)."""
+        return self.insert_ignore(table)
+
+    def checkpoint_duplicate(self, error: BaseException) -> bool:
+        """Whether ``error`` is :meth:`checkpoint_insert_new` meeting a row already there
+        (that statement alone is undone; the transaction goes on)."""
+        return False
+
+    @classmethod
+    def metadata_contains(
+        cls, column: Any, filter: Mapping[str, str | int]
+    ) -> list[ColumnElement[bool]]:
+        """SQL conditions that the JSON object in ``column`` holds each ``key: value`` of
+        ``filter`` (str keys, str or 64-bit int values): they may over-select, never drop a
+        match. Keys and values are bound as data, never spelled into a JSON path. The base
+        rule: no condition (the caller's exact test decides)."""
+        return []
+
+    def checkpoint_file_setup(self, url: URL) -> Callable[[Connection], None] | None:
+        """What runs once on a new database file before the checkpoint tables exist, on a
+        connection of its own that commits as it goes (None: nothing)."""
+        return None
+
+    def give_back_space(self, engine: Engine, full: bool) -> None:
+        """Return the pages freed by deletes to the OS where the database keeps them in its
+        file (``full``: rewrite the whole file). The base rule: nothing to do."""
 
     # -- store (items, vectors, filters) ----------------------------------------------------------
 

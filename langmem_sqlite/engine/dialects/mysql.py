@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from typing import Any, ClassVar
 
-from sqlalchemy import Table, select, text
+from sqlalchemy import Table, func, insert, literal, select, text
 from sqlalchemy.dialects import mysql
 from sqlalchemy.engine import URL, Connection, Engine
 from sqlalchemy.sql.dml import Insert
+from sqlalchemy.sql.elements import ColumnElement
 
 from ..retry import Fault
 from .base import DEFAULT_CONNECT_TIMEOUT_S, Dialect, merge_connect_args
@@ -148,6 +149,34 @@ class MySQLDialect(Dialect):
     # -- history (sessions and messages) ----------------------------------------------------
 
     # -- checkpoints ----------------------------------------------------------------------------
+
+    checkpoint_value_part: ClassVar[int | None] = 4 * 1024 * 1024
+    """PyMySQL sends bytes escaped inside the SQL text (up to ~2.5x larger), and the server's
+    default ``max_allowed_packet`` is 16 MiB."""
+
+    def checkpoint_insert_new(self, table: Table) -> Insert:
+        """A plain ``INSERT``: a row already there fails it with "duplicate entry" (1062).
+        ``ON DUPLICATE KEY UPDATE``'s row count does not tell a skipped row from an inserted
+        one (SQLAlchemy's MySQL drivers count found rows), and ``INSERT IGNORE`` has the
+        server send a warning per skipped row, which asyncmy logs after an extra
+        ``SHOW WARNINGS`` round trip."""
+        return insert(table)
+
+    def checkpoint_duplicate(self, error: BaseException) -> bool:
+        args: tuple[Any, ...] = getattr(getattr(error, "orig", error), "args", ())
+        return bool(args) and args[0] == 1062
+
+    @classmethod
+    def metadata_contains(
+        cls, column: Any, filter: Mapping[str, str | int]
+    ) -> list[ColumnElement[bool]]:
+        """``JSON_CONTAINS(column, :candidate)`` per key, the candidate ``{key: value}`` made
+        by the column's own serializer: MariaDB compares strings as their escaped JSON text
+        (``JSON_OBJECT``'s "é" does not equal "\\u00e9"); ``JSON_CONTAINS`` of 1 matches 1.0."""
+        return [
+            func.json_contains(column, literal({key: value}, column.type)) == 1
+            for key, value in filter.items()
+        ]
 
     # -- store (items, vectors, filters) ----------------------------------------------------------
 

@@ -6,14 +6,15 @@ import contextlib
 import json
 import re
 import zlib
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from decimal import Decimal
 from typing import Any, ClassVar
 
-from sqlalchemy import Table, text
+from sqlalchemy import Table, text, type_coerce
 from sqlalchemy.dialects import postgresql
 from sqlalchemy.engine import URL, Connection
 from sqlalchemy.schema import CreateSchema
+from sqlalchemy.sql.elements import ColumnElement
 
 from ..retry import Fault
 from .base import DEFAULT_CONNECT_TIMEOUT_S, Dialect, Transaction, merge_connect_args
@@ -202,6 +203,15 @@ class PostgreSQLDialect(Dialect):
     # -- history (sessions and messages) ----------------------------------------------------
 
     # -- checkpoints ----------------------------------------------------------------------------
+
+    checkpoint_put_in_one_statement: ClassVar[bool] = True
+
+    @classmethod
+    def metadata_contains(
+        cls, column: Any, filter: Mapping[str, str | int]
+    ) -> list[ColumnElement[bool]]:
+        """``column @> :filter``: JSONB containment of the whole filter (the index's operator)."""
+        return [type_coerce(column, postgresql.JSONB).contains(dict(filter))]
 
     # -- store (items, vectors, filters) ----------------------------------------------------------
 

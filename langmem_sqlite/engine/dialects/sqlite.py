@@ -3,12 +3,25 @@
 from __future__ import annotations
 
 import sqlite3
+from collections.abc import Callable, Mapping
 from typing import Any, ClassVar
 
-from sqlalchemy import Integer, Table, event, text
+from sqlalchemy import (
+    Integer,
+    String,
+    Table,
+    event,
+    exists,
+    func,
+    literal,
+    literal_column,
+    select,
+    text,
+)
 from sqlalchemy.dialects import sqlite
 from sqlalchemy.engine import URL, Connection, Engine
 from sqlalchemy.pool import StaticPool
+from sqlalchemy.sql.elements import ColumnElement
 
 from ..retry import Fault
 from .base import Dialect, Transaction
@@ -78,6 +91,21 @@ def _on_begin(conn: Connection) -> None:
         return  # e.g. VACUUM, which cannot run inside a transaction
     mode = "IMMEDIATE" if options.get("langmem_write") else "DEFERRED"
     conn.exec_driver_sql(f"BEGIN {mode}")
+
+
+def _enable_auto_vacuum(conn: Connection) -> None:
+    """Switch a new SQLite file to incremental auto-vacuum (a no-op once it holds data).
+
+    Runs as a step of its own (``VACUUM`` cannot run in a transaction), so async callers run it
+    on the async engine instead of blocking their event loop.
+    """
+    conn.execution_options(isolation_level="AUTOCOMMIT")
+    if conn.exec_driver_sql("PRAGMA auto_vacuum").scalar() != 0:
+        return
+    if (conn.exec_driver_sql("PRAGMA page_count").scalar() or 0) > 64:
+        return
+    conn.exec_driver_sql("PRAGMA auto_vacuum = INCREMENTAL")
+    conn.exec_driver_sql("VACUUM")
 
 
 class SQLiteDialect(Dialect):
@@ -158,6 +186,50 @@ class SQLiteDialect(Dialect):
     # -- history (sessions and messages) ----------------------------------------------------
 
     # -- checkpoints ----------------------------------------------------------------------------
+
+    checkpoint_single_autocommits: ClassVar[bool] = False
+
+    @classmethod
+    def metadata_contains(
+        cls, column: Any, filter: Mapping[str, str | int]
+    ) -> list[ColumnElement[bool]]:
+        """``EXISTS (SELECT 1 FROM json_each(column) WHERE key = :key AND value = :value)`` per
+        key (``json_each`` reads ``true`` as 1: an over-selection the caller's test removes)."""
+        conds: list[ColumnElement[bool]] = []
+        for key, value in filter.items():
+            k = literal(key, String())
+            v = literal(value, String() if isinstance(value, str) else Integer())
+            each = func.json_each(column).table_valued("key", "value")
+            conds.append(
+                exists(
+                    select(literal_column("1"))
+                    .select_from(each)
+                    .where(each.c.key == k, each.c.value == v)
+                )
+            )
+        return conds
+
+    def checkpoint_file_setup(self, url: URL) -> Callable[[Connection], None] | None:
+        """On a file: switch it to incremental auto-vacuum (before it holds data)."""
+        return None if self.file_path(url) is None else _enable_auto_vacuum
+
+    def give_back_space(self, engine: Engine, full: bool) -> None:
+        """``PRAGMA incremental_vacuum`` (effective on files in incremental auto-vacuum mode,
+        see :meth:`checkpoint_file_setup`), or with ``full`` a ``VACUUM``, which also switches
+        an older file to that mode; then the write-ahead log is truncated. ``VACUUM``
+        rewrites the file and needs as much free disk space."""
+        raw = engine.raw_connection()
+        try:
+            conn: Any = raw.driver_connection
+            if full:
+                conn.execute("PRAGMA auto_vacuum = INCREMENTAL")
+                conn.execute("VACUUM")
+            else:
+                # executescript steps the pragma to completion (execute frees one page).
+                conn.executescript("PRAGMA incremental_vacuum;")
+            conn.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchall()
+        finally:
+            raw.close()
 
     # -- store (items, vectors, filters) ----------------------------------------------------------
 

@@ -1,0 +1,438 @@
+"""The SQL of reads: a checkpoint with its writes and values, pages of ``list()``, and the
+walk up a delta channel's ancestors (``get_delta_channel_history``, ``prune``).
+
+``get_tuple`` is two statements (the checkpoint joined with its writes, then its values with
+the rows their deltas are built on, in one recursive query); the statements of reads are built
+once per set of tables (:meth:`Session.statement`), with bound parameters only.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, field
+from functools import partial
+from typing import Any
+
+from sqlalchemy import and_, bindparam, literal_column, or_, select, tuple_
+
+from ..engine.schema import Tables
+from ..engine.session import Session
+from .rows import (
+    BLOB_COLS,
+    BlobKey,
+    ListQuery,
+    PendingWrite,
+    blob_keys,
+    checkpoint_columns,
+    chunks,
+    pending_writes,
+    scope_groups,
+)
+from .storage import DELTA, EMPTY, key_hash
+
+__all__ = [
+    "CHAIN_PAGE",
+    "WALK_PAGE",
+    "WalkResult",
+    "blobs_for",
+    "delta_walk",
+    "find_checkpoint",
+    "list_page",
+    "read_checkpoint",
+    "walk",
+]
+
+WALK_PAGE = 900
+"""Ancestors per recursive query (MySQL 8 stops recursive CTEs at 1000 by default)."""
+
+
+def _width(n: int) -> int:
+    """How many parameters an ``IN`` list of ``n`` values gets: the next power of two, so that
+    a few statement shapes serve every count (an expanding parameter instead costs rewriting
+    the SQL text at each call: a tenth of a small checkpoint read on SQLite)."""
+    return 1 << max(0, n - 1).bit_length()
+
+
+def _in(col: Any, name: str, n: int) -> Any:
+    """``col IN (:name0, ..., :name<n-1>)``."""
+    return col.in_([bindparam(f"{name}{i}", type_=col.type) for i in range(n)])
+
+
+def _fill(params: dict[str, Any], name: str, values: Sequence[Any], n: int) -> None:
+    """Bind ``values`` to the parameters :func:`_in` made, repeating the last one to fill."""
+    padded = [*values, *[values[-1]] * (n - len(values))]
+    params.update((f"{name}{i}", v) for i, v in enumerate(padded))
+
+
+def _writes_stmt(t: Tables, n: int) -> Any:
+    w = t.checkpoint_writes.c
+    cols = (w.checkpoint_id, w.task_id, w.task_path, w.idx, w.channel, w.type, w.value, w.nulls)
+    return select(*cols).where(
+        w.thread_id == bindparam("t"),
+        w.ns_hash == bindparam("n"),
+        _in(w.checkpoint_id, "id", n),
+    )
+
+
+def _writes_for(
+    session: Session, t: Tables, keys: Iterable[tuple[str, str, str]]
+) -> dict[tuple[str, str, str], list[PendingWrite]]:
+    """Pending writes of the given ``(thread_id, ns_hash, checkpoint_id)``, unsorted."""
+    out: dict[tuple[str, str, str], list[PendingWrite]] = {}
+    for (tid, nsh), group in scope_groups(keys).items():
+        for part in chunks(group):
+            n = _width(len(part))
+            stmt = session.statement((t.key, "ckpt.writes", n), partial(_writes_stmt, t, n))
+            params = {"t": tid, "n": nsh}
+            _fill(params, "id", [k[2] for k in part], n)
+            for w in pending_writes(session.execute(stmt, params).all()):
+                out.setdefault((tid, nsh, w.checkpoint_id), []).append(w)
+    return out
+
+
+def _kinds_stmt(t: Tables, n_ch: int, n_v: int) -> Any:
+    b = t.checkpoint_blobs.c
+    return select(b.channel_hash, b.version, b.kind).where(
+        b.thread_id == bindparam("t"),
+        b.ns_hash == bindparam("n"),
+        _in(b.channel_hash, "ch", n_ch),
+        _in(b.version, "v", n_v),
+    )
+
+
+CHAIN_PAGE = 900
+"""Rows of one list's chain per recursive query (MySQL stops recursive CTEs at 1000 by
+default; chains are at most ~14 rows long but for rows of earlier versions)."""
+
+
+def _chain_stmt(t: Tables, n_ch: int, n_v: int) -> Any:
+    """The blob rows of some ``(channel, version)`` keys and the rows their deltas are built on,
+    in one recursive query (channels and versions are matched as two ``IN`` lists, which may
+    add a few rows). The rows' values ride along the recursion (joining its keys back to the
+    table afterwards made SQLite take 3 times as long); a row two chains share comes once per
+    chain."""
+    b = t.checkpoint_blobs
+    c = b.c
+    names = BLOB_COLS[2:]  # the key within (thread, namespace), then the row
+    start = select(*[c[n] for n in names], literal_column("0").label("hops")).where(
+        c.thread_id == bindparam("t"),
+        c.ns_hash == bindparam("n"),
+        _in(c.channel_hash, "ch", n_ch),
+        _in(c.version, "v", n_v),
+    )
+    chain = start.cte("chain", recursive=True)
+    p = b.alias("p")
+    chain = chain.union_all(
+        select(*[p.c[n] for n in names], chain.c.hops + 1).where(
+            p.c.thread_id == bindparam("t"),
+            p.c.ns_hash == bindparam("n"),
+            p.c.channel_hash == chain.c.channel_hash,
+            p.c.version == chain.c.base_version,
+            chain.c.kind == DELTA,
+            chain.c.hops < CHAIN_PAGE - 1,
+        )
+    )
+    return select(*[chain.c[n] for n in names])
+
+
+def _fetch_blobs(
+    session: Session,
+    t: Tables,
+    keys: Iterable[BlobKey],
+    into: dict[BlobKey, Any],
+    kinds_only: bool = False,
+) -> None:
+    """Add to ``into`` the blob rows whose keys are in ``keys`` and, unless ``kinds_only``
+    (which reads the kinds, not the values), the rows their deltas are built on (see
+    :func:`_chain_stmt`)."""
+    build = _kinds_stmt if kinds_only else _chain_stmt
+    for (tid, nsh), group in scope_groups(keys).items():
+        for part in chunks(group):
+            chs = list(dict.fromkeys(k[2] for k in part))
+            vs = list(dict.fromkeys(k[3] for k in part))
+            n_ch, n_v = _width(len(chs)), _width(len(vs))
+            stmt = session.statement(
+                (t.key, "ckpt.blobs", kinds_only, n_ch, n_v), partial(build, t, n_ch, n_v)
+            )
+            params = {"t": tid, "n": nsh}
+            _fill(params, "ch", chs, n_ch)
+            _fill(params, "v", vs, n_v)
+            for r in session.execute(stmt, params).all():
+                into[(tid, nsh, r.channel_hash, r.version)] = r
+
+
+def blobs_for(session: Session, t: Tables, keys: Iterable[BlobKey]) -> dict[BlobKey, Any]:
+    """Blob rows by key, plus every row the deltas among them are built on.
+
+    One query follows each chain (:func:`_chain_stmt`); a chain longer than
+    :data:`CHAIN_PAGE` rows is followed from where it stopped. A base that no longer exists is
+    left out (the resolver then raises).
+    """
+    wanted = list(dict.fromkeys(keys))
+    rows: dict[BlobKey, Any] = {}
+    _fetch_blobs(session, t, wanted, rows)
+    tried = set(wanted)
+    while True:
+        bases = [
+            base
+            for base in dict.fromkeys(
+                (*k[:3], r.base_version) for k, r in rows.items() if r.kind == DELTA
+            )
+            if base not in rows and base not in tried
+        ]
+        if not bases:
+            return rows
+        tried.update(bases)
+        _fetch_blobs(session, t, bases, rows)
+
+
+def _ckpt_scope(t: Tables) -> Any:
+    c = t.checkpoints.c
+    return select(*checkpoint_columns(t)).where(
+        c.thread_id == bindparam("t"), c.ns_hash == bindparam("n")
+    )
+
+
+def _ckpt_by_id(t: Tables) -> Any:
+    return _ckpt_scope(t).where(t.checkpoints.c.checkpoint_id == bindparam("id"))
+
+
+def _ckpt_latest(t: Tables) -> Any:
+    return _ckpt_scope(t).order_by(t.checkpoints.c.checkpoint_id.desc()).limit(1)
+
+
+def _with_writes(build: Callable[[Tables], Any]) -> Callable[[Tables], Any]:
+    """The checkpoint row selected by ``build``, once per pending write (its columns
+    prefixed ``w_``), or once with NULLs: a checkpoint and its writes in one round trip."""
+
+    def joined(t: Tables) -> Any:
+        c = build(t).subquery()
+        w = t.checkpoint_writes.c
+        on = and_(
+            w.thread_id == c.c.thread_id,
+            w.ns_hash == c.c.ns_hash,
+            w.checkpoint_id == c.c.checkpoint_id,
+        )
+        wcols = [
+            col.label(f"w_{col.name}")
+            for col in (w.task_id, w.task_path, w.idx, w.channel, w.type, w.value, w.nulls)
+        ]
+        return select(*c.c, *wcols).select_from(c.outerjoin(t.checkpoint_writes, on))
+
+    return joined
+
+
+def read_checkpoint(
+    session: Session,
+    t: Tables,
+    thread_id: str,
+    ns_hash: str,
+    checkpoint_id: str | None,
+) -> tuple[Any, list[PendingWrite], dict[BlobKey, Any]] | None:
+    """A checkpoint row (the latest when ``checkpoint_id`` is None), its writes, and its blobs.
+
+    Two statements: the checkpoint joined with its writes, then the blobs (with the rows
+    their deltas are built on).
+    """
+    params = {"t": thread_id, "n": ns_hash}
+    if checkpoint_id is not None:
+        stmt = session.statement((t.key, "ckpt.by_id"), lambda: _with_writes(_ckpt_by_id)(t))
+        rows = session.execute(stmt, {**params, "id": checkpoint_id}).all()
+    else:
+        stmt = session.statement((t.key, "ckpt.latest"), lambda: _with_writes(_ckpt_latest)(t))
+        rows = session.execute(stmt, params).all()
+    if not rows:
+        return None
+    row = rows[0]
+    writes = pending_writes(
+        (
+            r.checkpoint_id,
+            r.w_task_id,
+            r.w_task_path,
+            r.w_idx,
+            r.w_channel,
+            r.w_type,
+            r.w_value,
+            r.w_nulls,
+        )
+        for r in rows
+        if r.w_task_id is not None
+    )
+    blobs = blobs_for(session, t, blob_keys(row))
+    return row, writes, blobs
+
+
+def list_page(
+    session: Session,
+    t: Tables,
+    q: ListQuery,
+    cursor: tuple[str, str, str] | None,
+    limit: int,
+) -> tuple[list[Any], dict[tuple[str, str, str], list[PendingWrite]], dict[BlobKey, Any]]:
+    """Up to ``limit`` checkpoint rows after ``cursor`` (newest first), with writes and blobs."""
+    c = t.checkpoints.c
+    stmt = select(*checkpoint_columns(t))
+    if q.thread_id is not None:
+        stmt = stmt.where(c.thread_id == q.thread_id)
+    if q.ns_hash is not None:
+        stmt = stmt.where(c.ns_hash == q.ns_hash)
+    if q.checkpoint_id is not None:
+        stmt = stmt.where(c.checkpoint_id == q.checkpoint_id)
+    if q.before is not None:
+        stmt = stmt.where(c.checkpoint_id < q.before)
+    for cond in q.conditions:
+        stmt = stmt.where(cond)
+    if cursor is not None:
+        stmt = stmt.where(tuple_(c.checkpoint_id, c.thread_id, c.ns_hash) < tuple_(*cursor))
+    stmt = stmt.order_by(c.checkpoint_id.desc(), c.thread_id.desc(), c.ns_hash.desc())
+    rows = list(session.execute(stmt.limit(limit)).all())
+    keys = [(r.thread_id, r.ns_hash, r.checkpoint_id) for r in rows]
+    writes = _writes_for(session, t, keys) if rows else {}
+    blobs = blobs_for(session, t, [k for r in rows for k in blob_keys(r)]) if rows else {}
+    return rows, writes, blobs
+
+
+# -- a delta channel's ancestors -------------------------------------------------------------
+
+
+@dataclass
+class WalkResult:
+    """What :func:`delta_walk` found above a checkpoint."""
+
+    path: list[str]
+    """Ancestor checkpoint ids, parent first, up to the farthest seed needed."""
+    seeds: dict[str, tuple[int, BlobKey | None]]
+    """channel -> (index in ``path``, blob key) of its nearest stored value; the key is None
+    for a value kept in that checkpoint's record."""
+    writes: dict[tuple[str, str, str], list[Any]] = field(default_factory=dict)
+    blobs: dict[BlobKey, Any] = field(default_factory=dict)
+    records: dict[str, tuple[str, Any]] = field(default_factory=dict)
+    """checkpoint id -> ``(type, record)`` of the checkpoints holding a seed in their record."""
+
+
+def _ancestors(session: Session, t: Tables, thread_id: str, ns_hash: str, start: str) -> list[Any]:
+    """``start`` and up to :data:`WALK_PAGE` - 1 of its ancestors, nearest first: one
+    recursive query."""
+    c = t.checkpoints.c
+    p = t.checkpoints.alias("p")
+    anc = (
+        select(
+            c.checkpoint_id, c.parent_checkpoint_id, c.versions, literal_column("0").label("depth")
+        )
+        .where(c.thread_id == thread_id, c.ns_hash == ns_hash, c.checkpoint_id == start)
+        .cte("anc", recursive=True)
+    )
+    anc = anc.union_all(
+        select(p.c.checkpoint_id, p.c.parent_checkpoint_id, p.c.versions, anc.c.depth + 1).where(
+            p.c.thread_id == thread_id,
+            p.c.ns_hash == ns_hash,
+            p.c.checkpoint_id == anc.c.parent_checkpoint_id,
+            anc.c.depth < WALK_PAGE - 1,
+        )
+    )
+    return list(session.execute(select(anc).order_by(anc.c.depth)).all())
+
+
+def walk(
+    session: Session,
+    t: Tables,
+    thread_id: str,
+    ns_hash: str,
+    start: str | None,
+    channels: Sequence[str],
+) -> WalkResult:
+    """Walk up from ``start`` until each channel meets a stored value (or the root)."""
+    path: list[str] = []
+    seeds: dict[str, tuple[int, BlobKey | None]] = {}
+    remaining = list(dict.fromkeys(channels))
+    hashes = {ch: key_hash(ch) for ch in remaining}
+    kinds: dict[BlobKey, str] = {}
+    while start is not None and remaining:
+        page = _ancestors(session, t, thread_id, ns_hash, start)
+        if not page:
+            break
+        versions = [json.loads(r.versions) for r in page]
+        wanted = list(
+            dict.fromkeys(
+                (thread_id, ns_hash, hashes[ch], str(v[ch]))
+                for v in versions
+                for ch in remaining
+                if v.get(ch) is not None
+            )
+        )
+        found: dict[BlobKey, Any] = {}
+        _fetch_blobs(session, t, [k for k in wanted if k not in kinds], found, True)
+        kinds.update((k, r.kind) for k, r in found.items())
+        for row, v in zip(page, versions, strict=True):
+            path.append(row.checkpoint_id)
+            for ch in list(remaining):
+                if ch not in v:
+                    continue
+                if v[ch] is None:  # a value in the record (see blob_keys)
+                    seeds[ch] = (len(path) - 1, None)
+                    remaining.remove(ch)
+                    continue
+                key = (thread_id, ns_hash, hashes[ch], str(v[ch]))
+                if kinds.get(key, EMPTY) != EMPTY:
+                    seeds[ch] = (len(path) - 1, key)
+                    remaining.remove(ch)
+            if not remaining:
+                break
+        start = page[-1].parent_checkpoint_id if len(page) >= WALK_PAGE and remaining else None
+    if not remaining and seeds:
+        path = path[: max(i for i, _ in seeds.values()) + 1]
+    return WalkResult(path, seeds)
+
+
+def find_checkpoint(
+    session: Session, t: Tables, thread_id: str, ns_hash: str, checkpoint_id: str | None
+) -> Any:
+    """The row (id, parent, versions, metadata) of a checkpoint, or of the latest of
+    ``(thread, namespace)`` when ``checkpoint_id`` is None; None if there is none."""
+    c = t.checkpoints.c
+    q = select(c.checkpoint_id, c.parent_checkpoint_id, c.versions, c.metadata_type, c.metadata)
+    q = q.where(c.thread_id == thread_id, c.ns_hash == ns_hash)
+    if checkpoint_id is not None:
+        return session.execute(q.where(c.checkpoint_id == checkpoint_id)).first()
+    return session.execute(q.order_by(c.checkpoint_id.desc()).limit(1)).first()
+
+
+def delta_walk(
+    session: Session,
+    t: Tables,
+    thread_id: str,
+    ns_hash: str,
+    checkpoint_id: str | None,
+    channels: Sequence[str],
+) -> WalkResult | None:
+    """Everything ``get_delta_channel_history`` needs, in one transaction: the parent chain
+    (recursive queries of up to :data:`WALK_PAGE` ancestors), the writes of the requested
+    channels on it, and the seed values. None if the checkpoint does not exist."""
+    target = find_checkpoint(session, t, thread_id, ns_hash, checkpoint_id)
+    if target is None:
+        return None
+    result = walk(session, t, thread_id, ns_hash, target.parent_checkpoint_id, channels)
+    w = t.checkpoint_writes.c
+    for part in chunks(result.path):
+        q = select(
+            w.checkpoint_id, w.task_id, w.task_path, w.idx, w.channel, w.type, w.value, w.nulls
+        )
+        q = q.where(
+            w.thread_id == thread_id,
+            w.ns_hash == ns_hash,
+            w.checkpoint_id.in_(part),
+            or_(w.channel.in_(list(channels)), w.nulls.is_not(None)),
+        )
+        for r in pending_writes(session.execute(q).all()):
+            if r.channel in channels:
+                result.writes.setdefault((thread_id, ns_hash, r.checkpoint_id), []).append(r)
+    result.blobs = blobs_for(session, t, [k for _, k in result.seeds.values() if k is not None])
+    inline = sorted({result.path[i] for i, k in result.seeds.values() if k is None})
+    c = t.checkpoints.c
+    for part in chunks(inline):
+        q = select(c.checkpoint_id, c.type, c.checkpoint).where(
+            c.thread_id == thread_id, c.ns_hash == ns_hash, c.checkpoint_id.in_(part)
+        )
+        result.records.update((r.checkpoint_id, (r.type, r.checkpoint)) for r in session.execute(q))
+    return result

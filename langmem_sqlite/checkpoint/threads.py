@@ -1,0 +1,242 @@
+"""The SQL of threads: listing them, copying one, and what goes: deleted threads, the
+checkpoints of runs, pruned ancestors, idle threads (and the values no remaining checkpoint
+needs)."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Iterable, Sequence
+from typing import Any
+
+from sqlalchemy import and_, delete, exists, func, literal, select
+from sqlalchemy.sql.elements import ColumnElement
+
+from ..engine.schema import Tables
+from ..engine.session import Session
+from .reads import blobs_for, find_checkpoint, walk
+from .rows import ThreadRow, chunks, exact_in
+from .storage import DELTA, EMPTY, key_hash
+
+__all__ = [
+    "copy_thread",
+    "delete_for_runs",
+    "delete_idle_threads",
+    "delete_threads",
+    "list_threads",
+    "prune_keep_latest",
+]
+
+
+def delete_threads(session: Session, t: Tables, thread_ids: Sequence[str]) -> None:
+    """Delete every checkpoint, blob, write and thread row of the threads."""
+    for part in chunks(list(thread_ids)):
+        for table in (
+            t.checkpoint_writes,
+            t.checkpoint_blobs,
+            t.checkpoints,
+            t.checkpoint_threads,
+        ):
+            session.execute(delete(table).where(table.c.thread_id.in_(part)))
+
+
+def _gc_blobs(session: Session, t: Tables, thread_id: str, ns_hash: str) -> None:
+    """Delete the blobs of ``(thread, ns)`` that no remaining checkpoint needs."""
+    c, b = t.checkpoints.c, t.checkpoint_blobs.c
+    keep: set[tuple[str, str]] = set()
+    for (versions,) in session.execute(
+        select(c.versions).where(c.thread_id == thread_id, c.ns_hash == ns_hash)
+    ):
+        keep.update(
+            (key_hash(ch), str(v)) for ch, v in json.loads(versions).items() if v is not None
+        )
+    base: dict[tuple[str, str], tuple[str, str] | None] = {}
+    for r in session.execute(
+        select(b.channel_hash, b.version, b.kind, b.base_version).where(
+            b.thread_id == thread_id, b.ns_hash == ns_hash
+        )
+    ):
+        base[(r.channel_hash, r.version)] = (
+            (r.channel_hash, r.base_version) if r.kind == DELTA else None
+        )
+    todo = [k for k in keep if k in base]
+    while todo:
+        parent = base.get(todo.pop())
+        if parent is not None and parent not in keep:
+            keep.add(parent)
+            todo.append(parent)
+    drop = [k for k in base if k not in keep]
+    for part in chunks(drop):
+        session.execute(
+            delete(t.checkpoint_blobs).where(
+                b.thread_id == thread_id,
+                b.ns_hash == ns_hash,
+                exact_in((b.channel_hash, b.version), part),
+            )
+        )
+
+
+def _drop_empty_threads(session: Session, t: Tables, thread_ids: Iterable[str]) -> None:
+    c, th = t.checkpoints.c, t.checkpoint_threads
+    for part in chunks(list(dict.fromkeys(thread_ids))):
+        session.execute(
+            delete(th).where(
+                th.c.thread_id.in_(part),
+                ~exists(select(c.thread_id).where(c.thread_id == th.c.thread_id)),
+            )
+        )
+
+
+def delete_for_runs(session: Session, t: Tables, run_ids: Sequence[str]) -> None:
+    """Delete the checkpoints made by the runs, their writes, and blobs nobody needs any more."""
+    c, w = t.checkpoints.c, t.checkpoint_writes.c
+    victims: list[tuple[str, str, str]] = []
+    for part in chunks(list(run_ids)):
+        victims += [
+            (r.thread_id, r.ns_hash, r.checkpoint_id)
+            for r in session.execute(
+                select(c.thread_id, c.ns_hash, c.checkpoint_id).where(c.run_id.in_(part))
+            )
+        ]
+    for part in chunks(victims):
+        session.execute(
+            delete(t.checkpoints).where(exact_in((c.thread_id, c.ns_hash, c.checkpoint_id), part))
+        )
+        session.execute(
+            delete(t.checkpoint_writes).where(
+                exact_in((w.thread_id, w.ns_hash, w.checkpoint_id), part)
+            )
+        )
+    scopes = dict.fromkeys((v[0], v[1]) for v in victims)
+    for thread_id, ns_hash in scopes:
+        _gc_blobs(session, t, thread_id, ns_hash)
+    _drop_empty_threads(session, t, [s[0] for s in scopes])
+
+
+def prune_keep_latest(
+    session: Session,
+    t: Tables,
+    thread_id: str,
+    delta_channels: Callable[[Any], Sequence[str]],
+) -> None:
+    """Keep each namespace's latest checkpoint, and the ancestors (with their writes) that
+    its delta channels need back to their nearest stored values; delete the rest.
+
+    ``delta_channels(row)`` names the delta channels of a checkpoint row (read from its
+    metadata, which only the saver can decode).
+    """
+    c, w = t.checkpoints.c, t.checkpoint_writes.c
+    nss = session.execute(
+        select(c.ns_hash).where(c.thread_id == thread_id).group_by(c.ns_hash)
+    ).scalars()
+    for ns_hash in list(nss):
+        latest = find_checkpoint(session, t, thread_id, ns_hash, None)
+        assert latest is not None
+        keep = [latest.checkpoint_id]
+        versions = json.loads(latest.versions)
+        # (a value kept in the record, ``null`` in the column, needs no ancestor)
+        wanted = [ch for ch in delta_channels(latest) if versions.get(ch) is not None]
+        if wanted:
+            stored = blobs_for(
+                session, t, [(thread_id, ns_hash, key_hash(ch), str(versions[ch])) for ch in wanted]
+            )
+            empty = [
+                ch
+                for ch in wanted
+                if stored.get((thread_id, ns_hash, key_hash(ch), str(versions[ch]))) is None
+                or stored[(thread_id, ns_hash, key_hash(ch), str(versions[ch]))].kind == EMPTY
+            ]
+            if empty:
+                keep += walk(
+                    session, t, thread_id, ns_hash, latest.parent_checkpoint_id, empty
+                ).path
+        scope = (c.thread_id == thread_id, c.ns_hash == ns_hash)
+        older = c.checkpoint_id < latest.checkpoint_id
+        for part in chunks(keep):
+            older = and_(older, c.checkpoint_id.notin_(part))
+        session.execute(delete(t.checkpoints).where(*scope, older))
+        wolder = w.checkpoint_id < latest.checkpoint_id
+        for part in chunks(keep):
+            wolder = and_(wolder, w.checkpoint_id.notin_(part))
+        session.execute(
+            delete(t.checkpoint_writes).where(
+                w.thread_id == thread_id, w.ns_hash == ns_hash, wolder
+            )
+        )
+        _gc_blobs(session, t, thread_id, ns_hash)
+
+
+def copy_thread(session: Session, t: Tables, source: str, target: str, now: int) -> bool:
+    """Copy every row of ``source`` to ``target`` (ids unchanged). False if ``source`` has no
+    checkpoints; raises ValueError if ``target`` already has some."""
+    c = t.checkpoints.c
+    if session.execute(select(c.thread_id).where(c.thread_id == target).limit(1)).first():
+        raise ValueError(f"target_thread_id: thread {target!r} already has checkpoints")
+    if not session.execute(select(c.thread_id).where(c.thread_id == source).limit(1)).first():
+        return False
+    for table in (t.checkpoints, t.checkpoint_blobs, t.checkpoint_writes):
+        names = [col.name for col in table.columns]
+        cols = [
+            literal(target, table.c.thread_id.type).label("thread_id")
+            if n == "thread_id"
+            else table.c[n]
+            for n in names
+        ]
+        session.execute(
+            table.insert().from_select(names, select(*cols).where(table.c.thread_id == source))
+        )
+    th = t.checkpoint_threads
+    session.execute(
+        th.insert().from_select(
+            ["thread_id", "created_at", "updated_at", "metadata"],
+            select(
+                literal(target, th.c.thread_id.type),
+                literal(now),
+                literal(now),
+                th.c.metadata,
+            ).where(th.c.thread_id == source),
+        )
+    )
+    return True
+
+
+# -- listing and idle threads --------------------------------------------------------------------------------
+
+
+def list_threads(
+    session: Session,
+    t: Tables,
+    conditions: Sequence[ColumnElement[bool]],
+    limit: int | None,
+    offset: int,
+) -> list[ThreadRow]:
+    """Threads, most recently updated first, with their checkpoint counts (no blob is read)."""
+    th, c = t.checkpoint_threads.c, t.checkpoints.c
+    count = (
+        select(func.count())
+        .select_from(t.checkpoints)
+        .where(c.thread_id == th.thread_id)
+        .scalar_subquery()
+    )
+    q = select(th.thread_id, th.created_at, th.updated_at, th.metadata, count.label("n"))
+    for cond in conditions:
+        q = q.where(cond)
+    q = q.order_by(th.updated_at.desc(), th.thread_id).offset(offset)
+    if limit is not None:
+        q = q.limit(limit)
+    return [
+        ThreadRow(r.thread_id, r.created_at, r.updated_at, int(r.n), r.metadata)
+        for r in session.execute(q)
+    ]
+
+
+def delete_idle_threads(session: Session, t: Tables, cutoff: int, limit: int) -> list[str]:
+    """Delete up to ``limit`` threads not updated since ``cutoff`` (ms); return their ids."""
+    th = t.checkpoint_threads.c
+    ids = list(
+        session.execute(
+            select(th.thread_id).where(th.updated_at < cutoff).order_by(th.updated_at).limit(limit)
+        ).scalars()
+    )
+    if ids:
+        delete_threads(session, t, ids)
+    return ids
