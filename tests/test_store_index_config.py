@@ -321,7 +321,7 @@ def test_fields_and_text_fields_and_unknown_keys(tmp_path: Any) -> None:
         ({"kind": "hnsw", "nlist": 4}, "'nlist'"),
         ({"kind": "ivfflat", "m": 4}, "'m'"),
         ({"kind": "flat", "m": 4}, "'m'"),
-        ({"kind": "hnsw", "m": 1}, "m must be"),
+        ({"kind": "hnsw", "m": 1}, "m: expected an int from 2 to 100"),
         ({"kind": "hnsw", "m": 40, "ef_construction": 50}, "2 \\* m"),
         ({"kind": "ivfflat", "lists": 4, "nlist": 4}, "not both"),
     ]

@@ -17,9 +17,7 @@ from __future__ import annotations
 
 import asyncio
 import inspect
-import json
 import logging
-import math
 import os
 import threading
 import time
@@ -54,9 +52,19 @@ from ..engine import Database, DatabaseLike, Plan, Step, get_database
 from ..engine.migrations import schema_plan
 from ..engine.schema import DEFAULT_PREFIX, Tables, get_tables
 from ..engine.session import Session
-from ..validation import check_positive
 from . import namespaces
 from . import sql as q
+from .checks import (
+    check_match,
+    check_max_depth,
+    check_page,
+    check_sweep_minutes,
+    check_timeout,
+    check_ttl_config,
+    check_ttl_minutes,
+    check_value,
+    public_labels,
+)
 from .filters import check_filter
 from .lane import Lane
 from .sealed import Sealer
@@ -67,7 +75,6 @@ __all__ = ["SQLStore"]
 logger = logging.getLogger(__name__)
 
 _EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
-_TTL_KEYS = frozenset({"refresh_on_read", "omit_expired", "default_ttl", "sweep_interval_minutes"})
 
 
 def _now_us() -> int:
@@ -76,81 +83,6 @@ def _now_us() -> int:
 
 def _dt(us: int) -> datetime:
     return _EPOCH + timedelta(0, us // 1_000_000, us % 1_000_000)  # positional: 0.1 us less
-
-
-def _check_value(value: Any, nul_ok: bool = True) -> tuple[dict[str, Any] | None, str | None]:
-    """The value and its JSON text (``(None, None)`` for a delete); stored as that text where
-    the column is text (SQLite, MySQL), so that it is serialized once. ``nul_ok=False`` (a
-    PostgreSQL ``jsonb`` column, which cannot hold it) refuses a NUL character in a string."""
-    if value is None:
-        return None, None
-    if not isinstance(value, dict):
-        raise TypeError(f"value: expected a dict (or None to delete), got {type(value).__name__}")
-    try:
-        text = json.dumps(value, allow_nan=False, ensure_ascii=False)
-        text.encode("utf-8")
-    except TypeError as e:
-        raise TypeError(f"value: not JSON serializable: {e}") from e
-    except UnicodeEncodeError as e:
-        raise ValueError("value: strings must be valid Unicode (no lone surrogates)") from e
-    except ValueError as e:
-        raise ValueError(f"value: {e} (NaN and infinities are not JSON)") from e
-    except RecursionError as e:
-        raise ValueError("value: nested too deeply to store") from e
-    if not nul_ok and "\\u0000" in text:  # JSON spells NUL so (and a backslash-u text too)
-        where = _nul_at(value, "value")
-        if where is not None:
-            raise ValueError(
-                f"{where}: PostgreSQL cannot store the NUL character (\\x00) in JSON; "
-                "remove it, or store the value encrypted (encryption_key)"
-            )
-    return value, text
-
-
-def _nul_at(value: Any, where: str) -> str | None:
-    """Where the first NUL character of a JSON value is (a key or a string), if any."""
-    if isinstance(value, str):
-        return where if "\x00" in value else None
-    if isinstance(value, dict):
-        for k, v in value.items():
-            if "\x00" in k:
-                return f"{where}: key {k!r}"
-            found = _nul_at(v, f"{where}[{k!r}]")
-            if found is not None:
-                return found
-    elif isinstance(value, list | tuple):
-        for i, v in enumerate(value):
-            found = _nul_at(v, f"{where}[{i}]")
-            if found is not None:
-                return found
-    return None
-
-
-def _check_ttl_minutes(ttl: Any, name: str) -> int | None:
-    """TTL in minutes -> microseconds (None: never expires)."""
-    if ttl is None:
-        return None
-    if isinstance(ttl, bool) or not isinstance(ttl, int | float):
-        raise TypeError(f"{name}: expected minutes as a number, got {type(ttl).__name__}")
-    if not math.isfinite(ttl) or ttl <= 0:
-        raise ValueError(f"{name}: must be a positive number of minutes, got {ttl!r}")
-    return max(1, int(ttl * 60_000_000))
-
-
-def _check_ttl_config(ttl: Any) -> TTLConfig | None:
-    if ttl is None:
-        return None
-    if not isinstance(ttl, dict):
-        raise TypeError(f"ttl: expected a dict (TTLConfig), got {type(ttl).__name__}")
-    unknown = set(ttl) - _TTL_KEYS
-    if unknown:
-        raise ValueError(f"ttl: unknown keys {sorted(unknown)}; known: {sorted(_TTL_KEYS)}")
-    _check_ttl_minutes(ttl.get("default_ttl"), "ttl['default_ttl']")
-    _check_ttl_minutes(ttl.get("sweep_interval_minutes"), "ttl['sweep_interval_minutes']")
-    for flag in ("refresh_on_read", "omit_expired"):
-        if flag in ttl and not isinstance(ttl[flag], bool):
-            raise TypeError(f"ttl['{flag}']: expected a bool")
-    return TTLConfig(**ttl)  # type: ignore[typeddict-item]
 
 
 @dataclass
@@ -199,15 +131,6 @@ Prepared = tuple[Any, ...]
 """One validated operation: ``("g", ns, key, refresh_ttl)``, ``("s", SearchQuery, query text,
 refresh_ttl)``, ``("l", ListNamespacesOp)`` or ``("p", ns, key, value, TTL in us, JSON text,
 (field, text) pairs to embed)`` (``ns`` encoded)."""
-
-
-def _check_match(condition: Any) -> MatchCondition:
-    if not isinstance(condition, MatchCondition):
-        raise TypeError("match_conditions: expected MatchCondition objects")
-    if condition.match_type not in ("prefix", "suffix"):
-        raise ValueError(f"match_conditions: unsupported match_type {condition.match_type!r}")
-    path = namespaces.check_namespace(condition.path, f"{condition.match_type}", allow_empty=True)
-    return MatchCondition(condition.match_type, path)
 
 
 def _matches_path(condition: MatchCondition, ns: tuple[str, ...]) -> bool:
@@ -260,17 +183,6 @@ def _get_item(row: q.ItemRow, again: bool = False) -> Item:
         created_at=_dt(row.created_at),
         updated_at=_dt(row.updated_at),
     )
-
-
-def _public_labels(namespace: Any) -> None:
-    """What ``BaseStore.get`` refuses on top of :func:`namespaces.check_namespace`: labels with
-    a period (as LangGraph's stores do)."""
-    if isinstance(namespace, tuple | list) and any(
-        isinstance(label, str) and "." in label for label in namespace
-    ):
-        raise InvalidNamespaceError(
-            f"Invalid namespace {tuple(namespace)!r}: labels cannot contain periods ('.')"
-        )
 
 
 T = TypeVar("T")
@@ -353,7 +265,7 @@ class SQLStore(BaseStore):
         self.tables: Tables = get_tables(table_prefix, schema)
         self.index_config = index
         self.index = VectorIndex.from_config(index) if index is not None else None
-        self.ttl_config = _check_ttl_config(ttl)
+        self.ttl_config = check_ttl_config(ttl)
         self.omit_expired = bool((self.ttl_config or {}).get("omit_expired", True))
         if pgvector is not None and not isinstance(pgvector, bool):
             raise TypeError("pgvector: expected None, True or False")
@@ -392,21 +304,20 @@ class SQLStore(BaseStore):
         if isinstance(op, SearchOp):
             return self._prepare_search(op)
         if isinstance(op, ListNamespacesOp):
-            conditions = tuple(_check_match(c) for c in op.match_conditions or ())
-            if op.max_depth is not None:
-                check_positive(op.max_depth, "max_depth")
-            check_positive(op.limit, "limit", allow_zero=True)
-            check_positive(op.offset, "offset", allow_zero=True)
+            conditions = tuple(check_match(c) for c in op.match_conditions or ())
+            check_max_depth(op.max_depth)
+            check_page(op.limit, "limit")
+            check_page(op.offset, "offset")
             return ("l", op._replace(match_conditions=conditions))
         raise TypeError(f"ops: unknown operation type {type(op).__name__}")
 
     def _prepare_put(self, op: PutOp) -> Prepared:
         ns = namespaces.encoded(op.namespace)
         key = namespaces.check_text(op.key, "key")
-        value, text = _check_value(op.value, self._nul_ok)
+        value, text = check_value(op.value, self._nul_ok)
         if self._sealer is not None and text is not None:
             text = self._sealer.seal(ns, key, text)
-        ttl_us = _check_ttl_minutes(op.ttl, "ttl")
+        ttl_us = check_ttl_minutes(op.ttl, "ttl")
         if op.index not in (None, False) and (
             isinstance(op.index, str) or not all(isinstance(f, str) for f in op.index)  # type: ignore[union-attr]
         ):
@@ -425,8 +336,8 @@ class SQLStore(BaseStore):
         query = q.SearchQuery(
             prefix,
             check_filter(op.filter),
-            check_positive(op.limit, "limit", allow_zero=True),
-            check_positive(op.offset, "offset", allow_zero=True),
+            check_page(op.limit, "limit"),
+            check_page(op.offset, "offset"),
             self.omit_expired,
             self._sealer,
         )
@@ -582,7 +493,7 @@ class SQLStore(BaseStore):
             return None
         ns = namespaces.encoded(namespace, allow_empty=True)
         if "." in ns:
-            _public_labels(namespace)
+            public_labels(namespace)
         return ns, namespaces.check_text(str(key), "key")
 
     def _get_shortcut_of(self, ns: str, k: str, refresh_ttl: bool | None) -> _Shortcut[Item | None]:
@@ -626,7 +537,7 @@ class SQLStore(BaseStore):
         if self.index is not None or not self._ready():
             return None
         namespaces.encoded(namespace)
-        _public_labels(namespace)
+        public_labels(namespace)
         if namespace[0] == "langgraph":
             raise InvalidNamespaceError(
                 f'Root label for namespace cannot be "langgraph". Got: {namespace}'
@@ -663,12 +574,12 @@ class SQLStore(BaseStore):
             return None
         ns = namespaces.encoded(namespace_prefix, "namespace_prefix", allow_empty=True)
         if "." in ns:
-            _public_labels(namespace_prefix)
+            public_labels(namespace_prefix)
         return q.SearchQuery(
             tuple(namespace_prefix),
             check_filter(filter),
-            check_positive(limit, "limit", allow_zero=True),
-            check_positive(offset, "offset", allow_zero=True),
+            check_page(limit, "limit"),
+            check_page(offset, "offset"),
             self.omit_expired,
             self._sealer,
         )
@@ -933,7 +844,7 @@ class SQLStore(BaseStore):
         interval = sweep_interval_minutes
         if interval is None:
             interval = (self.ttl_config or {}).get("sweep_interval_minutes") or 5
-        return _check_ttl_minutes(interval, "sweep_interval_minutes") / 1e6  # type: ignore[operator]
+        return check_sweep_minutes(interval)
 
     def start_ttl_sweeper(self, sweep_interval_minutes: float | None = None) -> threading.Thread:
         """Sweep in a daemon thread every ``sweep_interval_minutes`` (default: the TTL config's
@@ -986,6 +897,7 @@ class SQLStore(BaseStore):
     def stop_ttl_sweeper(self, timeout: float | None = None) -> bool:
         """Stop the background sweeper; True once it has stopped (or was not running). From a
         coroutine: an awaitable of :meth:`astop_ttl_sweeper`."""
+        timeout = check_timeout(timeout)
         if _called_from_coroutine():
             return self.astop_ttl_sweeper(timeout)  # type: ignore[return-value]
         self._stop.set()
@@ -999,6 +911,7 @@ class SQLStore(BaseStore):
     async def astop_ttl_sweeper(self, timeout: float | None = None) -> bool:
         """Stop the sweepers (task and thread); True once they have stopped (or were not
         running), False if ``timeout`` seconds passed first."""
+        timeout = check_timeout(timeout)
         self._stop.set()
         task, self._atask = self._atask, None
         if task is not None and not task.done():
