@@ -28,7 +28,7 @@ from langgraph.store.base import PutOp
 from langmem_sqlite import SQLStore
 from langmem_sqlite.engine import get_database
 from langmem_sqlite.engine.schema import get_tables
-from langmem_sqlite.store.sql import pgvector_table
+from langmem_sqlite.store.pgvector_schema import pgvector_table
 
 DIMS = 8
 WORDS = ["tea", "jazz", "paris", "rust", "chess", "piano", "garden", "budget", "cats", "rain"]
