@@ -199,7 +199,7 @@ class _Lifecycle:
                 "conn_string: expected a URL or a path, got "
                 f"{type(conn_string).__name__} (give engines to SQLStore(...) directly)"
             )
-        return _Opened(cls(conn_string, **kwargs))  # type: ignore[arg-type]
+        return _Opened(cls(conn_string, **kwargs))  # type: ignore[call-arg,arg-type]
 
     def setup(self) -> None:
         """Create or migrate the tables now (otherwise done on first use). From a coroutine:
