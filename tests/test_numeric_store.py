@@ -264,13 +264,15 @@ def test_a_namespace_given_as_a_str_is_refused(store: SQLStore) -> None:
         lambda: store.delete("numbers", "kept"),  # type: ignore[arg-type]
         lambda: store.search("numbers"),  # type: ignore[arg-type]
         lambda: store.list_namespaces(prefix="numbers"),  # type: ignore[arg-type]
+        lambda: store.list_namespaces(suffix="u1"),  # type: ignore[arg-type]
+        lambda: store.batch([SearchOp("numbers")]),  # type: ignore[arg-type]
         lambda: store.batch([PutOp("numbers", "k", {"v": 1})]),  # type: ignore[arg-type]
         lambda: asyncio.run(store.aput("numbers", "k", {"v": 1})),  # type: ignore[arg-type]
         lambda: asyncio.run(store.aget("numbers", "kept")),  # type: ignore[arg-type]
         lambda: asyncio.run(store.asearch("numbers")),  # type: ignore[arg-type]
     ]
     for call in calls:
-        with pytest.raises(TypeError, match=r"namespace|prefix|expected a tuple"):
+        with pytest.raises(TypeError, match=r"(namespace|prefix|suffix).*expected a tuple"):
             call()
     assert _rows(store) == before
 
