@@ -27,6 +27,7 @@ from sqlalchemy.dialects import postgresql
 from sqlalchemy.engine import URL, Connection
 from sqlalchemy.schema import CreateSchema
 from sqlalchemy.sql.dml import Insert
+from sqlalchemy.types import TypeDecorator
 
 from ..retry import Fault
 from .base import DEFAULT_CONNECT_TIMEOUT_S, Dialect, Transaction, merge_connect_args
@@ -251,7 +252,8 @@ class PostgreSQLDialect(Dialect):
         arrays, picked = [], []
         for name in columns:
             kind = table.c[name].type
-            as_text = isinstance(kind, JSON | String) or getattr(kind, "impl", None) is not None
+            # strings, JSON and this package's column types (text on PostgreSQL)
+            as_text = isinstance(kind, JSON | String | TypeDecorator)
             arr = postgresql.ARRAY(Text if as_text else kind)
             arrays.append(cast(bindparam(name, type_=arr), arr))
         src = func.unnest(*arrays).table_valued(*columns).render_derived(name="src")
