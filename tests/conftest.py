@@ -113,7 +113,7 @@ def prefix(db_url: str) -> Iterator[str]:
     tables = get_tables(name)
     engine = get_database(db_url).sync_engine
     if engine.dialect.name == "postgresql":  # pgvector's copy refers to the items table
-        from langmem_sqlite.store.sql import pgvector_table
+        from langmem_sqlite.store.pgvector_schema import pgvector_table
 
         pgvector_table(tables).drop(engine, checkfirst=True)
     tables.metadata.drop_all(engine)

@@ -25,7 +25,7 @@ from langmem_sqlite.engine import get_database
 from langmem_sqlite.engine.schema import get_tables
 from langmem_sqlite.operations.copy import CopyMismatchError
 from langmem_sqlite.store import UserFacts
-from langmem_sqlite.store.sql import pgvector_table
+from langmem_sqlite.store.pgvector_schema import pgvector_table
 
 INDEX: Any = {"dims": 8, "embed": DeterministicFakeEmbedding(size=8), "fields": ["text"]}
 USERS = ("ada", "bob")

@@ -195,7 +195,7 @@ def test_batch_reads_see_state_before_writes_and_last_write_wins(store: SQLStore
 
 def test_batches_of_many_keys(db_url: str, prefix: str) -> None:
     """Gets, deletes and vector replacement for many (namespace, key) pairs in one batch
-    (looked up pair by pair: see store.sql._at_pairs), across chunks, with labels and keys
+    (looked up pair by pair: see Dialect.at_pairs), across chunks, with labels and keys
     that need quoting."""
     from langchain_core.embeddings import DeterministicFakeEmbedding
 
@@ -348,7 +348,7 @@ def test_put_shortcut_matches_basestore(db_url: str, prefix: str) -> None:
 
 def test_search_merges_a_namespace_and_its_sub_namespaces_newest_first(store: SQLStore) -> None:
     """A prefix search reads the prefix's own namespace and its sub-namespaces apart (see
-    store.sql._newest_under); the merged pages must be the newest-first order of both."""
+    store.search_plan._newest_under); the merged pages must be the newest-first order of both."""
     spaces = [("u",), ("u", "x"), ("u", "x", "y"), ("u", "z"), ("v",), ("u0",)]
     for i in range(48):
         store.put(spaces[i % len(spaces)], f"k{i:02d}", {"i": i, "even": i % 2 == 0})
@@ -574,7 +574,7 @@ def test_postgres_plans_searches_per_call_only_on_large_stores(
     re-checked every minute and set on the connection only when it changes."""
     if backend != "postgres":
         pytest.skip("PostgreSQL only")
-    from langmem_sqlite.store import sql as store_sql
+    from langmem_sqlite.store import search_plan as store_sql
 
     store = SQLStore(
         db_url, table_prefix=prefix, engine_args={"pool_size": 1, "max_overflow": 0}
@@ -603,7 +603,7 @@ def test_sqlite_reads_a_broad_prefix_newest_first(
     """SQLite reads a prefix holding many items through the recency index, a small one through
     the namespace index: both give the same pages (namespace and sub-namespaces, filters,
     offsets, lapsed items), sync and batch alike."""
-    from langmem_sqlite.store import sql as store_sql
+    from langmem_sqlite.store import search_plan as store_sql
 
     store = SQLStore(db_url, table_prefix=prefix)
     ops: list[Any] = []

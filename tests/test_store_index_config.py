@@ -28,7 +28,7 @@ from langgraph.store.base import PutOp
 from langmem_sqlite import SQLStore
 from langmem_sqlite.engine import get_database
 from langmem_sqlite.engine.schema import get_tables
-from langmem_sqlite.store.sql import pgvector_table
+from langmem_sqlite.store.pgvector_schema import pgvector_table
 
 DIMS = 8
 WORDS = ["tea", "jazz", "paris", "rust", "chess", "piano", "garden", "budget", "cats", "rain"]
@@ -321,7 +321,7 @@ def test_fields_and_text_fields_and_unknown_keys(tmp_path: Any) -> None:
         ({"kind": "hnsw", "nlist": 4}, "'nlist'"),
         ({"kind": "ivfflat", "m": 4}, "'m'"),
         ({"kind": "flat", "m": 4}, "'m'"),
-        ({"kind": "hnsw", "m": 1}, "m must be"),
+        ({"kind": "hnsw", "m": 1}, "m: expected an int from 2 to 100"),
         ({"kind": "hnsw", "m": 40, "ef_construction": 50}, "2 \\* m"),
         ({"kind": "ivfflat", "lists": 4, "nlist": 4}, "not both"),
     ]

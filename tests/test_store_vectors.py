@@ -208,7 +208,7 @@ def test_real_local_model(tmp_path: Any) -> None:
 
 
 def _vector_table_rows(url: str, prefix: str) -> int:
-    from langmem_sqlite.store.sql import pgvector_table
+    from langmem_sqlite.store.pgvector_schema import pgvector_table
 
     table = pgvector_table(get_tables(prefix))
     with get_database(url).sync_engine.connect() as conn:
@@ -288,7 +288,7 @@ def test_pgvector_ranks_as_the_application_does(pgvector_url: str) -> None:
 
 
 def _drop(url: str, names: list[str]) -> None:
-    from langmem_sqlite.store.sql import pgvector_table
+    from langmem_sqlite.store.pgvector_schema import pgvector_table
 
     engine = get_database(url).sync_engine
     for name in names:  # pgvector's table first: it refers to the items
@@ -436,7 +436,7 @@ def test_pgvector_hnsw_skips_a_scan_that_ran_dry(
     minute is over."""
     import time
 
-    import langmem_sqlite.store.sql as q
+    import langmem_sqlite.store.vector_ranking as q
 
     prefix = f"d{uuid.uuid4().hex[:8]}_"
     base: Any = {"dims": 16, "embed": DeterministicFakeEmbedding(size=16), "fields": ["text"]}
@@ -487,7 +487,7 @@ def test_pgvector_hnsw_not_tried_under_a_narrow_prefix(
     nearest vectors to include the items asked for is ranked exactly without the index
     (decided from the planner's statistics, once a minute per prefix); a namespace holding
     most of the store, and the whole store, use the index."""
-    import langmem_sqlite.store.sql as q
+    import langmem_sqlite.store.vector_ranking as q
     from langmem_sqlite.store import namespaces
 
     monkeypatch.setattr(q, "NARROW_FROM", 1000)  # the rule from 1,000 items (10,000 by default)
@@ -612,7 +612,7 @@ def test_pgvector_statements_compile() -> None:
     from sqlalchemy.dialects import postgresql
     from sqlalchemy.schema import CreateTable
 
-    from langmem_sqlite.store import sql as store_sql
+    from langmem_sqlite.store import pgvector_schema as store_sql
 
     t = get_tables("pgv_")
     table = store_sql.pgvector_table(t)
@@ -695,7 +695,7 @@ def test_pgvector_table_without_namespaces_is_upgraded(pgvector_url: str) -> Non
     application does."""
     import threading
 
-    from langmem_sqlite.store.sql import pgvector_table
+    from langmem_sqlite.store.pgvector_schema import pgvector_table
 
     prefix = f"g{uuid.uuid4().hex[:8]}_"
     embed = DeterministicFakeEmbedding(size=16)
@@ -821,7 +821,7 @@ def test_migrate_command_upgrades_the_pgvector_table(
     from click.testing import CliRunner
 
     from langmem_sqlite.cli import cli
-    from langmem_sqlite.store.sql import pgvector_table
+    from langmem_sqlite.store.pgvector_schema import pgvector_table
 
     prefix = f"c{uuid.uuid4().hex[:8]}_"
     base: Any = {"dims": 16, "embed": DeterministicFakeEmbedding(size=16), "fields": ["text"]}
@@ -841,7 +841,7 @@ def test_migrate_command_upgrades_the_pgvector_table(
             assert result.exit_code == 0, result.output
             return dict(_json.loads(result.output))
 
-        with caplog.at_level("WARNING", logger="langmem_sqlite.store.sql"):
+        with caplog.at_level("WARNING", logger="langmem_sqlite.store.pgvector_schema"):
             assert migrate()["pgvector_upgraded"] is True
         assert "HNSW index" in caplog.text
         with engine.connect() as conn:

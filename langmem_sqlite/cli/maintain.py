@@ -154,7 +154,7 @@ def migrate(db: str | None, prefix: str, as_json: bool) -> None:
     from ..engine import get_database
     from ..engine.migrations import LATEST_VERSION, ensure_schema
     from ..engine.schema import get_tables
-    from ..store.sql import upgrade_pgvector
+    from ..store.pgvector_schema import upgrade_pgvector
 
     database = get_database(url(db))
     tables = get_tables(prefix)

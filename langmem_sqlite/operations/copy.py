@@ -290,7 +290,7 @@ def _pgvector_fill(
     copied vectors (as the store makes them). Made first if the source had one and the
     extension is available. ``None`` when the target has none."""
     from ..store.namespaces import prefix_range
-    from ..store.sql import enable_pgvector, pgvector_table
+    from ..store.pgvector_schema import enable_pgvector, pgvector_table
     from ..store.vectors import from_blob
 
     if conn.dialect.name != "postgresql":
@@ -413,7 +413,7 @@ def copy_database(
         ensure_schema(db, dst_tables)
         source_has_pgvector = False
         if src.dialect.name == "postgresql":
-            from ..store.sql import pgvector_table
+            from ..store.pgvector_schema import pgvector_table
 
             name = pgvector_table(src_tables).name
             source_has_pgvector = sa.inspect(src).has_table(name, schema=src_tables.schema)

@@ -32,6 +32,8 @@ import numpy as np
 from langchain_core.embeddings import Embeddings
 from langgraph.store.base import IndexConfig, ensure_embeddings, get_text_at_path, tokenize_path
 
+from ..validation import INT64_MAX, check_int
+
 __all__ = [
     "ANN",
     "DISTANCES",
@@ -195,11 +197,7 @@ def _ann(config: Any, dims: int | None, fields: int, distance: str) -> ANN | Non
     params: dict[str, int] = {}
     for name, (low, high) in allowed.items():
         if name in config:
-            v = config[name]
-            if isinstance(v, bool) or not isinstance(v, int) or not low <= v <= high:
-                raise ValueError(
-                    f"index: 'ann_index_config' {name} must be an int in {low}..{high}, got {v!r}"
-                )
+            v = check_int(config[name], f"index: 'ann_index_config' {name}", low=low, high=high)
             params["lists" if name == "nlist" else name] = v
     if kind == "flat":
         return None
@@ -247,8 +245,8 @@ class VectorIndex:
         if index.get("embed") is None:
             raise TypeError("index: 'embed' is required (an Embeddings, a function or a name)")
         dims = index.get("dims")
-        if dims is not None and (isinstance(dims, bool) or not isinstance(dims, int) or dims < 1):
-            raise ValueError(f"index: 'dims' must be a positive int, got {dims!r}")
+        if dims is not None:
+            check_int(dims, "index: 'dims'", low=1, high=INT64_MAX)
         fields = _fields(dict(index))
         distance = index.get("distance_type", "cosine")
         if distance not in DISTANCES:

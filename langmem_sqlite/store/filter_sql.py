@@ -1,0 +1,349 @@
+"""Search filters in SQL: each leaf condition of a filter becomes a SQL condition that never
+rejects an item :func:`.filters.matches` accepts, flagged exact when it also never accepts one
+that :func:`.filters.matches` rejects. When the whole filter is exact, LIMIT/OFFSET go to the
+database; otherwise candidates are re-checked in Python (see :mod:`.search_plan`).
+
+How a database reads JSON is its dialect's ``store_json``: PostgreSQL's ``jsonb`` operators,
+SQLite's ``json_extract``/``json_type``, MySQL's ``JSON_VALUE``. Statements are kept by the
+filter's shape (fields, operators, kinds of values); the values are bound parameters ``f0``,
+``f1``...
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+import sqlalchemy as sa
+from sqlalchemy.dialects import mysql, postgresql
+
+from ..engine.dialects import Dialect
+from ..engine.schema import Tables
+from ..engine.session import Session
+from . import namespaces
+from .filters import is_finite_json, is_operator_dict
+from .rows import _live, _under
+from .sealed import Sealer
+
+__all__ = ["SearchQuery", "prefilter"]
+
+
+@dataclass(frozen=True)
+class SearchQuery:
+    """A validated search."""
+
+    prefix: tuple[str, ...]
+    filter: dict[str, Any] | None
+    limit: int
+    offset: int
+    omit_expired: bool
+    sealer: Sealer | None = field(default=None, compare=False)
+    """The store's cipher, if its values are encrypted (filters then run in Python)."""
+    leaves: tuple[tuple[tuple[str, ...], str, Any], ...] = field(init=False, compare=False)
+    """``(path, op, operand)`` of each leaf condition of the filter."""
+    shape: tuple[Any, ...] = field(init=False, compare=False)
+    """What of the filter shapes the SQL (paths, operators, kinds of values)."""
+
+    def __post_init__(self) -> None:
+        leaves = tuple(_conditions(self.filter or {}))
+        object.__setattr__(self, "leaves", leaves)
+        object.__setattr__(self, "shape", tuple((p, op, _kind(v)) for p, op, v in leaves))
+
+
+# Each leaf condition becomes a SQL condition that never rejects an item filters.matches
+# accepts, and is flagged exact when it also never accepts one that matches() rejects. When the
+# whole filter is exact, LIMIT/OFFSET go to the database; otherwise candidates are re-checked.
+# Statements are cached by the filter's shape (fields, operators, kinds of values); the values
+# are bound parameters ``f0``, ``f1``...
+
+
+def _conditions(filter: dict[str, Any], path: tuple[str, ...] = ()) -> Iterator[Any]:
+    """``(path, op, operand)`` for each leaf condition of a validated filter."""
+    for name, cond in filter.items():
+        here = (*path, name)
+        if is_operator_dict(cond):
+            for op, operand in cond.items():
+                yield here, op, operand
+        elif isinstance(cond, dict):
+            yield from _conditions(cond, here) if cond else [(here, "$object", None)]
+        else:
+            yield here, "$eq", cond
+
+
+_SQL_OP = {"$eq": "=", "$gt": ">", "$gte": ">=", "$lt": "<", "$lte": "<="}
+#: for approximate (floating point) comparisons: never drop a boundary value
+_LOOSE_OP = {"$eq": "=", "$gt": ">=", "$gte": ">=", "$lt": "<=", "$lte": "<="}
+_RANGES = ("$gt", "$gte", "$lt", "$lte")
+
+Pushed = tuple[Any, bool]
+"""A SQL condition (or None: nothing pushed) and whether it is exact."""
+
+_EXACT = 2**53
+"""Numbers from this size on are compared loosely in SQL and re-checked in Python: beyond it
+integers and floats no longer meet one for one (a float is stored as its shortest spelling, so
+``float(2**70)``, exactly 1180591620717411303424, is stored as 1180591620717411300000.0)."""
+
+
+def _kind(v: Any) -> Any:
+    """The part of a filter value that shapes the SQL (the rest is a bound parameter)."""
+    if v is None or isinstance(v, bool):
+        return v
+    if isinstance(v, str) and v.startswith(("[", "{")):
+        return "jsonish str"
+    if isinstance(v, int) and abs(v) >= _EXACT:
+        return "bigint"
+    if isinstance(v, float):
+        if not math.isfinite(v):
+            return "nan" if math.isnan(v) else ("inf" if v > 0 else "-inf")
+        if abs(v) >= _EXACT:
+            return "bigfloat"
+    if isinstance(v, str | int | float):
+        return type(v).__name__
+    return "json" if is_finite_json(v) else "nonfinite json"
+
+
+_BIG = ("bigint", "bigfloat")
+
+
+def _big_params(op: str, v: int | float) -> tuple[int, int]:
+    """PostgreSQL's two parameters for a number of a :data:`_BIG` kind: for ``$eq`` its exact
+    value and its nearest float (stored as that float's spelling); for a range, a bound two
+    floats wider than ``v`` (no stored number on the right side of ``v`` lies beyond it)."""
+    exact = int(v)
+    try:
+        near = float(v)
+    except OverflowError:  # beyond every float: only integers can be near it
+        return exact, exact
+    if op == "$eq":
+        return exact, near  # type: ignore[return-value]
+    toward = -math.inf if op in ("$gt", "$gte") else math.inf
+    bound = int(math.nextafter(math.nextafter(near, toward), toward))
+    return (min(bound, exact), 0) if toward < 0 else (max(bound, exact), 0)
+
+
+_SCALARS = ("str", "jsonish str", "int", "float", "bigint", "bigfloat")
+_NONFINITE = ("nan", "inf", "-inf")
+
+
+def _nonfinite(op: str, kind: str) -> Pushed:
+    """A NaN or infinite operand, by Python's rule (stored values are finite): the condition
+    is a constant, or "is a number" (re-checked in Python)."""
+    if op == "$ne":
+        return None, True  # differs from every stored value (and from a missing one)
+    if kind == "nan" or op == "$eq":
+        return sa.false(), True
+    if (kind == "inf") == (op in ("$gt", "$gte")):
+        return sa.false(), True  # above +inf, below -inf: nothing
+    return None, False  # below +inf, above -inf: every number
+
+
+def _param(rules: Dialect, v: Any) -> Any:
+    return v if isinstance(v, str) else rules.filter_number(v)
+
+
+def _dotted(path: tuple[str, ...]) -> list[int]:
+    """Positions of the path's names that hold a dot (read literally first, see filters)."""
+    return [i for i, name in enumerate(path) if "." in name]
+
+
+def _pg_at(doc: Any, path: tuple[str, ...]) -> Any:
+    """The jsonb at ``path`` by the filters' rule: each name as a key (``->``: NULL on a
+    non-object, as :func:`.filters.lookup` gives None); a dotted name as itself if present,
+    else one object per dot."""
+    at = doc
+    for name in path:
+        key = at.op("->")(sa.bindparam(None, name, type_=sa.Text))
+        if "." in name:
+            split = at
+            for part in name.split("."):
+                split = split.op("->")(sa.bindparam(None, part, type_=sa.Text))
+            key = sa.func.coalesce(key, split)
+        at = key
+    return at
+
+
+def _pg_condition(t: Tables, path: tuple[str, ...], op: str, v: Any, name: str) -> Pushed:
+    # jsonb equality is JSON equality (numbers by value, strings byte for byte).
+    doc = sa.type_coerce(t.store_items.c.value, postgresql.JSONB)
+    at = _pg_at(doc, path)
+    if v is None:
+        cond = sa.or_(at.is_(None), sa.func.jsonb_typeof(at) == "null") if op == "$eq" else None
+        return cond, cond is not None and len(path) == 1
+    # a jsonb parameter (psycopg sends it typed): no text-to-jsonb cast per row in a generic plan
+    operand = sa.bindparam(name, type_=postgresql.JSONB)
+    if _kind(v) in _BIG:  # loosely, re-checked (see _EXACT and _big_params)
+        if op == "$eq":
+            near = sa.bindparam(f"{name}x", type_=postgresql.JSONB)
+            return sa.or_(at.op("=")(operand), at.op("=")(near)), False
+        if op in _RANGES:
+            bound = at.op(">=" if op in ("$gt", "$gte") else "<=")(operand)
+            return sa.and_(bound, sa.func.jsonb_typeof(at) == "number"), False
+        return None, False
+    if _contained(op, v) and not _dotted(path):
+        # value @> {"a": {"b": v}} (the parameter, see _params): for a scalar, exactly JSON
+        # equality at that path (arrays contain scalars only at the top level), and cheaper
+        # than extracting and comparing (0.22 -> 0.16 ms of server time at 1,000 items)
+        return doc.op("@>")(operand), True
+    if op == "$eq":
+        return at.op("=")(operand), True
+    if op in _RANGES and _is_number(v):
+        return sa.and_(at.op(_SQL_OP[op])(operand), sa.func.jsonb_typeof(at) == "number"), True
+    return None, False
+
+
+def _contained(op: str, v: Any) -> bool:
+    """Whether PostgreSQL tests this leaf as containment (``$eq`` with a scalar operand)."""
+    return op == "$eq" and isinstance(v, str | int | float | bool) and _kind(v) not in _BIG
+
+
+def _nested(path: tuple[str, ...], v: Any) -> Any:
+    """``{"a": {"b": v}}`` for the path ``("a", "b")``."""
+    for name in reversed(path):
+        v = {name: v}
+    return v
+
+
+def _is_number(v: Any) -> bool:
+    return isinstance(v, int | float) and not isinstance(v, bool)
+
+
+_LABEL = re.compile(r'^[^"\\\x00-\x1f]{1,200}$')
+"""A name that a quoted JSON path label can hold (SQLite's and MySQL's ``$."name"``)."""
+
+
+def _json_path(path: tuple[str, ...]) -> str | None:
+    if not all(_LABEL.match(p) for p in path):
+        return None
+    return "$" + "".join(f'."{p}"' for p in path)
+
+
+def _sqlite_at(t: Tables, path: tuple[str, ...]) -> tuple[Any, Any] | None:
+    """SQLite's ``(json_extract, json_type)`` at ``path`` by the filters' rule (None: not
+    expressible, when several names hold dots)."""
+    value = t.store_items.c.value
+    dotted = _dotted(path)
+    jp = _json_path(path)
+    if jp is None or len(dotted) > 1:
+        return None
+    if not dotted:
+        return sa.func.json_extract(value, jp), sa.func.json_type(value, jp)
+    i = dotted[0]
+    split = _json_path((*path[:i], *path[i].split("."), *path[i + 1 :]))
+    if split is None:
+        return None
+    literal = sa.func.json_type(value, jp)
+    at = sa.case(
+        (literal.is_not(None), sa.func.json_extract(value, jp)),
+        else_=sa.func.json_extract(value, split),
+    )
+    return at, sa.func.coalesce(literal, sa.func.json_type(value, split))
+
+
+def _sqlite_condition(t: Tables, path: tuple[str, ...], op: str, v: Any, name: str) -> Pushed:
+    found = _sqlite_at(t, path)
+    if found is None or isinstance(v, list | dict) or op not in _SQL_OP:
+        return None, False
+    at, kind = found
+    if v is None:
+        cond = sa.or_(kind.is_(None), kind == "null") if op == "$eq" else None
+        return cond, cond is not None and len(path) == 1
+    if isinstance(v, bool):
+        return (kind == ("true" if v else "false"), True) if op == "$eq" else (None, False)
+    # The comparison first: the type check (a second JSON parse) runs only for rows it keeps.
+    if isinstance(v, str):
+        compare = at.op(_SQL_OP[op])(sa.bindparam(name, type_=sa.Text))
+        if op == "$eq" and not v.startswith(("[", "{")):
+            return compare, True  # only a JSON string extracts to this text
+        return sa.and_(compare, kind == "text"), True
+    if _kind(v) in _BIG:
+        # compared as floats (SQLite reads integers beyond 64 bits as floats): several
+        # integers meet at one float, re-checked
+        operand = sa.bindparam(name, type_=sa.Float)
+        return sa.and_(at.op(_LOOSE_OP[op])(operand), kind.in_(("integer", "real"))), False
+    operand = sa.bindparam(name, type_=sa.Float if isinstance(v, float) else sa.BigInteger)
+    return sa.and_(at.op(_SQL_OP[op])(operand), kind.in_(("integer", "real"))), True
+
+
+def _mysql_condition(t: Tables, path: tuple[str, ...], op: str, v: Any, name: str) -> Pushed:
+    jp = _json_path(path)
+    if (
+        jp is None
+        or _dotted(path)
+        or v is None
+        or isinstance(v, list | dict | bool)
+        or op not in _SQL_OP
+    ):
+        return None, False
+    at = sa.func.json_value(t.store_items.c.value, jp)
+    if isinstance(v, str):  # collations may equate more strings: a superset, re-checked
+        return (at == sa.bindparam(name, type_=sa.Text) if op == "$eq" else None), False
+    operand = sa.bindparam(name, type_=sa.Float)
+    return sa.cast(at, mysql.DOUBLE).op(_LOOSE_OP[op])(operand), False
+
+
+_BUILDERS = {"jsonb": _pg_condition, "json1": _sqlite_condition, "json_value": _mysql_condition}
+"""The filter conditions of each dialect's ``store_json``."""
+
+
+def prefilter(conn: Session, t: Tables, q: SearchQuery) -> tuple[list[Any], bool]:
+    """SQL conditions implied by ``q.filter`` (values as parameters ``f0``...), and whether
+    they are exactly the filter."""
+    leaves = q.leaves
+    shape = q.shape
+    if q.sealer is not None:  # ciphertext: the filter runs in Python only
+        return [], not q.filter
+
+    def build() -> tuple[list[Any], bool]:
+        make = _BUILDERS[conn.rules.store_json]
+        out, exact = [], True
+        for i, ((path, op, operand), (_, _, kind)) in enumerate(zip(leaves, shape, strict=True)):
+            if kind in _NONFINITE:
+                cond, is_exact = _nonfinite(op, kind)
+            elif kind == "nonfinite json":
+                cond, is_exact = None, False
+            else:
+                cond, is_exact = make(t, path, op, operand, f"f{i}")
+            if cond is not None:
+                out.append(cond)
+            exact = exact and is_exact
+        return out, exact
+
+    return conn.statement(("filter", t.key, q.shape), build)  # type: ignore[no-any-return]
+
+
+def _params(rules: Dialect, q: SearchQuery, now: int) -> dict[str, Any]:
+    """Bound values for the statements built from ``q`` (prefix bounds, now, filter values)."""
+    params: dict[str, Any] = {"now": now}
+    jsonb = rules.store_json == "jsonb"
+    bounds = namespaces.prefix_range(q.prefix)
+    if bounds is not None:
+        params["lo"], params["hi"] = bounds
+    for i, ((path, op, v), (_, _, kind)) in enumerate(zip(q.leaves, q.shape, strict=True)):
+        if v is None or kind in _NONFINITE or kind == "nonfinite json":
+            continue
+        if jsonb and _contained(op, v) and not _dotted(path):
+            params[f"f{i}"] = _nested(path, v)
+        elif jsonb and kind in _BIG:
+            params[f"f{i}"], params[f"f{i}x"] = _big_params(op, v)
+        elif jsonb or kind in _SCALARS:
+            params[f"f{i}"] = _param(rules, v)
+    return params
+
+
+def _where(conn: Session, t: Tables, q: SearchQuery) -> tuple[list[Any], bool]:
+    """The conditions of a search: prefix (first: SQLite's newest-first search drops it), not
+    lapsed, filter. (Filter first on PostgreSQL saved 0.03 ms at 1,000 items but cost 20% at
+    100,000 items: one user's filtered search 1.65 -> 2.06 ms, the whole store's 13.5 -> 17 ms.)
+    """
+    conds, exact = prefilter(conn, t, q)
+    live = _live(t, q.omit_expired, conn.rules.store_expiry_as_or)
+    return [_under(t.store_items.c.ns, q.prefix), live, *conds], exact
+
+
+def _shape(t: Tables, q: SearchQuery, what: str) -> tuple[Any, ...]:
+    """The key of a statement built for searches like ``q`` (see :meth:`Session.statement`)."""
+    sealed = q.sealer is not None
+    return (what, t.key, bool(q.prefix), q.omit_expired, q.shape, sealed)

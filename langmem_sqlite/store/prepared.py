@@ -1,0 +1,207 @@
+"""Batch preparation: operations validated into a :class:`_Batch` (what to read, write and
+embed), and the rows read turned into the ``Item`` and ``SearchItem`` values handed out (each
+caller's own)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from langgraph.store.base import (
+    GetOp,
+    Item,
+    ListNamespacesOp,
+    MatchCondition,
+    Op,
+    PutOp,
+    SearchItem,
+    SearchOp,
+)
+
+from . import namespaces
+from .checks import check_match, check_max_depth, check_page, check_ttl_minutes, check_value
+from .clock import dt
+from .filter_sql import SearchQuery
+from .filters import check_filter
+from .rows import ItemRow
+from .sealed import Sealer
+from .vectors import VectorIndex
+
+__all__ = ["Prepared"]
+
+
+@dataclass
+class _Batch:
+    """A validated batch: what to read, what to write, what to embed."""
+
+    size: int
+    gets: list[tuple[int, str, str, bool]] = field(default_factory=list)
+    searches: list[tuple[int, SearchQuery, str | None, bool]] = field(default_factory=list)
+    lists: list[tuple[int, ListNamespacesOp]] = field(default_factory=list)
+    puts: dict[
+        tuple[str, str],
+        tuple[dict[str, Any] | None, int | None, str | None, list[tuple[str, str]]],
+    ] = field(default_factory=dict)
+    """(ns, key) -> (value, TTL in us, the value's JSON text, (field, text) pairs to embed)"""
+
+    @property
+    def texts(self) -> list[str]:
+        return [text for *_, fields in self.puts.values() for _, text in fields]
+
+    @property
+    def queries(self) -> list[str]:
+        return [text for _, _, text, _ in self.searches if text is not None]
+
+    @staticmethod
+    def build(items: Sequence[Prepared]) -> _Batch:
+        """The batch of prepared operations, in order (of several writes to one item, the last
+        wins)."""
+        batch = _Batch(len(items))
+        for i, p in enumerate(items):
+            kind = p[0]
+            if kind == "g":
+                batch.gets.append((i, p[1], p[2], p[3]))
+            elif kind == "s":
+                batch.searches.append((i, p[1], p[2], p[3]))
+            elif kind == "l":
+                batch.lists.append((i, p[1]))
+            else:
+                item = (p[1], p[2])
+                batch.puts.pop(item, None)
+                batch.puts[item] = p[3:]  # type: ignore[assignment]
+        return batch
+
+
+Prepared = tuple[Any, ...]
+"""One validated operation: ``("g", ns, key, refresh_ttl)``, ``("s", SearchQuery, query text,
+refresh_ttl)``, ``("l", ListNamespacesOp)`` or ``("p", ns, key, value, TTL in us, JSON text,
+(field, text) pairs to embed)`` (``ns`` encoded)."""
+
+
+def _matches_path(condition: MatchCondition, ns: tuple[str, ...]) -> bool:
+    path = tuple(condition.path)
+    if len(ns) < len(path):
+        return False
+    part = ns[: len(path)] if condition.match_type == "prefix" else ns[len(ns) - len(path) :]
+    return all(p in ("*", n) for p, n in zip(path, part, strict=True))
+
+
+def _literal_prefix(op: ListNamespacesOp) -> tuple[str, ...]:
+    """The leading labels (before any ``*``) every listed namespace must start with."""
+    for condition in op.match_conditions or ():
+        if condition.match_type == "prefix":
+            labels = []
+            for label in condition.path:
+                if label == "*":
+                    break
+                labels.append(label)
+            return tuple(labels)
+    return ()
+
+
+def _shape_namespaces(op: ListNamespacesOp, found: list[tuple[str, ...]]) -> list[Any]:
+    kept = [ns for ns in found if all(_matches_path(c, ns) for c in op.match_conditions or ())]
+    if op.max_depth is not None:
+        kept = sorted({ns[: op.max_depth] for ns in kept})
+    return kept[op.offset : op.offset + op.limit]
+
+
+def _fresh(value: Any) -> Any:
+    """A copy of a JSON value (its objects and arrays new, its scalars shared: immutable)."""
+    if type(value) is dict:
+        out = value.copy()
+        for k, v in out.items():
+            if type(v) is dict or type(v) is list:
+                out[k] = _fresh(v)
+        return out
+    if type(value) is list:
+        return [_fresh(v) if type(v) is dict or type(v) is list else v for v in value]
+    return value
+
+
+def _get_item(row: ItemRow, again: bool = False) -> Item:
+    """The item of a row (``again``: a row already handed out, whose value is copied)."""
+    return Item(
+        value=_fresh(row.value) if again else row.value,
+        key=row.key,
+        namespace=row.ns,
+        created_at=dt(row.created_at),
+        updated_at=dt(row.updated_at),
+    )
+
+
+def _search_item(row: ItemRow) -> SearchItem:
+    return SearchItem(
+        row.ns, row.key, row.value, dt(row.created_at), dt(row.updated_at), score=row.score
+    )
+
+
+def _copy_item(item: SearchItem) -> SearchItem:
+    """Another caller's copy of ``item`` (a new value; the immutable parts shared)."""
+    return SearchItem(
+        item.namespace, item.key, _fresh(item.value), item.created_at, item.updated_at, item.score
+    )
+
+
+class _Preparing:
+    """The validation of :class:`~langmem_sqlite.store.SQLStore`'s operations (sync and async
+    alike: it runs before anything is read, written or embedded)."""
+
+    index: VectorIndex | None
+    omit_expired: bool
+    _nul_ok: bool
+    _sealer: Sealer | None
+
+    def _prepare(self, ops: Iterable[Op]) -> _Batch:
+        return _Batch.build([self._prepare_op(op) for op in ops])
+
+    def _prepare_op(self, op: Op) -> Prepared:
+        """One validated operation (see :data:`Prepared`)."""
+        if isinstance(op, GetOp):
+            ns = namespaces.encoded(op.namespace, allow_empty=True)
+            return ("g", ns, namespaces.check_text(op.key, "key"), op.refresh_ttl)
+        if isinstance(op, PutOp):
+            return self._prepare_put(op)
+        if isinstance(op, SearchOp):
+            return self._prepare_search(op)
+        if isinstance(op, ListNamespacesOp):
+            conditions = tuple(check_match(c) for c in op.match_conditions or ())
+            check_max_depth(op.max_depth)
+            check_page(op.limit, "limit")
+            check_page(op.offset, "offset")
+            return ("l", op._replace(match_conditions=conditions))
+        raise TypeError(f"ops: unknown operation type {type(op).__name__}")
+
+    def _prepare_put(self, op: PutOp) -> Prepared:
+        ns = namespaces.encoded(op.namespace)
+        key = namespaces.check_text(op.key, "key")
+        value, text = check_value(op.value, self._nul_ok)
+        if self._sealer is not None and text is not None:
+            text = self._sealer.seal(ns, key, text)
+        ttl_us = check_ttl_minutes(op.ttl, "ttl")
+        if op.index not in (None, False) and (
+            isinstance(op.index, str) or not all(isinstance(f, str) for f in op.index)  # type: ignore[union-attr]
+        ):
+            raise TypeError("index: expected False, None or a list of field paths")
+        texts: list[tuple[str, str]] = []
+        if self.index is not None and value is not None and op.index is not False:
+            texts = self.index.texts(value, None if op.index is None else list(op.index))
+        return ("p", ns, key, value, ttl_us, text, texts)
+
+    def _prepare_search(self, op: SearchOp) -> Prepared:
+        prefix = namespaces.check_namespace(
+            op.namespace_prefix, "namespace_prefix", allow_empty=True
+        )
+        if op.query is not None and not isinstance(op.query, str):
+            raise TypeError(f"query: expected str, got {type(op.query).__name__}")
+        query = SearchQuery(
+            prefix,
+            check_filter(op.filter),
+            check_page(op.limit, "limit"),
+            check_page(op.offset, "offset"),
+            self.omit_expired,
+            self._sealer,
+        )
+        text = op.query if (op.query and self.index is not None) else None
+        return ("s", query, text, op.refresh_ttl)

@@ -1,0 +1,98 @@
+"""Reading items by key, and the namespaces that hold live items."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import sqlalchemy as sa
+
+from ..engine.schema import Tables
+from ..engine.session import Session
+from . import namespaces
+from .rows import CHUNK, ItemRow, _columns, _item, _live, _under
+from .sealed import Sealer
+
+__all__ = ["get_item", "get_items", "list_namespaces"]
+
+_PAIR = ("ns", "key")
+"""The columns of an item's key (see :meth:`Dialect.at_pairs`)."""
+
+
+def _get_one_stmt(conn: Session, t: Tables, omit_expired: bool) -> Any:
+    """One item by (ns, key) (built once per tables: the hot path)."""
+    c = t.store_items.c
+
+    def build() -> Any:
+        return sa.select(*_columns(t)).where(
+            c.ns == sa.bindparam("ns", type_=c.ns.type),
+            c.key == sa.bindparam("key", type_=c.key.type),
+            _live(t, omit_expired),
+        )
+
+    return conn.statement(("get", t.key, omit_expired), build)
+
+
+def get_item(
+    conn: Session,
+    t: Tables,
+    ns: str,
+    key: str,
+    now: int,
+    omit_expired: bool,
+    sealer: Sealer | None = None,
+) -> ItemRow | None:
+    """The live item at ``(encoded ns, key)``, if any."""
+    params = {"ns": ns, "key": key, "now": now}
+    row = conn.execute(_get_one_stmt(conn, t, omit_expired), params).first()
+    return _item(row, None, sealer) if row is not None else None
+
+
+def get_items(
+    conn: Session,
+    t: Tables,
+    keys: Sequence[tuple[str, str]],
+    now: int,
+    omit_expired: bool,
+    sealer: Sealer | None = None,
+) -> dict[tuple[str, str], ItemRow]:
+    """The live items at ``(encoded ns, key)`` pairs, keyed by that pair (looked up through
+    the ``(ns, key)`` index: see the dialect's :meth:`~Dialect.at_pairs`)."""
+    out: dict[tuple[str, str], ItemRow] = {}
+    unique = list(dict.fromkeys(keys))
+    if len(unique) == 1:
+        one = get_item(conn, t, *unique[0], now, omit_expired, sealer)
+        return {unique[0]: one} if one is not None else {}
+    rules = conn.rules
+    stmt = conn.statement(
+        ("get_many", t.key, omit_expired),
+        lambda: sa.select(*_columns(t)).where(
+            rules.at_pairs(t.store_items, _PAIR), _live(t, omit_expired)
+        ),
+    )
+    for i in range(0, len(unique), CHUNK):
+        params = {**rules.pairs_params(unique[i : i + CHUNK]), "now": now}
+        for row in conn.execute(stmt, params):
+            out[(row[1], row[2])] = _item(row, None, sealer)
+    return out
+
+
+def list_namespaces(
+    conn: Session, t: Tables, prefix: tuple[str, ...], now: int, omit_expired: bool
+) -> list[tuple[str, ...]]:
+    """Distinct namespaces holding a live item, under ``prefix``, in tuple order."""
+    c = t.store_items.c
+    stmt = conn.statement(
+        ("namespaces", t.key, bool(prefix), omit_expired),
+        lambda: (
+            sa.select(c.ns)
+            .where(_under(c.ns, prefix), _live(t, omit_expired))
+            .group_by(c.ns)
+            .order_by(c.ns)
+        ),
+    )
+    params: dict[str, Any] = {"now": now}
+    bounds = namespaces.prefix_range(prefix)
+    if bounds is not None:
+        params["lo"], params["hi"] = bounds
+    return [namespaces.decode(ns) for ns in conn.execute(stmt, params).scalars()]
