@@ -18,7 +18,7 @@ failure is not retried: a server that is not there, or a wrong URL, fails at onc
 
 Re-running is safe because every write is idempotent or guarded: checkpoint rows are upserts of
 the same values, blobs and ordinary writes are insert-if-absent, store writes are upserts of the
-same value, and appends to a chat history carry a write token (see ``conversations.py``).
+same value, and appends to a chat history carry a write token (see :mod:`langmem_sqlite.history.sql`).
 """
 
 from __future__ import annotations

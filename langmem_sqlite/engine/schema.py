@@ -367,14 +367,14 @@ def _build(prefix: str, schema: str | None) -> Tables:
         UniqueConstraint("ns", "key", name=f"{prefix}store_items_ns_key_uq"),
         Index(f"{prefix}store_items_updated_ix", "updated_at", "id"),
         # for the sweeper; only items with a TTL (on PostgreSQL: a search's "no TTL" test
-        # cannot read the whole index, see store.sql._live)
+        # cannot read the whole index, see store.rows)
         Index(
             f"{prefix}store_items_expires_ix",
             "expires_at",
             postgresql_where=text("expires_at IS NOT NULL"),
         ),
         # SQLite: one namespace's items, most recent first, so that a search stops after the
-        # first matches (store.sql._newest_under). PostgreSQL's planner does not pick it for a
+        # first matches (store.search_plan). PostgreSQL's planner does not pick it for a
         # filtered search (it cannot estimate JSON conditions), so servers do without it.
         Index(f"{prefix}store_items_ns_upd_ix", "ns", "updated_at", "id").ddl_if(
             callable_=_namespace_listing_index
