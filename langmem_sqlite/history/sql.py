@@ -372,8 +372,10 @@ def read_after_summary(
     if summary:
         try:
             after = int(json.loads(summary).get("upto_seq", -1))
-        except (ValueError, TypeError, AttributeError):
+        except (ValueError, TypeError, AttributeError, OverflowError):
             after = -1  # not a record of ours: read everything, the policy validates it
+        if not -1 <= after < _NO_MAX:
+            after = -1  # no position of this session: read everything
     params = _params(key, k_max_seq=_NO_MAX if max_seq is None else max_seq, k_after=after)
     return summary, [(r[0], r[1]) for r in conn.execute(hot.read_after, params)]
 

@@ -25,12 +25,27 @@ from ..engine.migrations import schema_plan
 from ..engine.schema import DEFAULT_PREFIX, Tables, get_tables
 from ..messages.counting import MessageCounter, resolve_message_counter
 from ..messages.windows import drop_leading_orphans, orphan_prefix_length
-from ..validation import IdLike, check_id, check_optional_id, check_positive, check_text
+from ..validation import (
+    IdLike,
+    check_id,
+    check_number,
+    check_optional_id,
+    check_positive,
+    check_text,
+)
 from . import sql
 from .codec import decode_messages, encode_message, message_text
 from .sql import MessageRow, SessionInfo, SessionKey
 
-__all__ = ["DEFAULT_DATABASE", "DEFAULT_MAX_MESSAGE_BYTES", "ConversationStore", "SessionInfo"]
+__all__ = [
+    "DEFAULT_DATABASE",
+    "DEFAULT_MAX_MESSAGE_BYTES",
+    "MAX_DAYS",
+    "MAX_MESSAGE_TOKENS",
+    "ConversationStore",
+    "SessionInfo",
+    "idle_cutoff",
+]
 
 DEFAULT_DATABASE = "langmem.db"
 """The SQLite file used when no connection is given (overridden by ``LANGMEM_SQLITE_URL``)."""
@@ -40,6 +55,15 @@ DEFAULT_MAX_MESSAGE_BYTES = 32 * 1024 * 1024
 per statement for a single value; raise ``max_allowed_packet`` there for larger messages)."""
 
 _DAY_MS = 86_400_000
+
+MAX_MESSAGE_TOKENS = 2**40
+"""The largest token count a ``token_counter`` may give one message: a session's running
+total stays within a 64-bit integer up to 8 million such messages."""
+
+MAX_DAYS = 100_000_000
+"""The largest ``days`` of :meth:`ConversationStore.delete_sessions_older_than` (about 270,000
+years): ``days`` in milliseconds stays below 2**53, so a whole number of days is exact, and the
+cutoff fits the 64-bit integer every database stores."""
 _Info = TypeVar("_Info", SessionInfo, None)
 
 
@@ -51,6 +75,16 @@ def _text(value: Any, name: str) -> str | None:
     """A title or summary: ``str`` or ``None``, without NUL or lone surrogates (which no
     database stores as text)."""
     return None if value is None else check_text(value, name)
+
+
+def idle_cutoff(days: Any) -> int:
+    """The time (ms since the epoch) ``days`` days ago.
+
+    Raises:
+        ValueError: ``days`` is not a finite number from 0 to :data:`MAX_DAYS` (a ``bool``,
+            NaN and the infinities included); the message names ``days`` and the range.
+    """
+    return _now_ms() - int(check_number(days, "days", low=0, high=MAX_DAYS) * _DAY_MS)
 
 
 def default_connection() -> str:
@@ -150,8 +184,15 @@ class ConversationStore:
                     f"max_message_bytes={self.max_message_bytes}"
                 )
             count = self.count_tokens(message)
-            if isinstance(count, bool) or not isinstance(count, int) or count < 0:
-                raise ValueError(f"token_counter: returned {count!r}, expected an int >= 0")
+            if (
+                isinstance(count, bool)
+                or not isinstance(count, int)
+                or not 0 <= count <= MAX_MESSAGE_TOKENS
+            ):
+                raise ValueError(
+                    f"token_counter: returned {count!r}, expected an int from 0 to "
+                    f"{MAX_MESSAGE_TOKENS:_}"
+                )
             rows.append(
                 MessageRow(
                     type=message.type,
@@ -193,12 +234,14 @@ class ConversationStore:
     def _load_plan(
         self, key: SessionKey, limit: int | None, max_tokens: int | None
     ) -> Plan[list[BaseMessage]]:
+        if limit is not None:
+            check_positive(limit, "limit")
         if max_tokens is None:
             pairs = yield from self._get_plan(key, limit)
         else:
             pairs = yield from self._window_plan(key, max_tokens)
             if limit is not None:
-                pairs = pairs[-check_positive(limit, "limit") :]
+                pairs = pairs[-limit:]
         return drop_leading_orphans([m for _, m in pairs])
 
     def _add_plan(
@@ -263,10 +306,8 @@ class ConversationStore:
         return [self._reveal(i) for i in infos]
 
     def _prune_plan(self, days: float, user_id: IdLike | None) -> Plan[int]:
-        if isinstance(days, bool) or not isinstance(days, int | float) or days < 0:
-            raise ValueError(f"days: expected a number >= 0, got {days!r}")
+        cutoff = idle_cutoff(days)
         uid = None if user_id is None else check_id(user_id, "user_id")
-        cutoff = _now_ms() - int(days * _DAY_MS)
         return (yield from self._op(sql.delete_idle_sessions, cutoff, uid, write=True))
 
     # -- reading ---------------------------------------------------------------------------------
@@ -436,7 +477,12 @@ class ConversationStore:
         return await self.db.adrive(self._op(sql.delete_session, key, write=True))
 
     def delete_sessions_older_than(self, days: float, *, user_id: IdLike | None = None) -> int:
-        """Delete sessions not active for ``days`` days (one user's, if given); return the count."""
+        """Delete sessions not active for ``days`` days (one user's, if given); return the count.
+
+        Raises:
+            ValueError: ``days`` is not a finite number from 0 to :data:`MAX_DAYS` (nothing is
+                deleted).
+        """
         return self.db.drive(self._prune_plan(days, user_id))
 
     async def adelete_sessions_older_than(

@@ -45,10 +45,16 @@ from ..engine.migrations import LATEST_VERSION, SchemaTooNewError, applied_versi
 from ..engine.schema import DEFAULT_PREFIX, MIGRATIONS, Tables, get_tables
 from ..validation import check_id, check_positive
 
-__all__ = ["CopyMismatchError", "CopyReport", "TableCopy", "copy_database"]
+__all__ = ["MAX_BATCH_SIZE", "CopyMismatchError", "CopyReport", "TableCopy", "copy_database"]
 
 _USERS_NAMESPACE = "users"
 _THREAD_CHUNK = 500
+_KEY_CHUNK = 500
+"""Primary keys per ``IN`` list when a page is read back (a key has up to four columns:
+SQLite binds at most 32,766 values a statement, PostgreSQL 65,535)."""
+
+MAX_BATCH_SIZE = 100_000
+"""The largest ``batch_size`` of :func:`copy_database` (rows held in memory per page)."""
 
 
 class CopyMismatchError(ValueError):
@@ -231,8 +237,12 @@ def _write_page(conn: Connection, table: sa.Table, rows: list[dict[str, Any]]) -
     keys = [tuple(r[n] for n in pk) for r in rows]
 
     def stored() -> dict[tuple[Any, ...], dict[str, Any]]:
-        found = conn.execute(sa.select(table).where(_key_filter(table, keys))).mappings()
-        return {tuple(r[n] for n in pk): _row(r, names) for r in found}
+        out: dict[tuple[Any, ...], dict[str, Any]] = {}
+        for i in range(0, len(keys), _KEY_CHUNK):
+            chunk = keys[i : i + _KEY_CHUNK]
+            found = conn.execute(sa.select(table).where(_key_filter(table, chunk))).mappings()
+            out.update((tuple(r[n] for n in pk), _row(r, names)) for r in found)
+        return out
 
     before = stored()
     missing = [r for r, k in zip(rows, keys, strict=True) if k not in before]
@@ -381,7 +391,8 @@ def copy_database(
         schema: the source's schema (PostgreSQL), if not the default one.
         target_schema: the target's (default: the same).
         user_id: copy only this user's rows.
-        batch_size: rows per page read and per target transaction.
+        batch_size: rows per page read and per target transaction (1 to
+            :data:`MAX_BATCH_SIZE`).
         progress: show a progress bar per table (stderr).
 
     Returns:
@@ -389,11 +400,12 @@ def copy_database(
 
     Raises:
         FileNotFoundError: the source is a SQLite file that does not exist.
-        ValueError: the source has no langmem-sqlite tables, or an older schema.
+        ValueError: ``batch_size`` or ``user_id`` is out of range (nothing is read or written),
+            the source has no langmem-sqlite tables, or it has an older schema.
         SchemaTooNewError: the source was migrated by a newer version.
         CopyMismatchError: the target holds different rows under the same keys.
     """
-    check_positive(batch_size, "batch_size")
+    check_positive(batch_size, "batch_size", high=MAX_BATCH_SIZE)
     if user_id is not None:
         user_id = check_id(user_id, "user_id")
     src_tables = get_tables(table_prefix, schema)

@@ -6,7 +6,6 @@ Everything goes through the public classes (:class:`ConversationStore`, :class:`
 
 from __future__ import annotations
 
-import time
 from dataclasses import dataclass
 from typing import Any
 
@@ -15,7 +14,8 @@ from sqlalchemy.engine import Connection
 
 from ..engine import Database
 from ..engine.schema import Tables
-from ..history.store import ConversationStore
+from ..history.store import ConversationStore, idle_cutoff
+from ..validation import check_id
 
 __all__ = [
     "PruneReport",
@@ -26,7 +26,6 @@ __all__ = [
     "users_with_session",
 ]
 
-_DAY_MS = 86_400_000
 _USERS_NAMESPACE = "users"
 
 
@@ -133,11 +132,12 @@ def prune(
     metadata). ``dry_run`` lists what would go and deletes nothing.
 
     Raises:
-        ValueError: ``days`` is not a number >= 0.
+        ValueError: ``days`` is not a finite number from 0 to
+            :data:`~langmem_sqlite.history.store.MAX_DAYS` (nothing is deleted).
     """
-    if isinstance(days, bool) or not isinstance(days, int | float) or not days >= 0:
-        raise ValueError(f"days: expected a number >= 0, got {days!r}")
-    cutoff = int(time.time() * 1000) - int(days * _DAY_MS)
+    cutoff = idle_cutoff(days)
+    if user_id is not None:
+        user_id = check_id(user_id, "user_id")
     sessions = [
         f"{s.user_id or ''}/{s.session_id}"
         for s in store.list_sessions(user_id)
