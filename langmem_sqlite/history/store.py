@@ -190,8 +190,8 @@ class ConversationStore:
                 or not 0 <= count <= MAX_MESSAGE_TOKENS
             ):
                 raise ValueError(
-                    f"token_counter: returned {count!r}, expected an int from 0 to "
-                    f"{MAX_MESSAGE_TOKENS:_}"
+                    f"token_counter: expected an int from 0 to {MAX_MESSAGE_TOKENS:_} "
+                    f"(a message's count), got {count!r}"
                 )
             rows.append(
                 MessageRow(
