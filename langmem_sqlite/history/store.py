@@ -139,9 +139,9 @@ class ConversationStore:
         """Validate and normalise a (session, user) pair."""
         return SessionKey(check_optional_id(user_id, "user_id"), check_id(session_id, "session_id"))
 
-    def _op(self, fn: Any, *args: Any, write: bool = False) -> Plan[Any]:
+    def _op(self, fn: Any, *args: Any, write: bool = False, single: bool = False) -> Plan[Any]:
         yield from schema_plan(self.db, self.tables)
-        return (yield Step(fn, (self.tables, *args), write=write))
+        return (yield Step(fn, (self.tables, *args), write=write, lite=True, single=single))
 
     def _seal(self, key: SessionKey, text: str | None) -> str | None:
         """``text`` as stored: encrypted to the session when the store has a cipher."""
@@ -211,7 +211,7 @@ class ConversationStore:
     ) -> Plan[list[tuple[int, BaseMessage]]]:
         if limit is not None:
             check_positive(limit, "limit")
-        rows = yield from self._op(sql.read_messages, key, limit, max_seq)
+        rows = yield from self._op(sql.read_messages, key, limit, max_seq, single=True)
         bodies = decode_messages(self._open(key, r[1]) for r in rows)  # type: ignore[misc]
         return list(zip([r[0] for r in rows], bodies, strict=True))
 
@@ -226,7 +226,7 @@ class ConversationStore:
         self, key: SessionKey, max_tokens: int, max_seq: int | None = None
     ) -> Plan[list[tuple[int, BaseMessage]]]:
         check_positive(max_tokens, "max_tokens", allow_zero=True)
-        rows = yield from self._op(sql.read_token_window, key, max_tokens, max_seq)
+        rows = yield from self._op(sql.read_token_window, key, max_tokens, max_seq, single=True)
         kept = rows[orphan_prefix_length([r[1] for r in rows]) :]
         bodies = decode_messages(self._open(key, r[2]) for r in kept)  # type: ignore[misc]
         return list(zip([r[0] for r in kept], bodies, strict=True))
@@ -262,7 +262,7 @@ class ConversationStore:
             rows = kept
         if not rows:
             return 0
-        if self.db.dialect in ("mysql", "mariadb"):
+        if self.db.rules.statement_bytes_limited:
             yield from self._check_packet(rows)
         now, append = _now_ms(), sql.Append()
         try:
@@ -279,15 +279,20 @@ class ConversationStore:
         return int(done.written)
 
     def _check_packet(self, rows: Sequence[MessageRow]) -> Plan[None]:
-        """MySQL/MariaDB refuse a statement over ``max_allowed_packet`` (16 MiB by default) by
-        dropping the connection: refuse such a message with a clear error before writing."""
+        """A server that refuses a statement over its size limit by dropping the connection
+        (MySQL/MariaDB's ``max_allowed_packet``, 16 MiB by default): refuse such a message
+        with a clear error before writing."""
         limit = self.db.facts.get("max_allowed_packet")
         if limit is None:
-            limit = yield Step(sql.max_allowed_packet)
+            limit = yield Step(sql.max_statement_bytes, lite=True, single=True)
             self.db.facts["max_allowed_packet"] = limit
+        if limit is None:
+            return
+        per_byte = self.db.rules.statement_bytes_per_byte
         for r in rows:
             # bytes a row takes in the statement, with room for escaping and the other columns
-            size = 2 * (len(r.body.encode("utf-8", "surrogatepass")) + len(r.content_text.encode()))
+            text_bytes = len(r.body.encode("utf-8", "surrogatepass")) + len(r.content_text.encode())
+            size = per_byte * text_bytes
             if size + 4096 > limit:
                 raise ValueError(
                     f"messages: a {r.type} message needs about {size} bytes in one statement, "
@@ -302,7 +307,7 @@ class ConversationStore:
         if limit is not None:
             check_positive(limit, "limit")
         check_positive(offset, "offset", allow_zero=True)
-        infos = yield from self._op(sql.list_sessions, uid, limit, offset)
+        infos = yield from self._op(sql.list_sessions, uid, limit, offset, single=True)
         return [self._reveal(i) for i in infos]
 
     def _prune_plan(self, days: float, user_id: IdLike | None) -> Plan[int]:
@@ -369,11 +374,15 @@ class ConversationStore:
 
     def count_messages(self, session_id: IdLike, *, user_id: IdLike | None = None) -> int:
         """Number of messages stored for the session."""
-        return self.db.drive(self._op(sql.count_messages, self.key(session_id, user_id)))
+        return self.db.drive(
+            self._op(sql.count_messages, self.key(session_id, user_id), single=True)
+        )
 
     async def acount_messages(self, session_id: IdLike, *, user_id: IdLike | None = None) -> int:
         """Async :meth:`count_messages`."""
-        return await self.db.adrive(self._op(sql.count_messages, self.key(session_id, user_id)))
+        return await self.db.adrive(
+            self._op(sql.count_messages, self.key(session_id, user_id), single=True)
+        )
 
     # -- writing ---------------------------------------------------------------------------------
 
@@ -441,13 +450,15 @@ class ConversationStore:
         self, session_id: IdLike, *, user_id: IdLike | None = None
     ) -> SessionInfo | None:
         """One session's details, or ``None`` if it does not exist."""
-        return self._reveal(self.db.drive(self._op(sql.get_session, self.key(session_id, user_id))))
+        return self._reveal(
+            self.db.drive(self._op(sql.get_session, self.key(session_id, user_id), single=True))
+        )
 
     async def aget_session(
         self, session_id: IdLike, *, user_id: IdLike | None = None
     ) -> SessionInfo | None:
         """Async :meth:`get_session`."""
-        plan = self._op(sql.get_session, self.key(session_id, user_id))
+        plan = self._op(sql.get_session, self.key(session_id, user_id), single=True)
         return self._reveal(await self.db.adrive(plan))
 
     def rename_session(
@@ -455,7 +466,9 @@ class ConversationStore:
     ) -> bool:
         """Set a session's title; ``False`` if the session does not exist."""
         key = self.key(session_id, user_id)
-        plan = self._op(sql.rename_session, key, self._seal(key, _text(title, "title")), write=True)
+        plan = self._op(
+            sql.rename_session, key, self._seal(key, _text(title, "title")), write=True, single=True
+        )
         return self.db.drive(plan)
 
     async def arename_session(
@@ -463,7 +476,9 @@ class ConversationStore:
     ) -> bool:
         """Async :meth:`rename_session`."""
         key = self.key(session_id, user_id)
-        plan = self._op(sql.rename_session, key, self._seal(key, _text(title, "title")), write=True)
+        plan = self._op(
+            sql.rename_session, key, self._seal(key, _text(title, "title")), write=True, single=True
+        )
         return await self.db.adrive(plan)
 
     def delete_session(self, session_id: IdLike, *, user_id: IdLike | None = None) -> bool:

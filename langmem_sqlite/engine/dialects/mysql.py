@@ -138,8 +138,14 @@ class MySQLDialect(Dialect):
 
     # -- history (sessions and messages) ----------------------------------------------------
 
+    deletes_sessions_by_subquery: ClassVar[bool] = False
+    statement_bytes_limited: ClassVar[bool] = True
+    statement_bytes_per_byte: ClassVar[int] = 2
+
     # -- checkpoints ----------------------------------------------------------------------------
 
     # -- store (items, vectors, filters) ----------------------------------------------------------
 
     # -- whole-database operations (copy, erasure, maintenance) ---------------------------------
+
+    current_schema_sql: ClassVar[str] = "DATABASE()"
