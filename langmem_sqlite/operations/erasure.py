@@ -216,7 +216,7 @@ def _checkpoint_count(session: Session, t: Tables, thread_ids: Sequence[str]) ->
     c = t.checkpoints.c
 
     def count() -> Any:
-        ids = bindparam("thread_ids", expanding=True)
+        ids: Any = bindparam("thread_ids", expanding=True)
         return select(func.count()).select_from(t.checkpoints).where(c.thread_id.in_(ids))
 
     stmt = session.statement(("erasure", t.key, "checkpoints"), count)

@@ -7,6 +7,7 @@ Everything goes through the public classes (:class:`ConversationStore`, :class:`
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import partial
 from typing import Any
 
 import sqlalchemy as sa
@@ -38,6 +39,10 @@ class TableStat:
     bytes: int | None
 
 
+def _count_rows(table: sa.Table) -> Any:
+    return sa.select(sa.func.count()).select_from(table)
+
+
 def _table_stats(session: Session, tables: Tables) -> list[TableStat]:
     present = session.rules.table_names(session, tables.schema)
     out = []
@@ -45,8 +50,7 @@ def _table_stats(session: Session, tables: Tables) -> list[TableStat]:
         if table.name not in present:
             continue
         count = session.statement(
-            ("maintenance", tables.key, "count", table.name),
-            lambda table=table: sa.select(sa.func.count()).select_from(table),
+            ("maintenance", tables.key, "count", table.name), partial(_count_rows, table)
         )
         rows = int(session.execute(count).scalar() or 0)
         size = session.rules.table_bytes(session, table)
