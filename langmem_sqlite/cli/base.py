@@ -6,6 +6,7 @@ command imports what it needs when it runs).
 
 from __future__ import annotations
 
+import math
 import os
 import sys
 from collections.abc import Callable
@@ -18,7 +19,11 @@ from .output import err, out
 
 __all__ = [
     "DEFAULT_PREFIX",
+    "INT64_MAX",
+    "MAX_DAYS",
+    "FiniteRange",
     "cli",
+    "count_range",
     "db_option",
     "json_option",
     "kv_store",
@@ -38,6 +43,33 @@ DEFAULT_PREFIX = "langmem_"
 
 DEFAULT_DATABASE = "langmem.db"
 
+INT64_MAX = 2**63 - 1
+"""The largest integer every supported database stores (``langmem_sqlite.validation.INT64_MAX``,
+without importing it): the upper bound of counts given on the command line."""
+
+MAX_DAYS = 100_000_000
+"""The largest number of days the retention commands take
+(``langmem_sqlite.history.store.MAX_DAYS``, without importing it)."""
+
+
+class FiniteRange(click.FloatRange):
+    """A :class:`click.FloatRange` that also refuses ``nan`` (which no range comparison
+    catches): a bad value is a usage error naming the option."""
+
+    name = "finite float range"
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
+        number = super().convert(value, param, ctx)
+        if isinstance(number, float) and math.isnan(number):
+            self.fail(f"{value!r} is not a number.", param, ctx)
+        return number
+
+
+def count_range(low: int = 1, high: int = INT64_MAX) -> click.IntRange:
+    """An integer option from ``low`` to ``high`` (default: up to :data:`INT64_MAX`)."""
+    return click.IntRange(min=low, max=high)
+
+
 db_option = click.option(
     "--db",
     default=None,
@@ -47,7 +79,7 @@ prefix_option = click.option(
     "--prefix", default=DEFAULT_PREFIX, show_default=True, help="Table prefix."
 )
 json_option = click.option("--json", "as_json", is_flag=True, help="Machine-readable JSON output.")
-limit_option = click.option("--limit", type=click.IntRange(min=1), default=None, help="At most N.")
+limit_option = click.option("--limit", type=count_range(), default=None, help="At most N.")
 user_option = click.option("--user", default=None, help="The user id.")
 
 

@@ -11,7 +11,7 @@ from typing import Any
 
 import click
 
-from .base import cli, db_option, prefix_option, url
+from .base import cli, count_range, db_option, prefix_option, url
 from .output import out
 
 __all__ = ["chat", "history_file"]
@@ -62,10 +62,8 @@ def _typed(history: Path) -> Iterator[str]:
 @click.option("--model", default=None, help="Model name (default gpt-4o-mini).")
 @click.option("--base-url", default=None, help="An OpenAI-compatible server (e.g. a local one).")
 @click.option("--offline", is_flag=True, help="Use the offline stand-in even with a key.")
-@click.option("--max-tokens", type=click.IntRange(min=200), default=None, help="Input budget.")
-@click.option(
-    "--trigger-tokens", type=click.IntRange(min=100), default=None, help="Summarize past this."
-)
+@click.option("--max-tokens", type=count_range(200), default=None, help="Input budget.")
+@click.option("--trigger-tokens", type=count_range(100), default=None, help="Summarize past this.")
 @click.option("--tour", is_flag=True, help="Run a scripted offline chat twice on a fresh file.")
 @prefix_option
 def chat(

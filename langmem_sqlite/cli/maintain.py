@@ -8,7 +8,10 @@ import click
 
 from .base import (
     DEFAULT_PREFIX,
+    MAX_DAYS,
+    FiniteRange,
     cli,
+    count_range,
     db_option,
     json_option,
     prefix_option,
@@ -24,7 +27,13 @@ __all__ = ["copy_", "forget_user", "migrate", "prune", "vacuum"]
 
 
 @cli.command()
-@click.option("--older-than", "days", type=click.FloatRange(min=0), required=True, help="Days.")
+@click.option(
+    "--older-than",
+    "days",
+    type=FiniteRange(min=0, max=MAX_DAYS),
+    required=True,
+    help="Days (0 to 100000000).",
+)
 @click.option("--dry-run", is_flag=True, help="List what would be deleted; delete nothing.")
 @db_option
 @user_option
@@ -180,7 +189,11 @@ def migrate(db: str | None, prefix: str, as_json: bool) -> None:
 @click.option("--prefix", default=DEFAULT_PREFIX, show_default=True, help="The source's prefix.")
 @click.option("--to-prefix", default=None, help="The target's table prefix (default: the same).")
 @click.option(
-    "--batch-size", type=click.IntRange(min=1), default=500, show_default=True, help="Rows a page."
+    "--batch-size",
+    type=count_range(1, 100_000),
+    default=500,
+    show_default=True,
+    help="Rows a page (1 to 100000).",
 )
 @json_option
 def copy_(

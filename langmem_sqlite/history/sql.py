@@ -1,25 +1,26 @@
 """The SQL of the conversation store: sessions and their messages.
 
-Every function here takes a sync :class:`~sqlalchemy.engine.Connection` already inside a
-transaction and the :class:`~langmem_sqlite.engine.schema.Tables` to use. They are written once and
-run by :meth:`Database.run` (sync) or :meth:`Database.arun` (async, via ``run_sync``).
+Every function here takes a :class:`~langmem_sqlite.engine.session.Session` (one unit of work of
+the execution seam) and the :class:`~langmem_sqlite.engine.schema.Tables` to use. They are written
+once and run by :meth:`Database.run` (sync) or :meth:`Database.arun` (async), with ``lite=True``.
+Statements are built once per engine and set of tables (:meth:`Session.statement`), with bound
+parameters only; what differs between databases comes from the session's dialect object
+(``session.rules``).
 """
 
 from __future__ import annotations
 
-import functools
 import json
 import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
-from sqlalchemy import and_, bindparam, delete, func, insert, select, text, update
-from sqlalchemy.dialects import mysql, postgresql, sqlite
-from sqlalchemy.engine import Connection
-from sqlalchemy.sql.elements import ColumnElement
+from sqlalchemy import and_, bindparam, delete, func, insert, select, update
 
+from ..engine.dialects import Dialect
 from ..engine.schema import Tables
+from ..engine.session import Session
 
 __all__ = [
     "Append",
@@ -36,6 +37,7 @@ __all__ = [
     "existing_message_ids",
     "get_session",
     "list_sessions",
+    "max_statement_bytes",
     "read_messages",
     "read_token_window",
     "rename_session",
@@ -79,16 +81,20 @@ class SessionInfo:
 
 
 _NO_MAX = 2**62  # "no snapshot": larger than any position
+_NO_LIMIT = 2**63 - 1  # a LIMIT every database takes, for "no limit"
+_ID_CHUNK = 10_000  # session ids per IN list where sessions are deleted by their ids
 
 
-class _Hot:
-    """The statements of the hot paths, built once per set of tables with bound parameters
-    (building a statement costs more than executing a cached one on SQLite)."""
+class _Statements:
+    """Every statement of the conversation store for one set of tables and one database, with
+    bound parameters only: built once per engine and kept in the seam's statement cache
+    (:meth:`Session.statement`), so each is compiled once."""
 
-    def __init__(self, t: Tables) -> None:
+    def __init__(self, t: Tables, rules: Dialect) -> None:
         s, m = t.sessions.c, t.messages.c
         match = and_(s.user_id == bindparam("k_user"), s.session_id == bindparam("k_session"))
         pk = select(s.id).where(match).scalar_subquery()
+        self.create = rules.insert_ignore(t.sessions, key=("user_id", "session_id"))
         self.bump = (
             update(t.sessions)
             .where(match)
@@ -154,27 +160,62 @@ class _Hot:
             .limit(1)
         )
         self.count = select(s.message_count).where(match)
+        self.clear_messages = delete(t.messages).where(m.session_pk == pk)
+        self.clear = (
+            update(t.sessions)
+            .where(match)
+            .values(message_count=0, token_total=0, summary=None, updated_at=bindparam("k_now"))
+        )
+        self.rename = update(t.sessions).where(match).values(title=bindparam("k_title"))
+        self.set_summary = update(t.sessions).where(match).values(summary=bindparam("k_summary"))
+        self.session = select(t.sessions).where(match)
+        order = (s.updated_at.desc(), s.id.desc())
+        listing = select(t.sessions).order_by(*order)
+        listing = listing.limit(bindparam("k_limit")).offset(bindparam("k_offset"))
+        self.list_all = listing
+        self.list_user = listing.where(s.user_id == bindparam("k_user"))
+        user_sessions = t.sessions.join(t.messages, m.session_pk == s.id)
+        self.user_sessions = select(func.count(), func.count(s.summary)).where(
+            s.user_id == bindparam("k_user")
+        )
+        self.user_messages = (
+            select(func.count()).select_from(user_sessions).where(s.user_id == bindparam("k_user"))
+        )
+        # Sessions deleted by a condition: the one session, those idle since a time (of every
+        # user or of one), or a user's.
+        idle = s.updated_at < bindparam("k_cutoff")
+        self.deletes: dict[str, tuple[Any, Any, Any]] = {}
+        for name, where in (
+            ("session", match),
+            ("idle", idle),
+            ("idle_user", and_(idle, s.user_id == bindparam("k_user"))),
+            ("user", s.user_id == bindparam("k_user")),
+        ):
+            pks = select(s.id).where(where)
+            self.deletes[name] = (
+                pks,
+                delete(t.messages).where(m.session_pk.in_(pks)),
+                delete(t.sessions).where(where),
+            )
+        self.delete_messages_of = delete(t.messages).where(
+            m.session_pk.in_(bindparam("k_ids", expanding=True))
+        )
+        self.delete_sessions_of = delete(t.sessions).where(
+            s.id.in_(bindparam("k_ids", expanding=True))
+        )
 
 
-@functools.lru_cache(maxsize=32)
-def _hot(t: Tables) -> _Hot:
-    return _Hot(t)
+def _statements(session: Session, t: Tables) -> _Statements:
+    return session.statement(  # type: ignore[no-any-return]
+        ("history", t.key), lambda: _Statements(t, session.rules)
+    )
 
 
 def _params(key: SessionKey, **extra: Any) -> dict[str, Any]:
     return {"k_user": key.user_id, "k_session": key.session_id, **extra}
 
 
-def _match(t: Tables, key: SessionKey) -> ColumnElement[bool]:
-    s = t.sessions.c
-    return and_(s.user_id == key.user_id, s.session_id == key.session_id)
-
-
-def _session_pk(t: Tables, key: SessionKey) -> Any:
-    return select(t.sessions.c.id).where(_match(t, key)).scalar_subquery()
-
-
-def _create_session(conn: Connection, t: Tables, key: SessionKey, now: int, **extra: Any) -> None:
+def _create_session(session: Session, t: Tables, key: SessionKey, now: int, **extra: Any) -> None:
     """Create a session row unless it exists (another writer may create it concurrently)."""
     values = {
         "user_id": key.user_id,
@@ -185,28 +226,18 @@ def _create_session(conn: Connection, t: Tables, key: SessionKey, now: int, **ex
         "token_total": 0,
         **extra,
     }
-    name = conn.dialect.name
-    if name == "postgresql":
-        stmt: Any = postgresql.insert(t.sessions).values(values).on_conflict_do_nothing()
-    elif name == "sqlite":
-        stmt = sqlite.insert(t.sessions).values(values).on_conflict_do_nothing()
-    elif name in ("mysql", "mariadb"):
-        stmt = mysql.insert(t.sessions).values(values)
-        stmt = stmt.on_duplicate_key_update(id=stmt.table.c.id)
-    else:  # pragma: no cover - other dialects: plain insert (unique violation re-raised)
-        stmt = insert(t.sessions).values(values)
-    conn.execute(stmt)
+    session.execute(_statements(session, t).create, values)
 
 
-def _bump(conn: Connection, t: Tables, key: SessionKey, n: int, tokens: int, now: int) -> Any:
+def _bump(session: Session, t: Tables, key: SessionKey, n: int, tokens: int, now: int) -> Any:
     """Reserve ``n`` positions in the session; return (pk, count_after, tokens_after) or None."""
-    hot = _hot(t)
+    st = _statements(session, t)
     params = _params(key, k_n=n, k_tokens=tokens, k_now=now)
-    if conn.dialect.update_returning:
-        return conn.execute(hot.bump_returning, params).first()
-    if conn.execute(hot.bump, params).rowcount == 0:
+    if session.dialect.update_returning:
+        return session.execute(st.bump_returning, params).first()
+    if session.execute(st.bump, params).rowcount == 0:
         return None
-    return conn.execute(hot.after_bump, _params(key)).first()
+    return session.execute(st.after_bump, _params(key)).first()
 
 
 @dataclass
@@ -237,17 +268,17 @@ class Appended(NamedTuple):
 _IN_CHUNK = 30_000  # ids per IN list: PostgreSQL binds 65,535 parameters a statement, SQLite 32,766
 
 
-def _ids_in(conn: Connection, stmt: Any, params: dict[str, Any], ids: Sequence[str]) -> set[str]:
+def _ids_in(session: Session, stmt: Any, params: dict[str, Any], ids: Sequence[str]) -> set[str]:
     """The message ids ``stmt`` finds among ``ids`` (bound as ``k_ids``, a chunk at a time)."""
     known = set[str]()
     for i in range(0, len(ids), _IN_CHUNK):
         chunk = list(ids[i : i + _IN_CHUNK])
-        known.update(conn.execute(stmt, {**params, "k_ids": chunk}).scalars())
+        known.update(session.execute(stmt, {**params, "k_ids": chunk}).scalars())
     return known
 
 
 def add_messages(
-    conn: Connection,
+    session: Session,
     t: Tables,
     key: SessionKey,
     rows: Sequence[MessageRow],
@@ -279,22 +310,22 @@ def add_messages(
         append.tries += 1
         retry = append.tries > 1
     tokens = sum(r.token_count for r in rows)
-    got = _bump(conn, t, key, len(rows), tokens, now)
+    got = _bump(session, t, key, len(rows), tokens, now)
     if got is None:
-        _create_session(conn, t, key, now, metadata=metadata)
-        got = _bump(conn, t, key, len(rows), tokens, now)
+        _create_session(session, t, key, now, metadata=metadata)
+        got = _bump(session, t, key, len(rows), tokens, now)
     pk, count_after, tokens_after = got
-    hot = _hot(t)
+    st = _statements(session, t)
     if retry:
         assert append is not None
-        if conn.execute(hot.token_row, {"k_pk": pk, "k_token": append.token}).first():
+        if session.execute_raw(st.token_row, {"k_pk": pk, "k_token": append.token}):
             # the earlier attempt committed: give back the positions just reserved
-            conn.execute(hot.unbump, {"k_pk": pk, "k_n": len(rows), "k_tokens": tokens})
+            session.execute(st.unbump, {"k_pk": pk, "k_n": len(rows), "k_tokens": tokens})
             return Appended(append.written, int(count_after) - len(rows))
     known: set[str] = set()
     if read_ids:
         ids = [r.message_id for r in rows if r.message_id is not None]
-        known = _ids_in(conn, hot.known_ids_at, {"k_pk": pk}, ids) if ids else known
+        known = _ids_in(session, st.known_ids_at, {"k_pk": pk}, ids) if ids else known
     kept: list[tuple[MessageRow, str | None]] = []
     for r in rows:
         mid = r.message_id
@@ -308,7 +339,7 @@ def add_messages(
     if len(kept) < len(rows):
         dropped = len(rows) - len(kept)
         dropped_tokens = tokens - sum(r.token_count for r, _ in kept)
-        conn.execute(hot.unbump, {"k_pk": pk, "k_n": dropped, "k_tokens": dropped_tokens})
+        session.execute(st.unbump, {"k_pk": pk, "k_n": dropped, "k_tokens": dropped_tokens})
         count_after -= dropped
         tokens_after -= dropped_tokens
         tokens -= dropped_tokens
@@ -335,12 +366,12 @@ def add_messages(
             )
             seq += 1
             before += r.token_count
-        conn.execute(hot.insert, params)
+        session.execute(st.insert, params)
     return Appended(len(kept), int(count_after))
 
 
 def read_messages(
-    conn: Connection,
+    session: Session,
     t: Tables,
     key: SessionKey,
     limit: int | None = None,
@@ -350,147 +381,135 @@ def read_messages(
 
     ``max_seq`` hides messages added after a snapshot.
     """
-    hot = _hot(t)
+    st = _statements(session, t)
     params = _params(key, k_max_seq=_NO_MAX if max_seq is None else max_seq)
     if limit is None:
-        return [(r[0], r[1]) for r in conn.execute(hot.read_all, params)]
-    rows = conn.execute(hot.read_last, {**params, "k_limit": limit}).all()
+        return [(r[0], r[1]) for r in session.execute_raw(st.read_all, params)]
+    rows = session.execute_raw(st.read_last, {**params, "k_limit": limit})
     return [(r[0], r[1]) for r in reversed(rows)]
 
 
 def read_after_summary(
-    conn: Connection, t: Tables, key: SessionKey, max_seq: int | None = None
+    session: Session, t: Tables, key: SessionKey, max_seq: int | None = None
 ) -> tuple[str | None, list[tuple[int, str]]]:
     """The session's summary record and ``(seq, body)`` of the messages it does not cover yet.
 
     The record's ``upto_seq`` (the position of the last summarized message, if the record has
     one) bounds the read, so its cost follows what is not yet summarized, not the history.
     """
-    hot = _hot(t)
-    summary = conn.execute(hot.summary, _params(key)).scalar()
+    st = _statements(session, t)
+    found = session.execute_raw(st.summary, _params(key))
+    summary = found[0][0] if found else None
     after = -1
     if summary:
         try:
             after = int(json.loads(summary).get("upto_seq", -1))
-        except (ValueError, TypeError, AttributeError):
+        except (ValueError, TypeError, AttributeError, OverflowError):
             after = -1  # not a record of ours: read everything, the policy validates it
+        if not -1 <= after < _NO_MAX:
+            after = -1  # no position of this session: read everything
     params = _params(key, k_max_seq=_NO_MAX if max_seq is None else max_seq, k_after=after)
-    return summary, [(r[0], r[1]) for r in conn.execute(hot.read_after, params)]
+    return summary, [(r[0], r[1]) for r in session.execute_raw(st.read_after, params)]
 
 
 def read_token_window(
-    conn: Connection, t: Tables, key: SessionKey, budget: int, max_seq: int | None = None
+    session: Session, t: Tables, key: SessionKey, budget: int, max_seq: int | None = None
 ) -> list[tuple[int, str, str, int]]:
     """``(seq, type, body, token_count)`` of the longest recent suffix whose stored token counts
     sum to at most ``budget``; found through the ``tokens_before`` index, not by a scan."""
-    hot = _hot(t)
+    st = _statements(session, t)
     if max_seq is None:
-        rows = conn.execute(hot.window, _params(key, k_budget=budget))
+        rows = session.execute_raw(st.window, _params(key, k_budget=budget))
     else:
-        rows = conn.execute(hot.window_snapshot, _params(key, k_budget=budget, k_max_seq=max_seq))
+        params = _params(key, k_budget=budget, k_max_seq=max_seq)
+        rows = session.execute_raw(st.window_snapshot, params)
     return [(r[0], r[1], r[2], r[3]) for r in rows]
 
 
 def existing_message_ids(
-    conn: Connection, t: Tables, key: SessionKey, message_ids: Sequence[str]
+    session: Session, t: Tables, key: SessionKey, message_ids: Sequence[str]
 ) -> set[str]:
     """Which of ``message_ids`` the session already holds."""
-    return _ids_in(conn, _hot(t).known_ids, _params(key), message_ids)
+    return _ids_in(session, _statements(session, t).known_ids, _params(key), message_ids)
 
 
-def clear_session(conn: Connection, t: Tables, key: SessionKey, now: int) -> int:
+def clear_session(session: Session, t: Tables, key: SessionKey, now: int) -> int:
     """Delete the session's messages (the session row stays); return how many were deleted."""
-    n = conn.execute(delete(t.messages).where(t.messages.c.session_pk == _session_pk(t, key)))
-    conn.execute(
-        update(t.sessions)
-        .where(_match(t, key))
-        .values(message_count=0, token_total=0, summary=None, updated_at=now)
-    )
-    return int(n.rowcount)
+    st = _statements(session, t)
+    n = session.execute(st.clear_messages, _params(key)).rowcount
+    session.execute(st.clear, _params(key, k_now=now))
+    return int(n)
 
 
-def _delete_sessions(conn: Connection, t: Tables, where: ColumnElement[bool]) -> int:
-    """Delete sessions and their messages (explicitly: SQLite may run without foreign keys)."""
-    pks = select(t.sessions.c.id).where(where)
-    if conn.dialect.name in ("mysql", "mariadb"):  # no DELETE from a table it subqueries
-        ids = list(conn.execute(pks).scalars())
-        if not ids:
-            return 0
-        conn.execute(delete(t.messages).where(t.messages.c.session_pk.in_(ids)))
-        return int(conn.execute(delete(t.sessions).where(t.sessions.c.id.in_(ids))).rowcount)
-    conn.execute(delete(t.messages).where(t.messages.c.session_pk.in_(pks)))
-    return int(conn.execute(delete(t.sessions).where(where)).rowcount)
+def _delete_sessions(session: Session, t: Tables, which: str, params: dict[str, Any]) -> int:
+    """Delete the sessions ``which`` (a condition of :class:`_Statements`) selects, and their
+    messages (explicitly: SQLite may run without foreign keys)."""
+    pks, messages, sessions = _statements(session, t).deletes[which]
+    if session.rules.deletes_sessions_by_subquery:
+        session.execute(messages, params)
+        return int(session.execute(sessions, params).rowcount)
+    st = _statements(session, t)
+    ids = [r[0] for r in session.execute_raw(pks, params)]
+    deleted = 0
+    for i in range(0, len(ids), _ID_CHUNK):
+        chunk = {"k_ids": ids[i : i + _ID_CHUNK]}
+        session.execute(st.delete_messages_of, chunk)
+        deleted += int(session.execute(st.delete_sessions_of, chunk).rowcount)
+    return deleted
 
 
-def delete_session(conn: Connection, t: Tables, key: SessionKey) -> bool:
+def delete_session(session: Session, t: Tables, key: SessionKey) -> bool:
     """Delete one session and its messages; ``False`` if it did not exist."""
-    return _delete_sessions(conn, t, _match(t, key)) > 0
+    return _delete_sessions(session, t, "session", _params(key)) > 0
 
 
 def delete_idle_sessions(
-    conn: Connection, t: Tables, cutoff: int, user_id: str | None = None
+    session: Session, t: Tables, cutoff: int, user_id: str | None = None
 ) -> int:
     """Delete sessions last active before ``cutoff`` (ms); return how many."""
-    where = t.sessions.c.updated_at < cutoff
-    if user_id is not None:
-        where = and_(where, t.sessions.c.user_id == user_id)
-    return _delete_sessions(conn, t, where)
+    if user_id is None:
+        return _delete_sessions(session, t, "idle", {"k_cutoff": cutoff})
+    return _delete_sessions(session, t, "idle_user", {"k_cutoff": cutoff, "k_user": user_id})
 
 
-def user_counts(conn: Connection, t: Tables, user_id: str) -> tuple[int, int, int]:
+def user_counts(session: Session, t: Tables, user_id: str) -> tuple[int, int, int]:
     """A user's ``(sessions, messages, summaries)``."""
-    s, m = t.sessions.c, t.messages.c
-    sessions, summaries = conn.execute(
-        select(func.count(), func.count(s.summary)).where(s.user_id == user_id)
-    ).one()
-    messages = conn.execute(
-        select(func.count())
-        .select_from(t.messages.join(t.sessions, m.session_pk == s.id))
-        .where(s.user_id == user_id)
-    ).scalar_one()
+    st = _statements(session, t)
+    sessions, summaries = session.execute_raw(st.user_sessions, {"k_user": user_id})[0]
+    messages = session.execute_raw(st.user_messages, {"k_user": user_id})[0][0]
     return int(sessions), int(messages), int(summaries)
 
 
-_SECURE_DELETE = {0: "OFF", 1: "ON", 2: "FAST"}
-
-
-def delete_user(conn: Connection, t: Tables, user_id: str) -> tuple[int, int, int]:
+def delete_user(session: Session, t: Tables, user_id: str) -> tuple[int, int, int]:
     """Delete every session of ``user_id`` (messages, titles, summaries); return what
     :func:`user_counts` counted.
 
-    On SQLite the deleted rows are overwritten with zeros in the pages they leave
-    (``secure_delete``, which builds without ``SQLITE_SECURE_DELETE`` leave off) before the
-    transaction commits.
+    Where the database can (SQLite's ``secure_delete``), the deleted rows are overwritten in
+    the pages they leave before the transaction commits (see
+    :meth:`~langmem_sqlite.engine.dialects.Dialect.overwriting_deletes`).
     """
-    counts = user_counts(conn, t, user_id)
+    counts = user_counts(session, t, user_id)
     if not counts[0]:
         return counts
-    was = None
-    if conn.dialect.name == "sqlite":
-        was = _SECURE_DELETE.get(int(conn.exec_driver_sql("PRAGMA secure_delete").scalar_one()))
-        conn.exec_driver_sql("PRAGMA secure_delete = ON")
-    try:
-        _delete_sessions(conn, t, t.sessions.c.user_id == user_id)
-    finally:
-        if was is not None:
-            conn.exec_driver_sql(f"PRAGMA secure_delete = {was}")
+    with session.rules.overwriting_deletes(session):
+        _delete_sessions(session, t, "user", {"k_user": user_id})
     return counts
 
 
-def rename_session(conn: Connection, t: Tables, key: SessionKey, title: str | None) -> bool:
+def rename_session(session: Session, t: Tables, key: SessionKey, title: str | None) -> bool:
     """Set the session's title; ``False`` if it does not exist."""
-    res = conn.execute(update(t.sessions).where(_match(t, key)).values(title=title))
+    res = session.execute(_statements(session, t).rename, _params(key, k_title=title))
     return bool(res.rowcount)
 
 
 def set_summary(
-    conn: Connection, t: Tables, key: SessionKey, summary: str | None, now: int
+    session: Session, t: Tables, key: SessionKey, summary: str | None, now: int
 ) -> bool:
     """Store the running-summary record (JSON text) on the session row, creating the session."""
-    res = conn.execute(update(t.sessions).where(_match(t, key)).values(summary=summary))
-    if res.rowcount:
+    st = _statements(session, t)
+    if session.execute(st.set_summary, _params(key, k_summary=summary)).rowcount:
         return True
-    _create_session(conn, t, key, now, summary=summary)
+    _create_session(session, t, key, now, summary=summary)
     return True
 
 
@@ -508,34 +527,34 @@ def _info(row: Any) -> SessionInfo:
     )
 
 
-def get_session(conn: Connection, t: Tables, key: SessionKey) -> SessionInfo | None:
+def get_session(session: Session, t: Tables, key: SessionKey) -> SessionInfo | None:
     """One session's row, or ``None``."""
-    row = conn.execute(select(t.sessions).where(_match(t, key))).first()
+    row = session.execute(_statements(session, t).session, _params(key)).first()
     return None if row is None else _info(row)
 
 
 def list_sessions(
-    conn: Connection,
+    session: Session,
     t: Tables,
     user_id: str | None,
     limit: int | None,
     offset: int,
 ) -> list[SessionInfo]:
     """Sessions, most recently active first; one user's when ``user_id`` is given."""
-    s = t.sessions.c
-    stmt = select(t.sessions).order_by(s.updated_at.desc(), s.id.desc()).offset(offset)
-    if user_id is not None:
-        stmt = stmt.where(s.user_id == user_id)
-    if limit is not None:
-        stmt = stmt.limit(limit)
-    return [_info(r) for r in conn.execute(stmt)]
+    st = _statements(session, t)
+    params = {"k_limit": _NO_LIMIT if limit is None else limit, "k_offset": offset}
+    if user_id is None:
+        return [_info(r) for r in session.execute(st.list_all, params)]
+    return [_info(r) for r in session.execute(st.list_user, {**params, "k_user": user_id})]
 
 
-def count_messages(conn: Connection, t: Tables, key: SessionKey) -> int:
+def count_messages(session: Session, t: Tables, key: SessionKey) -> int:
     """Number of messages in the session (from the session row)."""
-    return int(conn.execute(_hot(t).count, _params(key)).scalar() or 0)
+    found = session.execute_raw(_statements(session, t).count, _params(key))
+    return int(found[0][0] or 0) if found else 0
 
 
-def max_allowed_packet(conn: Connection) -> int:
-    """The MySQL/MariaDB server's largest statement, in bytes."""
-    return int(conn.execute(select(text("@@max_allowed_packet"))).scalar_one())
+def max_statement_bytes(session: Session) -> int | None:
+    """The server's largest statement in bytes, where it has such a limit (MySQL/MariaDB's
+    ``max_allowed_packet``)."""
+    return session.rules.max_statement_bytes(session)

@@ -25,12 +25,27 @@ from ..engine.migrations import schema_plan
 from ..engine.schema import DEFAULT_PREFIX, Tables, get_tables
 from ..messages.counting import MessageCounter, resolve_message_counter
 from ..messages.windows import drop_leading_orphans, orphan_prefix_length
-from ..validation import IdLike, check_id, check_optional_id, check_positive, check_text
+from ..validation import (
+    IdLike,
+    check_id,
+    check_number,
+    check_optional_id,
+    check_positive,
+    check_text,
+)
 from . import sql
 from .codec import decode_messages, encode_message, message_text
 from .sql import MessageRow, SessionInfo, SessionKey
 
-__all__ = ["DEFAULT_DATABASE", "DEFAULT_MAX_MESSAGE_BYTES", "ConversationStore", "SessionInfo"]
+__all__ = [
+    "DEFAULT_DATABASE",
+    "DEFAULT_MAX_MESSAGE_BYTES",
+    "MAX_DAYS",
+    "MAX_MESSAGE_TOKENS",
+    "ConversationStore",
+    "SessionInfo",
+    "idle_cutoff",
+]
 
 DEFAULT_DATABASE = "langmem.db"
 """The SQLite file used when no connection is given (overridden by ``LANGMEM_SQLITE_URL``)."""
@@ -40,6 +55,15 @@ DEFAULT_MAX_MESSAGE_BYTES = 32 * 1024 * 1024
 per statement for a single value; raise ``max_allowed_packet`` there for larger messages)."""
 
 _DAY_MS = 86_400_000
+
+MAX_MESSAGE_TOKENS = 2**40
+"""The largest token count a ``token_counter`` may give one message: a session's running
+total stays within a 64-bit integer up to 8 million such messages."""
+
+MAX_DAYS = 100_000_000
+"""The largest ``days`` of :meth:`ConversationStore.delete_sessions_older_than` (about 270,000
+years): ``days`` in milliseconds stays below 2**53, so a whole number of days is exact, and the
+cutoff fits the 64-bit integer every database stores."""
 _Info = TypeVar("_Info", SessionInfo, None)
 
 
@@ -51,6 +75,16 @@ def _text(value: Any, name: str) -> str | None:
     """A title or summary: ``str`` or ``None``, without NUL or lone surrogates (which no
     database stores as text)."""
     return None if value is None else check_text(value, name)
+
+
+def idle_cutoff(days: Any) -> int:
+    """The time (ms since the epoch) ``days`` days ago.
+
+    Raises:
+        ValueError: ``days`` is not a finite number from 0 to :data:`MAX_DAYS` (a ``bool``,
+            NaN and the infinities included); the message names ``days`` and the range.
+    """
+    return _now_ms() - int(check_number(days, "days", low=0, high=MAX_DAYS) * _DAY_MS)
 
 
 def default_connection() -> str:
@@ -105,9 +139,9 @@ class ConversationStore:
         """Validate and normalise a (session, user) pair."""
         return SessionKey(check_optional_id(user_id, "user_id"), check_id(session_id, "session_id"))
 
-    def _op(self, fn: Any, *args: Any, write: bool = False) -> Plan[Any]:
+    def _op(self, fn: Any, *args: Any, write: bool = False, single: bool = False) -> Plan[Any]:
         yield from schema_plan(self.db, self.tables)
-        return (yield Step(fn, (self.tables, *args), write=write))
+        return (yield Step(fn, (self.tables, *args), write=write, lite=True, single=single))
 
     def _seal(self, key: SessionKey, text: str | None) -> str | None:
         """``text`` as stored: encrypted to the session when the store has a cipher."""
@@ -150,8 +184,15 @@ class ConversationStore:
                     f"max_message_bytes={self.max_message_bytes}"
                 )
             count = self.count_tokens(message)
-            if isinstance(count, bool) or not isinstance(count, int) or count < 0:
-                raise ValueError(f"token_counter: returned {count!r}, expected an int >= 0")
+            if (
+                isinstance(count, bool)
+                or not isinstance(count, int)
+                or not 0 <= count <= MAX_MESSAGE_TOKENS
+            ):
+                raise ValueError(
+                    f"token_counter: expected an int from 0 to {MAX_MESSAGE_TOKENS:_} "
+                    f"(a message's count), got {count!r}"
+                )
             rows.append(
                 MessageRow(
                     type=message.type,
@@ -170,7 +211,7 @@ class ConversationStore:
     ) -> Plan[list[tuple[int, BaseMessage]]]:
         if limit is not None:
             check_positive(limit, "limit")
-        rows = yield from self._op(sql.read_messages, key, limit, max_seq)
+        rows = yield from self._op(sql.read_messages, key, limit, max_seq, single=True)
         bodies = decode_messages(self._open(key, r[1]) for r in rows)  # type: ignore[misc]
         return list(zip([r[0] for r in rows], bodies, strict=True))
 
@@ -185,7 +226,7 @@ class ConversationStore:
         self, key: SessionKey, max_tokens: int, max_seq: int | None = None
     ) -> Plan[list[tuple[int, BaseMessage]]]:
         check_positive(max_tokens, "max_tokens", allow_zero=True)
-        rows = yield from self._op(sql.read_token_window, key, max_tokens, max_seq)
+        rows = yield from self._op(sql.read_token_window, key, max_tokens, max_seq, single=True)
         kept = rows[orphan_prefix_length([r[1] for r in rows]) :]
         bodies = decode_messages(self._open(key, r[2]) for r in kept)  # type: ignore[misc]
         return list(zip([r[0] for r in kept], bodies, strict=True))
@@ -193,12 +234,14 @@ class ConversationStore:
     def _load_plan(
         self, key: SessionKey, limit: int | None, max_tokens: int | None
     ) -> Plan[list[BaseMessage]]:
+        if limit is not None:
+            check_positive(limit, "limit")
         if max_tokens is None:
             pairs = yield from self._get_plan(key, limit)
         else:
             pairs = yield from self._window_plan(key, max_tokens)
             if limit is not None:
-                pairs = pairs[-check_positive(limit, "limit") :]
+                pairs = pairs[-limit:]
         return drop_leading_orphans([m for _, m in pairs])
 
     def _add_plan(
@@ -219,7 +262,7 @@ class ConversationStore:
             rows = kept
         if not rows:
             return 0
-        if self.db.dialect in ("mysql", "mariadb"):
+        if self.db.rules.statement_bytes_limited:
             yield from self._check_packet(rows)
         now, append = _now_ms(), sql.Append()
         try:
@@ -236,15 +279,20 @@ class ConversationStore:
         return int(done.written)
 
     def _check_packet(self, rows: Sequence[MessageRow]) -> Plan[None]:
-        """MySQL/MariaDB refuse a statement over ``max_allowed_packet`` (16 MiB by default) by
-        dropping the connection: refuse such a message with a clear error before writing."""
+        """A server that refuses a statement over its size limit by dropping the connection
+        (MySQL/MariaDB's ``max_allowed_packet``, 16 MiB by default): refuse such a message
+        with a clear error before writing."""
         limit = self.db.facts.get("max_allowed_packet")
         if limit is None:
-            limit = yield Step(sql.max_allowed_packet)
+            limit = yield Step(sql.max_statement_bytes, lite=True, single=True)
             self.db.facts["max_allowed_packet"] = limit
+        if limit is None:
+            return
+        per_byte = self.db.rules.statement_bytes_per_byte
         for r in rows:
             # bytes a row takes in the statement, with room for escaping and the other columns
-            size = 2 * (len(r.body.encode("utf-8", "surrogatepass")) + len(r.content_text.encode()))
+            text_bytes = len(r.body.encode("utf-8", "surrogatepass")) + len(r.content_text.encode())
+            size = per_byte * text_bytes
             if size + 4096 > limit:
                 raise ValueError(
                     f"messages: a {r.type} message needs about {size} bytes in one statement, "
@@ -259,14 +307,12 @@ class ConversationStore:
         if limit is not None:
             check_positive(limit, "limit")
         check_positive(offset, "offset", allow_zero=True)
-        infos = yield from self._op(sql.list_sessions, uid, limit, offset)
+        infos = yield from self._op(sql.list_sessions, uid, limit, offset, single=True)
         return [self._reveal(i) for i in infos]
 
     def _prune_plan(self, days: float, user_id: IdLike | None) -> Plan[int]:
-        if isinstance(days, bool) or not isinstance(days, int | float) or days < 0:
-            raise ValueError(f"days: expected a number >= 0, got {days!r}")
+        cutoff = idle_cutoff(days)
         uid = None if user_id is None else check_id(user_id, "user_id")
-        cutoff = _now_ms() - int(days * _DAY_MS)
         return (yield from self._op(sql.delete_idle_sessions, cutoff, uid, write=True))
 
     # -- reading ---------------------------------------------------------------------------------
@@ -328,11 +374,15 @@ class ConversationStore:
 
     def count_messages(self, session_id: IdLike, *, user_id: IdLike | None = None) -> int:
         """Number of messages stored for the session."""
-        return self.db.drive(self._op(sql.count_messages, self.key(session_id, user_id)))
+        return self.db.drive(
+            self._op(sql.count_messages, self.key(session_id, user_id), single=True)
+        )
 
     async def acount_messages(self, session_id: IdLike, *, user_id: IdLike | None = None) -> int:
         """Async :meth:`count_messages`."""
-        return await self.db.adrive(self._op(sql.count_messages, self.key(session_id, user_id)))
+        return await self.db.adrive(
+            self._op(sql.count_messages, self.key(session_id, user_id), single=True)
+        )
 
     # -- writing ---------------------------------------------------------------------------------
 
@@ -400,13 +450,15 @@ class ConversationStore:
         self, session_id: IdLike, *, user_id: IdLike | None = None
     ) -> SessionInfo | None:
         """One session's details, or ``None`` if it does not exist."""
-        return self._reveal(self.db.drive(self._op(sql.get_session, self.key(session_id, user_id))))
+        return self._reveal(
+            self.db.drive(self._op(sql.get_session, self.key(session_id, user_id), single=True))
+        )
 
     async def aget_session(
         self, session_id: IdLike, *, user_id: IdLike | None = None
     ) -> SessionInfo | None:
         """Async :meth:`get_session`."""
-        plan = self._op(sql.get_session, self.key(session_id, user_id))
+        plan = self._op(sql.get_session, self.key(session_id, user_id), single=True)
         return self._reveal(await self.db.adrive(plan))
 
     def rename_session(
@@ -414,7 +466,9 @@ class ConversationStore:
     ) -> bool:
         """Set a session's title; ``False`` if the session does not exist."""
         key = self.key(session_id, user_id)
-        plan = self._op(sql.rename_session, key, self._seal(key, _text(title, "title")), write=True)
+        plan = self._op(
+            sql.rename_session, key, self._seal(key, _text(title, "title")), write=True, single=True
+        )
         return self.db.drive(plan)
 
     async def arename_session(
@@ -422,7 +476,9 @@ class ConversationStore:
     ) -> bool:
         """Async :meth:`rename_session`."""
         key = self.key(session_id, user_id)
-        plan = self._op(sql.rename_session, key, self._seal(key, _text(title, "title")), write=True)
+        plan = self._op(
+            sql.rename_session, key, self._seal(key, _text(title, "title")), write=True, single=True
+        )
         return await self.db.adrive(plan)
 
     def delete_session(self, session_id: IdLike, *, user_id: IdLike | None = None) -> bool:
@@ -436,7 +492,12 @@ class ConversationStore:
         return await self.db.adrive(self._op(sql.delete_session, key, write=True))
 
     def delete_sessions_older_than(self, days: float, *, user_id: IdLike | None = None) -> int:
-        """Delete sessions not active for ``days`` days (one user's, if given); return the count."""
+        """Delete sessions not active for ``days`` days (one user's, if given); return the count.
+
+        Raises:
+            ValueError: ``days`` is not a finite number from 0 to :data:`MAX_DAYS` (nothing is
+                deleted).
+        """
         return self.db.drive(self._prune_plan(days, user_id))
 
     async def adelete_sessions_older_than(

@@ -41,14 +41,22 @@ import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 
 from ..engine import Database, DatabaseLike, get_database
+from ..engine.dialects import dialect_for
 from ..engine.migrations import LATEST_VERSION, SchemaTooNewError, applied_versions, ensure_schema
 from ..engine.schema import DEFAULT_PREFIX, MIGRATIONS, Tables, get_tables
+from ..engine.session import Session
 from ..validation import check_id, check_positive
 
-__all__ = ["CopyMismatchError", "CopyReport", "TableCopy", "copy_database"]
+__all__ = ["MAX_BATCH_SIZE", "CopyMismatchError", "CopyReport", "TableCopy", "copy_database"]
 
 _USERS_NAMESPACE = "users"
 _THREAD_CHUNK = 500
+_KEY_CHUNK = 500
+"""Primary keys per ``IN`` list when a page is read back (a key has up to four columns:
+SQLite binds at most 32,766 values a statement, PostgreSQL 65,535)."""
+
+MAX_BATCH_SIZE = 100_000
+"""The largest ``batch_size`` of :func:`copy_database` (rows held in memory per page)."""
 
 
 class CopyMismatchError(ValueError):
@@ -223,16 +231,28 @@ def _pages(
         last = tuple(rows[-1][c.name] for c in pk)
 
 
-def _write_page(conn: Connection, table: sa.Table, rows: list[dict[str, Any]]) -> tuple[int, int]:
+def _write_page(session: Session, table: sa.Table, rows: list[dict[str, Any]]) -> tuple[int, int]:
     """Insert the rows of ``rows`` the target lacks, compare the others, read everything back;
-    ``(copied, present)``. Runs in one target transaction."""
+    ``(copied, present)``. Runs in one target transaction (a row whose unique values the
+    target holds under another key fails it with ``IntegrityError``: see :func:`_page_into`)."""
     pk = [c.name for c in table.primary_key.columns]
     names = [c.name for c in table.columns]
     keys = [tuple(r[n] for n in pk) for r in rows]
+    at = [names.index(n) for n in pk]
 
     def stored() -> dict[tuple[Any, ...], dict[str, Any]]:
-        found = conn.execute(sa.select(table).where(_key_filter(table, keys))).mappings()
-        return {tuple(r[n] for n in pk): _row(r, names) for r in found}
+        out: dict[tuple[Any, ...], dict[str, Any]] = {}
+        for i in range(0, len(keys), _KEY_CHUNK):
+            chunk = keys[i : i + _KEY_CHUNK]
+            found = session.execute(sa.select(table).where(_key_filter(table, chunk)))
+            out.update(
+                (
+                    tuple(_plain(r[j]) for j in at),
+                    {n: _plain(v) for n, v in zip(names, r, strict=True)},
+                )
+                for r in found
+            )
+        return out
 
     before = stored()
     missing = [r for r, k in zip(rows, keys, strict=True) if k not in before]
@@ -243,13 +263,8 @@ def _write_page(conn: Connection, table: sa.Table, rows: list[dict[str, Any]]) -
                 "(copy into an empty database, or one copied from this source before)"
             )
     if missing:
-        try:
-            conn.execute(sa.insert(table), missing)
-        except sa.exc.IntegrityError as e:
-            raise CopyMismatchError(
-                f"{table.name}: the target already holds other rows with the same unique "
-                "values (copy into an empty database, or one copied from this source before)"
-            ) from e
+        insert = session.statement(("copy", "insert", table.schema, table.name), table.insert)
+        session.execute(insert, missing)
         after = stored()
         for row, key in zip(rows, keys, strict=True):
             if after.get(key) != row:
@@ -257,49 +272,43 @@ def _write_page(conn: Connection, table: sa.Table, rows: list[dict[str, Any]]) -
     return len(missing), len(rows) - len(missing)
 
 
-# -- per dialect --------------------------------------------------------------------------------
+def _page_into(db: Database, table: sa.Table, rows: list[dict[str, Any]]) -> tuple[int, int]:
+    """:func:`_write_page` as one unit of work of the target."""
+    try:
+        return db.run(_write_page, table, rows, write=True, lite=True)  # type: ignore[no-any-return]
+    except sa.exc.IntegrityError as e:
+        raise CopyMismatchError(
+            f"{table.name}: the target already holds other rows with the same unique "
+            "values (copy into an empty database, or one copied from this source before)"
+        ) from e
 
 
-def _postgres_sequences(conn: Connection, table: sa.Table) -> None:
-    """Move the id sequence of ``table`` past its largest id (rows were given their ids)."""
-    column = table.autoincrement_column
-    if column is None:
-        return
-    name = conn.dialect.identifier_preparer.format_table(table)
-    conn.execute(
-        sa.text(
-            "SELECT setval(pg_get_serial_sequence(:t, :c), m) "
-            f"FROM (SELECT MAX({conn.dialect.identifier_preparer.quote(column.name)}) AS m "
-            f"FROM {name}) AS top WHERE m IS NOT NULL"
-        ),
-        {"t": name, "c": column.name},
-    )
+# -- the target's pgvector table (PostgreSQL) ----------------------------------------------------
 
 
-_AFTER_TABLE: dict[str, Callable[[Connection, sa.Table], None]] = {
-    "postgresql": _postgres_sequences,
-}
-"""Per target dialect: what a table needs once its rows are in (MySQL/MariaDB and SQLite move
-their auto-increment counters past inserted ids themselves)."""
+def _pgvector_ready(conn: Connection, tables: Tables, source_had: bool) -> str | None:
+    """A schema change: the PostgreSQL target's pgvector table of the vectors, made (and filled
+    from the stored vectors, as the store makes it) if the source had one and the extension is
+    available. ``"made"``, ``"present"``, or ``None`` when the target has none."""
+    from ..store.sql import enable_pgvector, pgvector_table
+
+    pgv = pgvector_table(tables)
+    if sa.inspect(conn).has_table(pgv.name, schema=tables.schema):
+        return "present"
+    if source_had and enable_pgvector(conn, tables):
+        return "made"
+    return None
 
 
 def _pgvector_fill(
-    conn: Connection, tables: Tables, user_id: str | None, batch_size: int, source_had: bool
-) -> TableCopy | None:
-    """The PostgreSQL target's pgvector copy of the vectors: the rows it lacks, made from the
-    copied vectors (as the store makes them). Made first if the source had one and the
-    extension is available. ``None`` when the target has none."""
+    session: Session, tables: Tables, user_id: str | None, batch_size: int
+) -> TableCopy:
+    """The rows the target's pgvector table lacks, made from the copied vectors."""
     from ..store.namespaces import prefix_range
-    from ..store.pgvector_schema import enable_pgvector, pgvector_table
+    from ..store.pgvector_schema import pgvector_table
     from ..store.vectors import from_blob
 
-    if conn.dialect.name != "postgresql":
-        return None
     pgv = pgvector_table(tables)
-    if not sa.inspect(conn).has_table(pgv.name, schema=tables.schema):
-        if source_had and enable_pgvector(conn, tables):  # made, and filled from the vectors
-            return TableCopy(pgv.name, note="made and filled from the copied vectors")
-        return None
     sv = tables.store_vectors
     condition: Any = sa.true()
     if user_id is not None:
@@ -312,23 +321,36 @@ def _pgvector_fill(
         .where(pgv.c.item_id.is_(None), condition)
         .limit(batch_size)
     )
-    while rows := conn.execute(lacking).all():
-        conn.execute(
-            sa.insert(pgv),
-            [
-                {
-                    "item_id": r.item_id,
-                    "field": r.field,
-                    "ns": r.ns,
-                    "embedding": from_blob(r.embedding).tolist(),
-                }
-                for r in rows
-            ],
-        )
+    insert = sa.insert(pgv)
+    while rows := session.execute(lacking).all():
+        values = [
+            {"item_id": i, "field": f, "ns": ns, "embedding": from_blob(blob).tolist()}
+            for i, f, ns, blob in rows
+        ]
+        session.execute(insert, values)
         report.copied += len(rows)
     report.verified = True
     report.note = "filled from the copied vectors"
     return report
+
+
+def _pgvector_copy(
+    db: Database, tables: Tables, user_id: str | None, batch_size: int, source_had: bool
+) -> TableCopy | None:
+    """The PostgreSQL target's pgvector copy of the vectors (``None``: it has none)."""
+    from ..store.sql import pgvector_table
+
+    if not db.rules.copies_pgvector:
+        return None
+    ready = db.run(_pgvector_ready, tables, source_had, write=True)
+    if ready is None:
+        return None
+    if ready == "made":  # made, and filled from the vectors
+        name = pgvector_table(tables).name
+        return TableCopy(name, note="made and filled from the copied vectors")
+    return db.run(  # type: ignore[no-any-return]
+        _pgvector_fill, tables, user_id, batch_size, write=True, lite=True
+    )
 
 
 # -- the copy -----------------------------------------------------------------------------------
@@ -381,7 +403,8 @@ def copy_database(
         schema: the source's schema (PostgreSQL), if not the default one.
         target_schema: the target's (default: the same).
         user_id: copy only this user's rows.
-        batch_size: rows per page read and per target transaction.
+        batch_size: rows per page read and per target transaction (1 to
+            :data:`MAX_BATCH_SIZE`).
         progress: show a progress bar per table (stderr).
 
     Returns:
@@ -389,11 +412,12 @@ def copy_database(
 
     Raises:
         FileNotFoundError: the source is a SQLite file that does not exist.
-        ValueError: the source has no langmem-sqlite tables, or an older schema.
+        ValueError: ``batch_size`` or ``user_id`` is out of range (nothing is read or written),
+            the source has no langmem-sqlite tables, or it has an older schema.
         SchemaTooNewError: the source was migrated by a newer version.
         CopyMismatchError: the target holds different rows under the same keys.
     """
-    check_positive(batch_size, "batch_size")
+    check_positive(batch_size, "batch_size", high=MAX_BATCH_SIZE)
     if user_id is not None:
         user_id = check_id(user_id, "user_id")
     src_tables = get_tables(table_prefix, schema)
@@ -412,7 +436,7 @@ def copy_database(
         _check_version(src, src_tables)
         ensure_schema(db, dst_tables)
         source_has_pgvector = False
-        if src.dialect.name == "postgresql":
+        if dialect_for(engine).copies_pgvector:
             from ..store.pgvector_schema import pgvector_table
 
             name = pgvector_table(src_tables).name
@@ -442,18 +466,15 @@ def copy_database(
                 task = bar.add(table.name, totals[table.name])
                 for condition in conditions:
                     for rows in _pages(src, table, condition, batch_size):
-                        copied, present = db.run(_write_page, dst, rows, write=True)
+                        copied, present = _page_into(db, dst, rows)
                         entry.rows += len(rows)
                         entry.copied += copied
                         entry.present += present
                         bar.advance(task, len(rows))
-                after = _AFTER_TABLE.get(db.dialect)
-                if after is not None and entry.copied:
-                    db.run(after, dst, write=True)
+                if entry.copied:
+                    db.run(db.rules.after_copy, dst, write=True, lite=True)
                 entry.verified = True
-        filled = db.run(
-            _pgvector_fill, dst_tables, user_id, batch_size, source_has_pgvector, write=True
-        )
+        filled = _pgvector_copy(db, dst_tables, user_id, batch_size, source_has_pgvector)
         if filled is not None:
             report.tables.append(filled)
     return report

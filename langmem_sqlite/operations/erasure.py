@@ -28,20 +28,19 @@ each call's sync half, the async one awaits its async half.
 
 from __future__ import annotations
 
-import time
 from collections.abc import Awaitable, Callable, Generator, Sequence
 from dataclasses import asdict, dataclass, field
 from functools import partial
 from typing import TYPE_CHECKING, Any, NamedTuple, TypeVar
 
 from langgraph.store.base import PutOp, SearchItem
-from sqlalchemy import Text, and_, cast, func, or_, select
-from sqlalchemy.engine import Connection
+from sqlalchemy import Text, and_, bindparam, cast, func, or_, select
 
 from ..checkpoint.meta import matches, prefilter
 from ..engine import Database, DatabaseLike, get_database
 from ..engine.migrations import schema_plan
 from ..engine.schema import DEFAULT_PREFIX, Tables, get_tables
+from ..engine.session import Session
 from ..history import sql
 from ..validation import IdLike, check_id
 
@@ -72,7 +71,6 @@ THREAD_USER_KEYS: tuple[str, ...] = ("user_id", "langgraph_auth_user_id")
 
 _FACT_NAMESPACES = ("facts", "pending_facts")
 _PAGE = 1000
-_CHECKPOINT_TRIES = 50
 
 
 @dataclass(frozen=True)
@@ -132,6 +130,9 @@ def _twin(obj: Any, name: str, *args: Any, **kwargs: Any) -> _Call:
 
 
 def _sql(db: Database, fn: Callable[..., Any], *args: Any, **options: Any) -> _Call:
+    """``fn(session, *args)`` as one unit of work of the seam (``own_transaction``: of a
+    SQLAlchemy connection that commits as it goes, for ``VACUUM``)."""
+    options.setdefault("lite", not options.get("own_transaction", False))
     return _Call(partial(db.run, fn, *args, **options), partial(db.arun, fn, *args, **options))
 
 
@@ -187,35 +188,42 @@ def _filters(user_id: str, keys: Sequence[str]) -> list[dict[str, Any]]:
 
 
 def _threads_named(
-    conn: Connection, t: Tables, filters: list[dict[str, Any]]
+    session: Session, t: Tables, filters: list[dict[str, Any]]
 ) -> tuple[set[str], int]:
     """Threads any of whose checkpoints' JSON metadata matches one of ``filters``, and how
     many other threads have checkpoints without a JSON copy (an encrypting saver's)."""
     c = t.checkpoints.c
-    wanted = or_(*(and_(*prefilter(c.metadata_json, f, conn.dialect.name)) for f in filters))
+    wanted = or_(*(and_(*prefilter(c.metadata_json, f, session.rules.name)) for f in filters))
     found = {
         row.thread_id
-        for row in conn.execute(
+        for row in session.execute(
             select(c.thread_id, c.metadata_json).where(c.metadata_json.is_not(None), wanted)
         )
         if any(matches(row.metadata_json, f) for f in filters)
     }
-    # no JSON copy: SQL NULL, or the JSON null that a saver without searchable metadata writes
-    no_copy = or_(c.metadata_json.is_(None), cast(c.metadata_json, Text) == "null")
-    opaque = set(conn.execute(select(c.thread_id).where(no_copy).distinct()).scalars())
+
+    def opaque_threads() -> Any:
+        # no JSON copy: SQL NULL, or the JSON null a saver without searchable metadata writes
+        no_copy = or_(c.metadata_json.is_(None), cast(c.metadata_json, Text) == "null")
+        return select(c.thread_id).where(no_copy).distinct()
+
+    stmt = session.statement(("erasure", t.key, "opaque"), opaque_threads)
+    opaque = set(session.execute(stmt).scalars())
     return found, len(opaque - found)
 
 
-def _checkpoint_count(conn: Connection, t: Tables, thread_ids: Sequence[str]) -> int:
+def _checkpoint_count(session: Session, t: Tables, thread_ids: Sequence[str]) -> int:
     c = t.checkpoints.c
+
+    def count() -> Any:
+        ids: Any = bindparam("thread_ids", expanding=True)
+        return select(func.count()).select_from(t.checkpoints).where(c.thread_id.in_(ids))
+
+    stmt = session.statement(("erasure", t.key, "checkpoints"), count)
     total = 0
     for i in range(0, len(thread_ids), 500):
         part = list(thread_ids[i : i + 500])
-        total += int(
-            conn.execute(
-                select(func.count()).select_from(t.checkpoints).where(c.thread_id.in_(part))
-            ).scalar_one()
-        )
+        total += int(session.execute(stmt, {"thread_ids": part}).scalar() or 0)
     return total
 
 
@@ -288,27 +296,6 @@ def _other_namespaces(
             return out
 
 
-# -- SQLite: leave no copy in the file ----------------------------------------------------------
-
-
-def _scrub(conn: Connection, vacuum: bool) -> bool:
-    """Rewrite the file (``VACUUM``) and empty the write-ahead log; ``False`` if a reader kept
-    the log from being emptied. Runs outside a transaction, on the pooled DB-API connection."""
-    cursor = conn.connection.dbapi_connection.cursor()  # type: ignore[union-attr]
-    try:
-        if vacuum:
-            cursor.execute("VACUUM")
-        for attempt in range(_CHECKPOINT_TRIES):
-            cursor.execute("PRAGMA wal_checkpoint(TRUNCATE)")
-            row = cursor.fetchone()
-            if row is None or not row[0]:  # (busy, log frames, checkpointed frames)
-                return True
-            time.sleep(min(0.05 * (attempt + 1), 0.5))
-        return False
-    finally:
-        cursor.close()
-
-
 # -- the operation ---------------------------------------------------------------------------
 
 
@@ -349,8 +336,8 @@ def _forget(
     others = yield from _other_namespaces(store, user_id, prefixes)
 
     wal_emptied = None
-    if not dry_run and db.dialect == "sqlite" and db.url.database not in (None, "", ":memory:"):
-        wal_emptied = yield _sql(db, _scrub, vacuum, write=True, own_transaction=True)
+    if not dry_run and db.rules.file_path(db.url) is not None:  # an embedded database's file
+        wal_emptied = yield _sql(db, db.rules.scrub, vacuum, write=True, own_transaction=True)
     return ForgetReport(
         user_id=user_id,
         dry_run=dry_run,

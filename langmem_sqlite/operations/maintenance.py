@@ -6,16 +6,17 @@ Everything goes through the public classes (:class:`ConversationStore`, :class:`
 
 from __future__ import annotations
 
-import time
 from dataclasses import dataclass
+from functools import partial
 from typing import Any
 
 import sqlalchemy as sa
-from sqlalchemy.engine import Connection
 
 from ..engine import Database
 from ..engine.schema import Tables
-from ..history.store import ConversationStore
+from ..engine.session import Session
+from ..history.store import ConversationStore, idle_cutoff
+from ..validation import check_id
 
 __all__ = [
     "PruneReport",
@@ -26,7 +27,6 @@ __all__ = [
     "users_with_session",
 ]
 
-_DAY_MS = 86_400_000
 _USERS_NAMESPACE = "users"
 
 
@@ -39,53 +39,48 @@ class TableStat:
     bytes: int | None
 
 
-def _table_stats(conn: Connection, tables: Tables) -> list[TableStat]:
-    present = set(sa.inspect(conn).get_table_names(schema=tables.schema))
+def _count_rows(table: sa.Table) -> Any:
+    return sa.select(sa.func.count()).select_from(table)
+
+
+def _table_stats(session: Session, tables: Tables) -> list[TableStat]:
+    present = session.rules.table_names(session, tables.schema)
     out = []
-    dialect = conn.dialect.name
     for table in tables.metadata.sorted_tables:
         if table.name not in present:
             continue
-        rows = int(conn.execute(sa.select(sa.func.count()).select_from(table)).scalar_one())
-        size: int | None = None
-        if dialect == "postgresql":
-            qualified = f"{tables.schema}.{table.name}" if tables.schema else table.name
-            size = conn.execute(
-                sa.text("SELECT pg_total_relation_size(CAST(:t AS regclass))"), {"t": qualified}
-            ).scalar_one()
-        elif dialect in ("mysql", "mariadb"):
-            size = conn.execute(
-                sa.text(
-                    "SELECT data_length + index_length FROM information_schema.tables "
-                    "WHERE table_schema = DATABASE() AND table_name = :t"
-                ),
-                {"t": table.name},
-            ).scalar()
-        elif dialect == "sqlite":
-            try:  # the dbstat virtual table is compiled into most SQLite builds
-                size = conn.execute(
-                    sa.text("SELECT SUM(pgsize) FROM dbstat WHERE name = :t"), {"t": table.name}
-                ).scalar()
-            except sa.exc.OperationalError:
-                size = None
-        out.append(TableStat(table.name, rows, None if size is None else int(size)))
+        count = session.statement(
+            ("maintenance", tables.key, "count", table.name), partial(_count_rows, table)
+        )
+        rows = int(session.execute(count).scalar() or 0)
+        size = session.rules.table_bytes(session, table)
+        out.append(TableStat(table.name, rows, size))
     return out
 
 
 def table_stats(db: Database, tables: Tables) -> list[TableStat]:
     """Row counts and sizes of this package's tables (those that exist) in ``db``."""
-    return db.run(_table_stats, tables)  # type: ignore[no-any-return]
+    return db.run(_table_stats, tables, lite=True)  # type: ignore[no-any-return]
 
 
-def _users_with_session(conn: Connection, tables: Tables, session_id: str) -> list[str]:
-    t = tables.sessions
-    stmt = sa.select(t.c.user_id).where(t.c.session_id == session_id).order_by(t.c.user_id)
-    return [str(u) for u in conn.execute(stmt).scalars()]
+def _users_with_session(session: Session, tables: Tables, session_id: str) -> list[str]:
+    def build() -> Any:
+        t = tables.sessions
+        return (
+            sa.select(t.c.user_id)
+            .where(t.c.session_id == sa.bindparam("session_id"))
+            .order_by(t.c.user_id)
+        )
+
+    stmt = session.statement(("maintenance", tables.key, "users_with_session"), build)
+    return [str(u) for u in session.execute(stmt, {"session_id": session_id}).scalars()]
 
 
 def users_with_session(store: ConversationStore, session_id: str) -> list[str]:
     """The users who have a session called ``session_id`` (``""``: the one without a user)."""
-    return store.db.run(_users_with_session, store.tables, session_id)  # type: ignore[no-any-return]
+    return store.db.run(  # type: ignore[no-any-return]
+        _users_with_session, store.tables, session_id, lite=True, single=True
+    )
 
 
 def list_users(store: ConversationStore, saver: Any, facts_store: Any) -> list[dict[str, Any]]:
@@ -133,11 +128,12 @@ def prune(
     metadata). ``dry_run`` lists what would go and deletes nothing.
 
     Raises:
-        ValueError: ``days`` is not a number >= 0.
+        ValueError: ``days`` is not a finite number from 0 to
+            :data:`~langmem_sqlite.history.store.MAX_DAYS` (nothing is deleted).
     """
-    if isinstance(days, bool) or not isinstance(days, int | float) or not days >= 0:
-        raise ValueError(f"days: expected a number >= 0, got {days!r}")
-    cutoff = int(time.time() * 1000) - int(days * _DAY_MS)
+    cutoff = idle_cutoff(days)
+    if user_id is not None:
+        user_id = check_id(user_id, "user_id")
     sessions = [
         f"{s.user_id or ''}/{s.session_id}"
         for s in store.list_sessions(user_id)

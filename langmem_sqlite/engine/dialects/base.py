@@ -13,7 +13,7 @@ import contextlib
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any, ClassVar
 
-from sqlalchemy import Table, bindparam, exc, insert, tuple_
+from sqlalchemy import Table, bindparam, exc, insert, text, tuple_
 from sqlalchemy.engine import URL, Connection, Engine
 from sqlalchemy.sql.dml import Insert
 from sqlalchemy.sql.elements import ColumnElement
@@ -188,6 +188,19 @@ class Dialect:
 
     # -- history (sessions and messages) ----------------------------------------------------
 
+    deletes_sessions_by_subquery: ClassVar[bool] = True
+    """Whether the history deletes messages with ``... WHERE session_pk IN (SELECT id FROM
+    sessions WHERE ...)`` (False: it reads the sessions' ids first and deletes by lists of ids,
+    as MySQL/MariaDB's single-table ``DELETE`` does not turn such a subquery into a join)."""
+
+    statement_bytes_limited: ClassVar[bool] = False
+    """Whether the server refuses a statement over :meth:`max_statement_bytes` by dropping the
+    connection (MySQL/MariaDB): appends measure their messages against it first."""
+
+    statement_bytes_per_byte: ClassVar[int] = 1
+    """Bytes a byte of text may take in a statement sent to the server (MySQL/MariaDB: 2, as
+    the driver escapes values inside the SQL text)."""
+
     # -- checkpoints ----------------------------------------------------------------------------
 
     checkpoint_single_autocommits: ClassVar[bool] = True
@@ -288,6 +301,41 @@ class Dialect:
         return None
 
     # -- whole-database operations (copy, erasure, maintenance) ---------------------------------
+
+    @contextlib.contextmanager
+    def overwriting_deletes(self, session: Any) -> Iterator[None]:
+        """Within the block, rows deleted on ``session`` are overwritten where they were, where
+        the database can do so (SQLite's ``secure_delete``). The base rule: nothing to do."""
+        yield
+
+    def scrub(self, conn: Connection, vacuum: bool) -> bool | None:
+        """After an erasure, on a connection that commits as it goes: leave no copy of deleted
+        rows in the database's files (SQLite: ``VACUUM`` if asked, then empty the write-ahead
+        log). ``True``: done; ``False``: a reader kept it from finishing (try again); ``None``:
+        nothing this package can do (a server, or a database in memory)."""
+        return None
+
+    def after_copy(self, session: Any, table: Table) -> None:
+        """What ``table`` needs once :func:`~langmem_sqlite.operations.copy.copy_database` wrote
+        rows with their own ids into it (PostgreSQL: move its id sequence past them; MySQL,
+        MariaDB and SQLite move their auto-increment counters themselves)."""
+
+    copies_pgvector: ClassVar[bool] = False
+    """Whether a copy fills this database's pgvector table of store vectors (PostgreSQL)."""
+
+    def table_names(self, session: Any, schema: str | None) -> set[str]:
+        """The tables of ``schema`` (default: the connection's own), read on a
+        :class:`~langmem_sqlite.engine.session.Session` (the base rule: the SQL standard's
+        ``information_schema``)."""
+        stmt = text(
+            "SELECT table_name FROM information_schema.tables WHERE table_schema = "
+            + (":schema" if schema else self.current_schema_sql)
+        )
+        rows = session.execute(stmt, {"schema": schema} if schema else None)
+        return {str(r[0]) for r in rows}
+
+    current_schema_sql: ClassVar[str] = "CURRENT_SCHEMA"
+    """SQL naming the connection's default schema (for :meth:`table_names`)."""
 
     # -- errors --------------------------------------------------------------------------------
 

@@ -148,6 +148,10 @@ class MySQLDialect(Dialect):
 
     # -- history (sessions and messages) ----------------------------------------------------
 
+    deletes_sessions_by_subquery: ClassVar[bool] = False
+    statement_bytes_limited: ClassVar[bool] = True
+    statement_bytes_per_byte: ClassVar[int] = 2
+
     # -- checkpoints ----------------------------------------------------------------------------
 
     checkpoint_value_part: ClassVar[int | None] = 4 * 1024 * 1024
@@ -181,3 +185,5 @@ class MySQLDialect(Dialect):
     # -- store (items, vectors, filters) ----------------------------------------------------------
 
     # -- whole-database operations (copy, erasure, maintenance) ---------------------------------
+
+    current_schema_sql: ClassVar[str] = "DATABASE()"

@@ -287,3 +287,21 @@ class PostgreSQLDialect(Dialect):
         )
 
     # -- whole-database operations (copy, erasure, maintenance) ---------------------------------
+
+    copies_pgvector: ClassVar[bool] = True
+
+    def after_copy(self, session: Any, table: Table) -> None:
+        """Move the id sequence of ``table`` past its largest id (rows were given their ids)."""
+        column = table.autoincrement_column
+        if column is None:
+            return
+        quote = self.sa.identifier_preparer
+        name = quote.format_table(table)
+        session.execute(
+            text(
+                "SELECT setval(pg_get_serial_sequence(:t, :c), m) "
+                f"FROM (SELECT MAX({quote.quote(column.name)}) AS m "
+                f"FROM {name}) AS top WHERE m IS NOT NULL"
+            ),
+            {"t": name, "c": column.name},
+        )

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import sqlite3
-from collections.abc import Callable, Mapping, Sequence
+import time
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any, ClassVar
 
 from sqlalchemy import (
@@ -48,6 +50,12 @@ SQLITE_JOURNAL_SIZE_LIMIT = 1024 * 1024
 """Bytes of write-ahead log left on disk when a checkpoint lets the log start over (the rest is
 truncated): at rest, a database costs its file plus at most this much log (and the log goes
 when the last connection to the file closes)."""
+
+_SECURE_DELETE = {0: "OFF", 1: "ON", 2: "FAST"}
+"""``PRAGMA secure_delete`` values as read -> as set."""
+
+_CHECKPOINT_TRIES = 50
+"""Times an erasure tries to empty the write-ahead log while readers keep it busy."""
 
 _BUSY = (5, 6)
 """SQLite's primary result codes ``SQLITE_BUSY`` and ``SQLITE_LOCKED``."""
@@ -262,3 +270,44 @@ class SQLiteDialect(Dialect):
         return {"pairs_json": json.dumps(list(pairs))}
 
     # -- whole-database operations (copy, erasure, maintenance) ---------------------------------
+
+    @contextlib.contextmanager
+    def overwriting_deletes(self, session: Any) -> Iterator[None]:
+        """``PRAGMA secure_delete = ON`` within the block (deleted rows are overwritten with
+        zeros in the pages they leave, also on builds without ``SQLITE_SECURE_DELETE``), and
+        the connection's setting back afterwards."""
+        was = _SECURE_DELETE.get(int(session.exec_driver_sql("PRAGMA secure_delete").scalar()))
+        session.exec_driver_sql("PRAGMA secure_delete = ON")
+        try:
+            yield
+        finally:
+            if was is not None:
+                session.exec_driver_sql(f"PRAGMA secure_delete = {was}")
+
+    def scrub(self, conn: Connection, vacuum: bool) -> bool | None:
+        """``VACUUM`` (if asked) rewrites the file, so that no free page or free space within a
+        page keeps a copy; ``PRAGMA wal_checkpoint(TRUNCATE)`` empties the write-ahead log
+        (retried while a reader keeps it busy). Runs outside a transaction, on the pooled
+        DB-API connection; ``None`` for a database in memory."""
+        if self.is_private(conn.engine.url):
+            return None
+        cursor = conn.connection.dbapi_connection.cursor()  # type: ignore[union-attr]
+        try:
+            if vacuum:
+                cursor.execute("VACUUM")
+            for attempt in range(_CHECKPOINT_TRIES):
+                cursor.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+                row = cursor.fetchone()
+                if row is None or not row[0]:  # (busy, log frames, checkpointed frames)
+                    return True
+                time.sleep(min(0.05 * (attempt + 1), 0.5))
+            return False
+        finally:
+            cursor.close()
+
+    def table_names(self, session: Any, schema: str | None) -> set[str]:
+        master = "sqlite_master"
+        if schema:  # an attached database
+            master = f"{self.sa.identifier_preparer.quote_schema(schema)}.sqlite_master"
+        rows = session.exec_driver_sql(f"SELECT name FROM {master} WHERE type = 'table'")
+        return {str(r[0]) for r in rows}

@@ -12,7 +12,10 @@ from ...history.store import ConversationStore
 from ...validation import IdLike, check_positive
 from .report import ImportMismatchError, ImportReport, progress_bar, source_engine
 
-__all__ = ["import_chat_history"]
+__all__ = ["MAX_BATCH_SIZE", "import_chat_history"]
+
+MAX_BATCH_SIZE = 100_000
+"""The largest ``batch_size`` of :func:`import_chat_history` (messages per transaction)."""
 
 
 def _reflect(conn: sa.Connection, table: str, session_column: str) -> sa.Table:
@@ -72,16 +75,18 @@ def import_chat_history(
         table: the source table (langchain-community's default ``message_store``).
         session_column: its session column.
         user_id: the user the imported sessions belong to in ``target`` (default: none).
-        batch_size: messages per read and per write transaction.
+        batch_size: messages per read and per write transaction (1 to
+            :data:`MAX_BATCH_SIZE`).
         progress: show a progress bar (stderr).
 
     Both databases are reached before anything is written or a progress bar is shown.
 
     Raises:
-        ValueError: no such table, or not a chat history table.
+        ValueError: ``batch_size`` out of range, no such table, or not a chat history table
+            (nothing is written).
         ImportMismatchError: a target session holds messages that differ from the source.
     """
-    check_positive(batch_size, "batch_size")
+    check_positive(batch_size, "batch_size", high=MAX_BATCH_SIZE)
     if not isinstance(target, ConversationStore):
         raise TypeError(f"target: expected a ConversationStore, got {type(target).__name__}")
     report = ImportReport("chat_history")

@@ -90,14 +90,16 @@ def source_engine(source: Any) -> Any:
     import sqlalchemy as sa
 
     from ...engine import get_database
+    from ...engine.dialects import dialect_class
 
     path: str | None = None
     if isinstance(source, Path):
         path = str(source)
     elif isinstance(source, str) and "://" not in source:
         path = source
-    elif isinstance(source, str) and source.startswith("sqlite"):
-        path = sa.make_url(source).database
+    elif isinstance(source, str):  # a URL: the file of an embedded database, if it is one
+        found = sa.make_url(source)
+        path = dialect_class(found).file_path(found)
     if path is None:
         return get_database(source).sync_engine
     if not Path(path).is_file():
