@@ -290,7 +290,7 @@ def _pgvector_ready(conn: Connection, tables: Tables, source_had: bool) -> str |
     """A schema change: the PostgreSQL target's pgvector table of the vectors, made (and filled
     from the stored vectors, as the store makes it) if the source had one and the extension is
     available. ``"made"``, ``"present"``, or ``None`` when the target has none."""
-    from ..store.sql import enable_pgvector, pgvector_table
+    from ..store.pgvector_schema import enable_pgvector, pgvector_table
 
     pgv = pgvector_table(tables)
     if sa.inspect(conn).has_table(pgv.name, schema=tables.schema):
@@ -338,7 +338,7 @@ def _pgvector_copy(
     db: Database, tables: Tables, user_id: str | None, batch_size: int, source_had: bool
 ) -> TableCopy | None:
     """The PostgreSQL target's pgvector copy of the vectors (``None``: it has none)."""
-    from ..store.sql import pgvector_table
+    from ..store.pgvector_schema import pgvector_table
 
     if not db.rules.copies_pgvector:
         return None
