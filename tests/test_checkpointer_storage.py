@@ -908,8 +908,8 @@ def test_a_read_decodes_a_logarithmic_number_of_rows(db_url: str, prefix: str) -
 def test_upgrade_drops_the_blobs_root_index(db_url: str, prefix: str) -> None:
     """A database made before reads followed base versions has an index on the chain's root;
     the upgrade drops it (writes no longer maintain it), and the saver reads its rows."""
-    from langmem_sqlite.engine.migrations import ensure_schema
-    from langmem_sqlite.engine.schema import MIGRATIONS, get_tables
+    from langmem_sqlite.engine.migrations import MIGRATIONS, ensure_schema
+    from langmem_sqlite.engine.schema import get_tables
 
     dropped = next(m.version for m in MIGRATIONS if "root" in m.description)
 

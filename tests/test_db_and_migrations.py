@@ -19,8 +19,8 @@ from langgraph.checkpoint.base import empty_checkpoint
 from sqlalchemy.ext.asyncio import create_async_engine
 
 from langmem_sqlite import ConversationStore, SchemaTooNewError, SQLSaver, SQLStore, get_database
-from langmem_sqlite.engine.migrations import LATEST_VERSION, ensure_schema
-from langmem_sqlite.engine.schema import MIGRATIONS, get_tables
+from langmem_sqlite.engine.migrations import LATEST_VERSION, MIGRATIONS, ensure_schema
+from langmem_sqlite.engine.schema import get_tables
 
 
 def test_path_and_url_forms_share_one_database(
@@ -87,7 +87,7 @@ async def test_sqlite_settings_async(tmp_path: Path) -> None:
         mode = conn.exec_driver_sql("PRAGMA journal_mode").scalar()
         return mode, conn.exec_driver_sql("PRAGMA busy_timeout").scalar()
 
-    assert await db.arun(pragmas, lite=True) == ("wal", 30000)
+    assert await db.arun(pragmas) == ("wal", 30000)
 
 
 @pytest.mark.parametrize("lane", ["connection", "lite"])
@@ -326,9 +326,11 @@ async def test_async_calls_run_the_sync_path_in_worker_threads(
     an AsyncEngine the caller gave is used as given."""
     url = backend_url(backend, tmp_path)
     for db in (get_database(url), get_database(sa.create_engine(get_database(url).url))):
-        name, kind = await db.arun(_thread_and_connection)
+        name, kind = await db.arun(_thread_and_connection, schema=True)
         assert name.startswith("langmem-sqlite") and kind == "Connection"
-        name, kind = await db.arun(_thread_and_connection, lite=True, write=True)
+        name, kind = await db.arun(_thread_and_connection, write=True)
+        assert name.startswith("langmem-sqlite") and kind == "Session"
+        name, kind = await db.arun(_thread_and_connection)
         assert name.startswith("langmem-sqlite") and kind == "Session"
         if db.sync_engine is not get_database(url).sync_engine:
             db.dispose()

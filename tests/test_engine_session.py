@@ -45,25 +45,25 @@ def _insert(conn: Session, t: sa.Table, rows: list[dict[str, Any]]) -> int:
 
 def test_values_of_same_shape_statements_never_mix(table: tuple[Database, sa.Table]) -> None:
     db, t = table
-    db.run(_insert, t, [{"id": i, "name": f"n{i}", "doc": {"i": i}} for i in range(10)], lite=True)
+    db.run(_insert, t, [{"id": i, "name": f"n{i}", "doc": {"i": i}} for i in range(10)])
 
     def by_literal(conn: Session, i: int) -> Any:
         # a new statement per call, literal value inside: compiled for that call
         return conn.execute(sa.select(t.c.name, t.c.doc).where(t.c.id == i)).one()
 
     for i in (3, 7, 3, 0):
-        row = db.run(by_literal, i, lite=True, single=True)
+        row = db.run(by_literal, i, single=True)
         assert (row.name, row.doc) == (f"n{i}", {"i": i})
 
     def limited(conn: Session, n: int) -> list[int]:
         return conn.execute(sa.select(t.c.id).order_by(t.c.id).limit(n)).scalars().all()
 
-    assert [len(db.run(limited, n, lite=True)) for n in (2, 5, 1)] == [2, 5, 1]
+    assert [len(db.run(limited, n)) for n in (2, 5, 1)] == [2, 5, 1]
 
 
 def test_in_lists_literal_and_bound(table: tuple[Database, sa.Table]) -> None:
     db, t = table
-    db.run(_insert, t, [{"id": i, "name": f"n{i}"} for i in range(10)], lite=True)
+    db.run(_insert, t, [{"id": i, "name": f"n{i}"} for i in range(10)])
     bound = sa.select(t.c.id).where(t.c.id.in_(sa.bindparam("ids", expanding=True)))
 
     def by_bound(conn: Session, ids: list[int]) -> set[int]:
@@ -73,15 +73,15 @@ def test_in_lists_literal_and_bound(table: tuple[Database, sa.Table]) -> None:
         return set(conn.execute(sa.select(t.c.id).where(t.c.id.in_(ids))).scalars())
 
     for ids in ([1, 2], [5], [0, 9, 4], []):
-        assert db.run(by_bound, ids, lite=True) == set(ids)
-        assert db.run(by_literal, ids, lite=True) == set(ids)
+        assert db.run(by_bound, ids) == set(ids)
+        assert db.run(by_literal, ids) == set(ids)
 
 
 def test_in_list_shapes_are_kept_without_mixing_values(table: tuple[Database, sa.Table]) -> None:
     """Statements with IN lists, expanded per call: lengths seen before, tuple lists, other
     parameters and empty lists all give what SQLAlchemy itself gives."""
     db, t = table
-    db.run(_insert, t, [{"id": i, "name": f"n{i % 3}"} for i in range(12)], lite=True)
+    db.run(_insert, t, [{"id": i, "name": f"n{i % 3}"} for i in range(12)])
     scalar = sa.select(t.c.id).where(
         t.c.id.in_(sa.bindparam("ids", expanding=True)),
         t.c.name != sa.bindparam("skip"),
@@ -108,8 +108,8 @@ def test_in_list_shapes_are_kept_without_mixing_values(table: tuple[Database, sa
         (pairs, {"pairs": [(8, "n2")]}),
     ]
     for stmt, params in cases:
-        assert db.run(seam, stmt, params, lite=True) == db.run(core, stmt, params), params
-    assert db.run(seam, scalar, {"ids": [4, 5, 6], "skip": "n1"}, lite=True) == [5, 6]
+        assert db.run(seam, stmt, params) == db.run(core, stmt, params, schema=True), params
+    assert db.run(seam, scalar, {"ids": [4, 5, 6], "skip": "n1"}) == [5, 6]
 
 
 def test_insert_compiles_for_the_columns_given(table: tuple[Database, sa.Table]) -> None:
@@ -119,8 +119,8 @@ def test_insert_compiles_for_the_columns_given(table: tuple[Database, sa.Table])
     def put(conn: Session, row: dict[str, Any]) -> None:
         conn.execute(stmt, row)
 
-    db.run(put, {"id": 1, "name": "a"}, write=True, lite=True)
-    db.run(put, {"id": 2, "name": "b", "note": "given"}, write=True, lite=True)
+    db.run(put, {"id": 1, "name": "a"}, write=True)
+    db.run(put, {"id": 2, "name": "b", "note": "given"}, write=True)
     with db.sync_engine.connect() as c:
         rows = c.execute(sa.select(t.c.id, t.c.note).order_by(t.c.id)).all()
     assert [tuple(r) for r in rows] == [(1, "none"), (2, "given")]
@@ -128,14 +128,14 @@ def test_insert_compiles_for_the_columns_given(table: tuple[Database, sa.Table])
 
 def test_errors_keep_their_type_and_roll_back(table: tuple[Database, sa.Table]) -> None:
     db, t = table
-    db.run(_insert, t, [{"id": 1, "name": "a"}], write=True, lite=True)
+    db.run(_insert, t, [{"id": 1, "name": "a"}], write=True)
 
     def two(conn: Session) -> None:
         conn.execute(sa.insert(t), {"id": 2, "name": "b"})
         conn.execute(sa.insert(t), {"id": 1, "name": "duplicate"})
 
     with pytest.raises(sa.exc.IntegrityError):
-        db.run(two, write=True, lite=True)
+        db.run(two, write=True)
     count = db.run(lambda c: c.execute(sa.select(sa.func.count()).select_from(t)).scalar())
     assert count == 1  # the first insert of the failed transaction was rolled back
 
@@ -144,12 +144,11 @@ def test_async_runs_the_same_function(table: tuple[Database, sa.Table]) -> None:
     db, t = table
 
     async def main() -> list[Any]:
-        await db.arun(_insert, t, [{"id": i, "name": f"n{i}"} for i in range(3)], lite=True)
+        await db.arun(_insert, t, [{"id": i, "name": f"n{i}"} for i in range(3)])
         got = await asyncio.gather(
             *[
                 db.arun(
                     lambda c, i=i: c.execute(sa.select(t.c.name).where(t.c.id == i)).scalar(),
-                    lite=True,
                     single=True,
                 )
                 for i in range(3)
@@ -167,7 +166,7 @@ def test_a_dropped_connection_is_retried(server: str) -> None:
     db = get_database(url, engine_args={"pool_size": 1, "max_overflow": 0})
     pg = db.dialect == "postgresql"
     pid_sql = "SELECT pg_backend_pid()" if pg else "SELECT CONNECTION_ID()"
-    pid = db.run(lambda c: c.exec_driver_sql(pid_sql).scalar(), lite=True)
+    pid = db.run(lambda c: c.exec_driver_sql(pid_sql).scalar())
     admin = sa.create_engine(db.url, poolclass=sa.pool.NullPool)
     with admin.connect() as c:
         if pg:
@@ -176,7 +175,7 @@ def test_a_dropped_connection_is_retried(server: str) -> None:
             c.execute(sa.text(f"KILL CONNECTION {int(pid)}"))
     admin.dispose()
     # the pooled connection is dead: the run fails on it, is retried on a new one
-    assert db.run(lambda c: c.exec_driver_sql(pid_sql).scalar(), lite=True) != pid
+    assert db.run(lambda c: c.exec_driver_sql(pid_sql).scalar()) != pid
     db.dispose()
 
 
@@ -190,7 +189,7 @@ def test_result_types_match_sqlalchemy(backend: str, tmp_path: Any) -> None:
         sa.func.count().label("c"),
         sa.literal("é", sa.String).label("s"),
     )
-    got = db.run(lambda c: c.execute(stmt).one(), lite=True)
+    got = db.run(lambda c: c.execute(stmt).one())
     with db.sync_engine.connect() as conn:
         plain = conn.execute(stmt).one()
     assert tuple(got) == tuple(plain)
@@ -219,12 +218,12 @@ def test_postgres_single_statements_run_in_autocommit_and_connections_go_back_as
         def mode(conn: Session) -> bool:
             return bool(conn.raw.dbapi_connection.autocommit)  # type: ignore[union-attr]
 
-        assert db.run(mode, lite=True, single=True) is True
-        assert db.run(mode, lite=True, write=True, single=True) is True
-        assert db.run(mode, lite=True, write=True) is False
-        a, b = db.run(_xids, write=True, lite=True)
+        assert db.run(mode, single=True) is True
+        assert db.run(mode, write=True, single=True) is True
+        assert db.run(mode, write=True) is False
+        a, b = db.run(_xids, write=True)
         assert a == b  # one transaction
-        a, b = db.run(_xids, lite=True)
+        a, b = db.run(_xids)
         assert a != b  # a read: each statement on its own
         engine = db.sync_engine
         held = [engine.raw_connection() for _ in range(2)]  # every connection the pool has
@@ -268,7 +267,7 @@ def test_every_pooled_connection_killed_is_retried(server: str) -> None:
                 else:
                     c.execute(sa.text(f"KILL CONNECTION {int(pid)}"))
         admin.dispose()
-        got = [db.run(lambda c: c.exec_driver_sql(pid_sql).scalar(), lite=True) for _ in range(4)]
+        got = [db.run(lambda c: c.exec_driver_sql(pid_sql).scalar()) for _ in range(4)]
         assert not set(got) & set(pids)
     finally:
         db.dispose()
@@ -279,16 +278,16 @@ def test_the_statement_cache_is_bounded_and_keeps_no_values(tmp_path: Any) -> No
     statement, kept or not, runs with its own values."""
     db = get_database(tmp_path / "c.db")
     t = sa.table("numbers", sa.column("n"))
-    db.run(lambda c: c.exec_driver_sql("CREATE TABLE numbers (n INTEGER)"), write=True, lite=True)
-    db.run(lambda c: c.execute(sa.insert(t), [{"n": i} for i in range(50)]), write=True, lite=True)
+    db.run(lambda c: c.exec_driver_sql("CREATE TABLE numbers (n INTEGER)"), write=True)
+    db.run(lambda c: c.execute(sa.insert(t), [{"n": i} for i in range(50)]), write=True)
     stmts = [sa.select(t.c.n).where(t.c.n == i % 50) for i in range(STATEMENT_CACHE_SIZE + 300)]
 
     def each(conn: Session) -> list[int]:
         return [conn.execute(s).scalar() for s in stmts]
 
-    assert db.run(each, lite=True) == [i % 50 for i in range(len(stmts))]
+    assert db.run(each) == [i % 50 for i in range(len(stmts))]
     assert len(db._statements._entries) <= STATEMENT_CACHE_SIZE
-    assert db.run(each, lite=True) == [i % 50 for i in range(len(stmts))]
+    assert db.run(each) == [i % 50 for i in range(len(stmts))]
 
 
 def test_sqlite_transaction_control_survives_autocommit_use(tmp_path: Any) -> None:
@@ -296,9 +295,7 @@ def test_sqlite_transaction_control_survives_autocommit_use(tmp_path: Any) -> No
     SQLAlchemy with the driver's ``isolation_level`` reset to ``""``; the seam takes transaction
     control back, so the next unit of work starts its own transaction (and only that)."""
     db = get_database(tmp_path / "i.db", engine_args={"pool_size": 1, "max_overflow": 0})
-    db.run(
-        lambda c: c.exec_driver_sql("CREATE TABLE t (k INTEGER PRIMARY KEY)"), write=True, lite=True
-    )
+    db.run(lambda c: c.exec_driver_sql("CREATE TABLE t (k INTEGER PRIMARY KEY)"), write=True)
 
     def vacuum(conn: sa.Connection) -> None:
         conn.execution_options(isolation_level="AUTOCOMMIT").exec_driver_sql("VACUUM")
@@ -310,9 +307,9 @@ def test_sqlite_transaction_control_survives_autocommit_use(tmp_path: Any) -> No
         return conn.connection.dbapi_connection.isolation_level  # type: ignore[union-attr]
 
     for check in (
-        lambda: db.run(level, lite=True),
-        lambda: db.run(level, write=True, lite=True),
-        lambda: db.run(sa_level, write=True),
+        lambda: db.run(level),
+        lambda: db.run(level, write=True),
+        lambda: db.run(sa_level, write=True, schema=True),
     ):
         db.run(vacuum, own_transaction=True)
         assert check() is None
@@ -327,7 +324,7 @@ def test_statements_built_per_key_once_within_the_bound(tmp_path: Any) -> None:
             ("numbers", n % 3), lambda: built.append(n) or sa.select(sa.literal(n % 3))
         )
 
-    stmts = db.run(lambda c: [get(c, n) for n in range(9)], lite=True)
+    stmts = db.run(lambda c: [get(c, n) for n in range(9)])
     assert built == [0, 1, 2] and stmts[0] is stmts[3] is stmts[6]
 
     def distinct(conn: Session) -> list[Any]:
@@ -336,5 +333,5 @@ def test_statements_built_per_key_once_within_the_bound(tmp_path: Any) -> None:
             for n in range(STATEMENT_CACHE_SIZE * 2)
         ]
 
-    assert len(db.run(distinct, lite=True)) == STATEMENT_CACHE_SIZE * 2
+    assert len(db.run(distinct)) == STATEMENT_CACHE_SIZE * 2
     assert len(db._statements._built) <= STATEMENT_CACHE_SIZE

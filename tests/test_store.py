@@ -648,7 +648,7 @@ def test_sqlite_reads_a_broad_prefix_newest_first(
         assert store._plans.broad[("org",)][0] is True
         # "deep" holds 20 to 30 items, but ("org", "u3") holds a seventh of the newest items:
         # reading newest first would skip six items for each of its own
-        counted = store.db.run(store_sql._count_under, store.tables, ("org", "u3"), lite=True)
+        counted = store.db.run(store_sql._count_under, store.tables, ("org", "u3"))
         assert counted >= 20
         assert store._plans.broad[("org", "u3")][0] is False
         assert store._plans.broad[("org", "u3", "deep")][0] is False  # no sub-namespace

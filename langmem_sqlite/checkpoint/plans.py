@@ -132,7 +132,7 @@ class SaverPlans(BaseCheckpointSaver[str]):
         """
         yield from self._ready_plan()
         single = single and self.db.rules.checkpoint_single_autocommits
-        return (yield Step(fn, (self.tables, *args), write=write, lite=True, single=single))
+        return (yield Step(fn, (self.tables, *args), write=write, single=single))
 
     def _loads(self, type_: str, data: Any) -> Any:
         if type_ == CARRIED_NULL:

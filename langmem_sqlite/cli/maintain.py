@@ -168,7 +168,7 @@ def migrate(db: str | None, prefix: str, as_json: bool) -> None:
     database = get_database(url(db))
     tables = get_tables(prefix)
     ensure_schema(database, tables)
-    pgvector = database.run(upgrade_pgvector, tables, write=True)
+    pgvector = database.run(upgrade_pgvector, tables, write=True, schema=True)
     if as_json:
         doc = {
             "database": str(database.url),

@@ -69,9 +69,9 @@ class Step(NamedTuple):
     own_transaction: bool = False
     """``fn`` takes a SQLAlchemy ``Connection`` in "commit as you go" mode and commits itself
     (schema changes, ``VACUUM``)."""
-    lite: bool = False
-    """``fn`` takes a :class:`~.session.Session` (False: a SQLAlchemy ``Connection`` in a
-    transaction)."""
+    schema: bool = False
+    """``fn`` inspects or changes the schema: it takes a SQLAlchemy ``Connection`` in a
+    transaction (for ``inspect()`` and savepoints) instead of a :class:`~.session.Session`."""
     single: bool = False
     """``fn`` runs one statement: it needs no transaction around it."""
     transaction: bool = False
@@ -272,7 +272,7 @@ class Database:
         *args: Any,
         write: bool = False,
         own_transaction: bool = False,
-        lite: bool = False,
+        schema: bool = False,
         single: bool = False,
         transaction: bool = False,
     ) -> T:
@@ -285,7 +285,7 @@ class Database:
         attempts = Attempts(self)
         while True:
             try:
-                return self._once(fn, args, write, own_transaction, lite, single, transaction)
+                return self._once(fn, args, write, own_transaction, schema, single, transaction)
             except exc.DBAPIError as e:
                 time.sleep(attempts.pause(e))
 
@@ -295,11 +295,11 @@ class Database:
         args: tuple[Any, ...],
         write: bool,
         own_transaction: bool,
-        lite: bool,
+        schema: bool,
         single: bool,
         transaction: bool,
     ) -> T:
-        if own_transaction or not lite:
+        if own_transaction or schema:
             engine = self._writer_sync if write else self.sync_engine
             assert engine is not None
             # a unit that commits as it goes may be long: it does not hold the writers' turn
@@ -321,7 +321,7 @@ class Database:
         *args: Any,
         write: bool = False,
         own_transaction: bool = False,
-        lite: bool = False,
+        schema: bool = False,
         single: bool = False,
         transaction: bool = False,
     ) -> T:
@@ -338,7 +338,7 @@ class Database:
                 *args,
                 write=write,
                 own_transaction=own_transaction,
-                lite=lite,
+                schema=schema,
                 single=single,
                 transaction=transaction,
             )
@@ -347,7 +347,7 @@ class Database:
         while True:
             try:
                 return await self._aonce(
-                    fn, args, write, own_transaction, lite, single, transaction
+                    fn, args, write, own_transaction, schema, single, transaction
                 )
             except exc.DBAPIError as e:
                 await asyncio.sleep(attempts.pause(e))
@@ -358,13 +358,13 @@ class Database:
         args: tuple[Any, ...],
         write: bool,
         own_transaction: bool,
-        lite: bool,
+        schema: bool,
         single: bool,
         transaction: bool,
     ) -> T:
         engine = self._given_async
         assert engine is not None and self._astatements is not None
-        if own_transaction or not lite:
+        if own_transaction or schema:
             if write:
                 engine = engine.execution_options(langmem_write=True)
             async with engine.connect() if own_transaction else engine.begin() as conn:
@@ -388,7 +388,7 @@ class Database:
             *step.args,
             write=step.write,
             own_transaction=step.own_transaction,
-            lite=step.lite,
+            schema=step.schema,
             single=step.single,
             transaction=step.transaction,
         )
@@ -400,7 +400,7 @@ class Database:
             *step.args,
             write=step.write,
             own_transaction=step.own_transaction,
-            lite=step.lite,
+            schema=step.schema,
             single=step.single,
             transaction=step.transaction,
         )

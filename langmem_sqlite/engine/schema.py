@@ -1,4 +1,4 @@
-"""The schema: every table of the package in one :class:`~sqlalchemy.MetaData`, and its migrations.
+"""The schema: every table of the package in one :class:`~sqlalchemy.MetaData`.
 
 Tables are SQLAlchemy Core objects built once per ``(table_prefix, schema)`` by
 :func:`get_tables`. Their column types are portable: long text and blobs hold 100 MB on every
@@ -6,16 +6,16 @@ dialect (``LONGTEXT``/``LONGBLOB`` on MySQL/MariaDB, whose ``TEXT``/``BLOB`` sto
 ids are compared byte for byte everywhere (MySQL/MariaDB store them as ``VARBINARY`` so that
 ``"UserA"``, ``"usera"`` and ``"usera "`` are three different ids) and stay indexable.
 
-:data:`MIGRATIONS` is the ordered list of schema changes. A database records the versions it has
-in the ``<prefix>migrations`` table; :mod:`langmem_sqlite.engine.migrations` applies the missing ones. Later
-features add their tables here and append a migration; never edit a released migration.
+A database records the schema versions it has in the ``<prefix>migrations`` table;
+:mod:`langmem_sqlite.engine.migrations` holds the ordered list of schema changes and applies
+the missing ones. A new table or column is declared here, with a migration appended there;
+a released migration is never edited.
 """
 
 from __future__ import annotations
 
 import re
 import threading
-from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -33,16 +33,10 @@ from sqlalchemy import (
     Table,
     Text,
     UniqueConstraint,
-    and_,
-    inspect,
-    select,
     text,
-    update,
 )
 from sqlalchemy.dialects.mysql import VARBINARY
-from sqlalchemy.engine import Connection
 from sqlalchemy.engine import Dialect as SADialect
-from sqlalchemy.schema import CreateColumn, DropIndex
 from sqlalchemy.types import TypeDecorator
 
 from .dialects import dialect_named, registered
@@ -50,11 +44,9 @@ from .dialects import dialect_named, registered
 __all__ = [
     "DEFAULT_PREFIX",
     "ID_MAX_CHARS",
-    "MIGRATIONS",
     "IdString",
     "LongBlob",
     "LongText",
-    "Migration",
     "Tables",
     "get_tables",
 ]
@@ -202,6 +194,21 @@ def _validate_identifier(value: str, name: str) -> str:
             f"underscore, at most 40 characters; got {value!r}"
         )
     return value
+
+
+def _namespace_listing_index(
+    ddl: Any,
+    target: Any,
+    bind: Any,
+    tables: Any = None,
+    state: Any = None,
+    *,
+    dialect: SADialect,
+    compiler: Any = None,
+    checkfirst: bool = False,
+) -> bool:
+    """Whether the dialect keeps the store's ``(ns, updated_at, id)`` index."""
+    return dialect_named(dialect.name).namespace_listing_index
 
 
 def _build(prefix: str, schema: str | None) -> Tables:
@@ -441,179 +448,3 @@ def get_tables(table_prefix: str = DEFAULT_PREFIX, schema: str | None = None) ->
         if tables is None:
             tables = _cache[key] = _build(table_prefix, schema)
         return tables
-
-
-@dataclass(frozen=True)
-class Migration:
-    """One schema change: ``apply(connection, tables)`` runs inside the migration lock."""
-
-    version: int
-    description: str
-    apply: Callable[[Connection, Tables], None]
-
-
-def _add_columns(table: str, *names: str) -> Callable[[Connection, Tables], None]:
-    """A migration step adding nullable columns (declared on ``table``) that are missing.
-
-    Tables created after the column was declared already have it; older ones get
-    ``ALTER TABLE ... ADD COLUMN`` with the column's DDL compiled by SQLAlchemy for the dialect.
-    """
-
-    def apply(conn: Connection, t: Tables) -> None:
-        tbl: Table = getattr(t, table)
-        have = {c["name"] for c in inspect(conn).get_columns(tbl.name, schema=tbl.schema)}
-        target = conn.dialect.identifier_preparer.format_table(tbl)
-        for name in names:
-            if name not in have:
-                column = CreateColumn(tbl.c[name]).compile(dialect=conn.dialect)
-                conn.execute(text(f"ALTER TABLE {target} ADD COLUMN {column}"))
-
-    return apply
-
-
-def _add_indexes(table: str, *names: str) -> Callable[[Connection, Tables], None]:
-    """A migration step creating indexes declared on ``table`` that are missing (``names``
-    without the table prefix). Tables created after the index was declared already have it."""
-
-    def apply(conn: Connection, t: Tables) -> None:
-        tbl: Table = getattr(t, table)
-        wanted = {t.prefix + n for n in names}
-        have = {i["name"] for i in inspect(conn).get_indexes(tbl.name, schema=tbl.schema)}
-        for index in tbl.indexes:
-            if index.name in wanted and index.name not in have:
-                index.create(conn)
-
-    return apply
-
-
-def _drop_indexes(table: str, *names: str) -> Callable[[Connection, Tables], None]:
-    """A migration step dropping indexes no longer declared on ``table`` (``names`` without the
-    table prefix), where they exist: SQLAlchemy renders each dialect's ``DROP INDEX`` for a
-    stand-in of the index on a copy of the table outside the schema's metadata."""
-
-    def apply(conn: Connection, t: Tables) -> None:
-        tbl: Table = getattr(t, table)
-        have = {i["name"] for i in inspect(conn).get_indexes(tbl.name, schema=tbl.schema)}
-        stand_in = tbl.to_metadata(MetaData())
-        for name in names:
-            if t.prefix + name in have:
-                conn.execute(
-                    DropIndex(
-                        Index(t.prefix + name, stand_in.c[stand_in.primary_key.columns[0].name])
-                    )
-                )
-
-    return apply
-
-
-def _create(*names: str) -> Callable[[Connection, Tables], None]:
-    """A migration step creating the named tables (and their indexes) if they are missing."""
-
-    def apply(conn: Connection, t: Tables) -> None:
-        wanted = [getattr(t, n) for n in names]
-        t.metadata.create_all(conn, tables=wanted, checkfirst=True)
-
-    return apply
-
-
-def _namespace_listing_index(
-    ddl: Any,
-    target: Any,
-    bind: Any,
-    tables: Any = None,
-    state: Any = None,
-    *,
-    dialect: SADialect,
-    compiler: Any = None,
-    checkfirst: bool = False,
-) -> bool:
-    """Whether the dialect keeps the store's ``(ns, updated_at, id)`` index."""
-    return dialect_named(dialect.name).namespace_listing_index
-
-
-def _partial_expiry_index(conn: Connection, t: Tables) -> None:
-    """PostgreSQL: the store's expiry index holds only items with a TTL (made again)."""
-    if not dialect_named(conn.dialect.name).partial_expiry_index:
-        return
-    name = f"{t.prefix}store_items_expires_ix"
-    index = next(i for i in t.store_items.indexes if i.name == name)
-    conn.execute(DropIndex(index, if_exists=True))
-    index.create(conn)
-
-
-def _unique_message_ids(conn: Connection, t: Tables) -> None:
-    """A message id at most once per session: the unique key replaces the plain index.
-
-    Rows already stored are all kept (their bodies, positions and token sums unchanged, so
-    every read returns what it returned before): where a session holds several rows with one
-    id, the first (lowest position) keeps it in ``message_id`` and the later ones get NULL
-    there, as an append of a repeated id stores it from now on. Idempotent (MySQL/MariaDB
-    commit DDL as they go).
-    """
-    m = t.messages
-    have = {i["name"] for i in inspect(conn).get_indexes(m.name, schema=m.schema)}
-    unique = f"{t.prefix}messages_session_msgid_uq"
-    if unique not in have:
-        earlier = m.alias("earlier")
-        later = (
-            select(m.c.id)
-            .join(
-                earlier,
-                and_(
-                    earlier.c.session_pk == m.c.session_pk,
-                    earlier.c.message_id == m.c.message_id,
-                    earlier.c.seq < m.c.seq,
-                ),
-            )
-            .distinct()
-        )
-        ids = list(conn.execute(later).scalars())
-        for i in range(0, len(ids), 500):  # no UPDATE of a table it subqueries on MySQL
-            conn.execute(update(m).where(m.c.id.in_(ids[i : i + 500])).values(message_id=None))
-        next(i for i in m.indexes if i.name == unique).create(conn)
-    plain = f"{t.prefix}messages_session_msgid_ix"
-    if plain in have:  # the index that migration 1 made, on a copy of the table's shape
-        shadow = Table(
-            m.name,
-            MetaData(schema=m.schema),
-            Column("session_pk", BigInt),
-            Column("message_id", IdString),
-        )
-        conn.execute(DropIndex(Index(plain, shadow.c.session_pk, shadow.c.message_id)))
-
-
-MIGRATIONS: list[Migration] = [
-    Migration(1, "conversation store: sessions and messages", _create("sessions", "messages")),
-    Migration(
-        2,
-        "checkpointer: checkpoints, blobs, writes and threads",
-        _create("checkpoints", "checkpoint_blobs", "checkpoint_writes", "checkpoint_threads"),
-    ),
-    Migration(3, "long-term store: items and vectors", _create("store_items", "store_vectors")),
-    Migration(
-        4, "conversation store: append write tokens", _add_columns("messages", "write_token")
-    ),
-    Migration(
-        5,
-        "long-term store: items by namespace, most recent first",
-        _add_indexes("store_items", "store_items_ns_upd_ix"),
-    ),
-    Migration(6, "long-term store: expiry index of items with a TTL only", _partial_expiry_index),
-    Migration(
-        7,
-        "checkpointer: a write's row carries the same call's writes of None",
-        _add_columns("checkpoint_writes", "nulls"),
-    ),
-    Migration(
-        8,
-        "conversation store: a message id at most once per session (unique key)",
-        _unique_message_ids,
-    ),
-    Migration(9, "long-term store: each vector's length", _add_columns("store_vectors", "norm")),
-    Migration(
-        10,
-        "checkpointer: blobs are no longer indexed by their chain's root (reads follow bases)",
-        _drop_indexes("checkpoint_blobs", "checkpoint_blobs_root_ix"),
-    ),
-]
-"""Ordered schema changes; ``MIGRATIONS[i].version == i + 1``."""

@@ -2,7 +2,7 @@
 
 Every function here takes a :class:`~langmem_sqlite.engine.session.Session` (one unit of work of
 the execution seam) and the :class:`~langmem_sqlite.engine.schema.Tables` to use. They are written
-once and run by :meth:`Database.run` (sync) or :meth:`Database.arun` (async), with ``lite=True``.
+once and run by :meth:`Database.run` (sync) or :meth:`Database.arun` (async), on the seam's :class:`~langmem_sqlite.engine.Session`.
 Statements are built once per engine and set of tables (:meth:`Session.statement`), with bound
 parameters only; what differs between databases comes from the session's dialect object
 (``session.rules``).

@@ -141,7 +141,7 @@ class ConversationStore:
 
     def _op(self, fn: Any, *args: Any, write: bool = False, single: bool = False) -> Plan[Any]:
         yield from schema_plan(self.db, self.tables)
-        return (yield Step(fn, (self.tables, *args), write=write, lite=True, single=single))
+        return (yield Step(fn, (self.tables, *args), write=write, single=single))
 
     def _seal(self, key: SessionKey, text: str | None) -> str | None:
         """``text`` as stored: encrypted to the session when the store has a cipher."""
@@ -284,7 +284,7 @@ class ConversationStore:
         with a clear error before writing."""
         limit = self.db.facts.get("max_allowed_packet")
         if limit is None:
-            limit = yield Step(sql.max_statement_bytes, lite=True, single=True)
+            limit = yield Step(sql.max_statement_bytes, single=True)
             self.db.facts["max_allowed_packet"] = limit
         if limit is None:
             return

@@ -42,8 +42,14 @@ from sqlalchemy.engine import Connection
 
 from ..engine import Database, DatabaseLike, get_database
 from ..engine.dialects import dialect_for
-from ..engine.migrations import LATEST_VERSION, SchemaTooNewError, applied_versions, ensure_schema
-from ..engine.schema import DEFAULT_PREFIX, MIGRATIONS, Tables, get_tables
+from ..engine.migrations import (
+    LATEST_VERSION,
+    MIGRATIONS,
+    SchemaTooNewError,
+    applied_versions,
+    ensure_schema,
+)
+from ..engine.schema import DEFAULT_PREFIX, Tables, get_tables
 from ..engine.session import Session
 from ..validation import check_id, check_positive
 
@@ -275,7 +281,7 @@ def _write_page(session: Session, table: sa.Table, rows: list[dict[str, Any]]) -
 def _page_into(db: Database, table: sa.Table, rows: list[dict[str, Any]]) -> tuple[int, int]:
     """:func:`_write_page` as one unit of work of the target."""
     try:
-        return db.run(_write_page, table, rows, write=True, lite=True)  # type: ignore[no-any-return]
+        return db.run(_write_page, table, rows, write=True)  # type: ignore[no-any-return]
     except sa.exc.IntegrityError as e:
         raise CopyMismatchError(
             f"{table.name}: the target already holds other rows with the same unique "
@@ -342,14 +348,14 @@ def _pgvector_copy(
 
     if not db.rules.copies_pgvector:
         return None
-    ready = db.run(_pgvector_ready, tables, source_had, write=True)
+    ready = db.run(_pgvector_ready, tables, source_had, write=True, schema=True)
     if ready is None:
         return None
     if ready == "made":  # made, and filled from the vectors
         name = pgvector_table(tables).name
         return TableCopy(name, note="made and filled from the copied vectors")
     return db.run(  # type: ignore[no-any-return]
-        _pgvector_fill, tables, user_id, batch_size, write=True, lite=True
+        _pgvector_fill, tables, user_id, batch_size, write=True
     )
 
 
@@ -472,7 +478,7 @@ def copy_database(
                         entry.present += present
                         bar.advance(task, len(rows))
                 if entry.copied:
-                    db.run(db.rules.after_copy, dst, write=True, lite=True)
+                    db.run(db.rules.after_copy, dst, write=True)
                 entry.verified = True
         filled = _pgvector_copy(db, dst_tables, user_id, batch_size, source_has_pgvector)
         if filled is not None:

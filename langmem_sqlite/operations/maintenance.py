@@ -60,7 +60,7 @@ def _table_stats(session: Session, tables: Tables) -> list[TableStat]:
 
 def table_stats(db: Database, tables: Tables) -> list[TableStat]:
     """Row counts and sizes of this package's tables (those that exist) in ``db``."""
-    return db.run(_table_stats, tables, lite=True)  # type: ignore[no-any-return]
+    return db.run(_table_stats, tables)  # type: ignore[no-any-return]
 
 
 def _users_with_session(session: Session, tables: Tables, session_id: str) -> list[str]:
@@ -79,7 +79,7 @@ def _users_with_session(session: Session, tables: Tables, session_id: str) -> li
 def users_with_session(store: ConversationStore, session_id: str) -> list[str]:
     """The users who have a session called ``session_id`` (``""``: the one without a user)."""
     return store.db.run(  # type: ignore[no-any-return]
-        _users_with_session, store.tables, session_id, lite=True, single=True
+        _users_with_session, store.tables, session_id, single=True
     )
 
 

@@ -182,7 +182,7 @@ class _AsyncAPI(BaseStore):
 
     async def _arun(self, shortcut: Shortcut[T]) -> T:
         fn, args, write, single, finish = shortcut
-        answer, more = finish(await self.db.arun(fn, *args, write=write, lite=True, single=single))
+        answer, more = finish(await self.db.arun(fn, *args, write=write, single=single))
         if more is not None:
             await self.db.arun_step(more)
         return answer

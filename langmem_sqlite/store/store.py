@@ -171,7 +171,9 @@ class SQLStore(_AsyncAPI, _Lifecycle, _Preparing):
                 and self._sealer is None
                 and self.db.rules.store_pgvector
             ):
-                enabled = yield Step(enable_pgvector, (self.tables, self.index.ann), write=True)
+                enabled = yield Step(
+                    enable_pgvector, (self.tables, self.index.ann), write=True, schema=True
+                )
             if self._pgvector_wanted and not enabled:
                 raise RuntimeError(
                     "pgvector: True needs PostgreSQL with the 'vector' extension available"
@@ -208,7 +210,6 @@ class SQLStore(_AsyncAPI, _Lifecycle, _Preparing):
             apply_puts,
             (self.tables, rows, now, self.index is not None, pgvector, self._sealer),
             write=True,
-            lite=True,
             single=one,
         )
 
@@ -294,7 +295,6 @@ class SQLStore(_AsyncAPI, _Lifecycle, _Preparing):
         return Step(
             self._read,
             (batch, queries, now, pgvector, results),
-            lite=True,
             single=self._one_statement(batch),
             # an index scan's settings (hnsw.ef_search, ivfflat.probes) are SET LOCAL
             transaction=bool(queries) and self._ann(pgvector) is not None,
@@ -306,7 +306,6 @@ class SQLStore(_AsyncAPI, _Lifecycle, _Preparing):
             refresh_ttls,
             (self.tables, ids, now),
             write=True,
-            lite=True,
             single=len(ids) <= CHUNK,
         )
 
@@ -449,7 +448,7 @@ class SQLStore(_AsyncAPI, _Lifecycle, _Preparing):
 
     def _run(self, shortcut: Shortcut[T]) -> T:
         fn, args, write, single, finish = shortcut
-        answer, more = finish(self.db.run(fn, *args, write=write, lite=True, single=single))
+        answer, more = finish(self.db.run(fn, *args, write=write, single=single))
         if more is not None:
             self.db.run_step(more)
         return answer
