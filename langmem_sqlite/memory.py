@@ -20,10 +20,11 @@ from typing import TYPE_CHECKING, Any
 from langgraph.store.base import IndexConfig, TTLConfig
 
 from .crypto import MessageCipher
+from .defaults import default_connection
 from .engine import Database, DatabaseLike, get_database
 from .engine.schema import DEFAULT_PREFIX
 from .history.chat_history import SQLChatMessageHistory
-from .history.store import ConversationStore, default_connection
+from .history.store import ConversationStore
 from .messages.counting import MessageCounter
 from .store.facts import UserFacts
 from .store.store import SQLStore

@@ -24,7 +24,7 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
 from .checkpoint import SQLSaver
-from .history.store import default_connection
+from .defaults import default_connection
 from .store import SQLStore
 
 __all__ = ["checkpointer", "store"]

@@ -41,8 +41,6 @@ __all__ = [
 DEFAULT_PREFIX = "langmem_"
 """The default table prefix (``langmem_sqlite.engine.schema.DEFAULT_PREFIX``, without importing it)."""
 
-DEFAULT_DATABASE = "langmem.db"
-
 INT64_MAX = 2**63 - 1
 """The largest integer every supported database stores (``langmem_sqlite.validation.INT64_MAX``,
 without importing it): the upper bound of counts given on the command line."""
@@ -106,7 +104,9 @@ def cli() -> None:
 
 def url(db: str | None) -> str:
     """The database named by ``--db`` (default: ``$LANGMEM_SQLITE_URL`` or ``langmem.db``)."""
-    return db or os.environ.get("LANGMEM_SQLITE_URL") or DEFAULT_DATABASE
+    from ..defaults import default_connection
+
+    return db or default_connection()
 
 
 def readable_url(db: str | None, option: str = "--db") -> str:

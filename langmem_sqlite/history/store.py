@@ -11,7 +11,6 @@ with :meth:`Database.drive` and its ``a``-prefixed twin with :meth:`Database.adr
 from __future__ import annotations
 
 import dataclasses
-import os
 import time
 from collections.abc import Sequence
 from typing import Any, TypeVar
@@ -20,6 +19,7 @@ from langchain_core.messages import BaseMessage
 from sqlalchemy.exc import IntegrityError
 
 from ..crypto import MessageCipher, is_encrypted, resolve_cipher
+from ..defaults import DEFAULT_DATABASE, default_connection
 from ..engine import Database, DatabaseLike, Plan, Step, get_database
 from ..engine.migrations import schema_plan
 from ..engine.schema import DEFAULT_PREFIX, Tables, get_tables
@@ -47,8 +47,6 @@ __all__ = [
     "idle_cutoff",
 ]
 
-DEFAULT_DATABASE = "langmem.db"
-"""The SQLite file used when no connection is given (overridden by ``LANGMEM_SQLITE_URL``)."""
 
 DEFAULT_MAX_MESSAGE_BYTES = 32 * 1024 * 1024
 """Largest serialized message accepted by default (MariaDB's default packet limit is 16 MiB
@@ -85,11 +83,6 @@ def idle_cutoff(days: Any) -> int:
             NaN and the infinities included); the message names ``days`` and the range.
     """
     return _now_ms() - int(check_number(days, "days", low=0, high=MAX_DAYS) * _DAY_MS)
-
-
-def default_connection() -> str:
-    """``$LANGMEM_SQLITE_URL`` if set, else the SQLite file ``langmem.db``."""
-    return os.environ.get("LANGMEM_SQLITE_URL") or DEFAULT_DATABASE
 
 
 class ConversationStore:

@@ -365,7 +365,7 @@ def _resolve(
     store: SQLStore | None,
 ) -> tuple[Database, Tables, SQLSaver, SQLStore]:
     from ..checkpoint import SQLSaver
-    from ..history.store import default_connection
+    from ..defaults import default_connection
     from ..memory import Memory
     from ..store import SQLStore
 

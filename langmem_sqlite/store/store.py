@@ -125,7 +125,7 @@ class SQLStore(_AsyncAPI, _Lifecycle, _Preparing):
         encryption_key: bytes | str | None = None,
         cipher: MessageCipher | None = None,
     ) -> None:
-        from ..history.store import default_connection
+        from ..defaults import default_connection
 
         self.db: Database = get_database(
             default_connection() if connection is None else connection, engine_args=engine_args
