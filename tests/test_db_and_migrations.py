@@ -90,7 +90,7 @@ async def test_sqlite_settings_async(tmp_path: Path) -> None:
     assert await db.arun(pragmas) == ("wal", 30000)
 
 
-@pytest.mark.parametrize("lane", ["connection", "lite"])
+@pytest.mark.parametrize("lane", ["history", "store"])
 def test_sqlite_writers_in_one_process_take_turns_without_polling(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, lane: str
 ) -> None:
@@ -111,7 +111,7 @@ def test_sqlite_writers_in_one_process_take_turns_without_polling(
     engine = sa.create_engine(f"sqlite:///{tmp_path / 'w.db'}")
     store = ConversationStore(engine)
     store.add_messages("warm-up", [HumanMessage("x")])
-    facts = SQLStore(engine)  # its writes run on the seam's Session
+    facts = SQLStore(engine)
     facts.put(("warm-up",), "k", {"v": 0})
 
     @sa.event.listens_for(engine, "connect")
@@ -123,7 +123,7 @@ def test_sqlite_writers_in_one_process_take_turns_without_polling(
 
     def writer(n: int) -> None:
         for i in range(40):
-            if lane == "connection":
+            if lane == "history":
                 store.add_messages(f"s{n}", [HumanMessage(f"{n}-{i}")])
             else:
                 facts.put((f"s{n}",), str(i), {"v": i})
@@ -131,7 +131,7 @@ def test_sqlite_writers_in_one_process_take_turns_without_polling(
     with ThreadPoolExecutor(8) as pool:  # a writer's error is raised here
         list(pool.map(writer, range(8)))
     assert retries == []
-    if lane == "connection":
+    if lane == "history":
         assert [len(store.get_messages(f"s{n}")) for n in range(8)] == [40] * 8
     else:
         assert [len(facts.search((f"s{n}",), limit=100)) for n in range(8)] == [40] * 8

@@ -132,7 +132,6 @@ def _twin(obj: Any, name: str, *args: Any, **kwargs: Any) -> _Call:
 def _sql(db: Database, fn: Callable[..., Any], *args: Any, **options: Any) -> _Call:
     """``fn(session, *args)`` as one unit of work of the seam (``own_transaction``: of a
     SQLAlchemy connection that commits as it goes, for ``VACUUM``)."""
-    options.setdefault("lite", not options.get("own_transaction", False))
     return _Call(partial(db.run, fn, *args, **options), partial(db.arun, fn, *args, **options))
 
 
