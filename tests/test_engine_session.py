@@ -290,6 +290,46 @@ def test_the_statement_cache_is_bounded_and_keeps_no_values(tmp_path: Any) -> No
     assert db.run(each) == [i % 50 for i in range(len(stmts))]
 
 
+def test_a_unit_that_leaves_a_transaction_open_does_not_leak_it(
+    backend: str, tmp_path: Any
+) -> None:
+    """A unit of work that opens a transaction itself, writes in it and returns without ending
+    it leaves nothing open for the next unit on its pooled connection: the stray write is
+    ended with its own unit (committed where the seam commits every unit, as on MariaDB;
+    rolled back where the unit had no transaction of the seam's, by the pool's reset on
+    return, or with the connection discarded), never committed later by another unit."""
+    url = backend_url(backend, tmp_path)
+    db = get_database(url, engine_args={"pool_size": 1, "max_overflow": 0})
+    outside = sa.create_engine(db.url, poolclass=sa.pool.NullPool)  # not the pool's connection
+    md = sa.MetaData()
+    t = sa.Table(f"leak_{uuid.uuid4().hex[:8]}", md, sa.Column("id", sa.Integer, primary_key=True))
+    md.create_all(db.sync_engine)
+    try:
+
+        def stray(conn: Session) -> Any:
+            conn.exec_driver_sql("BEGIN")
+            conn.execute(sa.insert(t), {"id": 1})
+            return conn.raw.dbapi_connection
+
+        def count() -> int:
+            with outside.connect() as c:
+                return int(c.execute(sa.select(sa.func.count()).select_from(t)).scalar_one())
+
+        first = db.run(stray, single=True)
+        ended = count()  # what the stray unit left: 1 if committed with it, else 0
+        assert ended in (0, 1)
+        db.run(_insert, t, [{"id": 2}], write=True)  # commits its own work only
+        assert count() == ended + 1
+        db.run(_insert, t, [{"id": 3}], single=True, write=True)
+        assert count() == ended + 2
+        if backend == "sqlite":  # the same pooled connection served every unit
+            assert db.run(lambda conn: conn.raw.dbapi_connection) is first
+    finally:
+        md.drop_all(db.sync_engine)
+        db.dispose()
+        outside.dispose()
+
+
 def test_sqlite_transaction_control_survives_autocommit_use(tmp_path: Any) -> None:
     """A pooled SQLite connection once used with the AUTOCOMMIT option (VACUUM) comes back from
     SQLAlchemy with the driver's ``isolation_level`` reset to ``""``; the seam takes transaction
