@@ -361,7 +361,11 @@ async def test_user_facts_select_refuses_bad_budgets(store: SQLStore, value: Any
 
 
 async def test_user_facts_numbers_at_their_edges(store: SQLStore) -> None:
-    facts = UserFacts(store, "u1", max_facts=INT64_MAX)
+    from langmem_sqlite.store.checks import PAGE_MAX
+
+    with pytest.raises(ValueError, match=names("max_facts")):
+        UserFacts(store, "u1", max_facts=PAGE_MAX + 1)
+    facts = UserFacts(store, "u1", max_facts=PAGE_MAX)
     keys = [facts.remember("The user is vegetarian"), await facts.aremember("Call them Ada")]
     assert sorted(i.key for i in facts.list_facts()) == sorted(keys)
     assert facts.select("food", max_tokens=0) == []

@@ -34,7 +34,8 @@ from langgraph.store.base import BaseStore, GetOp, Item, Op, PutOp, SearchItem, 
 
 from ..messages.checks import check_messages
 from ..messages.counting import resolve_message_counter
-from ..validation import IdLike, check_id, check_list, check_positive, check_text
+from ..validation import IdLike, check_id, check_int, check_list, check_positive, check_text
+from .checks import PAGE_MAX
 
 __all__ = [
     "EXTRACTION_PROMPT",
@@ -141,8 +142,8 @@ class UserFacts:
         max_facts: most facts considered by :meth:`select` and listed by :meth:`list`.
 
     Raises:
-        ValueError: ``max_facts`` not an int from 1 to ``INT64_MAX`` (``bool``, floats, NaN
-            and infinities refused), or a bad ``user_id``.
+        ValueError: ``max_facts`` not an int from 1 to ``2**31 - 1`` (the store's page bound;
+            ``bool``, floats, NaN and infinities refused), or a bad ``user_id``.
         TypeError: ``namespace_prefix`` a ``str`` (pass a tuple of labels) or holding a non-str.
     """
 
@@ -157,7 +158,8 @@ class UserFacts:
         if not isinstance(store, BaseStore):
             raise TypeError(f"store: expected a BaseStore, got {type(store).__name__}")
         namespace_prefix = _check_prefix(namespace_prefix)
-        self.max_facts = check_positive(max_facts, "max_facts")
+        # it is the limit of the store's searches: within every store's page bound
+        self.max_facts = check_int(max_facts, "max_facts", low=1, high=PAGE_MAX)
         self.store = store
         self.user_id = check_id(user_id, "user_id")
         self.namespace = (*namespace_prefix, self.user_id, FACTS)
