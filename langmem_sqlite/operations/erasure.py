@@ -433,7 +433,8 @@ def forget_user(
             ``langmem.db``).
         user_id: the user (str, int or UUID, as given to the history and the facts).
         dry_run: count what would be deleted; delete nothing.
-        table_prefix, schema: the tables (ignored when ``target`` is a ``Memory``).
+        table_prefix: the tables' prefix (ignored when ``target`` is a ``Memory``).
+        schema: the tables' PostgreSQL schema (ignored when ``target`` is a ``Memory``).
         store_prefixes: store namespaces holding the user's items, with ``"{user_id}"`` for the
             user id (default: everything under ``("users", user_id)``). Namespaces elsewhere
             that have the user id as a label are listed in the report, not deleted.
