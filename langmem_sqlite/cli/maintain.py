@@ -123,13 +123,13 @@ def forget_user(
         raise click.ClickException("a reader kept the write-ahead log busy: run again")
 
 
-def _file_bytes(conn: Any, rules: Any) -> int | None:
+def _file_bytes(session: Any) -> int | None:
     """The database file's size (None on servers); also checks that the database answers."""
     import sqlalchemy as sa
 
-    size = rules.file_bytes(conn)
+    size = session.rules.file_bytes(session)
     if size is None:
-        conn.execute(sa.select(sa.literal(1)))
+        session.execute(sa.select(sa.literal(1)))
     return size  # type: ignore[no-any-return]
 
 
@@ -141,9 +141,9 @@ def _file_bytes(conn: Any, rules: Any) -> int | None:
 def vacuum(full: bool, db: str | None, prefix: str, as_json: bool) -> None:
     """Give freed space back to the OS (SQLite; a no-op on servers)."""
     checkpointer = saver(db, prefix)
-    before = checkpointer.db.run(_file_bytes, checkpointer.db.rules)
+    before = checkpointer.db.run(_file_bytes)
     checkpointer.vacuum(full=full)
-    after = checkpointer.db.run(_file_bytes, checkpointer.db.rules)
+    after = checkpointer.db.run(_file_bytes)
     where = str(checkpointer.db.url)
     if as_json:
         out.json({"database": where, "bytes_before": before, "bytes_after": after})

@@ -109,8 +109,6 @@ class Dialect:
 
     text_holds_nul: ClassVar[bool] = True
     """Whether a text column stores the NUL character (PostgreSQL's cannot)."""
-    deletes_from_a_table_it_reads: ClassVar[bool] = True
-    """Whether ``DELETE FROM t WHERE ... (SELECT ... FROM t)`` is allowed (MySQL refuses it)."""
 
     @classmethod
     def file_path(cls, url: URL) -> str | None:

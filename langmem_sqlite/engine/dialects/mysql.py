@@ -61,7 +61,6 @@ class MySQLDialect(Dialect):
         "mariadb+asyncmy": "mariadb+pymysql",
     }
     extra: ClassVar[str | None] = "mysql"
-    deletes_from_a_table_it_reads: ClassVar[bool] = False
 
     def __init__(self, engine: Engine) -> None:
         super().__init__(engine)
