@@ -75,7 +75,7 @@ def test_sqlite_settings(tmp_path: Path) -> None:
         "busy_timeout": 30000,
         "synchronous": 1,
         "foreign_keys": 1,
-        "wal_autocheckpoint": 1000,
+        "wal_autocheckpoint": 256,
         "journal_size_limit": 1024 * 1024,
     }
 

@@ -105,7 +105,7 @@ def test_the_log_stays_small_while_in_use(tmp_path: Path) -> None:
     assert peak <= (SQLITE_WAL_AUTOCHECKPOINT_PAGES + 64) * page, peak
     assert peak > SQLITE_JOURNAL_SIZE_LIMIT  # the log did grow past the limit meanwhile
     conn = sqlite3.connect(path)
-    try:  # a checkpoint completes (as an automatic one does every 1,000 pages) ...
+    try:  # a checkpoint completes (as an automatic one does every 256 pages) ...
         busy, log, done = conn.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchone()
     finally:
         conn.close()
