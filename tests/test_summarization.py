@@ -185,6 +185,25 @@ def test_configuration_is_validated() -> None:
     assert p.limits.max_tokens == 128_000 - 16_384 and p.counter.name == "gpt-4o"
 
 
+@pytest.mark.parametrize(
+    ("model", "window"),
+    [
+        ("chatgpt-4o-latest", 128_000),
+        ("ft:gpt-4o-mini-2024-07-18:acme::abc123", 128_000),
+        ("GPT-4o", 128_000),
+        ("o3-mini", 200_000),
+    ],
+)
+def test_every_openai_name_the_counter_takes_is_counted_exactly(model: str, window: int) -> None:
+    """A policy counts exactly every model name the token counter counts exactly (one list of
+    OpenAI prefixes, case ignored), and knows the window of each, fine-tuned ones included."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # no fallback to the approximation, no warning
+        p = ContextPolicy(model=model)
+    assert p.counter.name == model  # the approximation is named "approximate"
+    assert p.limits.max_tokens == window - min(16_384, window // 4)
+
+
 @settings(max_examples=60, deadline=None, suppress_health_check=list(HealthCheck))
 @given(
     messages=conversations(max_turns=25),

@@ -188,7 +188,11 @@ class ContextPolicy(SummaryUpdates):
         check_numbers({**budgets, **summary_numbers}, facts_share)  # before any other work
         if max_tokens is None:
             max_tokens = default_max_tokens(model)
-        if token_counter is None and model is not None and model.startswith(EXACT_MODEL_PREFIXES):
+        if (
+            token_counter is None
+            and model is not None
+            and model.lower().startswith(EXACT_MODEL_PREFIXES)
+        ):
             token_counter = model
         if max_tokens is None and max_messages is None and max_chars is None:
             raise ValueError("max_tokens: required (or a known model=, max_messages, max_chars)")

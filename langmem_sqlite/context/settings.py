@@ -13,9 +13,11 @@ import warnings
 from dataclasses import dataclass
 from typing import Any, Literal
 
+from ..messages.encodings import MODEL_PREFIXES
 from ..validation import INT64_MAX, check_positive
 
 __all__ = [
+    "EXACT_MODEL_PREFIXES",
     "MODEL_CONTEXT_WINDOWS",
     "SummaryPlacement",
     "SummarySettings",
@@ -27,6 +29,7 @@ __all__ = [
 
 MODEL_CONTEXT_WINDOWS: dict[str, int] = {
     "gpt-4o": 128_000,
+    "chatgpt-4o": 128_000,
     "gpt-4o-mini": 128_000,
     "gpt-4-turbo": 128_000,
     "gpt-4.1": 1_047_576,
@@ -40,11 +43,13 @@ MODEL_CONTEXT_WINDOWS: dict[str, int] = {
     "gemini-1.5-pro": 2_097_152,
     "gemini-": 1_048_576,
 }
-"""Context windows of known models, by name prefix (longest prefix wins). With ``model=``, the
-default budget is the window minus a reply reserve (a quarter of it, at most 16,384 tokens)."""
+"""Context windows of known models, by name prefix (longest prefix wins, case ignored; a
+fine-tuned ``ft:<model>:...`` has its base model's). With ``model=``, the default budget is the
+window minus a reply reserve (a quarter of it, at most 16,384 tokens)."""
 
-EXACT_MODEL_PREFIXES = ("gpt-", "o1", "o3", "o4")
-"""Model names a policy counts exactly by default (OpenAI's, through tiktoken)."""
+EXACT_MODEL_PREFIXES = MODEL_PREFIXES
+"""Model names a policy counts exactly by default (OpenAI's, through tiktoken, case ignored):
+the same names the token counter takes as model names."""
 
 SummaryPlacement = Literal["system", "message"]
 
@@ -59,7 +64,11 @@ _SUMMARY_NUMBERS = (
 
 
 def window_for(model: str) -> int | None:
-    """The context window of ``model`` (longest known prefix), or ``None``."""
+    """The context window of ``model`` (longest known prefix, case ignored; ``ft:<model>:...``
+    is its base model's), or ``None``."""
+    model = model.lower()
+    if model.startswith("ft:"):
+        model = model[3:]
     best = ""
     for prefix in MODEL_CONTEXT_WINDOWS:
         if model.startswith(prefix) and len(prefix) > len(best):
