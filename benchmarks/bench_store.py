@@ -25,8 +25,9 @@ values ``{"text", "n", "tag"}``, the ``text`` field embedded with the same cheap
 
 Ratios are throughput ours / anchor (higher is better; target >= 1, parity). PostgreSQL comes
 from ``LANGMEM_BENCH_POSTGRES_URL`` (default: the local test server); each store gets a fresh
-schema or table prefix, dropped at the end. ``--no-pre-ping`` measures SQLStore on PostgreSQL
-without the pool's per-checkout ping (the package default pings).
+schema or table prefix, dropped at the end. ``--pre-ping`` measures SQLStore on PostgreSQL
+with the pool's per-checkout ping, for comparison (the package does not ping: a dropped
+connection fails the first statement and the unit of work runs again on a new one).
 """
 
 from __future__ import annotations
@@ -566,9 +567,9 @@ def main() -> None:
     parser.add_argument("--quick", action="store_true", help="1,000 and 10,000 items")
     parser.add_argument("--no-postgres", action="store_true", help="SQLite only")
     parser.add_argument(
-        "--no-pre-ping",
+        "--pre-ping",
         action="store_true",
-        help="PostgreSQL: SQLStore's engine without pool_pre_ping (one round trip less per call)",
+        help="PostgreSQL: SQLStore's engine with pool_pre_ping (one round trip more per call)",
     )
     parser.add_argument(
         "--burst", type=int, default=60_000, help="concurrent calls of the burst (0: skip)"
@@ -586,7 +587,7 @@ def main() -> None:
         run("sqlite", sqlite_pair(n, anchor_sqlite() is not None), n, rows)
         if not args.no_postgres:
             print(f"PostgreSQL, {n:,} items: SQLStore vs PostgresStore", flush=True)
-            engine_args = {"pool_pre_ping": False} if args.no_pre_ping else {}
+            engine_args = {"pool_pre_ping": True} if args.pre_ping else {}
             run("postgres", postgres_pair(PG_URL, n, engine_args, has_pgvector(PG_URL)), n, rows)
             if not has_pgvector(PG_URL):
                 with pgvector_server() as url:
