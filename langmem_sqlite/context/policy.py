@@ -31,11 +31,11 @@ from langgraph.store.base import BaseStore, Item
 
 from ..messages.checks import check_message_list, check_messages
 from ..messages.counting import TokenCounter, resolve_message_counter
+from ..messages.encodings import is_openai_model
 from ..store.facts import UserFacts
 from ..validation import INT64_MAX
 from .facts import FactsSource, latest_question, render_facts
 from .settings import (
-    EXACT_MODEL_PREFIXES,
     MODEL_CONTEXT_WINDOWS,
     SummaryPlacement,
     SummarySettings,
@@ -188,11 +188,7 @@ class ContextPolicy(SummaryUpdates):
         check_numbers({**budgets, **summary_numbers}, facts_share)  # before any other work
         if max_tokens is None:
             max_tokens = default_max_tokens(model)
-        if (
-            token_counter is None
-            and model is not None
-            and model.lower().startswith(EXACT_MODEL_PREFIXES)
-        ):
+        if token_counter is None and model is not None and is_openai_model(model):
             token_counter = model
         if max_tokens is None and max_messages is None and max_chars is None:
             raise ValueError("max_tokens: required (or a known model=, max_messages, max_chars)")

@@ -10,14 +10,12 @@ from __future__ import annotations
 
 import math
 import warnings
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from typing import Any, Literal
 
-from ..messages.encodings import MODEL_PREFIXES
 from ..validation import INT64_MAX, check_positive
 
 __all__ = [
-    "EXACT_MODEL_PREFIXES",
     "MODEL_CONTEXT_WINDOWS",
     "SummaryPlacement",
     "SummarySettings",
@@ -47,21 +45,7 @@ MODEL_CONTEXT_WINDOWS: dict[str, int] = {
 fine-tuned ``ft:<model>:...`` has its base model's). With ``model=``, the default budget is the
 window minus a reply reserve (a quarter of it, at most 16,384 tokens)."""
 
-EXACT_MODEL_PREFIXES = MODEL_PREFIXES
-"""Model names a policy counts exactly by default (OpenAI's, through tiktoken, case ignored):
-the same names the token counter takes as model names."""
-
 SummaryPlacement = Literal["system", "message"]
-
-_SUMMARY_NUMBERS = (
-    "trigger_tokens",
-    "trigger_messages",
-    "keep_tokens",
-    "keep_messages",
-    "max_summary_tokens",
-    "max_summarizer_input_tokens",
-)
-
 
 def window_for(model: str) -> int | None:
     """The context window of ``model`` (longest known prefix, case ignored; ``ft:<model>:...``
@@ -119,10 +103,11 @@ class SummarySettings:
 
     @classmethod
     def make(cls, summarizer: Any, max_tokens: int | None, **given: int | None) -> SummarySettings:
-        """Validate the settings in ``given`` (the names of :data:`_SUMMARY_NUMBERS`) for a
-        policy with ``summarizer`` (or ``None``) and budget ``max_tokens``."""
+        """Validate the settings in ``given`` (named as this class's fields) for a policy with
+        ``summarizer`` (or ``None``) and budget ``max_tokens``."""
+        names = {f.name for f in fields(cls)}
         for name, value in given.items():
-            if name not in _SUMMARY_NUMBERS:
+            if name not in names:
                 raise TypeError(f"unexpected setting {name!r}")
             if value is not None:
                 check_positive(value, name)

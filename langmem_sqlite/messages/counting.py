@@ -38,11 +38,11 @@ from langchain_core.messages import AIMessage, BaseMessage
 from .checks import check_message_list
 from .encodings import (
     ENCODING_NAMES,
-    MODEL_PREFIXES,
     EncodingUnavailableError,
     check_encoding,
     encoding_name_for_model,
     install_shipped_encodings,
+    is_openai_model,
 )
 from .encodings import encoding as load_encoding
 from .per_message import (
@@ -304,7 +304,7 @@ def _new_named(spec: str) -> TokenCounter:
         return _exact_counter(encoding, encoding)
     if name in ENCODING_NAMES:
         return _exact_counter(name, name)
-    if name.lower().startswith(MODEL_PREFIXES):
+    if is_openai_model(name):
         return _exact_counter(name, encoding_name_for_model(name))
     raise ValueError(
         f"token_counter: unknown counter {spec!r}; expected 'approximate', 'messages', 'chars', "

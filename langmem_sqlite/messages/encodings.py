@@ -25,6 +25,7 @@ __all__ = [
     "encoding",
     "encoding_name_for_model",
     "install_shipped_encodings",
+    "is_openai_model",
 ]
 
 
@@ -184,6 +185,14 @@ def encoding_name_for_model(model: str) -> str:
 
 MODEL_PREFIXES = ("gpt-", "o1", "o3", "o4", "chatgpt-", "text-embedding-", "ft:gpt-")
 """Model names counted exactly (OpenAI's), by prefix."""
+
+
+def is_openai_model(name: str) -> bool:
+    """Whether ``name`` is an OpenAI model name, counted exactly (:data:`MODEL_PREFIXES`, case
+    ignored)."""
+    return name.lower().startswith(MODEL_PREFIXES)
+
+
 ENCODING_NAMES = ("o200k_base", "o200k_harmony", "cl100k_base", "p50k_base", "r50k_base")
 """Encoding names accepted as counter specs."""
 
