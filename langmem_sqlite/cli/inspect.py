@@ -94,9 +94,16 @@ def sessions(
 def threads(
     db: str | None, user: str | None, limit: int | None, prefix: str, as_json: bool
 ) -> None:
-    """List checkpointer threads, most recently updated first."""
-    meta = {"user_id": user} if user is not None else None
-    rows = saver(db, prefix).list_threads(metadata=meta, limit=limit)
+    """List checkpointer threads, most recently updated first (--user: the threads any of whose
+    checkpoints name the user, those forget-user deletes)."""
+    from ..operations.ownership import threads_of_user
+
+    cp = saver(db, prefix)
+    if user is None:
+        rows = cp.list_threads(limit=limit)
+    else:
+        mine = threads_of_user(cp, user)
+        rows = [r for r in cp.list_threads() if r.thread_id in mine][:limit]
     if as_json:
         out.json([r.__dict__ for r in rows])
         return

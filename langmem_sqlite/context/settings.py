@@ -47,6 +47,7 @@ window minus a reply reserve (a quarter of it, at most 16,384 tokens)."""
 
 SummaryPlacement = Literal["system", "message"]
 
+
 def window_for(model: str) -> int | None:
     """The context window of ``model`` (longest known prefix, case ignored; ``ft:<model>:...``
     is its base model's), or ``None``."""

@@ -3,7 +3,7 @@
 :func:`copy_database` copies every table of :mod:`langmem_sqlite.engine.schema` (sessions, messages,
 checkpoints, blobs, writes, threads, store items and vectors, and so the facts kept in the
 store), and fills the PostgreSQL target's pgvector table where it has one. It knows no table by
-name but the threads table (to find a user's threads): it walks the schema's tables in
+name but the checkpoints table (to find a user's threads): it walks the schema's tables in
 foreign-key order, so a table or column added by a later migration is copied with no change
 here.
 
@@ -16,7 +16,9 @@ here.
 * **Verified**: every page is read back from the target and compared, column by column, with
   the source rows.
 * **Per user** (``user_id``): the rows of tables with a ``user_id`` column, of tables with a
-  ``thread_id`` column whose thread's metadata names that user, of tables with a store
+  ``thread_id`` column whose thread is that user's (:mod:`.ownership`: any checkpoint's
+  metadata names the user; checkpoints of an encrypting saver, whose metadata has no JSON
+  copy, name no one here), of tables with a store
   namespace column ``ns`` under ``("users", user_id)`` (where :class:`~langmem_sqlite.store.UserFacts`
   keeps facts), and of tables whose foreign key points at such rows. A table with none of these
   is not per user and is left out (the report says so).
@@ -52,6 +54,7 @@ from ..engine.migrations import (
 from ..engine.schema import DEFAULT_PREFIX, Tables, get_tables
 from ..engine.session import Session
 from ..validation import check_id, check_positive
+from .ownership import named_users
 
 __all__ = ["MAX_BATCH_SIZE", "CopyMismatchError", "CopyReport", "TableCopy", "copy_database"]
 
@@ -144,23 +147,16 @@ def _everything(table: sa.Table) -> list[Any] | None:
 
 
 def _user_threads(conn: Connection, tables: Tables, user_id: str) -> list[str]:
-    """The threads whose latest root checkpoint's metadata names ``user_id`` (read in pages:
-    JSON paths differ between dialects, a comparison in Python does not)."""
-    t = tables.checkpoint_threads
-    found: list[str] = []
-    last: str | None = None
-    while True:
-        stmt = sa.select(t.c.thread_id, t.c.metadata).order_by(t.c.thread_id).limit(1000)
-        if last is not None:
-            stmt = stmt.where(t.c.thread_id > last)
-        rows = conn.execute(stmt).all()
-        if not rows:
-            return found
-        for thread_id, metadata in rows:
-            uid = metadata.get("user_id") if isinstance(metadata, dict) else None
-            if isinstance(uid, str | int) and not isinstance(uid, bool) and str(uid) == user_id:
-                found.append(thread_id)
-        last = rows[-1][0]
+    """The threads that are ``user_id``'s by the rule of :mod:`.ownership` (any checkpoint
+    naming the user), from the metadata's JSON copy (streamed: JSON paths differ between
+    dialects, a comparison in Python does not)."""
+    c = tables.checkpoints.c
+    stmt = sa.select(c.thread_id, c.metadata_json).where(c.metadata_json.is_not(None))
+    found: set[str] = set()
+    for thread_id, metadata in conn.execution_options(yield_per=1000).execute(stmt):
+        if thread_id not in found and user_id in named_users(metadata):
+            found.add(thread_id)
+    return sorted(found)
 
 
 def _user_scope(conn: Connection, tables: Tables, user_id: str) -> Scope:

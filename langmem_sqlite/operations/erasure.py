@@ -4,12 +4,11 @@
 
 * the user's **sessions** of the conversation store, with their **messages**, titles and
   running **summaries**;
-* the checkpointer **threads** tied to the user: a thread is the user's when any of its
-  checkpoints' metadata names the user under ``user_id`` (LangGraph copies
-  ``config["configurable"]["user_id"]`` there) or ``langgraph_auth_user_id`` (the LangGraph API
-  server's authenticated user), as a string or, for a numeric id, as an integer; every
-  checkpoint of the thread is searched, not only the latest, so a later run without the id
-  does not hide the thread. Threads the caller names (``thread_ids``) go too;
+* the checkpointer **threads** tied to the user by :mod:`.ownership`'s rule: any of their
+  checkpoints' metadata names the user under ``user_id`` or ``langgraph_auth_user_id``, as a
+  string or, for a numeric id, as an integer (every checkpoint is searched, not only the
+  latest, so a later run without the id does not hide the thread). Threads the caller names
+  (``thread_ids``) go too;
 * the long-term store's **items** under the user's namespaces, by default everything under
   ``("users", user_id)``: the user's **facts** and pending facts (:class:`UserFacts`) and
   whatever else an application keeps there, expired items included.
@@ -34,15 +33,15 @@ from functools import partial
 from typing import TYPE_CHECKING, Any, NamedTuple, TypeVar
 
 from langgraph.store.base import PutOp, SearchItem
-from sqlalchemy import Text, and_, bindparam, cast, func, or_, select
+from sqlalchemy import bindparam, func, select
 
-from ..checkpoint.meta import matches, prefilter
 from ..engine import Database, DatabaseLike, get_database
 from ..engine.migrations import schema_plan
 from ..engine.schema import DEFAULT_PREFIX, Tables, get_tables
 from ..engine.session import Session
 from ..history import sql
 from ..validation import IdLike, check_id
+from .ownership import THREAD_USER_KEYS, threads_named, user_filters
 
 if TYPE_CHECKING:
     from ..checkpoint import SQLSaver
@@ -66,8 +65,6 @@ DEFAULT_STORE_PREFIXES: tuple[tuple[str, ...], ...] = (("users", USER),)
 """Store namespaces holding a user's items: everything under ``("users", user_id)``, where
 :class:`~langmem_sqlite.store.UserFacts` keeps facts by default."""
 
-THREAD_USER_KEYS: tuple[str, ...] = ("user_id", "langgraph_auth_user_id")
-"""Checkpoint metadata keys that name a thread's user."""
 
 _FACT_NAMESPACES = ("facts", "pending_facts")
 _PAGE = 1000
@@ -169,48 +166,6 @@ async def _arun(job: _Job[T]) -> T:
 # -- checkpointer threads ---------------------------------------------------------------------
 
 
-def _user_values(user_id: str) -> list[str | int]:
-    """The metadata values naming ``user_id``: the string, and for a numeric id the integer
-    (LangGraph copies ``configurable`` ints into metadata as ints)."""
-    values: list[str | int] = [user_id]
-    try:
-        number = int(user_id)
-    except ValueError:
-        return values
-    if str(number) == user_id:
-        values.append(number)
-    return values
-
-
-def _filters(user_id: str, keys: Sequence[str]) -> list[dict[str, Any]]:
-    return [{k: v} for k in keys for v in _user_values(user_id)]
-
-
-def _threads_named(
-    session: Session, t: Tables, filters: list[dict[str, Any]]
-) -> tuple[set[str], int]:
-    """Threads any of whose checkpoints' JSON metadata matches one of ``filters``, and how
-    many other threads have checkpoints without a JSON copy (an encrypting saver's)."""
-    c = t.checkpoints.c
-    wanted = or_(*(and_(*prefilter(c.metadata_json, f, session.rules.name)) for f in filters))
-    found = {
-        row.thread_id
-        for row in session.execute(
-            select(c.thread_id, c.metadata_json).where(c.metadata_json.is_not(None), wanted)
-        )
-        if any(matches(row.metadata_json, f) for f in filters)
-    }
-
-    def opaque_threads() -> Any:
-        # no JSON copy: SQL NULL, or the JSON null a saver without searchable metadata writes
-        no_copy = or_(c.metadata_json.is_(None), cast(c.metadata_json, Text) == "null")
-        return select(c.thread_id).where(no_copy).distinct()
-
-    stmt = session.statement(("erasure", t.key, "opaque"), opaque_threads)
-    opaque = set(session.execute(stmt).scalars())
-    return found, len(opaque - found)
-
-
 def _checkpoint_count(session: Session, t: Tables, thread_ids: Sequence[str]) -> int:
     c = t.checkpoints.c
 
@@ -227,9 +182,9 @@ def _checkpoint_count(session: Session, t: Tables, thread_ids: Sequence[str]) ->
 
 
 def _find_threads(saver: SQLSaver, db: Database, user_id: str, keys: Sequence[str]) -> _Job[Any]:
-    filters = _filters(user_id, keys)
+    filters = user_filters(user_id, keys)
     if saver.searchable_metadata:
-        found, opaque = yield _sql(db, _threads_named, saver.tables, filters)
+        found, opaque = yield _sql(db, threads_named, saver.tables, filters)
         return found, opaque
     # metadata only in the serializer's (encrypted) form: the saver decodes and matches it
     found = set()

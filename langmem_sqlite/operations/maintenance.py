@@ -17,6 +17,7 @@ from ..engine.schema import Tables
 from ..engine.session import Session
 from ..history.store import ConversationStore, idle_cutoff
 from ..validation import check_id
+from .ownership import thread_users, threads_of_user
 
 __all__ = [
     "PruneReport",
@@ -84,8 +85,12 @@ def users_with_session(store: ConversationStore, session_id: str) -> list[str]:
 
 
 def list_users(store: ConversationStore, saver: Any, facts_store: Any) -> list[dict[str, Any]]:
-    """Every user id seen in sessions, checkpointer threads (``user_id`` metadata) or facts,
-    with how many sessions, threads and facts each has."""
+    """Every user id seen in sessions, checkpointer threads or facts, with how many sessions,
+    threads and facts each has.
+
+    A thread counts for each user its checkpoints name, by the rule of
+    :mod:`~langmem_sqlite.operations.ownership` that :func:`~langmem_sqlite.operations.forget_user` deletes by.
+    """
     users: dict[str, dict[str, Any]] = {}
 
     def row(uid: str) -> dict[str, Any]:
@@ -94,10 +99,9 @@ def list_users(store: ConversationStore, saver: Any, facts_store: Any) -> list[d
     for s in store.list_sessions(None):
         if s.user_id is not None:
             row(s.user_id)["sessions"] += 1
-    for t in saver.list_threads():
-        uid = (t.metadata or {}).get("user_id")
-        if isinstance(uid, str | int) and not isinstance(uid, bool):
-            row(str(uid))["threads"] += 1
+    for named in thread_users(saver).values():
+        for uid in named:
+            row(uid)["threads"] += 1
     for ns in facts_store.list_namespaces(prefix=(_USERS_NAMESPACE,), max_depth=3):
         if len(ns) == 3 and ns[2] == "facts":
             row(ns[1])["facts"] += len(facts_store.search(ns, limit=10_000))
@@ -124,8 +128,9 @@ def prune(
 ) -> PruneReport:
     """Delete sessions and checkpointer threads idle for more than ``days`` days.
 
-    With ``user_id``, only that user's sessions (threads are selected by their ``user_id``
-    metadata). ``dry_run`` lists what would go and deletes nothing.
+    With ``user_id``, only that user's sessions and threads (a thread is the user's by the rule
+    of :mod:`~langmem_sqlite.operations.ownership`, the one :func:`~langmem_sqlite.operations.forget_user` deletes by).
+    ``dry_run`` lists what would go and deletes nothing.
 
     Raises:
         ValueError: ``days`` is not a finite number from 0 to
@@ -139,8 +144,12 @@ def prune(
         for s in store.list_sessions(user_id)
         if s.updated_at < cutoff
     ]
-    meta = {"user_id": user_id} if user_id is not None else None
-    idle = [t for t in saver.list_threads(metadata=meta) if t.updated_at < cutoff]
+    mine = threads_of_user(saver, user_id) if user_id is not None else None
+    idle = [
+        t
+        for t in saver.list_threads()
+        if t.updated_at < cutoff and (mine is None or t.thread_id in mine)
+    ]
     threads = [t.thread_id for t in idle]
     if not dry_run:
         store.delete_sessions_older_than(days, user_id=user_id)

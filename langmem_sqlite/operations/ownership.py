@@ -1,0 +1,145 @@
+"""Whose thread is it: the one rule that ties checkpointer threads to users.
+
+A thread is a user's when **any** of its checkpoints' metadata names the user under one of
+:data:`THREAD_USER_KEYS` (``user_id``: LangGraph copies ``config["configurable"]["user_id"]``
+there; ``langgraph_auth_user_id``: the LangGraph API server's authenticated user), as a string
+or, for a numeric id, as an integer. Every checkpoint counts, not only the latest, so a later
+run without the id does not hide the thread. A thread may so belong to several users.
+
+:func:`~langmem_sqlite.operations.forget_user` deletes by this rule, and the listing and
+retention commands (``langmem-sqlite users``, ``threads --user``, ``prune --user``) select by
+it, so what they show is what ``forget-user`` deletes.
+
+A saver with searchable metadata (the default without encryption) answers from the metadata's
+JSON copy in SQL; otherwise the saver decodes each checkpoint's metadata (an
+``EncryptedSerializer`` needs its key for that).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any
+
+from sqlalchemy import Text, and_, cast, or_, select
+
+from ..checkpoint.meta import matches, prefilter
+from ..engine.schema import Tables
+from ..engine.session import Session
+
+if TYPE_CHECKING:
+    from ..checkpoint import SQLSaver
+
+__all__ = [
+    "THREAD_USER_KEYS",
+    "named_users",
+    "thread_users",
+    "threads_named",
+    "threads_of_user",
+    "user_filters",
+    "user_values",
+]
+
+THREAD_USER_KEYS: tuple[str, ...] = ("user_id", "langgraph_auth_user_id")
+"""Checkpoint metadata keys that name a thread's user."""
+
+
+def user_values(user_id: str) -> list[str | int]:
+    """The metadata values naming ``user_id``: the string, and for a numeric id the integer
+    (LangGraph copies ``configurable`` ints into metadata as ints)."""
+    values: list[str | int] = [user_id]
+    try:
+        number = int(user_id)
+    except ValueError:
+        return values
+    if str(number) == user_id:
+        values.append(number)
+    return values
+
+
+def user_filters(user_id: str, keys: Sequence[str] = THREAD_USER_KEYS) -> list[dict[str, Any]]:
+    """One metadata filter per key and value that names ``user_id``."""
+    return [{k: v} for k in keys for v in user_values(user_id)]
+
+
+def named_users(
+    metadata: Mapping[str, Any] | None, keys: Sequence[str] = THREAD_USER_KEYS
+) -> set[str]:
+    """The user ids one checkpoint's metadata names (the inverse of :func:`user_values`)."""
+    out: set[str] = set()
+    if not isinstance(metadata, Mapping):
+        return out
+    for key in keys:
+        value = metadata.get(key)
+        if isinstance(value, str) and value:
+            out.add(value)
+        elif isinstance(value, int) and not isinstance(value, bool):
+            out.add(str(value))
+    return out
+
+
+def threads_named(
+    session: Session, t: Tables, filters: list[dict[str, Any]]
+) -> tuple[set[str], int]:
+    """Threads any of whose checkpoints' JSON metadata matches one of ``filters``, and how
+    many other threads have checkpoints without a JSON copy (an encrypting saver's)."""
+    c = t.checkpoints.c
+    wanted = or_(*(and_(*prefilter(c.metadata_json, f, session.rules.name)) for f in filters))
+    found = {
+        row.thread_id
+        for row in session.execute(
+            select(c.thread_id, c.metadata_json).where(c.metadata_json.is_not(None), wanted)
+        )
+        if any(matches(row.metadata_json, f) for f in filters)
+    }
+
+    def opaque_threads() -> Any:
+        # no JSON copy: SQL NULL, or the JSON null a saver without searchable metadata writes
+        no_copy = or_(c.metadata_json.is_(None), cast(c.metadata_json, Text) == "null")
+        return select(c.thread_id).where(no_copy).distinct()
+
+    stmt = session.statement(("ownership", t.key, "opaque"), opaque_threads)
+    opaque = set(session.execute(stmt).scalars())
+    return found, len(opaque - found)
+
+
+def _users_by_thread(
+    session: Session, t: Tables, keys: Sequence[str] = THREAD_USER_KEYS
+) -> dict[str, set[str]]:
+    c = t.checkpoints.c
+    out: dict[str, set[str]] = {}
+    rows = session.execute(select(c.thread_id, c.metadata_json).where(c.metadata_json.is_not(None)))
+    for row in rows:
+        named = named_users(row.metadata_json, keys)
+        if named:
+            out.setdefault(row.thread_id, set()).update(named)
+    return out
+
+
+def _collect(tuples: Iterable[Any], keys: Sequence[str]) -> dict[str, set[str]]:
+    out: dict[str, set[str]] = {}
+    for tp in tuples:
+        named = named_users(tp.metadata, keys)
+        if named:
+            out.setdefault(tp.config["configurable"]["thread_id"], set()).update(named)
+    return out
+
+
+def thread_users(saver: SQLSaver, keys: Sequence[str] = THREAD_USER_KEYS) -> dict[str, set[str]]:
+    """Every thread that names a user, with the users its checkpoints name."""
+    if saver.searchable_metadata:
+        return saver.db.run(_users_by_thread, saver.tables, tuple(keys))  # type: ignore[no-any-return]
+    return _collect(saver.list(None), keys)
+
+
+def threads_of_user(
+    saver: SQLSaver, user_id: str, keys: Sequence[str] = THREAD_USER_KEYS
+) -> set[str]:
+    """The ids of the threads that are ``user_id``'s by the rule above."""
+    filters = user_filters(user_id, keys)
+    if saver.searchable_metadata:
+        found, _ = saver.db.run(threads_named, saver.tables, filters)
+        return found  # type: ignore[no-any-return]
+    out: set[str] = set()
+    for f in filters:
+        out.update(tp.config["configurable"]["thread_id"] for tp in saver.list(None, filter=f))
+    return out
