@@ -10,6 +10,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+import pytest
 from click.testing import CliRunner
 from langgraph.checkpoint.base import empty_checkpoint
 from langgraph.checkpoint.serde.encrypted import EncryptedSerializer
@@ -17,9 +18,9 @@ from langgraph.checkpoint.serde.encrypted import EncryptedSerializer
 from langmem_sqlite import ConversationStore, SQLSaver, SQLStore
 from langmem_sqlite.cli import cli as cli_group
 from langmem_sqlite.operations.copy import copy_database
-from langmem_sqlite.operations.erasure import forget_user
+from langmem_sqlite.operations.erasure import forget_user, threads_of_user
 from langmem_sqlite.operations.maintenance import list_users, prune
-from langmem_sqlite.operations.ownership import named_users, thread_users, threads_of_user
+from langmem_sqlite.operations.ownership import named_users, thread_users
 
 # thread -> the metadata of its checkpoints, oldest first
 HISTORIES: dict[str, list[dict[str, Any]]] = {
@@ -57,7 +58,7 @@ def _cli(*args: str) -> Any:
 
 def test_named_users_reads_strings_and_ints_only() -> None:
     assert named_users({"user_id": "ada", "langgraph_auth_user_id": 7}) == {"ada", "7"}
-    assert named_users({"user_id": True, "langgraph_auth_user_id": ""}) == set()
+    assert named_users({"user_id": True, "langgraph_auth_user_id": " "}) == set()
     assert named_users({"user_id": 1.5}) == set() and named_users(None) == set()
 
 
@@ -71,6 +72,8 @@ def test_listing_retention_copy_and_erasure_agree_on_whose_thread(
     for user, threads in EXPECTED.items():
         assert threads_of_user(saver, user) == threads
     assert threads_of_user(saver, "nobody") == set()
+    with pytest.raises(ValueError, match="user_id"):
+        threads_of_user(saver, " ")
 
     store = ConversationStore(db_url, table_prefix=prefix)
     kv = SQLStore(db_url, table_prefix=prefix)

@@ -96,7 +96,7 @@ def threads(
 ) -> None:
     """List checkpointer threads, most recently updated first (--user: the threads any of whose
     checkpoints name the user, those forget-user deletes)."""
-    from ..operations.ownership import threads_of_user
+    from ..operations.erasure import threads_of_user
 
     cp = saver(db, prefix)
     if user is None:

@@ -54,7 +54,7 @@ from ..engine.migrations import (
 from ..engine.schema import DEFAULT_PREFIX, Tables, get_tables
 from ..engine.session import Session
 from ..validation import check_id, check_positive
-from .ownership import named_users
+from .ownership import users_by_thread
 
 __all__ = ["MAX_BATCH_SIZE", "CopyMismatchError", "CopyReport", "TableCopy", "copy_database"]
 
@@ -148,15 +148,9 @@ def _everything(table: sa.Table) -> list[Any] | None:
 
 def _user_threads(conn: Connection, tables: Tables, user_id: str) -> list[str]:
     """The threads that are ``user_id``'s by the rule of :mod:`.ownership` (any checkpoint
-    naming the user), from the metadata's JSON copy (streamed: JSON paths differ between
-    dialects, a comparison in Python does not)."""
-    c = tables.checkpoints.c
-    stmt = sa.select(c.thread_id, c.metadata_json).where(c.metadata_json.is_not(None))
-    found: set[str] = set()
-    for thread_id, metadata in conn.execution_options(yield_per=1000).execute(stmt):
-        if thread_id not in found and user_id in named_users(metadata):
-            found.add(thread_id)
-    return sorted(found)
+    naming the user), from the metadata's JSON copy, streamed."""
+    named = users_by_thread(conn.execution_options(yield_per=1000), tables)
+    return sorted(tid for tid, users in named.items() if user_id in users)
 
 
 def _user_scope(conn: Connection, tables: Tables, user_id: str) -> Scope:

@@ -54,6 +54,7 @@ __all__ = [
     "ForgetReport",
     "aforget_user",
     "forget_user",
+    "threads_of_user",
 ]
 
 T = TypeVar("T")
@@ -192,6 +193,19 @@ def _find_threads(saver: SQLSaver, db: Database, user_id: str, keys: Sequence[st
         tuples = yield _Call(partial(_listed, saver, f), partial(_alisted, saver, f))
         found.update(tp.config["configurable"]["thread_id"] for tp in tuples)
     return found, 0
+
+
+def threads_of_user(
+    saver: SQLSaver, user_id: IdLike, keys: Sequence[str] = THREAD_USER_KEYS
+) -> set[str]:
+    """The ids of the threads that are ``user_id``'s by :mod:`.ownership`'s rule (what
+    :func:`forget_user` deletes, but for ``thread_ids``).
+
+    Raises:
+        ValueError, TypeError: ``user_id`` is not a valid id.
+    """
+    found, _ = _run(_find_threads(saver, saver.db, check_id(user_id, "user_id"), keys))
+    return found  # type: ignore[no-any-return]
 
 
 # -- store items --------------------------------------------------------------------------------

@@ -17,7 +17,8 @@ from ..engine.schema import Tables
 from ..engine.session import Session
 from ..history.store import ConversationStore, idle_cutoff
 from ..validation import check_id
-from .ownership import thread_users, threads_of_user
+from .erasure import threads_of_user
+from .ownership import thread_users
 
 __all__ = [
     "PruneReport",

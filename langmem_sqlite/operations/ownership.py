@@ -7,8 +7,9 @@ or, for a numeric id, as an integer. Every checkpoint counts, not only the lates
 run without the id does not hide the thread. A thread may so belong to several users.
 
 :func:`~langmem_sqlite.operations.forget_user` deletes by this rule, and the listing and
-retention commands (``langmem-sqlite users``, ``threads --user``, ``prune --user``) select by
-it, so what they show is what ``forget-user`` deletes.
+retention commands (``langmem-sqlite users``, ``threads --user``, ``prune --user``) and
+``copy --user`` select by it (:func:`~langmem_sqlite.operations.erasure.threads_of_user` finds
+one user's threads), so what they show is what ``forget-user`` deletes.
 
 A saver with searchable metadata (the default without encryption) answers from the metadata's
 JSON copy in SQL; otherwise the saver decodes each checkpoint's metadata (an
@@ -21,6 +22,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from sqlalchemy import Text, and_, cast, or_, select
+from sqlalchemy.engine import Connection
 
 from ..checkpoint.meta import matches, prefilter
 from ..engine.schema import Tables
@@ -34,9 +36,9 @@ __all__ = [
     "named_users",
     "thread_users",
     "threads_named",
-    "threads_of_user",
     "user_filters",
     "user_values",
+    "users_by_thread",
 ]
 
 THREAD_USER_KEYS: tuple[str, ...] = ("user_id", "langgraph_auth_user_id")
@@ -70,7 +72,7 @@ def named_users(
         return out
     for key in keys:
         value = metadata.get(key)
-        if isinstance(value, str) and value:
+        if isinstance(value, str) and value.strip():
             out.add(value)
         elif isinstance(value, int) and not isinstance(value, bool):
             out.add(str(value))
@@ -102,12 +104,15 @@ def threads_named(
     return found, len(opaque - found)
 
 
-def _users_by_thread(
-    session: Session, t: Tables, keys: Sequence[str] = THREAD_USER_KEYS
+def users_by_thread(
+    conn: Session | Connection, t: Tables, keys: Sequence[str] = THREAD_USER_KEYS
 ) -> dict[str, set[str]]:
+    """Every thread whose checkpoints' JSON metadata names a user, with the users named: on the
+    seam's ``Session``, or on a SQLAlchemy ``Connection`` (``copy_database`` streams it with
+    ``execution_options(yield_per=...)``)."""
     c = t.checkpoints.c
     out: dict[str, set[str]] = {}
-    rows = session.execute(select(c.thread_id, c.metadata_json).where(c.metadata_json.is_not(None)))
+    rows = conn.execute(select(c.thread_id, c.metadata_json).where(c.metadata_json.is_not(None)))
     for row in rows:
         named = named_users(row.metadata_json, keys)
         if named:
@@ -125,21 +130,8 @@ def _collect(tuples: Iterable[Any], keys: Sequence[str]) -> dict[str, set[str]]:
 
 
 def thread_users(saver: SQLSaver, keys: Sequence[str] = THREAD_USER_KEYS) -> dict[str, set[str]]:
-    """Every thread that names a user, with the users its checkpoints name."""
+    """Every thread that names a user, with the users its checkpoints name (a saver without
+    searchable metadata decodes every checkpoint for it)."""
     if saver.searchable_metadata:
-        return saver.db.run(_users_by_thread, saver.tables, tuple(keys))  # type: ignore[no-any-return]
+        return saver.db.run(users_by_thread, saver.tables, tuple(keys))  # type: ignore[no-any-return]
     return _collect(saver.list(None), keys)
-
-
-def threads_of_user(
-    saver: SQLSaver, user_id: str, keys: Sequence[str] = THREAD_USER_KEYS
-) -> set[str]:
-    """The ids of the threads that are ``user_id``'s by the rule above."""
-    filters = user_filters(user_id, keys)
-    if saver.searchable_metadata:
-        found, _ = saver.db.run(threads_named, saver.tables, filters)
-        return found  # type: ignore[no-any-return]
-    out: set[str] = set()
-    for f in filters:
-        out.update(tp.config["configurable"]["thread_id"] for tp in saver.list(None, filter=f))
-    return out
