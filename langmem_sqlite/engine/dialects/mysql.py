@@ -45,8 +45,8 @@ def _reset_open_transaction(dbapi_connection: Any, record: Any, reset_state: Any
     PyMySQL connection left in a transaction; a driver that reports no status (an async
     driver's adapted connection) is left to that pool's own reset."""
     status = getattr(dbapi_connection, "server_status", None)
-    if not isinstance(status, int) or getattr(reset_state, "terminate_only", False):
-        return
+    if not isinstance(status, int) or not getattr(reset_state, "asyncio_safe", True):
+        return  # no status to read, or no I/O allowed here (SQLAlchemy's own reset skips too)
     if status & _IN_TRANSACTION:
         dbapi_connection.rollback()
 
