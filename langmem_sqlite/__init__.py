@@ -43,6 +43,7 @@ _EXPORTS = {
     "Memory": "memory",
     "SQLStore": "store",
     "CopyReport": "operations.copy",
+    "acopy_database": "operations.copy",
     "copy_database": "operations.copy",
     "drop_leading_orphans": "messages",
 }
@@ -66,6 +67,7 @@ __all__ = [
     "SchemaTooNewError",
     "SessionInfo",
     "ThreadInfo",
+    "acopy_database",
     "aforget_user",
     "context_node",
     "context_step",
@@ -124,6 +126,6 @@ if TYPE_CHECKING:
     from .memory import Memory
     from .messages.counting import EncodingUnavailableError, count_tokens, resolve_message_counter
     from .messages.windows import drop_leading_orphans
-    from .operations.copy import CopyReport, copy_database
+    from .operations.copy import CopyReport, acopy_database, copy_database
     from .operations.erasure import ForgetReport, aforget_user, forget_user
     from .store import SQLStore

@@ -4,6 +4,7 @@ compared through the public APIs at every hop; idempotent, resumable, per user, 
 
 from __future__ import annotations
 
+import asyncio
 import json
 import uuid
 from collections.abc import Iterator
@@ -19,7 +20,7 @@ from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
 from langgraph.graph import START, MessagesState, StateGraph
 from langgraph.types import Command, interrupt
 
-from langmem_sqlite import ConversationStore, SQLSaver, SQLStore, copy_database
+from langmem_sqlite import ConversationStore, SQLSaver, SQLStore, acopy_database, copy_database
 from langmem_sqlite.cli import cli
 from langmem_sqlite.engine import get_database
 from langmem_sqlite.engine.schema import get_tables
@@ -194,6 +195,37 @@ def test_per_user_then_everything_resumes(tmp_path: Path, copy_prefix: str) -> N
     full = copy_database(source, target, table_prefix=copy_prefix)
     assert full.present == ada.copied and full.copied == full.rows - ada.copied
     assert _snapshot(target, copy_prefix) == expected
+
+
+async def test_acopy_database_copies_while_the_event_loop_runs(
+    tmp_path: Path, copy_prefix: str
+) -> None:
+    source = f"sqlite:///{tmp_path}/source.db"
+    target = server_url("mariadb")
+    _fill(source, copy_prefix)
+    expected = _snapshot(source, copy_prefix)
+    ticks = 0
+    done = asyncio.Event()
+
+    async def tick() -> None:
+        nonlocal ticks
+        while not done.is_set():
+            ticks += 1
+            await asyncio.sleep(0.001)
+
+    ticker = asyncio.create_task(tick())
+    try:
+        report = await acopy_database(source, target, table_prefix=copy_prefix, batch_size=7)
+    finally:
+        done.set()
+        await ticker
+    assert report.verified and report.copied == report.rows > 50, report.as_dict()
+    assert ticks >= 5  # the loop went on during the copy (a blocking call leaves it at 1)
+    assert _snapshot(target, copy_prefix) == expected
+    again = await acopy_database(source, target, table_prefix=copy_prefix)
+    assert (again.copied, again.present) == (0, report.rows)
+    with pytest.raises(ValueError, match="batch_size"):  # the errors of copy_database
+        await acopy_database(source, target, table_prefix=copy_prefix, batch_size=0)
 
 
 def test_a_different_row_under_the_same_key_is_refused(tmp_path: Path) -> None:

@@ -34,6 +34,7 @@ in the target; on PostgreSQL the id sequences are moved past the copied ids afte
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -56,7 +57,14 @@ from ..engine.session import Session
 from ..validation import check_id, check_positive
 from .ownership import users_by_thread
 
-__all__ = ["MAX_BATCH_SIZE", "CopyMismatchError", "CopyReport", "TableCopy", "copy_database"]
+__all__ = [
+    "MAX_BATCH_SIZE",
+    "CopyMismatchError",
+    "CopyReport",
+    "TableCopy",
+    "acopy_database",
+    "copy_database",
+]
 
 _USERS_NAMESPACE = "users"
 _THREAD_CHUNK = 500
@@ -474,6 +482,36 @@ def copy_database(
         if filled is not None:
             report.tables.append(filled)
     return report
+
+
+async def acopy_database(
+    source: DatabaseLike | Database,
+    target: DatabaseLike | Database,
+    *,
+    table_prefix: str = DEFAULT_PREFIX,
+    target_prefix: str | None = None,
+    schema: str | None = None,
+    target_schema: str | None = None,
+    user_id: str | None = None,
+    batch_size: int = 500,
+    progress: bool = False,
+) -> CopyReport:
+    """Async :func:`copy_database`: the same copy, run in a worker thread so that the event
+    loop goes on while the tables stream (a copy is one long job of many pages, made on the
+    databases' sync connections; the arguments, report and errors are those of
+    :func:`copy_database`)."""
+    return await asyncio.to_thread(
+        copy_database,
+        source,
+        target,
+        table_prefix=table_prefix,
+        target_prefix=target_prefix,
+        schema=schema,
+        target_schema=target_schema,
+        user_id=user_id,
+        batch_size=batch_size,
+        progress=progress,
+    )
 
 
 class _Bars:
