@@ -189,22 +189,41 @@ REPS = 3
 
 def total_times(
     ours: BaseCheckpointSaver, anchor: BaseCheckpointSaver, first: tuple[float, float], turns: int
-) -> None:
+) -> list[float]:
     """Print the median total run time of ours and the anchor over :data:`REPS` runs (``first``
     and further threads, interleaved so that machine load hits both alike), and the same graph
     on LangGraph's InMemorySaver, for reference: LangGraph's own work plus an in-memory saver
     (which still serializes every new value and decodes the whole state on each read)."""
     runs: dict[str, list[float]] = {"ours": [first[0]], "anchor": [first[1]], "floor": []}
+    floor_turns: list[float] = []
     for r in range(REPS):
         if r:
             runs["ours"].append(run_chat(ours, turns, f"rep{r}")["total"])
             runs["anchor"].append(run_chat(anchor, turns, f"rep{r}")["total"])
-        runs["floor"].append(run_chat(InMemorySaver(), turns, "floor")["total"])
+        floor = run_chat(InMemorySaver(), turns, "floor")
+        runs["floor"].append(floor["total"])
+        floor_turns = floor_turns or floor["turns"]
     t_ours, t_anchor, base = (statistics.median(runs[k]) for k in ("ours", "anchor", "floor"))
     row(f"total run time (median of {REPS})", t_ours, t_anchor, "s", TOTAL_TARGET[ours.db.dialect])
     row("total vs LangGraph on InMemorySaver", t_ours, base, "s", FLOOR_TARGET[ours.db.dialect])
     print(f"  InMemorySaver's total = {base / t_anchor:.3f}x the anchor's")
     row("total - InMemorySaver's total", t_ours - base, t_anchor - base, "s", "-")
+    return floor_turns
+
+
+def turn_times(ours: list[float], anchor: list[float], floor: list[float]) -> None:
+    """Median time of one turn early in the thread and late (each run's first ``n`` and last
+    ``n`` turns): a saver's fixed cost per call weighs most while the state is small."""
+    n = max(1, len(ours) // 5)
+    for label, part in (
+        (f"1-{n}", slice(0, n)),
+        (f"{len(ours) - n + 1}-{len(ours)}", slice(-n, None)),
+    ):
+        o, a, f = (statistics.median(t[part]) * 1e3 for t in (ours, anchor, floor))
+        print(
+            f"  one turn, turns {label:9s}    ours {o:8.3f} ms  anchor {a:8.3f} ms  "
+            f"ratio {o / a:6.3f}x; InMemorySaver {f:.3f} ms (ours {o / f:.3f}x)"
+        )
 
 
 TOTAL_TARGET = {"sqlite": "<= 0.7x", "postgresql": "<= 0.7x"}
@@ -233,7 +252,8 @@ def sqlite_chat(turns: int, tmp: str) -> None:
     footprint_rows("(all closed)", ours_path, anchor_path)
     anchor_conn = sqlite3.connect(anchor_path, check_same_thread=False)
     anchor = SqliteSaver(anchor_conn)
-    total_times(ours, anchor, (a["total"], b["total"]), turns)
+    floor_turns = total_times(ours, anchor, (a["total"], b["total"]), turns)
+    turn_times(a["turns"], b["turns"], floor_turns)
     ours_growth = put_median(a["per_turn"], turns - 10, turns) / put_median(a["per_turn"], lo, hi)
     anchor_growth = put_median(b["per_turn"], turns - 10, turns) / put_median(b["per_turn"], lo, hi)
     print(
@@ -503,7 +523,8 @@ def pg_chat(turns: int) -> None:
             # sizes of the one 200-turn thread, before the further runs below
             disk = (_pg_size(s_ours)[0] / 1e6, _pg_size(s_anchor)[0] / 1e6)
             raw = (_pg_raw_bytes(s_ours) / 1e6, _pg_raw_bytes(s_anchor) / 1e6)
-            total_times(ours, anchor, (a["total"], b["total"]), turns)
+            floor_turns = total_times(ours, anchor, (a["total"], b["total"]), turns)
+            turn_times(a["turns"], b["turns"], floor_turns)
         t_anchor = ms["anchor"] * 1e3
         row("get_tuple(latest) p50, warm", ms["warm"] * 1e3, t_anchor, "ms", "-")
         row("get_tuple(latest) p50, cold", ms["cold"] * 1e3, t_anchor, "ms", "-")
