@@ -9,11 +9,13 @@ Scenarios (targets in brackets):
    footprint on disk, the database file plus its ``-wal`` and ``-shm`` [<= 0.05x], total run
    time [<= 0.7x SqliteSaver, <= 1.15x the same graph on LangGraph's InMemorySaver], ``put``
    latency at turn 200 vs turn 10 [<= 3x], ``get_tuple`` at turn 200, warm and cold
-   [<= 1.0x], listing all checkpoints.
+   [<= 1.0x], listing all checkpoints; then the CPU each saver method takes inside a run of
+   the graph, and over the same calls replayed alone (where the time goes).
 2. A tiny-checkpoint ``put`` on SQLite [<= 1.0x SqliteSaver].
 2b. The async API on SQLite vs AsyncSqliteSaver: the chat graph with ``ainvoke``, a tiny
    ``aput`` and ``aget_tuple`` [< 1x].
-3. The chat graph on PostgreSQL vs PostgresSaver: total time [<= 0.7x], bytes stored [<= 0.2x].
+3. The chat graph on PostgreSQL vs PostgresSaver: total time [<= 0.7x], bytes stored [<= 0.2x],
+   the CPU per saver method as in 1.
 4. Pooled PostgreSQL throughput, 8 threads vs 1 [>= 0.8x the CPU bound it prints] (PostgresSaver
    with a pool measured too); 4b. the same through a latency proxy [>= 3x].
 5. A 1,000-turn thread on SQLite: size and per-turn latency every 100 turns (linear, flat).
@@ -29,6 +31,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import pickle
 import sqlite3
 import statistics
 import sys
@@ -226,6 +229,116 @@ def turn_times(ours: list[float], anchor: list[float], floor: list[float]) -> No
         )
 
 
+METHODS = ("put", "put_writes", "get_tuple")
+
+
+def _plain(config: Any) -> dict[str, Any]:
+    """The part of a call's config a saver reads (LangGraph adds callables at run time)."""
+    keys = ("thread_id", "checkpoint_ns", "checkpoint_id")
+    return {"configurable": {k: v for k, v in config["configurable"].items() if k in keys}}
+
+
+class _Recorder(InMemorySaver):
+    """LangGraph's InMemorySaver that keeps a pickled copy of each call's arguments."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.calls: list[tuple[str, bytes]] = []
+
+    def put(self, config: Any, checkpoint: Any, metadata: Any, new_versions: Any) -> Any:
+        self.calls.append(
+            ("put", pickle.dumps((_plain(config), checkpoint, metadata, new_versions)))
+        )
+        return super().put(config, checkpoint, metadata, new_versions)
+
+    def put_writes(self, config: Any, writes: Any, task_id: str, task_path: str = "") -> None:
+        self.calls.append(
+            ("put_writes", pickle.dumps((_plain(config), writes, task_id, task_path)))
+        )
+        super().put_writes(config, writes, task_id, task_path)
+
+    def get_tuple(self, config: Any) -> CheckpointTuple | None:
+        self.calls.append(("get_tuple", pickle.dumps((_plain(config),))))
+        return super().get_tuple(config)
+
+
+def _in_graph_cpu(saver: BaseCheckpointSaver, turns: int, thread: str) -> dict[str, float]:
+    """CPU seconds spent in each saver method (the calling thread's CPU time: LangGraph calls
+    ``put`` and ``put_writes`` from its background threads) during one run of the chat graph,
+    and the whole process's CPU for the run."""
+    cpu = dict.fromkeys(METHODS, 0.0)
+    originals = {name: getattr(saver, name) for name in METHODS}
+
+    def timed(name: str, inner: Callable[..., Any]) -> Callable[..., Any]:
+        def call(*a: Any, **k: Any) -> Any:
+            t0 = time.thread_time()
+            try:
+                return inner(*a, **k)
+            finally:
+                cpu[name] += time.thread_time() - t0
+
+        return call
+
+    for name, inner in originals.items():
+        setattr(saver, name, timed(name, inner))
+    try:
+        t0 = time.process_time()
+        run_chat(saver, turns, thread)
+        cpu["process"] = time.process_time() - t0
+    finally:
+        for name in METHODS:
+            delattr(saver, name)  # the bound method of the class again
+    return cpu
+
+
+def _replayed_cpu(saver: BaseCheckpointSaver, calls: list[tuple[str, bytes]]) -> dict[str, float]:
+    """CPU seconds of each method over the same calls made one after another in this thread
+    (each call's arguments unpickled before its clock starts)."""
+    cpu = dict.fromkeys(METHODS, 0.0)
+    for name, blob in calls:
+        args = pickle.loads(blob)
+        fn = getattr(saver, name)
+        t0 = time.thread_time()
+        fn(*args)
+        cpu[name] += time.thread_time() - t0
+    return cpu
+
+
+def cpu_split(
+    ours: BaseCheckpointSaver,
+    anchor: BaseCheckpointSaver,
+    replay: Callable[[], tuple[BaseCheckpointSaver, BaseCheckpointSaver]],
+    turns: int,
+) -> None:
+    """Where each saver's CPU goes: per method inside a run of the chat graph (ours, the anchor
+    and InMemorySaver, one run each), then the same calls replayed alone on fresh savers
+    (``replay()`` makes ours and the anchor's; the calls are recorded from an InMemorySaver
+    run). Inside the graph a call shares the 2 CPUs and the GIL with LangGraph's own work."""
+    rows = {
+        "ours": _in_graph_cpu(ours, turns, "cpu"),
+        "anchor": _in_graph_cpu(anchor, turns, "cpu"),
+        "InMemorySaver": _in_graph_cpu(InMemorySaver(), turns, "cpu"),
+    }
+    print(
+        f"  CPU in the graph run, per method (s, {turns} turns): put / put_writes / get_tuple; process"
+    )
+    for label, c in rows.items():
+        print(
+            f"    {label:14s} {c['put']:7.3f} {c['put_writes']:7.3f} {c['get_tuple']:7.3f};"
+            f" {c['process']:7.3f}"
+        )
+    recorder = _Recorder()
+    run_chat(recorder, turns, "replay")
+    fresh_ours, fresh_anchor = replay()
+    alone = {
+        "ours": _replayed_cpu(fresh_ours, recorder.calls),
+        "anchor": _replayed_cpu(fresh_anchor, recorder.calls),
+    }
+    print("  the same calls replayed alone, one after another (s): put / put_writes / get_tuple")
+    for label, c in alone.items():
+        print(f"    {label:14s} {c['put']:7.3f} {c['put_writes']:7.3f} {c['get_tuple']:7.3f}")
+
+
 TOTAL_TARGET = {"sqlite": "<= 0.7x", "postgresql": "<= 0.7x"}
 FLOOR_TARGET = {"sqlite": "<= 1.15x", "postgresql": "-"}
 
@@ -291,6 +404,16 @@ def sqlite_chat(turns: int, tmp: str) -> None:
     t_anchor = median_time(lambda: list(anchor.list(cfg)), 1 if turns >= 100 else 3)
     n = len(list(fresh.list(cfg)))
     row(f"list() all {n} checkpoints", t_ours, t_anchor, "s", "-")
+
+    def replay_savers() -> tuple[BaseCheckpointSaver, BaseCheckpointSaver]:
+        fresh_ours = SQLSaver(os.path.join(tmp, "replay-ours.db"))
+        fresh_ours.setup()
+        conn = sqlite3.connect(os.path.join(tmp, "replay-anchor.db"), check_same_thread=False)
+        fresh_anchor = SqliteSaver(conn)
+        fresh_anchor.setup()
+        return fresh_ours, fresh_anchor
+
+    cpu_split(ours, anchor, replay_savers, turns)
     anchor_conn.close()
 
 
@@ -501,7 +624,7 @@ def pg_chat(turns: int) -> None:
     from langgraph.checkpoint.postgres import PostgresSaver
 
     print(f"\n== 3. chat graph, {turns} turns, PostgreSQL (durability=sync) ==")
-    with pg_schemas(2) as (s_ours, s_anchor):
+    with pg_schemas(4) as (s_ours, s_anchor, r_ours, r_anchor):
         ours = SQLSaver(PG_URL, schema=s_ours)
         ours.setup()
         a = run_chat(ours, turns, "t1")
@@ -530,6 +653,19 @@ def pg_chat(turns: int) -> None:
         row("get_tuple(latest) p50, cold", ms["cold"] * 1e3, t_anchor, "ms", "-")
         row("bytes stored (on disk, MB)", *disk, "MB", "<= 0.2x")
         row("bytes stored (raw rows, MB)", *raw, "MB", "<= 0.2x")
+        with (
+            psycopg.connect(url, autocommit=True, prepare_threshold=0) as conn,
+            psycopg.connect(_pg_schema_url(r_anchor), autocommit=True, prepare_threshold=0) as rc,
+        ):
+
+            def replay_savers() -> tuple[BaseCheckpointSaver, BaseCheckpointSaver]:
+                fresh_ours = SQLSaver(PG_URL, schema=r_ours)
+                fresh_ours.setup()
+                fresh_anchor = PostgresSaver(rc)
+                fresh_anchor.setup()
+                return fresh_ours, fresh_anchor
+
+            cpu_split(ours, PostgresSaver(conn), replay_savers, turns)
 
 
 def _server_cpu() -> float | None:
