@@ -190,6 +190,28 @@ def test_offline_model_only_answers_from_its_input() -> None:
     assert model.invoke(prompt).text == "- The user said: hi\n- The user said: I live in Oslo."
 
 
+def test_offline_model_reads_any_script_and_counts_in_words() -> None:
+    said = {
+        "I live in Kyoto 京都.": "The user lives in Kyoto 京都.",
+        "I live in 京都.": "The user lives in 京都.",
+        "I live in São Paulo.": "The user lives in São Paulo.",
+        "My name is 太郎.": "The user's name is 太郎.",
+        "I like 抹茶。": "The user likes 抹茶.",
+    }
+    for text, fact in said.items():
+        calls = respond([HumanMessage(text)], can_remember=True).tool_calls
+        assert [c["args"]["fact"] for c in calls] == [fact], text
+    facts = SystemMessage("<user_facts>\n- The user lives in Kyoto 京都. (id: k)\n</user_facts>")
+    asked = respond([facts, HumanMessage("Where do I live?")]).text
+    assert "You live in Kyoto 京都 (found in long-term facts)" in asked
+    assert (
+        "Kyoto 京都"
+        in respond([HumanMessage("I live in Kyoto 京都."), HumanMessage("Where do I live?")]).text
+    )
+    assert "I was sent 1 message." in respond([HumanMessage("hello")]).text
+    assert "1 remembered fact." in respond([facts, HumanMessage("hello")]).text
+
+
 class _Compatible(http.server.BaseHTTPRequestHandler):
     """A tiny OpenAI-compatible server: replies with how many messages it was sent."""
 

@@ -39,18 +39,19 @@ _MAX_SUMMARY_LINES = 12
 _STATEMENTS: list[tuple[str, re.Pattern[str], str]] = [
     (
         "name",
-        re.compile(r"\b(?:my name is|call me)\s+([A-Z][\w-]*)", re.I),
+        re.compile(r"\b(?:my name is|call me)\s+([^\W\d_][\w-]*)", re.I),
         "The user's name is {}.",
     ),
     (
         "city",
-        # a place: its first word in any case, then capitalized words ("New York")
-        re.compile(r"(?i:\bI live in)\s+([A-Za-z][\w-]*(?: [A-Z][\w-]*)*)"),
+        # a place: its first word in any case or script, then words that do not start in
+        # lower case ("New York", "Kyoto 京都")
+        re.compile(r"(?i:\bI live in)\s+([^\W\d_][\w-]*(?: (?![a-zß-ÿ])[^\W\d_][\w-]*)*)"),
         "The user lives in {}.",
     ),
     (
         "likes",
-        re.compile(r"\bI (?:like|love|prefer)\s+(.+?)(?=[.,!?]| and I\b|$)", re.I),
+        re.compile(r"\bI (?:like|love|prefer)\s+(.+?)(?=[.,!?。，！？]| and I\b|$)", re.I),
         "The user likes {}.",
     ),
 ]
@@ -156,11 +157,12 @@ def respond(messages: Sequence[BaseMessage], *, can_remember: bool = False) -> A
         ]
         return AIMessage("", tool_calls=calls)
     n_facts = fact_text.count("\n- ") + fact_text.startswith("- ")
-    parts = [f"I was sent {len(messages)} messages"]
+    sent = len(messages)
+    parts = [f"I was sent {sent} message{'' if sent == 1 else 's'}"]
     if summary_text:
         parts.append("a summary of earlier turns")
     if n_facts:
-        parts.append(f"{n_facts} remembered fact(s)")
+        parts.append(f"{n_facts} remembered fact{'' if n_facts == 1 else 's'}")
     return AIMessage(
         f"{_PREFIX} Got it. ({', '.join(parts)}. I am not an LLM: ask me 'what is my name?' "
         "or 'where do I live?' to see what memory holds.)"
