@@ -49,14 +49,14 @@ def open_chat(
     """
     chosen = choose_model(model, base_url=base_url, offline=offline)
     memory = Memory(db) if prefix is None else Memory(db, table_prefix=prefix)
-    if max_tokens is None and (chosen.offline or base_url):
+    if max_tokens is None and (chosen.offline or chosen.endpoint):
         max_tokens = 2_000 if chosen.offline else 8_000
     if trigger_tokens is None and chosen.offline:
         trigger_tokens = 600
     policy = ContextPolicy(
         max_tokens=max_tokens,
         model=None if chosen.offline else chosen.name,
-        token_counter="approximate" if chosen.offline or base_url else None,
+        token_counter="approximate" if chosen.offline or chosen.endpoint else None,
         system_prompt=SYSTEM_PROMPT,
         summarizer=chosen.model,
         trigger_tokens=trigger_tokens,

@@ -11,6 +11,7 @@ from .offline import OFFLINE_LABEL, OfflineChatModel
 __all__ = ["ChosenModel", "choose_model"]
 
 DEFAULT_MODEL = "gpt-4o-mini"
+_OPENAI_API = "https://api.openai.com/v1"
 
 
 @dataclass(frozen=True)
@@ -23,6 +24,9 @@ class ChosenModel:
     name: str
     why: str = ""
     """Why this model was chosen (shown by the chat's banner)."""
+    endpoint: str | None = None
+    """The OpenAI-compatible server it talks to (`--base-url`, or `OPENAI_BASE_URL` in the
+    environment), `None` for the OpenAI API and the offline stand-in."""
 
 
 def choose_model(
@@ -32,12 +36,15 @@ def choose_model(
     offline: bool = False,
     env: dict[str, str] | None = None,
 ) -> ChosenModel:
-    """``ChatOpenAI`` when ``OPENAI_API_KEY`` is set or ``base_url`` is given (any
+    """`ChatOpenAI` when `OPENAI_API_KEY` is set or `base_url` is given (any
     OpenAI-compatible server, e.g. a local one), else the offline stand-in.
 
+    The label names the server the model talks to: `base_url`, else `OPENAI_BASE_URL` when it
+    points away from the OpenAI API.
+
     Raises:
-        ValueError: ``offline`` together with ``base_url``.
-        ImportError: a real model is wanted but ``langchain-openai`` is not installed.
+        ValueError: `offline` together with `base_url`.
+        ImportError: a real model is wanted but `langchain-openai` is not installed.
     """
     env = dict(os.environ) if env is None else env
     if offline and base_url:
@@ -56,6 +63,11 @@ def choose_model(
     kwargs: dict[str, Any] = {"model": name, "api_key": key or "not-needed"}
     if base_url:
         kwargs["base_url"] = base_url
-    where = f"at {base_url}" if base_url else "on the OpenAI API"
+    chat_model = ChatOpenAI(**kwargs)
+    # without base_url the client reads OPENAI_BASE_URL: name the server it really talks to
+    endpoint = base_url or str(chat_model.root_client.base_url).rstrip("/")
+    if endpoint == _OPENAI_API:
+        endpoint = None
+    where = f"at {endpoint}" if endpoint else "on the OpenAI API"
     why = "--base-url" if base_url else "OPENAI_API_KEY is set"
-    return ChosenModel(ChatOpenAI(**kwargs), f"{name} {where}", False, name, why)
+    return ChosenModel(chat_model, f"{name} {where}", False, name, why, endpoint)
