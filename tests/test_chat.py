@@ -6,6 +6,8 @@ import http.server
 import io
 import json
 import os
+import re
+import socket
 import subprocess
 import sys
 import threading
@@ -26,17 +28,27 @@ chat_backends = pytest.mark.parametrize("backend", ["sqlite", "postgres"], indir
 NO_KEY = {k: v for k, v in os.environ.items() if k != "OPENAI_API_KEY"}
 
 
-def run_chat(*args: str, script: str = "") -> subprocess.CompletedProcess[str]:
-    """``langmem-sqlite chat ARGS`` in a new process without an API key, ``script`` on stdin."""
+def run_cli(
+    *args: str, script: str = "", env: dict[str, str] | None = None
+) -> subprocess.CompletedProcess[str]:
+    """``langmem-sqlite ARGS`` in a new process without an API key (unless ``env`` gives one),
+    ``script`` on stdin."""
     return subprocess.run(
-        [sys.executable, "-m", "langmem_sqlite", "chat", *args],
+        [sys.executable, "-m", "langmem_sqlite", *args],
         input=script,
         capture_output=True,
         text=True,
         timeout=120,
         check=False,
-        env=NO_KEY,
+        env={**NO_KEY, **(env or {})},
     )
+
+
+def run_chat(
+    *args: str, script: str = "", env: dict[str, str] | None = None
+) -> subprocess.CompletedProcess[str]:
+    """``langmem-sqlite chat ARGS``, run as `run_cli` runs it."""
+    return run_cli("chat", *args, script=script, env=env)
 
 
 def chat(db: str, prefix: str, script: str, *args: str) -> subprocess.CompletedProcess[str]:
@@ -265,6 +277,65 @@ def test_openai_compatible_server_via_base_url(tmp_path: Path) -> None:
     assert f"model: local-test at {base}" in outputs[0] and "OFFLINE" not in outputs[0]
     assert "bot> server saw 2 messages" in outputs[0]  # system + the question
     assert "bot> server saw 4 messages" in outputs[1]  # the restart sent the earlier turn too
+
+
+def _closed_port() -> int:
+    """A loopback port nothing listens on (connections to it are refused at once)."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def test_a_failing_model_costs_one_line_and_keeps_the_question(tmp_path: Path) -> None:
+    """A real ChatOpenAI on an unreachable endpoint: each failed turn prints one line, the
+    script goes on, and the thread, `sessions` and `history` all hold the failed questions."""
+    db = str(tmp_path / "c.db")
+    unreachable = ["--base-url", f"http://127.0.0.1:{_closed_port()}/v1", "--script", "-"]
+    key = {"OPENAI_API_KEY": "sk-test"}
+    first = run_chat("--db", db, *unreachable, script="hello\n/history\n", env=key)
+    assert first.returncode == 0, first.stderr
+    (failed,) = [ln for ln in first.stdout.splitlines() if ln.startswith("error")]
+    assert failed == "error: no reply: Connection error. (your message is kept)"
+    assert "session main: 1 message\n" in first.stdout  # the next line was processed
+    assert "Traceback" not in first.stderr and not re.search(r"\w+(Error|Exception)\b", failed)
+    # the restart sees the question; a second failed turn is kept as well
+    second = run_chat("--db", db, *unreachable, script="and now?\n", env=key)
+    assert "session main (continuing, 1 message);" in second.stdout
+    assert second.stdout.count("error: no reply") == 1
+    session, _ = open_chat(db, user="me", offline=True)
+    thread = [m.text for m in session.messages()]
+    assert thread == ["hello", "and now?"]
+    assert [m.text for m in ConversationStore(db).get_messages("main", user_id="me")] == thread
+    listed = run_cli("sessions", "--db", db, "--json")
+    assert [(s["session_id"], s["message_count"]) for s in json.loads(listed.stdout)] == [
+        ("main", 2)
+    ]
+    shown = run_cli("history", "--db", db, "--user", "me", "main").stdout
+    assert "hello" in shown and "and now?" in shown
+    # with a working model the conversation goes on after the unanswered questions
+    third = run_chat("--db", db, "--offline", "--script", "-", script="I live in Oslo.\n")
+    assert "Saved to long-term memory: The user lives in Oslo." in third.stdout
+    assert len(ConversationStore(db).get_messages("main", user_id="me")) == 6
+
+
+def test_openai_base_url_in_the_environment_is_named_and_used(tmp_path: Path) -> None:
+    """`OPENAI_BASE_URL` sends the chat to another OpenAI-compatible server: the banner names
+    it, and the context budget is the one of such a server (not a known OpenAI model's)."""
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _Compatible)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    base = f"http://127.0.0.1:{server.server_address[1]}/v1"
+    env = {"OPENAI_API_KEY": "sk-test", "OPENAI_BASE_URL": base}
+    try:
+        proc = run_chat(
+            *("--db", str(tmp_path / "c.db"), "--model", "llama3", "--script", "-"),
+            script="hello\n",
+            env=env,
+        )
+    finally:
+        server.shutdown()
+    assert proc.returncode == 0, proc.stderr
+    assert f"model: llama3 at {base}\n" in proc.stdout
+    assert "bot> server saw 2 messages" in proc.stdout
 
 
 def test_turns_are_mirrored_to_the_conversation_tables(db_url: str, prefix: str) -> None:

@@ -148,12 +148,32 @@ class ChatSession:
         return None
 
     def send(self, text: str) -> list[BaseMessage]:
-        """Run one turn; return the new messages (tool calls, tool results, the answer)."""
+        """Run one turn; return the new messages (tool calls, tool results, the answer).
+
+        A turn that fails (the model unreachable, Ctrl-C) keeps what the checkpointer stored
+        of it, the question at least, and copies the same to the conversation tables.
+
+        Raises:
+            ValueError: `text` is empty.
+            Exception: the model's (or the database's) error, re-raised.
+        """
         if not isinstance(text, str) or not text.strip():
             raise ValueError("text: must be a non-empty string")
         before = len(self.messages())
-        out = self.graph.invoke({"messages": [HumanMessage(text)]}, self.config)
-        messages: list[BaseMessage] = out["messages"]
+        try:
+            out = self.graph.invoke({"messages": [HumanMessage(text)]}, self.config)
+        except BaseException:
+            # the checkpointer kept what the turn stored (the question at least): so do the
+            # conversation tables, and the thread, `sessions` and `history` agree
+            self._mirror(before, self.graph.get_state(self.config).values)
+            raise
+        self._mirror(before, out)
+        return list(out["messages"][before + 1 :])
+
+    def _mirror(self, before: int, values: dict[str, Any]) -> None:
+        """Copy the turn's messages (those past ``before``) and the summary in ``values`` to
+        the conversation tables."""
+        messages: list[BaseMessage] = values.get("messages", [])
         assert self.session is not None
         store = self.memory.conversations
         mirrored = store.count_messages(self.session, user_id=self.user)
@@ -164,10 +184,9 @@ class ChatSession:
             user_id=self.user,
             skip_existing=True,
         )
-        record = out.get("context_summary")
+        record = values.get("context_summary")
         if record:
             store.set_summary(self.session, record["summary"], user_id=self.user)
-        return messages[before + 1 :]
 
     def messages(self) -> list[BaseMessage]:
         """Every message of the session (the checkpointed state, untrimmed)."""

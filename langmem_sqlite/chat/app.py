@@ -30,6 +30,17 @@ COMMANDS = {
 Echo = Callable[[str], None]
 
 
+def _count(n: int, noun: str) -> str:
+    """``1 message``, ``2 messages``."""
+    return f"{n} {noun}" if n == 1 else f"{n} {noun}s"
+
+
+def _reason(e: Exception) -> str:
+    """What went wrong, on one line: the driver's message of a SQLAlchemy error (without its
+    statement and link), else the error's own text."""
+    return " ".join(str(getattr(e, "orig", None) or e).split()) or "no details given"
+
+
 def open_chat(
     db: str,
     *,
@@ -86,7 +97,7 @@ def _history(chat: ChatSession, arg: str, echo: Echo) -> None:
             raise ValueError(f"/history: expected a positive number, got {arg!r}")
         messages = messages[-int(arg) :]
     counter = resolve_message_counter(None)
-    echo(f"session {chat.session}: {len(chat.messages())} messages")
+    echo(f"session {chat.session}: {_count(len(chat.messages()), 'message')}")
     for m in messages:
         text = m.text or ", ".join(c["name"] for c in getattr(m, "tool_calls", []))
         echo(f"  {m.type:>5} ({counter(m):>4} tok) {text}")
@@ -97,7 +108,8 @@ def _summary(chat: ChatSession, echo: Echo) -> None:
     if not record:
         echo("no summary yet (it is written once the conversation passes the trigger)")
         return
-    echo(f"summary of {record['messages_summarized']} messages ({record['updates']} updates):")
+    summarized = _count(record["messages_summarized"], "message")
+    echo(f"summary of {summarized} ({_count(record['updates'], 'update')}):")
     for line in str(record["summary"]).splitlines():
         echo(f"  {line}")
 
@@ -136,7 +148,7 @@ def command(chat: ChatSession, line: str, echo: Echo) -> bool:
         session = chat.new(arg or None)
         n = len(chat.messages())
         if n:
-            echo(f"switched to session {session} (continuing, {n} messages)")
+            echo(f"switched to session {session} (continuing, {_count(n, 'message')})")
         else:
             echo(f"new session {session} (facts about {chat.user} stay)")
     elif name == "/session":
@@ -158,11 +170,12 @@ def run_lines(
     interruptible: bool = False,
 ) -> int:
     """Feed ``lines`` (turns and ``/commands``; blank lines and ``#`` comments skipped) to the
-    chat; return the number of turns sent. Errors in a command are shown, not raised.
+    chat; return the number of turns sent. Errors in a command, and a turn that fails (the
+    model unreachable or refusing), are shown on one line and the chat goes on; the failed
+    question stays in the session (see [`ChatSession.send`][langmem_sqlite.chat.ChatSession.send]).
 
     With ``interruptible``, Ctrl-C (``KeyboardInterrupt``) during a reply stops that reply
-    and the chat goes on: what was stored stays (the checkpointer wrote every finished step;
-    the conversation tables catch up with the next turn).
+    and the chat goes on: what was stored stays.
 
     Raises:
         TypeError: ``lines`` is a single ``str`` (pass ``text.splitlines()``).
@@ -191,6 +204,9 @@ def run_lines(
                 raise
             echo("(reply interrupted; the conversation so far is kept)")
             continue
+        except Exception as e:
+            echo(f"error: no reply: {_reason(e)} (your message is kept)")
+            continue
         turns += 1
     return turns
 
@@ -198,7 +214,7 @@ def run_lines(
 def banner(chat: ChatSession, chosen: ChosenModel, echo: Echo) -> None:
     """Say which database, user, session and model this is; flag the offline model plainly."""
     n = len(chat.messages())
-    state = f"continuing, {n} messages" if n else "new"
+    state = f"continuing, {_count(n, 'message')}" if n else "new"
     echo(f"langmem-sqlite chat: {chat.memory.db.url}")
     echo(f"user {chat.user}, session {chat.session} ({state}); /help for commands")
     if chosen.offline:
