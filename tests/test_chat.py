@@ -29,7 +29,7 @@ NO_KEY = {k: v for k, v in os.environ.items() if k != "OPENAI_API_KEY"}
 
 
 def run_cli(
-    *args: str, script: str = "", env: dict[str, str] | None = None
+    *args: str, script: str = "", env: dict[str, str] | None = None, cwd: Path | None = None
 ) -> subprocess.CompletedProcess[str]:
     """``langmem-sqlite ARGS`` in a new process without an API key (unless ``env`` gives one),
     ``script`` on stdin."""
@@ -41,14 +41,15 @@ def run_cli(
         timeout=120,
         check=False,
         env={**NO_KEY, **(env or {})},
+        cwd=cwd,
     )
 
 
 def run_chat(
-    *args: str, script: str = "", env: dict[str, str] | None = None
+    *args: str, script: str = "", env: dict[str, str] | None = None, cwd: Path | None = None
 ) -> subprocess.CompletedProcess[str]:
     """``langmem-sqlite chat ARGS``, run as `run_cli` runs it."""
-    return run_cli("chat", *args, script=script, env=env)
+    return run_cli("chat", *args, script=script, env=env, cwd=cwd)
 
 
 def chat(db: str, prefix: str, script: str, *args: str) -> subprocess.CompletedProcess[str]:
@@ -156,6 +157,67 @@ def test_tour_runs_offline_on_a_fresh_file(tmp_path: Path) -> None:
     # the hint opens the user who has the facts
     hint = proc.stdout.strip().splitlines()[-1]
     assert hint.endswith(f"Chat yourself: langmem-sqlite chat --db {tmp_path / 't.db'} --user ada")
+
+
+def _refused(proc: subprocess.CompletedProcess[str], *named: str) -> None:
+    """`proc` stopped before doing anything, with one plain line naming `named`."""
+    assert proc.returncode != 0 and proc.stdout == ""
+    (line,) = proc.stderr.splitlines()
+    assert line.startswith("error: ") and all(n in line for n in named), line
+    assert not re.search(r"\w+(Error|Exception)\b", line)
+
+
+def test_tour_never_writes_to_a_file_it_did_not_create(tmp_path: Path) -> None:
+    precious = tmp_path / "precious.db"
+    run_chat("--db", str(precious), "--offline", "--script", "-", script="I live in Oslo.\n")
+    before = {p.name: p.read_bytes() for p in tmp_path.iterdir()}
+    for db in (str(precious), f"sqlite:///{precious}"):
+        _refused(run_chat("--tour", "--db", db), str(precious), "exists already")
+    _refused(run_chat("--tour", "--db", ":memory:"), ":memory:")
+    _refused(run_chat("--tour", "--prefix", "bad-", cwd=tmp_path), "'bad-'")
+    assert {p.name: p.read_bytes() for p in tmp_path.iterdir()} == before
+
+
+def test_tour_without_db_takes_a_new_file_and_keeps_what_was_added(tmp_path: Path) -> None:
+    first = run_chat("--tour", cwd=tmp_path)
+    assert first.returncode == 0, first.stdout + first.stderr
+    assert first.stdout.startswith(f"Memory file: {tmp_path / 'langmem-tour.db'}\n")
+    assert first.stdout.rstrip().endswith("chat --db langmem-tour.db --user ada")
+    # the user goes on chatting in the tour's file, as its last line invites
+    added = run_chat(
+        *("--db", "langmem-tour.db", "--user", "ada", "--offline", "--script", "-"),
+        script="I like skiing.\n",
+        cwd=tmp_path,
+    )
+    assert "The user likes skiing." in added.stdout
+    kept = (tmp_path / "langmem-tour.db").read_bytes()
+    second = run_chat("--tour", cwd=tmp_path)
+    assert second.returncode == 0, second.stdout + second.stderr
+    assert second.stdout.startswith(f"Memory file: {tmp_path / 'langmem-tour-2.db'}\n")
+    assert second.stdout.rstrip().endswith("chat --db langmem-tour-2.db --user ada")
+    assert (tmp_path / "langmem-tour.db").read_bytes() == kept
+
+
+def test_tour_takes_a_sqlite_url(tmp_path: Path) -> None:
+    proc = run_chat("--tour", "--db", "sqlite:///url.db", cwd=tmp_path)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert proc.stdout.startswith(f"Memory file: {tmp_path / 'url.db'}\n")
+    assert proc.stdout.rstrip().endswith("chat --db sqlite:///url.db --user ada")
+
+
+@pytest.mark.parametrize("backend", ["postgres", "mariadb"], indirect=True)
+def test_tour_on_a_server_database_and_never_over_data(db_url: str, prefix: str) -> None:
+    proc = run_chat("--tour", "--db", db_url, "--prefix", prefix)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert proc.stdout.startswith(f"Memory database: {db_url}\n")
+    assert "You like green tea (found in long-term facts)" in proc.stdout
+    assert proc.stdout.rstrip().endswith(f"chat --db {db_url} --prefix {prefix} --user ada")
+    store = ConversationStore(db_url, table_prefix=prefix)
+    held = [(s.session_id, s.message_count) for s in store.list_sessions("ada")]
+    assert len(held) == 2
+    # the tables now hold the tour's chats (and whatever the user adds): a new tour is refused
+    _refused(run_chat("--tour", "--db", db_url, "--prefix", prefix), db_url, prefix)
+    assert [(s.session_id, s.message_count) for s in store.list_sessions("ada")] == held
 
 
 def test_model_choice() -> None:

@@ -1,9 +1,12 @@
-"""``langmem-sqlite chat --tour``: a scripted offline chat, restarted, on a fresh SQLite file.
+"""`langmem-sqlite chat --tour`: a scripted offline chat, restarted, on a new database.
 
 Process 1 chats (facts are remembered, the summary starts once the trigger is passed) and
-exits; process 2 starts cold on the same file, continues the conversation, then opens a new
+exits; process 2 starts cold on the same database, continues the conversation, then opens a new
 session where only the long-term facts carry over. The model is the offline stand-in (not an
 LLM): its answers come only from what the memory hands it.
+
+The tour writes only to a database it starts: a SQLite file it creates, or a server's tables
+that hold no rows yet. It never deletes or overwrites anything.
 """
 
 from __future__ import annotations
@@ -11,7 +14,16 @@ from __future__ import annotations
 import shlex
 import subprocess
 import sys
+from itertools import count
 from pathlib import Path
+from typing import NamedTuple
+
+from sqlalchemy.engine import make_url
+
+from ..engine import get_database
+from ..engine.dialects import dialect_class
+from ..engine.schema import DEFAULT_PREFIX, get_tables
+from ..operations.maintenance import table_stats
 
 __all__ = ["FIRST_RUN", "SECOND_RUN", "run_tour"]
 
@@ -43,12 +55,82 @@ _EXPECTED = (
 )
 
 
-def run_tour(db: str | Path = "langmem-tour.db") -> int:
-    """Run both processes against the SQLite file ``db`` (recreated); 0 if all was recalled."""
-    path = Path(db).expanduser().absolute()
-    for suffix in ("", "-wal", "-shm"):
-        Path(f"{path}{suffix}").unlink(missing_ok=True)
-    print(f"Memory file: {path}")
+def _create(path: Path) -> bool:
+    """Create the empty SQLite file `path`; False if it, or a journal of it, exists already."""
+    if any(Path(f"{path}{suffix}").exists() for suffix in ("-wal", "-shm", "-journal")):
+        return False
+    try:
+        path.touch(exist_ok=False)  # an exclusive create: two tours never share a file
+    except FileExistsError:
+        return False
+    return True
+
+
+class _Start(NamedTuple):
+    target: str  # the chat processes' --db
+    place: str  # "file" or "database"
+    detail: str  # the file's absolute path, or the URL without its password
+    shown: str  # the closing hint's --db (without a password)
+
+
+def _start(db: str | None, prefix: str) -> _Start:
+    """Claim a new database for the tour.
+
+    Raises:
+        ValueError: `db` is an existing file, an in-memory database, or a server database
+            whose tables already hold rows; or `prefix` is not a table prefix (nothing was
+            written).
+    """
+    tables = get_tables(prefix)
+    if db is None:
+        names = ("langmem-tour.db" if n == 1 else f"langmem-tour-{n}.db" for n in count(1))
+        name = next(name for name in names if _create(Path(name).absolute()))
+        return _Start(name, "file", str(Path(name).absolute()), name)
+    database = get_database(db)
+    url = database.url
+    if url.get_backend_name() == "sqlite":
+        file = dialect_class(url).file_path(url)
+        if not file:
+            raise ValueError(
+                f"{db} is an in-memory database; the tour needs one that outlives a process"
+            )
+        if file.startswith("file:"):  # a URI filename
+            file = file[len("file:") :].split("?", 1)[0]
+        path = Path(file).absolute()
+        if not _create(path):
+            raise ValueError(
+                f"{path} exists already; the tour writes only to a file it creates "
+                "(leave out --db to let it pick a new name)"
+            )
+        return _Start(db, "file", str(path), db)
+    shown = make_url(db).render_as_string(hide_password=True)
+    try:
+        stats = table_stats(database, tables)
+    finally:
+        database.dispose()
+    if any(s.rows for s in stats if s.table != tables.migrations.name):
+        raise ValueError(
+            f"the {prefix} tables of {shown} already hold data; the tour writes only to empty "
+            "ones (give another --prefix or database)"
+        )
+    return _Start(db, "database", shown, shown)
+
+
+def run_tour(db: str | None = None, *, prefix: str = DEFAULT_PREFIX) -> int:
+    """Run both processes on a new database; 0 if all was recalled.
+
+    Args:
+        db: a SQLite path or a database URL: a file that does not exist yet, or a server
+            database whose tables (with `prefix`) hold no rows. `None`: `langmem-tour.db` in
+            the current directory, or `langmem-tour-2.db`, ... if that exists.
+        prefix: the table prefix.
+
+    Raises:
+        ValueError: `db` holds data or is in memory, or `prefix` is not a table prefix
+            (nothing is written).
+    """
+    start = _start(db, prefix)
+    print(f"Memory {start.place}: {start.detail}")
     seen = ""
     for n, (title, script) in enumerate(
         (("a new conversation", FIRST_RUN), ("after a restart", SECOND_RUN)), start=1
@@ -60,11 +142,9 @@ def run_tour(db: str | Path = "langmem-tour.db") -> int:
                 "-m",
                 "langmem_sqlite",
                 "chat",
-                "--db",
-                str(path),
+                *("--db", start.target, "--prefix", prefix),
                 *_OPTIONS,
-                "--script",
-                "-",
+                *("--script", "-"),
             ],
             input=script,
             capture_output=True,
@@ -80,8 +160,11 @@ def run_tour(db: str | Path = "langmem-tour.db") -> int:
     if missing:
         print(f"\nFAILED: expected {missing}")
         return 1
+    again = f"langmem-sqlite chat --db {shlex.quote(start.shown)}"
+    if prefix != DEFAULT_PREFIX:
+        again += f" --prefix {prefix}"
     print(
-        "\nThe second process continued the conversation from the file, and a new session "
-        f"recalled the long-term facts. Chat yourself: langmem-sqlite chat --db {shlex.quote(str(db))} --user ada"
+        f"\nThe second process continued the conversation from the {start.place}, and a new "
+        f"session recalled the long-term facts. Chat yourself: {again} --user ada"
     )
     return 0

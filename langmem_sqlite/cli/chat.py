@@ -64,7 +64,7 @@ def _typed(history: Path) -> Iterator[str]:
 @click.option("--offline", is_flag=True, help="Use the offline stand-in even with a key.")
 @click.option("--max-tokens", type=count_range(200), default=None, help="Input budget.")
 @click.option("--trigger-tokens", type=count_range(100), default=None, help="Summarize past this.")
-@click.option("--tour", is_flag=True, help="Run a scripted offline chat twice on a fresh file.")
+@click.option("--tour", is_flag=True, help="Run a scripted offline chat twice on a new database.")
 @prefix_option
 def chat(
     db: str | None,
@@ -89,7 +89,11 @@ def chat(
     if tour:
         from ..chat.tour import run_tour
 
-        sys.exit(run_tour(db or "langmem-tour.db"))
+        try:
+            code = run_tour(db, prefix=prefix)
+        except ValueError as e:  # not a new database, or a bad --prefix: nothing was written
+            raise click.ClickException(str(e)) from e
+        sys.exit(code)
     from ..chat.app import banner, open_chat, run_lines
 
     chat_session, chosen = open_chat(
