@@ -65,9 +65,8 @@ def choose_model(
         kwargs["base_url"] = base_url
     chat_model = ChatOpenAI(**kwargs)
     # without base_url the client reads OPENAI_BASE_URL: name the server it really talks to
-    endpoint = base_url or str(chat_model.root_client.base_url).rstrip("/")
-    if endpoint == _OPENAI_API:
-        endpoint = None
+    url = base_url or str(chat_model.root_client.base_url).rstrip("/")
+    endpoint = None if url == _OPENAI_API else url
     where = f"at {endpoint}" if endpoint else "on the OpenAI API"
     why = "--base-url" if base_url else "OPENAI_API_KEY is set"
     return ChosenModel(chat_model, f"{name} {where}", False, name, why, endpoint)
