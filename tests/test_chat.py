@@ -175,6 +175,8 @@ def test_tour_never_writes_to_a_file_it_did_not_create(tmp_path: Path) -> None:
         _refused(run_chat("--tour", "--db", db), str(precious), "exists already")
     _refused(run_chat("--tour", "--db", ":memory:"), ":memory:")
     _refused(run_chat("--tour", "--prefix", "bad-", cwd=tmp_path), "'bad-'")
+    nowhere = tmp_path / "no-such-dir" / "t.db"
+    _refused(run_chat("--tour", "--db", str(nowhere)), f"cannot create {nowhere}")
     assert {p.name: p.read_bytes() for p in tmp_path.iterdir()} == before
 
 

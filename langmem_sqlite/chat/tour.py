@@ -56,13 +56,19 @@ _EXPECTED = (
 
 
 def _create(path: Path) -> bool:
-    """Create the empty SQLite file `path`; False if it, or a journal of it, exists already."""
+    """Create the empty SQLite file `path`; False if it, or a journal of it, exists already.
+
+    Raises:
+        ValueError: `path` cannot be created (no such directory, no permission).
+    """
     if any(Path(f"{path}{suffix}").exists() for suffix in ("-wal", "-shm", "-journal")):
         return False
     try:
         path.touch(exist_ok=False)  # an exclusive create: two tours never share a file
     except FileExistsError:
         return False
+    except OSError as e:
+        raise ValueError(f"cannot create {path}: {e.strerror}") from e
     return True
 
 
