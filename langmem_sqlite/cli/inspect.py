@@ -11,12 +11,12 @@ import click
 
 from .base import (
     cli,
+    database,
     db_option,
     json_option,
     kv_store,
     limit_option,
     prefix_option,
-    readable_url,
     saver,
     store,
     user_option,
@@ -216,16 +216,15 @@ def facts(db: str | None, user: str, pending: bool, prefix: str, as_json: bool) 
 @json_option
 def stats(db: str | None, prefix: str, as_json: bool) -> None:
     """Row counts and sizes of this package's tables."""
-    from ..engine import get_database
     from ..engine.schema import get_tables
     from ..operations.maintenance import table_stats
 
-    database = get_database(readable_url(db))
-    rows = table_stats(database, get_tables(prefix))
+    found = database(db, prefix)
+    rows = table_stats(found, get_tables(prefix))
     if as_json:
-        out.json({"database": str(database.url), "tables": [r.__dict__ for r in rows]})
+        out.json({"database": str(found.url), "tables": [r.__dict__ for r in rows]})
         return
-    out.line(f"database {database.url}")
+    out.line(f"database {found.url}")
     out.table(("table", "rows", "bytes"), ((r.table, r.rows, r.bytes) for r in rows))
 
 
