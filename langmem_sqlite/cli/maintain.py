@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import shlex
+import sys
 from typing import Any
 
 import click
@@ -148,7 +149,7 @@ def forget_user(
         return
     if not dry_run:
         if not yes:
-            if not click.get_text_stream("stdin").isatty():
+            if not sys.stdin.isatty():
                 raise click.ClickException(
                     f"forget-user deletes user {user!r}'s data for good: pass --yes to confirm "
                     "(stdin is not a terminal to ask on)"
@@ -273,15 +274,18 @@ def copy_(
     """
     from ..operations.copy import copy_database
 
-    report = copy_database(
-        readable_url(source, "--from"),
-        target,
-        table_prefix=prefix,
-        target_prefix=to_prefix,
-        user_id=user,
-        batch_size=batch_size,
-        progress=not as_json,
-    )
+    try:
+        report = copy_database(
+            readable_url(source, "--from"),
+            target,
+            table_prefix=prefix,
+            target_prefix=to_prefix,
+            user_id=user,
+            batch_size=batch_size,
+            progress=not as_json,
+        )
+    except LookupError as e:  # no such user in the source: refused, nothing created
+        raise click.ClickException(str(e).removeprefix("user_id: ")) from e
     if as_json:
         out.json(report.as_dict())
         return
@@ -294,6 +298,6 @@ def copy_(
     )
     check = "verified by reading back" if report.verified else "NOT verified"
     out.line(
-        f"copied {report.copied} rows ({report.present} already there) of {report.rows} "
-        f"from {report.source} to {report.target}; {check}"
+        f"copied {count(report.copied, 'row')} ({report.present} already there) of "
+        f"{report.rows} from {report.source} to {report.target}; {check}"
     )

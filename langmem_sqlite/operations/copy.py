@@ -23,7 +23,8 @@ here.
   keeps facts), and of tables whose foreign key points at such rows. A table with none of these
   is not per user and is left out (the report says so).
 
-The source is only read (a SQLite file is opened read-only) and must be at this package's
+The source is only read (a SQLite file keeps its bytes and journal mode, and no ``-wal`` or
+``-shm`` file is left beside it) and must be at this package's
 schema version; the target is created or migrated first (:mod:`langmem_sqlite.engine.migrations`). Copy
 from a database no application is writing to: a row changed in the source after an earlier run
 is reported as a mismatch.
@@ -55,6 +56,7 @@ from ..engine.migrations import (
 from ..engine.schema import DEFAULT_PREFIX, Tables, get_tables
 from ..engine.session import Session
 from ..validation import check_id, check_positive
+from .importers.report import source_connection, source_name
 from .ownership import users_by_thread
 
 __all__ = [
@@ -360,16 +362,10 @@ def _pgvector_copy(
 # -- the copy -----------------------------------------------------------------------------------
 
 
-def _source_engine(source: DatabaseLike | Database) -> sa.Engine:
-    from .importers.report import source_engine
-
-    return source_engine(source)  # type: ignore[no-any-return]
-
-
 def _check_version(conn: Connection, tables: Tables) -> None:
     if not sa.inspect(conn).has_table(tables.migrations.name, schema=tables.schema):
         raise ValueError(
-            f"source: no langmem-sqlite tables with prefix {tables.prefix!r} in the source"
+            f"source: no langmem-sqlite tables with prefix {tables.prefix!r} in {source_name(conn)}"
         )
     applied = applied_versions(conn, tables)
     known = {m.version for m in MIGRATIONS}
@@ -418,6 +414,8 @@ def copy_database(
         FileNotFoundError: the source is a SQLite file that does not exist.
         ValueError: ``batch_size`` or ``user_id`` is out of range (nothing is read or written),
             the source has no langmem-sqlite tables, or it has an older schema.
+        LookupError: the source holds nothing of ``user_id`` (nothing is written, and the
+            target is not created).
         SchemaTooNewError: the source was migrated by a newer version.
         CopyMismatchError: the target holds different rows under the same keys.
     """
@@ -429,22 +427,14 @@ def copy_database(
         table_prefix if target_prefix is None else target_prefix,
         schema if target_schema is None else target_schema,
     )
-    engine = _source_engine(source)
     db = target if isinstance(target, Database) else get_database(target)
-    report = CopyReport(
-        source=engine.url.render_as_string(hide_password=True),
-        target=db.url.render_as_string(hide_password=True),
-        user_id=user_id,
-    )
-    with engine.connect() as src:
+    with source_connection(source) as src:
+        report = CopyReport(
+            source=source_name(src),
+            target=db.rules.file_path(db.url) or db.safe_url(),
+            user_id=user_id,
+        )
         _check_version(src, src_tables)
-        ensure_schema(db, dst_tables)
-        source_has_pgvector = False
-        if dialect_for(engine).copies_pgvector:
-            from ..store.pgvector_schema import pgvector_table
-
-            name = pgvector_table(src_tables).name
-            source_has_pgvector = sa.inspect(src).has_table(name, schema=src_tables.schema)
         scope = _everything if user_id is None else _user_scope(src, src_tables, user_id)
         targets = {t.name: t for t in dst_tables.metadata.sorted_tables}
         plan = [
@@ -460,6 +450,18 @@ def copy_database(
             for t, _, conditions in plan
             if conditions is not None
         }
+        if user_id is not None and not any(totals.values()):
+            raise LookupError(
+                f"user_id: nothing of user {user_id!r} in {report.source} "
+                f"(prefix {src_tables.prefix!r}): nothing copied"
+            )
+        ensure_schema(db, dst_tables)
+        source_has_pgvector = False
+        if dialect_for(src.engine).copies_pgvector:
+            from ..store.pgvector_schema import pgvector_table
+
+            name = pgvector_table(src_tables).name
+            source_has_pgvector = sa.inspect(src).has_table(name, schema=src_tables.schema)
         with _progress(progress) as bar:
             for table, dst, conditions in plan:
                 entry = TableCopy(table.name)
