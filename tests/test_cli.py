@@ -292,7 +292,7 @@ def test_errors_and_hints_print_text_verbatim(
 ) -> None:
     for args, shown in (
         (["history", "[/]", "--db", nasty_db], "no session '[/]' without a user"),
-        (["history", "[/]", "--db", nasty_db], "user(s) '[bold]u' have one: add --user [bold]u"),
+        (["history", "[/]", "--db", nasty_db], "user(s) '[bold]u' have one: add --user '[bold]u'"),
         (["history", "[x]", "--user", "[/]", "--db", nasty_db], "no session '[x]' of user '[/]'"),
         (["checkpoints", "[/]nope", "--db", nasty_db], "no thread '[/]nope'"),
         (["sessions", "--db", "postgresql://x@127.0.0.1:1/db", "--prefix", "[/]"], "'[/]'"),
