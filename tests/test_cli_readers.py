@@ -384,3 +384,45 @@ def test_hints_quote_values_for_the_shell(tmp_path: Path) -> None:
     proc = cli("history", "s", "--db", path)
     assert proc.returncode == 1
     assert proc.stderr.endswith("have one: add --user 'ünï[c]ode'\n"), proc.stderr
+
+
+@pytest.mark.parametrize("backend", ["postgres", "mariadb"])
+def test_copy_creates_a_missing_server_database(
+    backend: str, tour_db: Path, tmp_path: Path
+) -> None:
+    base = server_url(backend)
+    name = f"lm_readers_{uuid.uuid4().hex[:12]}"
+    url = f"{(POSTGRES_URL if backend == 'postgres' else MARIADB_URL).rsplit('/', 1)[0]}/{name}"
+    admin = sa.create_engine(get_database(base).url, isolation_level="AUTOCOMMIT")
+    try:
+        proc = cli("copy", "--from", str(tour_db), "--to", url, "--user", "ada", "--json")
+        assert proc.returncode == 0, proc.stderr
+        assert json.loads(proc.stdout)["copied"] > 0
+        assert "langmem_sessions" in _server_tables(url)
+    finally:
+        with admin.connect() as conn:
+            force = " WITH (FORCE)" if backend == "postgres" else ""
+            conn.execute(sa.text(f"DROP DATABASE IF EXISTS {name}{force}"))
+        admin.dispose()
+
+
+def test_copy_says_when_the_login_may_not_create_the_database(tour_db: Path) -> None:
+    base = server_url("postgres")
+    role = f"lm_readers_{uuid.uuid4().hex[:12]}"
+    admin = sa.create_engine(get_database(base).url, isolation_level="AUTOCOMMIT")
+    with admin.connect() as conn:
+        conn.execute(sa.text(f"CREATE ROLE {role} LOGIN NOCREATEDB"))
+    server = sa.make_url(POSTGRES_URL).set(username=role)
+    url = server.set(database=f"{role}_db").render_as_string(hide_password=False)
+    try:
+        proc = cli("copy", "--from", str(tour_db), "--to", url)
+        assert proc.returncode == 1
+        assert proc.stderr == (
+            f"error: the database '{role}_db' does not exist on "
+            f"postgresql+psycopg://{role}@{server.host}:{server.port} and this login may not "
+            "create it (permission denied to create database): create it first\n"
+        )
+    finally:
+        with admin.connect() as conn:
+            conn.execute(sa.text(f"DROP ROLE {role}"))
+        admin.dispose()

@@ -33,6 +33,7 @@ __all__ = [
     "main",
     "prefix_option",
     "readable_url",
+    "refused",
     "saver",
     "store",
     "url",
@@ -188,6 +189,15 @@ def kv_store(db: str | None, prefix: str, *, create: bool = False, write: bool =
 
     where = url(db) if create else database(db, prefix, write=write)
     return SQLStore(where, table_prefix=prefix)
+
+
+def refused(e: Exception) -> click.ClickException:
+    """A job the library refused (no such file, table, thread or user; data that differs), as
+    one sentence: without the library's argument name in front of it."""
+    text = str(e)
+    for argument in ("source: ", "target: ", "table: ", "thread_ids: ", "user_id: "):
+        text = text.removeprefix(argument)
+    return click.ClickException(text)
 
 
 def _one_line(e: BaseException) -> str:

@@ -8,7 +8,16 @@ from typing import Any
 
 import click
 
-from .base import cli, db_option, json_option, prefix_option, saver, store, with_options
+from .base import (
+    cli,
+    db_option,
+    json_option,
+    prefix_option,
+    refused,
+    saver,
+    store,
+    with_options,
+)
 from .output import count, out
 
 __all__ = ["import_"]
@@ -29,15 +38,6 @@ def _report(report: Any, as_json: bool) -> None:
             out.line(
                 f"{count(missing, 'thread')} without a user in the metadata: imported without one"
             )
-
-
-def _refused(e: Exception) -> click.ClickException:
-    """An import that failed (no such file, table or thread; different data in the target),
-    as one sentence (without the library's argument name in front)."""
-    text = str(e)
-    for argument in ("source: ", "table: ", "thread_ids: "):
-        text = text.removeprefix(argument)
-    return click.ClickException(text)
 
 
 @import_.command(name="history")
@@ -62,7 +62,7 @@ def import_history(
             progress=not as_json,
         )
     except (FileNotFoundError, LookupError, ValueError) as e:
-        raise _refused(e) from e
+        raise refused(e) from e
     _report(report, as_json)
 
 
@@ -87,7 +87,7 @@ def _import_saver(
                 progress=not kw["as_json"],
             )
     except (FileNotFoundError, LookupError, ValueError) as e:
-        raise _refused(e) from e
+        raise refused(e) from e
     _report(report, kw["as_json"])
 
 

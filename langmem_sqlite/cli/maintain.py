@@ -19,6 +19,7 @@ from .base import (
     json_option,
     prefix_option,
     readable_url,
+    refused,
     saver,
     store,
     url,
@@ -244,7 +245,13 @@ def migrate(db: str | None, prefix: str, as_json: bool) -> None:
 
 @cli.command(name="copy")
 @click.option("--from", "source", required=True, help="The database to copy (URL or SQLite path).")
-@click.option("--to", "target", required=True, help="Where to copy it (created if missing).")
+@click.option(
+    "--to",
+    "target",
+    required=True,
+    help="Where to copy it: a SQLite file is created if missing; a server database too, where "
+    "the login may create one.",
+)
 @click.option("--user", default=None, help="Copy only this user's sessions, threads and facts.")
 @click.option("--prefix", default=DEFAULT_PREFIX, show_default=True, help="The source's prefix.")
 @click.option("--to-prefix", default=None, help="The target's table prefix (default: the same).")
@@ -284,8 +291,8 @@ def copy_(
             batch_size=batch_size,
             progress=not as_json,
         )
-    except LookupError as e:  # no such user in the source: refused, nothing created
-        raise click.ClickException(str(e).removeprefix("user_id: ")) from e
+    except (LookupError, ValueError) as e:  # refused (no such user, no tables, ...)
+        raise refused(e) from e
     if as_json:
         out.json(report.as_dict())
         return

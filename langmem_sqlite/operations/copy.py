@@ -46,6 +46,7 @@ from sqlalchemy.engine import Connection
 
 from ..engine import Database, DatabaseLike, get_database
 from ..engine.dialects import dialect_for
+from ..engine.errors import DatabaseUnavailableError
 from ..engine.migrations import (
     LATEST_VERSION,
     MIGRATIONS,
@@ -362,6 +363,26 @@ def _pgvector_copy(
 # -- the copy -----------------------------------------------------------------------------------
 
 
+def _created(db: Database) -> bool:
+    """Whether the target's database was missing on its server and is now created (where the
+    login may). ``False``: it exists, or the server's catalog is out of reach (the first error
+    stands).
+
+    Raises:
+        ValueError: it is missing and this login may not create it.
+    """
+    try:
+        return db.rules.create_database(db.url)
+    except PermissionError as e:
+        raise ValueError(
+            f"target: the database {db.url.database!r} does not exist on "
+            f"{db.url._replace(database=None).render_as_string(hide_password=True)} and this login "
+            f"may not create it ({e}): create it first"
+        ) from e
+    except sa.exc.DBAPIError:
+        return False
+
+
 def _check_version(conn: Connection, tables: Tables) -> None:
     if not sa.inspect(conn).has_table(tables.migrations.name, schema=tables.schema):
         raise ValueError(
@@ -397,7 +418,8 @@ def copy_database(
 
     Args:
         source: the database to read: URL, SQLite path, ``Engine`` or ``Database``.
-        target: where to copy (created or migrated first).
+        target: where to copy: its tables are created or migrated first, and a missing
+            database on a server is created where the login may.
         table_prefix: the source's table prefix.
         target_prefix: the target's (default: the same).
         schema: the source's schema (PostgreSQL), if not the default one.
@@ -414,6 +436,8 @@ def copy_database(
         FileNotFoundError: the source is a SQLite file that does not exist.
         ValueError: ``batch_size`` or ``user_id`` is out of range (nothing is read or written),
             the source has no langmem-sqlite tables, or it has an older schema.
+        ValueError: the target's database is missing on its server and this login may not
+            create it.
         LookupError: the source holds nothing of ``user_id`` (nothing is written, and the
             target is not created).
         SchemaTooNewError: the source was migrated by a newer version.
@@ -455,7 +479,12 @@ def copy_database(
                 f"user_id: nothing of user {user_id!r} in {report.source} "
                 f"(prefix {src_tables.prefix!r}): nothing copied"
             )
-        ensure_schema(db, dst_tables)
+        try:
+            ensure_schema(db, dst_tables)
+        except (DatabaseUnavailableError, sa.exc.DBAPIError):
+            if not _created(db):
+                raise
+            ensure_schema(db, dst_tables)
         source_has_pgvector = False
         if dialect_for(src.engine).copies_pgvector:
             from ..store.pgvector_schema import pgvector_table
