@@ -23,7 +23,7 @@ from pathlib import Path
 import pytest
 import sqlalchemy as sa
 from conftest import MARIADB_URL, POSTGRES_URL, server_url
-from langchain_core.messages import AIMessage, HumanMessage
+from langchain_core.messages import AIMessage, HumanMessage, message_to_dict
 
 from langmem_sqlite import ConversationStore
 from langmem_sqlite.engine import get_database
@@ -338,6 +338,20 @@ def test_imports_leave_their_source_as_found_and_a_failed_one_creates_nothing(
         assert not target.exists(), args
     assert snapshot(source_dir) == before
     assert sqlite_tables(foreign_db) == {"notes"}
+    community = source_dir / "community.db"  # langchain-community's table, in WAL mode
+    with sqlite3.connect(community) as conn:
+        conn.execute("PRAGMA journal_mode = WAL")
+        conn.execute(
+            "CREATE TABLE message_store (id INTEGER PRIMARY KEY, session_id TEXT, message TEXT)"
+        )
+        body = json.dumps(message_to_dict(HumanMessage("hi")))
+        conn.execute("INSERT INTO message_store (session_id, message) VALUES ('s', ?)", (body,))
+    conn.close()
+    before = snapshot(source_dir)
+    proc = cli("import", "history", str(community), "--db", str(target))
+    assert proc.returncode == 0, proc.stderr
+    assert "chat_history: 1 session found, 1 message imported" in proc.stdout
+    assert snapshot(source_dir) == before
     first = cli("import", "sqlite-saver", str(source), "--db", str(target))
     assert first.returncode == 0, first.stderr
     assert (

@@ -139,7 +139,7 @@ def database(db: str | None, prefix: str, *, write: bool = False) -> Any:
     """The database of ``--db``, opened only to read it (with ``write``: for a command that
     deletes), once the package's tables with ``--prefix`` are found there at the latest
     version. Nothing is created or migrated: a command that reads leaves the database as it
-    found it (see [`reading_database`][langmem_sqlite.engine.database.reading_database]).
+    found it (see [`reading_database`][langmem_sqlite.engine.reading_database]).
 
     Raises:
         click.ClickException: no such SQLite file, no such tables (naming the prefixes of

@@ -225,7 +225,7 @@ class Database:
         """Keys of schemas already migrated in this process (see :mod:`langmem_sqlite.engine.migrations`)."""
         self.lock = threading.Lock()
         self.reading: bool = bool(core.get_execution_options().get("langmem_reading", False))
-        """Opened by [`reading_database`][langmem_sqlite.engine.database.reading_database]:
+        """Opened by [`reading_database`][langmem_sqlite.engine.reading_database]:
         the package's schema is checked, never created or migrated, on this database."""
         if owned:
             _created.add(self)

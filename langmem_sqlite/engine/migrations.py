@@ -228,7 +228,7 @@ class SchemaTooNewError(RuntimeError):
 
 
 class SchemaNotReadyError(RuntimeError):
-    """A database opened for reading ([`reading_database`][langmem_sqlite.engine.database.reading_database])
+    """A database opened for reading ([`reading_database`][langmem_sqlite.engine.reading_database])
     lacks the package's tables, or holds them at an older version: reading never creates or
     migrates them."""
 

@@ -87,7 +87,7 @@ def _on_connect(dbapi_conn: Any, _record: Any, *, wal: bool = True) -> None:
 
 
 def _on_connect_reading(dbapi_conn: Any, record: Any) -> None:
-    """A reading engine's connection (see [`reading_database`][langmem_sqlite.engine.database.reading_database]):
+    """A reading engine's connection (see [`reading_database`][langmem_sqlite.engine.reading_database]):
     the same settings, the file's journal mode left as it is, and every write refused
     (``PRAGMA query_only``). Being read-write, the last such connection to a file in WAL mode
     still removes the ``-wal`` and ``-shm`` files when it closes."""

@@ -113,7 +113,7 @@ def source_name(conn: Any) -> str:
 def source_connection(source: Any) -> Iterator[Any]:
     """A SQLAlchemy ``Connection`` reading ``source`` (a URL, a path, an ``Engine`` or a
     [`Database`][langmem_sqlite.Database]) through
-    [`reading_database`][langmem_sqlite.engine.database.reading_database]: a SQLite file keeps
+    [`reading_database`][langmem_sqlite.engine.reading_database]: a SQLite file keeps
     its journal mode and is never written. A source given as a URL or a path has its
     connections closed when the block ends, so that a SQLite file and its directory are left as
     they were found (no ``-wal`` or ``-shm`` file).
