@@ -326,7 +326,8 @@ def _not_ready(db: Database, t: Tables, applied: set[int] | None) -> Plan[Schema
 
 
 def schema_plan(db: Database, t: Tables) -> Plan[None]:
-    """Steps that bring ``t`` to the latest version; run with :meth:`Database.drive`/``adrive``.
+    """Steps that bring ``t`` to the latest version; run with
+    [`Database.drive`][langmem_sqlite.engine.Database.drive] or ``adrive``.
 
     Free once this process has seen the tables up to date. On a reading database
     ([`Database.reading`][langmem_sqlite.engine.Database.reading]) nothing is created or

@@ -322,13 +322,13 @@ class Dialect:
     """Whether a copy fills this database's pgvector table of store vectors (PostgreSQL)."""
 
     server_catalog: ClassVar[tuple[str | None, str | None, str, str] | None] = None
-    """Where a server lists its databases, for :meth:`create_database`: (the database a login
+    """Where a server lists its databases, for ``create_database``: (the database a login
     reaches to create another one, the catalog's schema, its table, its name column); ``None``
     for an embedded database."""
 
     def create_database(self, url: URL) -> bool:
         """Create the database ``url`` names on its server if it is not there (``CREATE
-        DATABASE``, from the database of :attr:`server_catalog`): ``True`` if it was created,
+        DATABASE``, from the database of ``server_catalog``): ``True`` if it was created,
         ``False`` if it exists (or the database is embedded).
 
         Raises:

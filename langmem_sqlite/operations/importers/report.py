@@ -26,9 +26,9 @@ class ImportReport:
 
     kind: str
     containers: int = 0
-    """Sessions or threads found in the source (see :attr:`container`)."""
+    """Sessions or threads found in the source (see ``container``)."""
     imported: int = 0
-    """Messages or checkpoints written by this run (see :attr:`item`)."""
+    """Messages or checkpoints written by this run (see ``item``)."""
     skipped: int = 0
     """Already present in the target (an earlier, possibly interrupted, run)."""
     writes: int = 0
@@ -38,9 +38,9 @@ class ImportReport:
     verified: bool = False
     details: dict[str, Any] = field(default_factory=dict)
     container: str = "sessions"
-    """What :attr:`containers` counts: ``"sessions"`` or ``"threads"``."""
+    """What ``containers`` counts: ``"sessions"`` or ``"threads"``."""
     item: str = "messages"
-    """What :attr:`imported` and :attr:`skipped` count: ``"messages"`` or ``"checkpoints"``."""
+    """What ``imported`` and ``skipped`` count: ``"messages"`` or ``"checkpoints"``."""
 
     def summary(self) -> str:
         """One line for people, e.g. ``2 threads found, 7 checkpoints imported, 0 already
