@@ -1,33 +1,35 @@
 """Copy a langmem-sqlite database to another one, between any two dialects.
 
-[`copy_database`][langmem_sqlite.operations.copy.copy_database] copies every table of `langmem_sqlite.engine.schema` (sessions, messages,
-checkpoints, blobs, writes, threads, store items and vectors, and so the facts kept in the
-store), and fills the PostgreSQL target's pgvector table where it has one. It knows no table by
-name but the checkpoints table (to find a user's threads): it walks the schema's tables in
-foreign-key order, so a table or column added by a later migration is copied with no change
-here.
+[`copy_database`][langmem_sqlite.operations.copy.copy_database] copies every table of
+`langmem_sqlite.engine.schema` (sessions, messages, checkpoints, blobs, writes, threads, store
+items and vectors, and so the facts kept in the store), and fills the PostgreSQL target's
+pgvector table where it has one. It knows no table by name but the checkpoints table (to find a
+user's threads): it walks the schema's tables in foreign-key order, so a table or column added
+by a later migration is copied with no change here.
 
 * **Streaming**: each table is read in pages of ``batch_size`` rows in primary-key order
   (keyset paging: ``WHERE pk > last ORDER BY pk LIMIT n``), each page written in one target
   transaction.
 * **Idempotent and resumable**: a row whose primary key the target already holds is not
-  written again; it must be equal to the source's (else [`CopyMismatchError`][langmem_sqlite.operations.copy.CopyMismatchError], and
-  nothing is overwritten). A second run copies nothing; an interrupted one resumes.
+  written again; it must be equal to the source's (else
+  [`CopyMismatchError`][langmem_sqlite.operations.copy.CopyMismatchError], and nothing is
+  overwritten). A second run copies nothing; an interrupted one resumes.
 * **Verified**: every page is read back from the target and compared, column by column, with
   the source rows.
 * **Per user** (``user_id``): the rows of tables with a ``user_id`` column, of tables with a
-  ``thread_id`` column whose thread is that user's (`langmem_sqlite.operations.ownership`: any checkpoint's
-  metadata names the user; checkpoints of an encrypting saver, whose metadata has no JSON
-  copy, name no one here), of tables with a store
-  namespace column ``ns`` under ``("users", user_id)`` (where [`UserFacts`][langmem_sqlite.store.UserFacts]
-  keeps facts), and of tables whose foreign key points at such rows. A table with none of these
-  is not per user and is left out (the report says so).
+  ``thread_id`` column whose thread is that user's (`langmem_sqlite.operations.ownership`: any
+  checkpoint's metadata names the user; checkpoints of an encrypting saver, whose metadata has
+  no JSON copy, name no one here), of tables with a store namespace column ``ns`` under
+  ``("users", user_id)`` (where [`UserFacts`][langmem_sqlite.store.UserFacts] keeps facts),
+  and of tables whose foreign key points at such rows. A table with none of these is not per
+  user and is left out (the report says so). A user the source knows nothing of is refused
+  before the target is touched.
 
 The source is only read (a SQLite file keeps its bytes and journal mode, and no ``-wal`` or
-``-shm`` file is left beside it) and must be at this package's
-schema version; the target is created or migrated first (`langmem_sqlite.engine.migrations`). Copy
-from a database no application is writing to: a row changed in the source after an earlier run
-is reported as a mismatch.
+``-shm`` file is left beside it) and must be at this package's schema version; the target is
+created or migrated first (`langmem_sqlite.engine.migrations`), and a missing database on a
+server is created where the login may. Copy from a database no application is writing to: a row
+changed in the source after an earlier run is reported as a mismatch.
 
 Rows keep their primary keys, so surrogate ids (sessions, messages, store items) are the same
 in the target; on PostgreSQL the id sequences are moved past the copied ids afterwards.
