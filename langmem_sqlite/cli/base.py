@@ -176,7 +176,8 @@ def store(db: str | None, prefix: str, *, create: bool = False, write: bool = Fa
 
 
 def saver(db: str | None, prefix: str, *, create: bool = False, write: bool = False) -> Any:
-    """A [`SQLSaver`][langmem_sqlite.SQLSaver] on ``--db`` (as [`store`][langmem_sqlite.cli.base.store])."""
+    """A [`SQLSaver`][langmem_sqlite.SQLSaver] on ``--db`` (as
+    [`store`][langmem_sqlite.cli.base.store])."""
     from ..checkpoint import SQLSaver
 
     where = url(db) if create else database(db, prefix, write=write)
@@ -184,7 +185,8 @@ def saver(db: str | None, prefix: str, *, create: bool = False, write: bool = Fa
 
 
 def kv_store(db: str | None, prefix: str, *, create: bool = False, write: bool = False) -> Any:
-    """A [`SQLStore`][langmem_sqlite.SQLStore] on ``--db`` (as [`store`][langmem_sqlite.cli.base.store])."""
+    """A [`SQLStore`][langmem_sqlite.SQLStore] on ``--db`` (as
+    [`store`][langmem_sqlite.cli.base.store])."""
     from ..store import SQLStore
 
     where = url(db) if create else database(db, prefix, write=write)

@@ -82,7 +82,8 @@ _FORGET_KINDS = (
 
 def _where(database: Any) -> str:
     """A database for messages: a SQLite file's path, else its URL (password hidden)."""
-    return database.rules.file_path(database.url) or database.safe_url()  # type: ignore[no-any-return]
+    path: str | None = database.rules.file_path(database.url)
+    return path or str(database.safe_url())
 
 
 @cli.command(name="forget-user")

@@ -228,9 +228,9 @@ class SchemaTooNewError(RuntimeError):
 
 
 class SchemaNotReadyError(RuntimeError):
-    """A database opened for reading ([`reading_database`][langmem_sqlite.engine.reading_database])
-    lacks the package's tables, or holds them at an older version: reading never creates or
-    migrates them."""
+    """A database opened for reading
+    ([`reading_database`][langmem_sqlite.engine.reading_database]) lacks the package's tables,
+    or holds them at an older version: reading never creates or migrates them."""
 
     def __init__(self, message: str, other_prefixes: list[str] | None = None) -> None:
         super().__init__(message)
@@ -331,7 +331,8 @@ def schema_plan(db: Database, t: Tables) -> Plan[None]:
 
     Free once this process has seen the tables up to date. On a reading database
     ([`Database.reading`][langmem_sqlite.engine.Database.reading]) nothing is created or
-    migrated: tables missing or behind raise [`SchemaNotReadyError`][langmem_sqlite.engine.migrations.SchemaNotReadyError].
+    migrated: tables missing or behind raise
+    [`SchemaNotReadyError`][langmem_sqlite.engine.migrations.SchemaNotReadyError].
     """
     if t.key in db.ready:
         return

@@ -87,10 +87,11 @@ def _on_connect(dbapi_conn: Any, _record: Any, *, wal: bool = True) -> None:
 
 
 def _on_connect_reading(dbapi_conn: Any, record: Any) -> None:
-    """A reading engine's connection (see [`reading_database`][langmem_sqlite.engine.reading_database]):
-    the same settings, the file's journal mode left as it is, and every write refused
-    (``PRAGMA query_only``). Being read-write, the last such connection to a file in WAL mode
-    still removes the ``-wal`` and ``-shm`` files when it closes."""
+    """A reading engine's connection (see
+    [`reading_database`][langmem_sqlite.engine.reading_database]): the same settings, the
+    file's journal mode left as it is, and every write refused (``PRAGMA query_only``). Being
+    read-write, the last such connection to a file in WAL mode still removes the ``-wal`` and
+    ``-shm`` files when it closes."""
     _on_connect(dbapi_conn, record, wal=False)
     dbapi_conn.execute("PRAGMA query_only = ON")
 

@@ -106,7 +106,8 @@ def source_name(conn: Any) -> str:
     from ...engine.dialects import dialect_for
 
     url = conn.engine.url
-    return dialect_for(conn.engine).file_path(url) or url.render_as_string(hide_password=True)  # type: ignore[no-any-return]
+    path: str | None = dialect_for(conn.engine).file_path(url)
+    return path or str(url.render_as_string(hide_password=True))
 
 
 @contextmanager
