@@ -162,7 +162,10 @@ def database(db: str | None, prefix: str, *, write: bool = False) -> Any:
         raise click.ClickException(message) from e
     except SchemaTooNewError as e:
         raise click.ClickException(str(e)) from e
-    return get_database(target) if write else reading
+    if not write:
+        return reading
+    reading.dispose()  # its connections are not needed by the job that writes
+    return get_database(target)
 
 
 def store(db: str | None, prefix: str, *, create: bool = False, write: bool = False) -> Any:
