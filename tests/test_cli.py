@@ -129,13 +129,13 @@ def test_prune_dry_run_then_real(populated: tuple[str, str]) -> None:
     assert sorted(report["sessions"]) == ["ada/main", "u/s1"]
     assert report["threads"] == ["chat:ada:main"]
     assert len(json.loads(run("sessions", *common, "--json"))) == 2  # dry run deleted nothing
-    assert "would delete 2 sessions and 1 threads" in run(
+    assert "would delete 2 sessions and 1 thread\n" in run(
         "prune", "--older-than", "0", "--dry-run", *common
     )
     run("prune", "--older-than", "0", "--user", "u", *common)
     assert [r["user_id"] for r in json.loads(run("sessions", *common, "--json"))] == ["ada"]
     assert len(SQLSaver(db, table_prefix=prefix).list_threads()) == 1
-    assert "deleted 1 sessions and 1 threads" in run("prune", "--older-than", "0", *common)
+    assert "deleted 1 session and 1 thread\n" in run("prune", "--older-than", "0", *common)
     assert SQLSaver(db, table_prefix=prefix).list_threads() == []
     if db.startswith("sqlite"):  # the freed pages go back to the OS
         report = json.loads(run("vacuum", "--full", *common, "--json"))
@@ -292,7 +292,7 @@ def test_errors_and_hints_print_text_verbatim(
 ) -> None:
     for args, shown in (
         (["history", "[/]", "--db", nasty_db], "no session '[/]' without a user"),
-        (["history", "[/]", "--db", nasty_db], "user(s) '[bold]u' have one: add --user [bold]u"),
+        (["history", "[/]", "--db", nasty_db], "user(s) '[bold]u' have one: add --user '[bold]u'"),
         (["history", "[x]", "--user", "[/]", "--db", nasty_db], "no session '[x]' of user '[/]'"),
         (["checkpoints", "[/]nope", "--db", nasty_db], "no thread '[/]nope'"),
         (["sessions", "--db", "postgresql://x@127.0.0.1:1/db", "--prefix", "[/]"], "'[/]'"),

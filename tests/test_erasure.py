@@ -332,7 +332,7 @@ def test_cli_forget_user(db_url: str, prefix: str) -> None:
     dry = json.loads(run("forget-user", "ada", "--dry-run", "--json", *common))
     assert dry["dry_run"] and dry["sessions"] == 1 and dry["threads"] == 1 and dry["messages"] > 0
     assert dry["facts"] >= 1
-    text = run("forget-user", "ada", *common)
+    text = run("forget-user", "ada", "--yes", *common)
     assert "deleted for user 'ada'" in text and "sessions" in text
     assert json.loads(run("forget-user", "ada", "--dry-run", "--json", *common))["sessions"] == 0
     users = {r["user_id"] for r in json.loads(run("users", "--json", *common))}

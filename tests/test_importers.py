@@ -258,7 +258,7 @@ def test_report_names_what_it_counts(tmp_path: Path) -> None:
     community = f"sqlite:///{tmp_path}/community.db"
     _community_history(community, "s").add_messages(MESSAGES)  # type: ignore[attr-defined]
     out = CliRunner().invoke(cli, ["import", "history", community, "--db", db])
-    assert "chat_history: 1 sessions found, 4 messages imported, 0 already there" in out.output
+    assert "chat_history: 1 session found, 4 messages imported, 0 already there" in out.output
 
 
 def test_checkpoint_imports_get_a_user(tmp_path: Path) -> None:
@@ -278,7 +278,7 @@ def test_checkpoint_imports_get_a_user(tmp_path: Path) -> None:
         cli, ["import", "sqlite-saver", str(path), "--user-key", "customer", "--db", db]
     )
     assert out.exit_code == 0, out.output
-    assert "1 threads had no user in their metadata" in out.output
+    assert "1 thread without a user in the metadata: imported without one" in out.output
     users = json.loads(runner.invoke(cli, ["users", "--db", db, "--json"]).output)
     assert [(u["user_id"], u["threads"]) for u in users] == [("7", 1), ("ada", 1)]
     both = runner.invoke(

@@ -112,7 +112,7 @@ class SaverPlans(BaseCheckpointSaver[str]):
         key = ("checkpointer", self.tables.key)
         if key not in self.db.ready:
             setup = self.db.rules.checkpoint_file_setup(self.db.url)
-            if setup is not None:
+            if setup is not None and not self.db.reading:
                 # once per process, before the tables exist; an optimisation only: a busy
                 # file keeps its mode
                 with contextlib.suppress(exc.DBAPIError):

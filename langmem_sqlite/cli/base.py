@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import math
 import os
+import shlex
 import sys
 from collections.abc import Callable
 from typing import Any
@@ -24,6 +25,7 @@ __all__ = [
     "FiniteRange",
     "cli",
     "count_range",
+    "database",
     "db_option",
     "json_option",
     "kv_store",
@@ -31,6 +33,7 @@ __all__ = [
     "main",
     "prefix_option",
     "readable_url",
+    "refused",
     "saver",
     "store",
     "url",
@@ -132,25 +135,74 @@ def readable_url(db: str | None, option: str = "--db") -> str:
     return target
 
 
-def store(db: str | None, prefix: str, *, create: bool = False) -> Any:
-    """A :class:`~langmem_sqlite.ConversationStore` on ``--db``."""
+def database(db: str | None, prefix: str, *, write: bool = False) -> Any:
+    """The database of ``--db``, opened only to read it (with ``write``: for a command that
+    deletes), once the package's tables with ``--prefix`` are found there at the latest
+    version. Nothing is created or migrated: a command that reads leaves the database as it
+    found it (see [`reading_database`][langmem_sqlite.engine.reading_database]).
+
+    Raises:
+        click.ClickException: no such SQLite file, no such tables (naming the prefixes of
+            tables that are there), or a schema of another version.
+    """
+    from ..engine import get_database
+    from ..engine.database import reading_database
+    from ..engine.migrations import SchemaNotReadyError, SchemaTooNewError, ensure_schema
+    from ..engine.schema import get_tables
+
+    target = readable_url(db)
+    reading = reading_database(target)
+    try:
+        ensure_schema(reading, get_tables(prefix))
+    except SchemaNotReadyError as e:
+        message = str(e)
+        if e.other_prefixes:
+            hint = f": add --prefix {shlex.quote(e.other_prefixes[0])})"
+            message = message.removesuffix(")") + hint
+        raise click.ClickException(message) from e
+    except SchemaTooNewError as e:
+        raise click.ClickException(str(e)) from e
+    if not write:
+        return reading
+    reading.dispose()  # its connections are not needed by the job that writes
+    return get_database(target)
+
+
+def store(db: str | None, prefix: str, *, create: bool = False, write: bool = False) -> Any:
+    """A [`ConversationStore`][langmem_sqlite.ConversationStore] on ``--db``: on its
+    [`database`][langmem_sqlite.cli.base.database], or with ``create`` one that creates the
+    tables."""
     from ..history.store import ConversationStore
 
-    return ConversationStore(url(db) if create else readable_url(db), table_prefix=prefix)
+    where = url(db) if create else database(db, prefix, write=write)
+    return ConversationStore(where, table_prefix=prefix)
 
 
-def saver(db: str | None, prefix: str, *, create: bool = False) -> Any:
-    """A :class:`~langmem_sqlite.SQLSaver` on ``--db``."""
+def saver(db: str | None, prefix: str, *, create: bool = False, write: bool = False) -> Any:
+    """A [`SQLSaver`][langmem_sqlite.SQLSaver] on ``--db`` (as
+    [`store`][langmem_sqlite.cli.base.store])."""
     from ..checkpoint import SQLSaver
 
-    return SQLSaver(url(db) if create else readable_url(db), table_prefix=prefix)
+    where = url(db) if create else database(db, prefix, write=write)
+    return SQLSaver(where, table_prefix=prefix)
 
 
-def kv_store(db: str | None, prefix: str, *, create: bool = False) -> Any:
-    """A :class:`~langmem_sqlite.SQLStore` on ``--db``."""
+def kv_store(db: str | None, prefix: str, *, create: bool = False, write: bool = False) -> Any:
+    """A [`SQLStore`][langmem_sqlite.SQLStore] on ``--db`` (as
+    [`store`][langmem_sqlite.cli.base.store])."""
     from ..store import SQLStore
 
-    return SQLStore(url(db) if create else readable_url(db), table_prefix=prefix)
+    where = url(db) if create else database(db, prefix, write=write)
+    return SQLStore(where, table_prefix=prefix)
+
+
+def refused(e: Exception) -> click.ClickException:
+    """A job the library refused (no such file, table, thread or user; data that differs), as
+    one sentence: without the library's argument name in front of it."""
+    text = str(e)
+    for argument in ("source: ", "target: ", "table: ", "thread_ids: ", "user_id: "):
+        text = text.removeprefix(argument)
+    return click.ClickException(text)
 
 
 def _one_line(e: BaseException) -> str:

@@ -8,8 +8,17 @@ from typing import Any
 
 import click
 
-from .base import cli, db_option, json_option, prefix_option, saver, store, with_options
-from .output import out
+from .base import (
+    cli,
+    db_option,
+    json_option,
+    prefix_option,
+    refused,
+    saver,
+    store,
+    with_options,
+)
+from .output import count, out
 
 __all__ = ["import_"]
 
@@ -26,7 +35,9 @@ def _report(report: Any, as_json: bool) -> None:
         out.line(f"{report.kind}: {report.summary()}")
         missing = report.details.get("threads_without_user")
         if missing:
-            out.line(f"{missing} threads had no user in their metadata: imported without one")
+            out.line(
+                f"{count(missing, 'thread')} without a user in the metadata: imported without one"
+            )
 
 
 @import_.command(name="history")
@@ -42,9 +53,16 @@ def import_history(
     """SOURCE (URL or SQLite path) with a langchain-community SQLChatMessageHistory table."""
     from ..operations.importers import import_chat_history
 
-    report = import_chat_history(
-        source, store(db, prefix, create=True), table=table, user_id=as_user, progress=not as_json
-    )
+    try:
+        report = import_chat_history(
+            source,
+            store(db, prefix, create=True),
+            table=table,
+            user_id=as_user,
+            progress=not as_json,
+        )
+    except (FileNotFoundError, LookupError, ValueError) as e:
+        raise refused(e) from e
     _report(report, as_json)
 
 
@@ -57,16 +75,19 @@ def _import_saver(
 ) -> None:
     from ..operations.importers import import_checkpoints, source_thread_ids
 
-    ids = list(only) or source_thread_ids(location)
-    with opener(location) as source:
-        report = import_checkpoints(
-            source,
-            saver(db, kw["prefix"], create=True),
-            ids,
-            user_id=kw["as_user"],
-            user_key=kw["user_key"],
-            progress=not kw["as_json"],
-        )
+    try:
+        ids = source_thread_ids(location)  # also checks that it is a checkpointer database
+        with opener(location) as source:
+            report = import_checkpoints(
+                source,
+                saver(db, kw["prefix"], create=True),
+                list(only) or ids,
+                user_id=kw["as_user"],
+                user_key=kw["user_key"],
+                progress=not kw["as_json"],
+            )
+    except (FileNotFoundError, LookupError, ValueError) as e:
+        raise refused(e) from e
     _report(report, kw["as_json"])
 
 

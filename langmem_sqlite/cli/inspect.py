@@ -4,6 +4,7 @@ facts, stats and export. None of them creates a database."""
 from __future__ import annotations
 
 import datetime as dt
+import shlex
 from pathlib import Path
 from typing import Any
 
@@ -11,18 +12,18 @@ import click
 
 from .base import (
     cli,
+    database,
     db_option,
     json_option,
     kv_store,
     limit_option,
     prefix_option,
-    readable_url,
     saver,
     store,
     user_option,
     with_options,
 )
-from .output import err, out
+from .output import count, err, out
 
 __all__ = ["checkpoints", "export", "facts", "history", "sessions", "stats", "threads", "users"]
 
@@ -30,8 +31,11 @@ listing_options = with_options([db_option, user_option, limit_option, prefix_opt
 """``--db --user --limit --prefix --json``, the options of every listing."""
 
 
-def _when(ms: int) -> str:
-    return dt.datetime.fromtimestamp(ms / 1000).strftime("%Y-%m-%d %H:%M:%S")
+def _when(moment: int | dt.datetime) -> str:
+    """A time (ms since the epoch, or a datetime) for a table: UTC, with its offset."""
+    if isinstance(moment, int):
+        moment = dt.datetime.fromtimestamp(moment / 1000, dt.timezone.utc)
+    return moment.astimezone(dt.timezone.utc).isoformat(" ", "seconds")
 
 
 def _no_session(
@@ -45,7 +49,7 @@ def _no_session(
     named = [u for u in others if u]
     if named:
         listed = ", ".join(repr(u) for u in named[:5]) + (" ..." if len(named) > 5 else "")
-        hint = f"--user {named[0]}" if len(named) == 1 else "--user U"
+        hint = f"--user {shlex.quote(named[0])}" if len(named) == 1 else "--user U"
         message += f"; user(s) {listed} have one: add {hint}"
     elif others:  # only the session without a user
         message += "; there is one without a user: leave out --user"
@@ -80,10 +84,19 @@ def sessions(
     if as_json:
         out.json([r.__dict__ for r in rows])
         return
+    # the title column only where a session has one (the chat names none)
+    titled = any(r.title for r in rows)
     out.table(
-        ("user", "session", "title", "messages", "tokens", "last active"),
+        ("user", "session", *(("title",) if titled else ()), "messages", "tokens", "last active"),
         (
-            (r.user_id, r.session_id, r.title, r.message_count, r.token_total, _when(r.updated_at))
+            (
+                r.user_id,
+                r.session_id,
+                *((r.title,) if titled else ()),
+                r.message_count,
+                r.token_total,
+                _when(r.updated_at),
+            )
             for r in rows
         ),
     )
@@ -207,7 +220,13 @@ def facts(db: str | None, user: str, pending: bool, prefix: str, as_json: bool) 
     if as_json:
         out.json(rows)
         return
-    out.table(("id", "fact", "source", "updated"), (r.values() for r in rows))
+    out.table(
+        ("id", "fact", "source", "updated"),
+        (
+            (i.key, r["fact"], r["source"], _when(i.updated_at))
+            for i, r in zip(items, rows, strict=True)
+        ),
+    )
 
 
 @cli.command()
@@ -216,16 +235,15 @@ def facts(db: str | None, user: str, pending: bool, prefix: str, as_json: bool) 
 @json_option
 def stats(db: str | None, prefix: str, as_json: bool) -> None:
     """Row counts and sizes of this package's tables."""
-    from ..engine import get_database
     from ..engine.schema import get_tables
     from ..operations.maintenance import table_stats
 
-    database = get_database(readable_url(db))
-    rows = table_stats(database, get_tables(prefix))
+    found = database(db, prefix)
+    rows = table_stats(found, get_tables(prefix))
     if as_json:
-        out.json({"database": str(database.url), "tables": [r.__dict__ for r in rows]})
+        out.json({"database": str(found.url), "tables": [r.__dict__ for r in rows]})
         return
-    out.line(f"database {database.url}")
+    out.line(f"database {found.url}")
     out.table(("table", "rows", "bytes"), ((r.table, r.rows, r.bytes) for r in rows))
 
 
@@ -266,6 +284,6 @@ def export(
     text = render(doc, fmt)
     if output:
         Path(output).write_text(text, encoding="utf-8")
-        err.line(f"wrote {len(doc['messages'])} messages to {output}")
+        err.line(f"wrote {count(len(doc['messages']), 'message')} to {output}")
     else:
         out.raw(text)

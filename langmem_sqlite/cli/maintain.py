@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import shlex
+import sys
 from typing import Any
 
 import click
@@ -12,16 +14,18 @@ from .base import (
     FiniteRange,
     cli,
     count_range,
+    database,
     db_option,
     json_option,
     prefix_option,
     readable_url,
+    refused,
     saver,
     store,
     url,
     user_option,
 )
-from .output import err, out
+from .output import count, err, out
 
 __all__ = ["copy_", "forget_user", "migrate", "prune", "vacuum"]
 
@@ -45,12 +49,20 @@ def prune(
     """Retention: delete sessions and threads idle for more than --older-than days."""
     from ..operations.maintenance import prune as run_prune
 
-    report = run_prune(store(db, prefix), saver(db, prefix), days, user_id=user, dry_run=dry_run)
+    write = not dry_run
+    report = run_prune(
+        store(db, prefix, write=write),
+        saver(db, prefix, write=write),
+        days,
+        user_id=user,
+        dry_run=dry_run,
+    )
     if as_json:
         out.json(report.__dict__)
         return
     verb = "would delete" if dry_run else "deleted"
-    out.line(f"{verb} {len(report.sessions)} sessions and {len(report.threads)} threads")
+    sessions, threads = count(len(report.sessions), "session"), count(len(report.threads), "thread")
+    out.line(f"{verb} {sessions} and {threads}")
     for name in (*report.sessions, *report.threads):
         out.line(f"  {name}")
 
@@ -68,9 +80,21 @@ _FORGET_KINDS = (
 )
 
 
+def _where(database: Any) -> str:
+    """A database for messages: a SQLite file's path, else its URL (password hidden)."""
+    path: str | None = database.rules.file_path(database.url)
+    return path or str(database.safe_url())
+
+
 @cli.command(name="forget-user")
 @click.argument("user")
 @click.option("--dry-run", is_flag=True, help="Count what would be deleted; delete nothing.")
+@click.option(
+    "--yes",
+    "-y",
+    is_flag=True,
+    help="Delete without asking (needed when stdin is not a terminal, e.g. in scripts).",
+)
 @click.option(
     "--namespace",
     "namespaces",
@@ -86,6 +110,7 @@ _FORGET_KINDS = (
 def forget_user(
     user: str,
     dry_run: bool,
+    yes: bool,
     namespaces: tuple[str, ...],
     threads: tuple[str, ...],
     no_vacuum: bool,
@@ -94,20 +119,55 @@ def forget_user(
     as_json: bool,
 ) -> None:
     """Delete everything stored about USER: sessions, messages, summaries, checkpointer
-    threads, store items and facts; on SQLite, leave no copy in the file or its WAL."""
+    threads, store items and facts; on SQLite, leave no copy in the file or its WAL.
+
+    It counts first, and on a terminal asks before deleting (--yes: without asking). A user
+    of whom nothing is stored is reported, and nothing is done.
+    """
     from ..operations.erasure import DEFAULT_STORE_PREFIXES
     from ..operations.erasure import forget_user as run_forget
 
     prefixes = [tuple(n.split("/")) for n in namespaces] or list(DEFAULT_STORE_PREFIXES)
-    report = run_forget(
-        readable_url(db),
-        user,
-        dry_run=dry_run,
-        table_prefix=prefix,
-        store_prefixes=prefixes,
-        thread_ids=threads,
-        vacuum=not no_vacuum,
-    )
+
+    def forget(where: Any, dry: bool) -> Any:
+        return run_forget(
+            where,
+            user,
+            dry_run=dry,
+            table_prefix=prefix,
+            store_prefixes=prefixes,
+            thread_ids=threads,
+            vacuum=not no_vacuum,
+        )
+
+    reading = database(db, prefix)
+    report = forget(reading, True)
+    found = (report.sessions, report.checkpoints, report.facts, report.store_items)
+    if not dry_run and not any(found):
+        if as_json:
+            out.json(report.as_dict())
+        out_or_err = err if as_json else out
+        out_or_err.line(f"nothing stored about user {user!r} in {_where(reading)}: nothing deleted")
+        return
+    if not dry_run:
+        if not yes:
+            if not sys.stdin.isatty():
+                raise click.ClickException(
+                    f"forget-user deletes user {user!r}'s data for good: pass --yes to confirm "
+                    "(stdin is not a terminal to ask on)"
+                )
+            what = ", ".join(
+                (
+                    count(report.sessions, "session"),
+                    count(report.threads, "thread"),
+                    count(report.facts, "fact"),
+                    count(report.store_items, "other store item"),
+                )
+            )
+            question = f"delete {what} of user {user!r} in {_where(reading)}?"
+            if not click.confirm(question, err=True):
+                raise click.ClickException("not confirmed: nothing deleted")
+        report = forget(database(db, prefix, write=True), False)
     if as_json:
         out.json(report.as_dict())
     else:
@@ -116,9 +176,11 @@ def forget_user(
         if report.vacuumed:
             out.line("SQLite file rewritten (VACUUM) and its write-ahead log emptied")
     for ns in report.other_namespaces:
-        err.line(f"kept: namespace {'/'.join(ns)} names the user (add --namespace)")
+        label = "/".join(ns)
+        err.line(f"kept: namespace {label} names the user (add --namespace {shlex.quote(label)})")
     if report.unreadable_threads:
-        err.line(f"{report.unreadable_threads} threads have encrypted metadata, not searched")
+        threads_ = count(report.unreadable_threads, "thread")
+        err.line(f"{threads_} with encrypted metadata, not searched")
     if report.wal_emptied is False:
         raise click.ClickException("a reader kept the write-ahead log busy: run again")
 
@@ -140,7 +202,7 @@ def _file_bytes(session: Any) -> int | None:
 @json_option
 def vacuum(full: bool, db: str | None, prefix: str, as_json: bool) -> None:
     """Give freed space back to the OS (SQLite; a no-op on servers)."""
-    checkpointer = saver(db, prefix)
+    checkpointer = saver(db, prefix, write=True)
     before = checkpointer.db.run(_file_bytes)
     checkpointer.vacuum(full=full)
     after = checkpointer.db.run(_file_bytes)
@@ -184,7 +246,13 @@ def migrate(db: str | None, prefix: str, as_json: bool) -> None:
 
 @cli.command(name="copy")
 @click.option("--from", "source", required=True, help="The database to copy (URL or SQLite path).")
-@click.option("--to", "target", required=True, help="Where to copy it (created if missing).")
+@click.option(
+    "--to",
+    "target",
+    required=True,
+    help="Where to copy it: a SQLite file is created if missing; a server database too, where "
+    "the login may create one.",
+)
 @click.option("--user", default=None, help="Copy only this user's sessions, threads and facts.")
 @click.option("--prefix", default=DEFAULT_PREFIX, show_default=True, help="The source's prefix.")
 @click.option("--to-prefix", default=None, help="The target's table prefix (default: the same).")
@@ -214,15 +282,18 @@ def copy_(
     """
     from ..operations.copy import copy_database
 
-    report = copy_database(
-        readable_url(source, "--from"),
-        target,
-        table_prefix=prefix,
-        target_prefix=to_prefix,
-        user_id=user,
-        batch_size=batch_size,
-        progress=not as_json,
-    )
+    try:
+        report = copy_database(
+            readable_url(source, "--from"),
+            target,
+            table_prefix=prefix,
+            target_prefix=to_prefix,
+            user_id=user,
+            batch_size=batch_size,
+            progress=not as_json,
+        )
+    except (LookupError, ValueError) as e:  # refused (no such user, no tables, ...)
+        raise refused(e) from e
     if as_json:
         out.json(report.as_dict())
         return
@@ -235,6 +306,6 @@ def copy_(
     )
     check = "verified by reading back" if report.verified else "NOT verified"
     out.line(
-        f"copied {report.copied} rows ({report.present} already there) of {report.rows} "
-        f"from {report.source} to {report.target}; {check}"
+        f"copied {count(report.copied, 'row')} ({report.present} already there) of "
+        f"{report.rows} from {report.source} to {report.target}; {check}"
     )

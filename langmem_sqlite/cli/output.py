@@ -18,10 +18,12 @@ import sys
 from collections.abc import Iterable
 from typing import IO, Any
 
-__all__ = ["Output", "err", "out", "to_json", "visible"]
+__all__ = ["Output", "count", "err", "out", "to_json", "visible"]
 
 # C0 controls but tab and newline, DEL, C1 controls, bidirectional marks and overrides.
 _UNSAFE = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u200e\u200f\u202a-\u202e\u2066-\u2069]")
+# ... and in a table cell also newline, which would split the row
+_CELL_UNSAFE = re.compile(f"[\n{_UNSAFE.pattern[1:-1]}]")
 # What json.dumps(ensure_ascii=False) leaves raw of the above (it escapes C0 controls itself),
 # plus the two line separators some readers treat as line ends.
 _JSON_UNSAFE = re.compile("[\x7f-\x9f\u200e\u200f\u2028\u2029\u202a-\u202e\u2066-\u2069]")
@@ -36,6 +38,12 @@ def visible(text: str) -> str:
     """``text`` with every control character spelled out (``"\\x1b"`` for ESC); tab and newline
     are kept."""
     return _UNSAFE.sub(_spelled, text)
+
+
+def count(n: int, noun: str, plural: str | None = None) -> str:
+    """``n`` and the noun in its number: ``"1 session"``, ``"2 sessions"`` (``plural`` where
+    an ``s`` does not make it)."""
+    return f"{n} {noun if n == 1 else plural or noun + 's'}"
 
 
 def to_json(data: Any) -> str:
@@ -100,7 +108,8 @@ class Output:
             self.line(t)
 
     def table(self, columns: Iterable[str], rows: Iterable[Iterable[Any]]) -> None:
-        """A table; ``None`` cells print empty, every other cell as ``str(value)``."""
+        """A table; ``None`` cells print empty, every other cell as ``str(value)`` with its
+        control characters and newlines spelled out (a row stays one row)."""
         from rich.table import Column, Table
         from rich.text import Text
 
@@ -108,7 +117,9 @@ class Output:
         # ("fold"), it is never cut short
         table = Table(*(Column(Text(c), overflow="fold") for c in columns))
         for row in rows:
-            table.add_row(*(Text("" if v is None else visible(str(v))) for v in row))
+            table.add_row(
+                *(Text("" if v is None else _CELL_UNSAFE.sub(_spelled, str(v))) for v in row)
+            )
         self._console(table=True).print(table)
 
     def json(self, data: Any) -> None:

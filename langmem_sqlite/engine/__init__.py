@@ -1,15 +1,17 @@
 """The execution layer: databases, their dialect objects, the seam every statement goes through,
 and the one retry rule.
 
-* :mod:`.database`: :func:`get_database` turns a URL, a path or an engine into a
-  :class:`Database`, which runs units of work (sync, async, and plans of several units);
-* :mod:`.session`: the :class:`Session` a storage function receives, and the one bounded cache
-  of compiled statements;
-* :mod:`.dialects`: one object per kind of database (SQLite, PostgreSQL, MySQL/MariaDB);
-* :mod:`.retry`: which failures are retried, for how long, and the typed error after that.
+* `database`: [`get_database`][langmem_sqlite.engine.get_database] turns a URL, a path or an
+  engine into a [`Database`][langmem_sqlite.engine.Database], which runs units of work (sync,
+  async, and plans of several units); [`reading_database`][langmem_sqlite.engine.reading_database]
+  opens one only to read it;
+* `session`: the [`Session`][langmem_sqlite.engine.Session] a storage function receives, and the
+  one bounded cache of compiled statements;
+* `dialects`: one object per kind of database (SQLite, PostgreSQL, MySQL/MariaDB);
+* `retry`: which failures are retried, for how long, and the typed error after that.
 """
 
-from .database import Database, DatabaseLike, Plan, Step, get_database
+from .database import Database, DatabaseLike, Plan, Step, get_database, reading_database
 from .errors import DatabaseUnavailableError
 from .retry import DEFAULT_RETRY_SECONDS, Fault
 from .session import Result, Session
@@ -25,4 +27,5 @@ __all__ = [
     "Session",
     "Step",
     "get_database",
+    "reading_database",
 ]

@@ -47,7 +47,7 @@ from .dialects import Dialect, dialect_class, dialect_for, driver_alias
 from .retry import Attempts, Fault, default_retry_seconds
 from .session import StatementCache, checkout, work
 
-__all__ = ["Database", "DatabaseLike", "Plan", "Step", "get_database"]
+__all__ = ["Database", "DatabaseLike", "Plan", "Step", "get_database", "reading_database"]
 
 T = TypeVar("T")
 
@@ -224,6 +224,9 @@ class Database:
         self.ready: set[Any] = set()
         """Keys of schemas already migrated in this process (see :mod:`langmem_sqlite.engine.migrations`)."""
         self.lock = threading.Lock()
+        self.reading: bool = bool(core.get_execution_options().get("langmem_reading", False))
+        """Opened by [`reading_database`][langmem_sqlite.engine.reading_database]:
+        the package's schema is checked, never created or migrated, on this database."""
         if owned:
             _created.add(self)
 
@@ -551,6 +554,24 @@ def get_database(
         if db is None or (key[0] != "url" and not _alive(db, connection)):  # type: ignore[arg-type]
             db = _registry[key] = build()
         return db
+
+
+def reading_database(connection: DatabaseLike | Database) -> Database:
+    """The [`Database`][langmem_sqlite.engine.Database] for ``connection`` opened only to
+    read it: the package's tables are checked, never created or migrated (a missing or older
+    schema raises [`SchemaNotReadyError`][langmem_sqlite.engine.migrations.SchemaNotReadyError]),
+    and a SQLite file keeps its journal mode while its connections refuse every write. Once its
+    connections are closed ([`Database.dispose`][langmem_sqlite.engine.Database.dispose], or
+    at exit) a SQLite file is left as it was found, without ``-wal`` or ``-shm`` files.
+
+    An ``Engine``, an ``AsyncEngine`` or a ``Database`` is returned as
+    [`get_database`][langmem_sqlite.engine.get_database] returns it (its owner configured it).
+    """
+    if isinstance(connection, str | os.PathLike | URL):
+        return get_database(
+            connection, engine_args={"execution_options": {"langmem_reading": True}}
+        )
+    return get_database(connection)
 
 
 def _alive(db: Database, engine: Engine | AsyncEngine) -> bool:

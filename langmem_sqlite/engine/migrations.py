@@ -45,6 +45,7 @@ __all__ = [
     "LATEST_VERSION",
     "MIGRATIONS",
     "Migration",
+    "SchemaNotReadyError",
     "SchemaTooNewError",
     "aensure_schema",
     "current_version",
@@ -226,6 +227,34 @@ class SchemaTooNewError(RuntimeError):
     """The database was migrated by a newer langmem-sqlite than this one."""
 
 
+class SchemaNotReadyError(RuntimeError):
+    """A database opened for reading
+    ([`reading_database`][langmem_sqlite.engine.reading_database]) lacks the package's tables,
+    or holds them at an older version: reading never creates or migrates them."""
+
+    def __init__(self, message: str, other_prefixes: list[str] | None = None) -> None:
+        super().__init__(message)
+        self.other_prefixes: list[str] = other_prefixes or []
+        """Prefixes of other sets of the package's tables in the same database."""
+
+
+def _prefixes_present(conn: Connection, t: Tables) -> list[str]:
+    """The prefixes of every set of the package's tables in ``t``'s schema (``inspect``: no
+    DDL)."""
+    names = set(inspect(conn).get_table_names(schema=t.schema))
+    ends = ("migrations", "sessions")
+    return sorted(
+        n[: -len(ends[0])]
+        for n in names
+        if n.endswith(ends[0]) and n[: -len(ends[0])] + ends[1] in names
+    )
+
+
+def _where(db: Database) -> str:
+    """The database for messages: a SQLite file's path, else the URL (password hidden)."""
+    return db.rules.file_path(db.url) or db.safe_url()
+
+
 def applied_versions(conn: Connection, t: Tables) -> set[int]:
     """The migrations recorded in the database (raises if the version table does not exist)."""
     return {int(v) for v in conn.execute(select(t.migrations.c.version)).scalars()}
@@ -279,10 +308,31 @@ def _migrate(conn: Connection, t: Tables) -> int:
     return LATEST_VERSION
 
 
-def schema_plan(db: Database, t: Tables) -> Plan[None]:
-    """Steps that bring ``t`` to the latest version; run with :meth:`Database.drive`/``adrive``.
+def _not_ready(db: Database, t: Tables, applied: set[int] | None) -> Plan[SchemaNotReadyError]:
+    """The error for a reading database without ``t`` at the latest version."""
+    where = _where(db)
+    if applied is not None:
+        return SchemaNotReadyError(
+            f"the langmem-sqlite tables with prefix {t.prefix!r} in {where} are at schema "
+            f"version {max(applied, default=0)}, this langmem-sqlite reads version "
+            f"{LATEST_VERSION}: run `langmem-sqlite migrate` on it first"
+        )
+    found: list[str] = yield Step(_prefixes_present, (t,), schema=True)
+    others = [p for p in found if p != t.prefix]
+    message = f"no langmem-sqlite tables with prefix {t.prefix!r} in {where}"
+    if others:
+        message += f" (tables with prefix {', '.join(map(repr, others))} are there)"
+    return SchemaNotReadyError(message, others)
 
-    Free once this process has seen the tables up to date.
+
+def schema_plan(db: Database, t: Tables) -> Plan[None]:
+    """Steps that bring ``t`` to the latest version; run with
+    [`Database.drive`][langmem_sqlite.engine.Database.drive] or ``adrive``.
+
+    Free once this process has seen the tables up to date. On a reading database
+    ([`Database.reading`][langmem_sqlite.engine.Database.reading]) nothing is created or
+    migrated: tables missing or behind raise
+    [`SchemaNotReadyError`][langmem_sqlite.engine.migrations.SchemaNotReadyError].
     """
     if t.key in db.ready:
         return
@@ -291,13 +341,21 @@ def schema_plan(db: Database, t: Tables) -> Plan[None]:
     except (exc.ProgrammingError, exc.OperationalError):
         applied = None  # no version table yet
     if applied is None or not _up_to_date(applied):
+        if db.reading:
+            raise (yield from _not_ready(db, t, applied))
         yield Step(_migrate, (t,), write=True, own_transaction=True)
     with db.lock:
         db.ready.add(t.key)
 
 
 def ensure_schema(db: Database, t: Tables) -> None:
-    """Make sure ``t`` exists in ``db`` at the latest version (cheap after the first call)."""
+    """Make sure ``t`` exists in ``db`` at the latest version (cheap after the first call).
+
+    Raises:
+        SchemaNotReadyError: ``db`` is [`reading`][langmem_sqlite.engine.Database.reading]
+            and lacks ``t`` or holds an older version (nothing is created or migrated).
+        SchemaTooNewError: a newer langmem-sqlite migrated ``db``.
+    """
     db.drive(schema_plan(db, t))
 
 

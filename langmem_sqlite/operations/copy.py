@@ -1,32 +1,35 @@
 """Copy a langmem-sqlite database to another one, between any two dialects.
 
-:func:`copy_database` copies every table of :mod:`langmem_sqlite.engine.schema` (sessions, messages,
-checkpoints, blobs, writes, threads, store items and vectors, and so the facts kept in the
-store), and fills the PostgreSQL target's pgvector table where it has one. It knows no table by
-name but the checkpoints table (to find a user's threads): it walks the schema's tables in
-foreign-key order, so a table or column added by a later migration is copied with no change
-here.
+[`copy_database`][langmem_sqlite.operations.copy.copy_database] copies every table of
+`langmem_sqlite.engine.schema` (sessions, messages, checkpoints, blobs, writes, threads, store
+items and vectors, and so the facts kept in the store), and fills the PostgreSQL target's
+pgvector table where it has one. It knows no table by name but the checkpoints table (to find a
+user's threads): it walks the schema's tables in foreign-key order, so a table or column added
+by a later migration is copied with no change here.
 
 * **Streaming**: each table is read in pages of ``batch_size`` rows in primary-key order
   (keyset paging: ``WHERE pk > last ORDER BY pk LIMIT n``), each page written in one target
   transaction.
 * **Idempotent and resumable**: a row whose primary key the target already holds is not
-  written again; it must be equal to the source's (else :class:`CopyMismatchError`, and
-  nothing is overwritten). A second run copies nothing; an interrupted one resumes.
+  written again; it must be equal to the source's (else
+  [`CopyMismatchError`][langmem_sqlite.operations.copy.CopyMismatchError], and nothing is
+  overwritten). A second run copies nothing; an interrupted one resumes.
 * **Verified**: every page is read back from the target and compared, column by column, with
   the source rows.
 * **Per user** (``user_id``): the rows of tables with a ``user_id`` column, of tables with a
-  ``thread_id`` column whose thread is that user's (:mod:`.ownership`: any checkpoint's
-  metadata names the user; checkpoints of an encrypting saver, whose metadata has no JSON
-  copy, name no one here), of tables with a store
-  namespace column ``ns`` under ``("users", user_id)`` (where :class:`~langmem_sqlite.store.UserFacts`
-  keeps facts), and of tables whose foreign key points at such rows. A table with none of these
-  is not per user and is left out (the report says so).
+  ``thread_id`` column whose thread is that user's (`langmem_sqlite.operations.ownership`: any
+  checkpoint's metadata names the user; checkpoints of an encrypting saver, whose metadata has
+  no JSON copy, name no one here), of tables with a store namespace column ``ns`` under
+  ``("users", user_id)`` (where [`UserFacts`][langmem_sqlite.store.UserFacts] keeps facts),
+  and of tables whose foreign key points at such rows. A table with none of these is not per
+  user and is left out (the report says so). A user the source knows nothing of is refused
+  before the target is touched.
 
-The source is only read (a SQLite file is opened read-only) and must be at this package's
-schema version; the target is created or migrated first (:mod:`langmem_sqlite.engine.migrations`). Copy
-from a database no application is writing to: a row changed in the source after an earlier run
-is reported as a mismatch.
+The source is only read (a SQLite file keeps its bytes and journal mode, and no ``-wal`` or
+``-shm`` file is left beside it) and must be at this package's schema version; the target is
+created or migrated first (`langmem_sqlite.engine.migrations`), and a missing database on a
+server is created where the login may. Copy from a database no application is writing to: a row
+changed in the source after an earlier run is reported as a mismatch.
 
 Rows keep their primary keys, so surrogate ids (sessions, messages, store items) are the same
 in the target; on PostgreSQL the id sequences are moved past the copied ids afterwards.
@@ -45,6 +48,7 @@ from sqlalchemy.engine import Connection
 
 from ..engine import Database, DatabaseLike, get_database
 from ..engine.dialects import dialect_for
+from ..engine.errors import DatabaseUnavailableError
 from ..engine.migrations import (
     LATEST_VERSION,
     MIGRATIONS,
@@ -55,6 +59,7 @@ from ..engine.migrations import (
 from ..engine.schema import DEFAULT_PREFIX, Tables, get_tables
 from ..engine.session import Session
 from ..validation import check_id, check_positive
+from .importers.report import source_connection, source_name
 from .ownership import users_by_thread
 
 __all__ = [
@@ -360,16 +365,30 @@ def _pgvector_copy(
 # -- the copy -----------------------------------------------------------------------------------
 
 
-def _source_engine(source: DatabaseLike | Database) -> sa.Engine:
-    from .importers.report import source_engine
+def _created(db: Database) -> bool:
+    """Whether the target's database was missing on its server and is now created (where the
+    login may). ``False``: it exists, or the server's catalog is out of reach (the first error
+    stands).
 
-    return source_engine(source)  # type: ignore[no-any-return]
+    Raises:
+        ValueError: it is missing and this login may not create it.
+    """
+    try:
+        return db.rules.create_database(db.url)
+    except PermissionError as e:
+        raise ValueError(
+            f"target: the database {db.url.database!r} does not exist on "
+            f"{db.url._replace(database=None).render_as_string(hide_password=True)} and this login "
+            f"may not create it ({e}): create it first"
+        ) from e
+    except sa.exc.DBAPIError:
+        return False
 
 
 def _check_version(conn: Connection, tables: Tables) -> None:
     if not sa.inspect(conn).has_table(tables.migrations.name, schema=tables.schema):
         raise ValueError(
-            f"source: no langmem-sqlite tables with prefix {tables.prefix!r} in the source"
+            f"source: no langmem-sqlite tables with prefix {tables.prefix!r} in {source_name(conn)}"
         )
     applied = applied_versions(conn, tables)
     known = {m.version for m in MIGRATIONS}
@@ -401,14 +420,15 @@ def copy_database(
 
     Args:
         source: the database to read: URL, SQLite path, ``Engine`` or ``Database``.
-        target: where to copy (created or migrated first).
+        target: where to copy: its tables are created or migrated first, and a missing
+            database on a server is created where the login may.
         table_prefix: the source's table prefix.
         target_prefix: the target's (default: the same).
         schema: the source's schema (PostgreSQL), if not the default one.
         target_schema: the target's (default: the same).
         user_id: copy only this user's rows.
         batch_size: rows per page read and per target transaction (1 to
-            :data:`MAX_BATCH_SIZE`).
+            [`MAX_BATCH_SIZE`][langmem_sqlite.operations.copy.MAX_BATCH_SIZE]).
         progress: show a progress bar per table (stderr).
 
     Returns:
@@ -418,6 +438,10 @@ def copy_database(
         FileNotFoundError: the source is a SQLite file that does not exist.
         ValueError: ``batch_size`` or ``user_id`` is out of range (nothing is read or written),
             the source has no langmem-sqlite tables, or it has an older schema.
+        ValueError: the target's database is missing on its server and this login may not
+            create it.
+        LookupError: the source holds nothing of ``user_id`` (nothing is written, and the
+            target is not created).
         SchemaTooNewError: the source was migrated by a newer version.
         CopyMismatchError: the target holds different rows under the same keys.
     """
@@ -429,22 +453,14 @@ def copy_database(
         table_prefix if target_prefix is None else target_prefix,
         schema if target_schema is None else target_schema,
     )
-    engine = _source_engine(source)
     db = target if isinstance(target, Database) else get_database(target)
-    report = CopyReport(
-        source=engine.url.render_as_string(hide_password=True),
-        target=db.url.render_as_string(hide_password=True),
-        user_id=user_id,
-    )
-    with engine.connect() as src:
+    with source_connection(source) as src:
+        report = CopyReport(
+            source=source_name(src),
+            target=db.rules.file_path(db.url) or db.safe_url(),
+            user_id=user_id,
+        )
         _check_version(src, src_tables)
-        ensure_schema(db, dst_tables)
-        source_has_pgvector = False
-        if dialect_for(engine).copies_pgvector:
-            from ..store.pgvector_schema import pgvector_table
-
-            name = pgvector_table(src_tables).name
-            source_has_pgvector = sa.inspect(src).has_table(name, schema=src_tables.schema)
         scope = _everything if user_id is None else _user_scope(src, src_tables, user_id)
         targets = {t.name: t for t in dst_tables.metadata.sorted_tables}
         plan = [
@@ -460,6 +476,23 @@ def copy_database(
             for t, _, conditions in plan
             if conditions is not None
         }
+        if user_id is not None and not any(totals.values()):
+            raise LookupError(
+                f"user_id: nothing of user {user_id!r} in {report.source} "
+                f"(prefix {src_tables.prefix!r}): nothing copied"
+            )
+        try:
+            ensure_schema(db, dst_tables)
+        except (DatabaseUnavailableError, sa.exc.DBAPIError):
+            if not _created(db):
+                raise
+            ensure_schema(db, dst_tables)
+        source_has_pgvector = False
+        if dialect_for(src.engine).copies_pgvector:
+            from ..store.pgvector_schema import pgvector_table
+
+            name = pgvector_table(src_tables).name
+            source_has_pgvector = sa.inspect(src).has_table(name, schema=src_tables.schema)
         with _progress(progress) as bar:
             for table, dst, conditions in plan:
                 entry = TableCopy(table.name)

@@ -321,6 +321,48 @@ class Dialect:
     copies_pgvector: ClassVar[bool] = False
     """Whether a copy fills this database's pgvector table of store vectors (PostgreSQL)."""
 
+    server_catalog: ClassVar[tuple[str | None, str | None, str, str] | None] = None
+    """Where a server lists its databases, for ``create_database``: (the database a login
+    reaches to create another one, the catalog's schema, its table, its name column); ``None``
+    for an embedded database."""
+
+    def create_database(self, url: URL) -> bool:
+        """Create the database ``url`` names on its server if it is not there (``CREATE
+        DATABASE``, from the database of ``server_catalog``): ``True`` if it was created,
+        ``False`` if it exists (or the database is embedded).
+
+        Raises:
+            sqlalchemy.exc.DBAPIError: the server or its catalog cannot be reached.
+            PermissionError: the database is not there and this login may not create it.
+        """
+        from sqlalchemy import column, create_engine, literal, select, table
+        from sqlalchemy.pool import NullPool
+
+        if self.server_catalog is None or not url.database:
+            return False
+        home, schema, name, column_name = self.server_catalog
+        admin = url.set(database=home)
+        engine = create_engine(
+            self.driver_url(admin),
+            connect_args=self.engine_kwargs(admin).get("connect_args", {}),
+            poolclass=NullPool,
+            isolation_level="AUTOCOMMIT",
+        )
+        try:
+            with engine.connect() as conn:
+                catalog = table(name, column(column_name), schema=schema)
+                listed = select(literal(1)).where(catalog.c[column_name] == url.database)
+                if conn.execute(listed.select_from(catalog)).first() is not None:
+                    return False
+                quoted = conn.dialect.identifier_preparer.quote_identifier(url.database)
+                try:
+                    conn.exec_driver_sql(f"CREATE DATABASE {quoted}")
+                except exc.DBAPIError as e:
+                    raise PermissionError(" ".join(str(e.orig).split())) from e
+            return True
+        finally:
+            engine.dispose()
+
     def table_names(self, session: Any, schema: str | None) -> set[str]:
         """The tables of ``schema`` (default: the connection's own), read on a
         :class:`~langmem_sqlite.engine.session.Session` (the base rule: the SQL standard's

@@ -213,4 +213,5 @@ class MySQLDialect(Dialect):
 
     # -- whole-database operations (copy, erasure, maintenance) ---------------------------------
 
+    server_catalog = ("information_schema", None, "schemata", "schema_name")
     current_schema_sql: ClassVar[str] = "DATABASE()"

@@ -289,6 +289,7 @@ class PostgreSQLDialect(Dialect):
     # -- whole-database operations (copy, erasure, maintenance) ---------------------------------
 
     copies_pgvector: ClassVar[bool] = True
+    server_catalog = ("postgres", None, "pg_database", "datname")
 
     def after_copy(self, session: Any, table: Table) -> None:
         """Move the id sequence of ``table`` past its largest id (rows were given their ids)."""

@@ -63,8 +63,9 @@ _BUSY = (5, 6)
 """SQLite's primary result codes ``SQLITE_BUSY`` and ``SQLITE_LOCKED``."""
 
 
-def _on_connect(dbapi_conn: Any, _record: Any) -> None:
-    """Per-connection settings: WAL, busy timeout, NORMAL sync, foreign keys, the log's bounds.
+def _on_connect(dbapi_conn: Any, _record: Any, *, wal: bool = True) -> None:
+    """Per-connection settings: WAL (unless ``wal`` is false), busy timeout, NORMAL sync,
+    foreign keys, the log's bounds.
 
     Also hands transaction control to this package (``isolation_level = None``): the seam
     and SQLAlchemy's ``begin`` event (:func:`_on_begin`) start transactions themselves, so
@@ -77,11 +78,22 @@ def _on_connect(dbapi_conn: Any, _record: Any) -> None:
     cur.execute("PRAGMA synchronous = NORMAL")
     cur.execute(f"PRAGMA wal_autocheckpoint = {SQLITE_WAL_AUTOCHECKPOINT_PAGES}")
     cur.execute(f"PRAGMA journal_size_limit = {SQLITE_JOURNAL_SIZE_LIMIT}")
-    cur.execute("PRAGMA journal_mode")
-    mode = str(cur.fetchone()[0]).lower()
-    if mode not in ("wal", "memory"):
-        cur.execute("PRAGMA journal_mode = WAL")
+    if wal:
+        cur.execute("PRAGMA journal_mode")
+        mode = str(cur.fetchone()[0]).lower()
+        if mode not in ("wal", "memory"):
+            cur.execute("PRAGMA journal_mode = WAL")
     cur.close()
+
+
+def _on_connect_reading(dbapi_conn: Any, record: Any) -> None:
+    """A reading engine's connection (see
+    [`reading_database`][langmem_sqlite.engine.reading_database]): the same settings, the
+    file's journal mode left as it is, and every write refused (``PRAGMA query_only``). Being
+    read-write, the last such connection to a file in WAL mode still removes the ``-wal`` and
+    ``-shm`` files when it closes."""
+    _on_connect(dbapi_conn, record, wal=False)
+    dbapi_conn.execute("PRAGMA query_only = ON")
 
 
 def _own_transactions(dbapi_conn: Any) -> None:
@@ -172,8 +184,10 @@ class SQLiteDialect(Dialect):
         return {"connect_args": {"check_same_thread": False}, "pool_size": 16, "max_overflow": 48}
 
     def configure(self, engine: Engine) -> None:
-        if not event.contains(engine, "connect", _on_connect):
-            event.listen(engine, "connect", _on_connect)
+        reading = engine.get_execution_options().get("langmem_reading", False)
+        connect = _on_connect_reading if reading else _on_connect
+        if not event.contains(engine, "connect", connect):
+            event.listen(engine, "connect", connect)
             event.listen(engine, "begin", _on_begin)
 
     def begin(

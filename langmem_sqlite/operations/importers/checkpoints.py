@@ -21,7 +21,7 @@ from langgraph.checkpoint.base import BaseCheckpointSaver, CheckpointTuple
 
 from ...checkpoint import SQLSaver
 from ...validation import check_id, check_list
-from .report import ImportMismatchError, ImportReport, progress_bar, source_engine
+from .report import ImportMismatchError, ImportReport, progress_bar, source_connection, source_name
 
 __all__ = [
     "import_checkpoints",
@@ -33,7 +33,9 @@ __all__ = [
 
 @contextmanager
 def open_sqlite_saver(path: str | Path) -> Iterator[BaseCheckpointSaver[Any]]:
-    """A ``SqliteSaver`` (langgraph-checkpoint-sqlite) on an existing file.
+    """A ``SqliteSaver`` (langgraph-checkpoint-sqlite) reading an existing file: its
+    connection refuses writes (``PRAGMA query_only``), so the file keeps its bytes and journal
+    mode, and closing it leaves no ``-wal`` or ``-shm`` file.
 
     Raises:
         FileNotFoundError: no such file.
@@ -41,8 +43,9 @@ def open_sqlite_saver(path: str | Path) -> Iterator[BaseCheckpointSaver[Any]]:
     from langgraph.checkpoint.sqlite import SqliteSaver
 
     if not Path(path).is_file():
-        raise FileNotFoundError(f"source: no SQLite file {str(path)!r}")
+        raise FileNotFoundError(f"source: no SQLite file at {Path(path).absolute()}")
     conn = sqlite3.connect(str(path), check_same_thread=False)
+    conn.execute("PRAGMA query_only = ON")
     try:
         yield SqliteSaver(conn)
     finally:
@@ -60,9 +63,12 @@ def open_postgres_saver(url: str) -> Iterator[BaseCheckpointSaver[Any]]:
 
 def source_thread_ids(source_db: Any, table: str = "checkpoints") -> list[str]:
     """The thread ids in the anchor's ``checkpoints`` table (read with SQLAlchemy)."""
-    with source_engine(source_db).connect() as conn:
+    with source_connection(source_db) as conn:
         if not sa.inspect(conn).has_table(table):
-            raise ValueError(f"source: no {table!r} table (not a LangGraph checkpointer database)")
+            raise ValueError(
+                f"source: no table {table!r} in {source_name(conn)} (not a LangGraph "
+                "checkpointer database)"
+            )
         t = sa.Table(table, sa.MetaData(), autoload_with=conn)
         rows = conn.execute(sa.select(t.c.thread_id).distinct().order_by(t.c.thread_id))
         return [str(r[0]) for r in rows]
@@ -101,7 +107,9 @@ def _copy_one(
         by_task[task_id].append((channel, value))
     for task_id, writes in by_task.items():
         target.put_writes(_config(t), writes, task_id)  # first write wins: safe to repeat
-        if not exists:
+        if exists:
+            report.writes_present += len(writes)
+        else:
             report.writes += len(writes)
 
 
@@ -184,13 +192,13 @@ def import_checkpoints(
     if user_id is not None:
         user_id = check_id(user_id, "user_id")
     report = ImportReport("checkpoints", len(ids), container="threads", item="checkpoints")
-    target.list_threads(limit=1)  # the target answers (and has its tables) before any bar
-    for thread_id in ids:
+    for thread_id in ids:  # a refused import creates nothing: the target is reached after
         if (
             next(iter(source.list({"configurable": {"thread_id": thread_id}}, limit=1)), None)
             is None
         ):
             raise LookupError(f"thread_ids: no thread {thread_id!r} in the source")
+    target.list_threads(limit=1)  # the target answers (and has its tables) before any bar
     without_user = 0
     with progress_bar("importing threads", len(ids), progress) as bar:
         for thread_id in ids:

@@ -10,7 +10,7 @@ from langchain_core.messages import BaseMessage, messages_from_dict, messages_to
 
 from ...history.store import ConversationStore
 from ...validation import IdLike, check_positive
-from .report import ImportMismatchError, ImportReport, progress_bar, source_engine
+from .report import ImportMismatchError, ImportReport, progress_bar, source_connection, source_name
 
 __all__ = ["MAX_BATCH_SIZE", "import_chat_history"]
 
@@ -22,7 +22,7 @@ def _reflect(conn: sa.Connection, table: str, session_column: str) -> sa.Table:
     if not isinstance(table, str) or not table:
         raise ValueError("table: expected a table name")
     if not sa.inspect(conn).has_table(table):
-        raise ValueError(f"table: no table {table!r} in the source database")
+        raise ValueError(f"table: no table {table!r} in {source_name(conn)}")
     t = sa.Table(table, sa.MetaData(), autoload_with=conn)
     for col in ("id", session_column, "message"):
         if col not in t.c:
@@ -90,7 +90,7 @@ def import_chat_history(
     if not isinstance(target, ConversationStore):
         raise TypeError(f"target: expected a ConversationStore, got {type(target).__name__}")
     report = ImportReport("chat_history")
-    with source_engine(source).connect() as conn:
+    with source_connection(source) as conn:
         t = _reflect(conn, table, session_column)
         sessions = _sessions(conn, t, session_column)
         report.containers = len(sessions)

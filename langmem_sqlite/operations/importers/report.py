@@ -5,10 +5,15 @@ from __future__ import annotations
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
-__all__ = ["ImportMismatchError", "ImportReport", "progress_bar", "source_engine"]
+__all__ = [
+    "ImportMismatchError",
+    "ImportReport",
+    "progress_bar",
+    "source_connection",
+    "source_name",
+]
 
 
 class ImportMismatchError(ValueError):
@@ -21,27 +26,39 @@ class ImportReport:
 
     kind: str
     containers: int = 0
-    """Sessions or threads found in the source (see :attr:`container`)."""
+    """Sessions or threads found in the source (see ``container``)."""
     imported: int = 0
-    """Messages or checkpoints written by this run (see :attr:`item`)."""
+    """Messages or checkpoints written by this run (see ``item``)."""
     skipped: int = 0
     """Already present in the target (an earlier, possibly interrupted, run)."""
     writes: int = 0
     """Pending writes copied (checkpoints only)."""
+    writes_present: int = 0
+    """Pending writes of checkpoints already in the target (checkpoints only)."""
     verified: bool = False
     details: dict[str, Any] = field(default_factory=dict)
     container: str = "sessions"
-    """What :attr:`containers` counts: ``"sessions"`` or ``"threads"``."""
+    """What ``containers`` counts: ``"sessions"`` or ``"threads"``."""
     item: str = "messages"
-    """What :attr:`imported` and :attr:`skipped` count: ``"messages"`` or ``"checkpoints"``."""
+    """What ``imported`` and ``skipped`` count: ``"messages"`` or ``"checkpoints"``."""
 
     def summary(self) -> str:
-        """One line for people, e.g. ``2 threads found, 7 checkpoints imported, ...``."""
-        writes = f", {self.writes} pending writes" if self.item == "checkpoints" else ""
+        """One line for people, e.g. ``2 threads found, 7 checkpoints imported, 0 already
+        there, pending writes: 9 imported, 0 already present; verified by reading back``."""
+
+        def count(n: int, plural: str) -> str:
+            return f"{n} {plural[:-1] if n == 1 else plural}"
+
+        writes = ""
+        if self.item == "checkpoints":
+            writes = (
+                f", pending writes: {self.writes} imported, {self.writes_present} already present"
+            )
         check = "verified by reading back" if self.verified else "NOT verified"
         return (
-            f"{self.containers} {self.container} found, {self.imported} {self.item} imported, "
-            f"{self.skipped} already there{writes}; {check}"
+            f"{count(self.containers, self.container)} found, "
+            f"{count(self.imported, self.item)} imported, {self.skipped} already there{writes}; "
+            f"{check}"
         )
 
     def as_dict(self) -> dict[str, Any]:
@@ -53,6 +70,7 @@ class ImportReport:
             "imported": self.imported,
             "skipped": self.skipped,
             "writes": self.writes,
+            "writes_present": self.writes_present,
             "verified": self.verified,
         }
 
@@ -83,32 +101,41 @@ def progress_bar(label: str, total: int, show: bool) -> Iterator[Any]:
         yield _Bar(progress, progress.add_task(label, total=total))
 
 
-def source_engine(source: Any) -> Any:
-    """A SQLAlchemy ``Engine`` reading ``source``: SQLite files are opened read-only (an import
-    never changes the file it reads, not even its journal mode); other URLs, engines and
-    :class:`~langmem_sqlite.Database` objects go through :func:`~langmem_sqlite.get_database`."""
-    import sqlalchemy as sa
+def source_name(conn: Any) -> str:
+    """The source for messages: a SQLite file's path, else its URL (password hidden)."""
+    from ...engine.dialects import dialect_for
 
-    from ...engine import get_database
-    from ...engine.dialects import dialect_class
-
-    path: str | None = None
-    if isinstance(source, Path):
-        path = str(source)
-    elif isinstance(source, str) and "://" not in source:
-        path = source
-    elif isinstance(source, str):  # a URL: the file of an embedded database, if it is one
-        found = sa.make_url(source)
-        path = dialect_class(found).file_path(found)
-    if path is None:
-        return get_database(source).sync_engine
-    if not Path(path).is_file():
-        raise FileNotFoundError(f"source: no SQLite file {path!r}")
-    uri = f"{Path(path).absolute().as_uri().replace('file://', 'file:', 1)}?mode=ro"
-    return sa.create_engine("sqlite://", creator=lambda: _connect_ro(uri), poolclass=sa.NullPool)
+    url = conn.engine.url
+    path: str | None = dialect_for(conn.engine).file_path(url)
+    return path or str(url.render_as_string(hide_password=True))
 
 
-def _connect_ro(uri: str) -> Any:
-    import sqlite3
+@contextmanager
+def source_connection(source: Any) -> Iterator[Any]:
+    """A SQLAlchemy ``Connection`` reading ``source`` (a URL, a path, an ``Engine`` or a
+    [`Database`][langmem_sqlite.Database]) through
+    [`reading_database`][langmem_sqlite.engine.reading_database]: a SQLite file keeps
+    its journal mode and is never written. A source given as a URL or a path has its
+    connections closed when the block ends, so that a SQLite file and its directory are left as
+    they were found (no ``-wal`` or ``-shm`` file).
 
-    return sqlite3.connect(uri, uri=True)
+    Raises:
+        FileNotFoundError: ``source`` names a SQLite file that does not exist.
+    """
+    import os
+
+    from sqlalchemy.engine import URL
+
+    from ...engine.database import reading_database
+
+    opened = isinstance(source, str | os.PathLike | URL)
+    db = reading_database(source)
+    path = db.rules.file_path(db.url)
+    if opened and path and not os.path.isfile(path):
+        raise FileNotFoundError(f"source: no SQLite file at {path}")
+    try:
+        with db.sync_engine.connect() as conn:
+            yield conn
+    finally:
+        if opened:
+            db.dispose()
