@@ -5,6 +5,7 @@ back from the SQLite file."""
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import os
 import re
@@ -19,6 +20,14 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+
+if sys.version_info < (3, 11) and importlib.util.find_spec("langgraph_api") is None:
+    pytest.skip(
+        "langgraph dev needs langgraph-api, which needs Python 3.11 "
+        "(langgraph-cli[inmem] leaves it out on 3.10)",
+        allow_module_level=True,
+    )
+
 from langgraph_sdk import get_sync_client
 
 from langmem_sqlite import SQLSaver, SQLStore
