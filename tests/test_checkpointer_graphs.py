@@ -7,6 +7,7 @@ outcome must match it.
 from __future__ import annotations
 
 import operator
+import sys
 import threading
 import time
 import uuid
@@ -191,6 +192,8 @@ async def test_interrupt_and_resume_sync_and_async(saver: SQLSaver) -> None:
     assert graph.get_state(cfg("i1")).next == ("review",)
     assert graph.invoke(Command(resume="yes"), cfg("i1"))["steps"] == ["draft", "review:yes"]
 
+    if sys.version_info < (3, 11):
+        pytest.skip("LangGraph's interrupt() in an async run needs Python 3.11 (the sync half ran)")
     out = await graph.ainvoke({"steps": []}, cfg("i2"))
     assert "__interrupt__" in out
     final = await graph.ainvoke(Command(resume="no"), cfg("i2"))

@@ -214,6 +214,11 @@ def test_context_step_needs_a_sql_history() -> None:
         context_step("not a policy")  # type: ignore[arg-type]
 
 
+@pytest.mark.skipif(
+    sys.version_info < (3, 11),
+    reason="LangGraph's strict msgpack allowlist fails on Python 3.10 for any agent state, "
+    "its own AgentState included (issubclass of a Sequence[...] alias)",
+)
 def test_summary_state_survives_strict_msgpack(tmp_path: Path) -> None:
     """Under LANGGRAPH_STRICT_MSGPACK=true the record is read back from checkpoints and reused
     (langmem's RunningSummary crashes there)."""

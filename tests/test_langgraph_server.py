@@ -1,11 +1,14 @@
 """SQLSaver and SQLStore as the LangGraph API server's checkpointer and store: a real
-``langgraph dev`` server (its development mode refuses blocking calls on the event loop), driven
-through ``langgraph_sdk``, with the rows read back from the SQLite file."""
+``langgraph dev`` server (its development mode refuses blocking calls on the event loop) started
+from the README's own ``langgraph.json``, driven through ``langgraph_sdk``, with the rows read
+back from the SQLite file."""
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import os
+import re
 import signal
 import socket
 import subprocess
@@ -17,6 +20,14 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+
+if sys.version_info < (3, 11) and importlib.util.find_spec("langgraph_api") is None:
+    pytest.skip(
+        "langgraph dev needs langgraph-api, which needs Python 3.11 "
+        "(langgraph-cli[inmem] leaves it out on 3.10)",
+        allow_module_level=True,
+    )
+
 from langgraph_sdk import get_sync_client
 
 from langmem_sqlite import SQLSaver, SQLStore
@@ -37,6 +48,14 @@ graph = builder.compile()
 """
 
 
+def _readme_langgraph_json() -> str:
+    """The ``langgraph.json`` shown in README.md, as written."""
+    readme = (Path(__file__).resolve().parent.parent / "README.md").read_text(encoding="utf-8")
+    blocks = re.findall(r"```json\n(.*?)```", readme, re.S)
+    (config,) = [b for b in blocks if '"checkpointer"' in b]
+    return config
+
+
 def _free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -46,16 +65,11 @@ def _free_port() -> int:
 @pytest.fixture
 def server(tmp_path: Path) -> Iterator[tuple[str, Path]]:
     """``langgraph dev`` on a free port, its checkpointer and store in ``agent.db``."""
-    db = tmp_path / "agent.db"
+    config = _readme_langgraph_json()
+    assert json.loads(config)["env"]["LANGMEM_SQLITE_URL"] == "sqlite:///agent.db"
+    db = tmp_path / "agent.db"  # the README's relative URL, from the server's directory
     (tmp_path / "agent.py").write_text(AGENT)
-    config = {
-        "dependencies": ["."],
-        "graphs": {"agent": "./agent.py:graph"},
-        "env": {"LANGMEM_SQLITE_URL": f"sqlite:///{db}"},
-        "checkpointer": {"path": "langmem_sqlite.server.checkpointer"},
-        "store": {"path": "langmem_sqlite.server.store"},
-    }
-    (tmp_path / "langgraph.json").write_text(json.dumps(config))
+    (tmp_path / "langgraph.json").write_text(config)
     port = _free_port()
     env = {**os.environ, "LANGGRAPH_CLI_NO_ANALYTICS": "1", "LANGSMITH_TRACING": "false"}
     log = (tmp_path / "server.log").open("w")
@@ -79,7 +93,8 @@ def server(tmp_path: Path) -> Iterator[tuple[str, Path]]:
             time.sleep(0.3)
         yield url, db
     finally:
-        os.killpg(proc.pid, signal.SIGTERM)
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGTERM)
         try:
             proc.wait(20)
         except subprocess.TimeoutExpired:
