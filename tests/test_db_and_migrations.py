@@ -72,7 +72,7 @@ def test_sqlite_settings(tmp_path: Path) -> None:
         }
     assert pragma == {
         "journal_mode": "wal",
-        "busy_timeout": 30000,
+        "busy_timeout": 1000,
         "synchronous": 1,
         "foreign_keys": 1,
         "wal_autocheckpoint": 256,
@@ -87,7 +87,7 @@ async def test_sqlite_settings_async(tmp_path: Path) -> None:
         mode = conn.exec_driver_sql("PRAGMA journal_mode").scalar()
         return mode, conn.exec_driver_sql("PRAGMA busy_timeout").scalar()
 
-    assert await db.arun(pragmas) == ("wal", 30000)
+    assert await db.arun(pragmas) == ("wal", 1000)
 
 
 @pytest.mark.parametrize("lane", ["history", "store"])

@@ -6,10 +6,12 @@ command imports what it needs when it runs).
 
 from __future__ import annotations
 
+import logging
 import math
 import os
 import shlex
 import sys
+import traceback
 from collections.abc import Callable
 from typing import Any
 
@@ -66,14 +68,38 @@ class FiniteRange(click.FloatRange):
         return number
 
 
+class _AtLeast(click.IntRange):
+    """A [`click.IntRange`][click.IntRange] with a lower bound only (its help reads
+    ``x>=1``) that still refuses counts above [`INT64_MAX`][langmem_sqlite.cli.base.INT64_MAX]."""
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
+        number = super().convert(value, param, ctx)
+        if number > INT64_MAX:
+            self.fail(
+                f"{number} is above the largest count a database stores ({INT64_MAX}).", param, ctx
+            )
+        return number
+
+
 def count_range(low: int = 1, high: int = INT64_MAX) -> click.IntRange:
-    """An integer option from ``low`` to ``high`` (default: up to :data:`INT64_MAX`)."""
-    return click.IntRange(min=low, max=high)
+    """An integer option from ``low`` to ``high`` (default: up to
+    [`INT64_MAX`][langmem_sqlite.cli.base.INT64_MAX], which the help leaves unsaid)."""
+    return _AtLeast(min=low) if high == INT64_MAX else click.IntRange(min=low, max=high)
+
+
+_given: dict[str, Any] = {"db": None, "debug": False}
+"""What this run's command line said that its error path needs: ``--db`` and ``--debug``."""
+
+
+def _remember_db(ctx: click.Context, param: click.Parameter, value: str | None) -> str | None:
+    _given["db"] = value
+    return value
 
 
 db_option = click.option(
     "--db",
     default=None,
+    callback=_remember_db,
     help="Database URL or SQLite path (default: $LANGMEM_SQLITE_URL or langmem.db).",
 )
 prefix_option = click.option(
@@ -101,8 +127,15 @@ def with_options(options: list[Any]) -> Callable[[Callable[..., Any]], Callable[
     "'langmem-sqlite COMMAND --help' describes one.",
 )
 @click.version_option(__version__, "--version", "-V", prog_name="langmem-sqlite")
-def cli() -> None:
+@click.option(
+    "--debug",
+    is_flag=True,
+    envvar="LANGMEM_SQLITE_DEBUG",
+    help="On an error, print its traceback (also $LANGMEM_SQLITE_DEBUG=1).",
+)
+def cli(debug: bool) -> None:
     """Chat with memory, and inspect, maintain and move langmem-sqlite databases."""
+    _given["debug"] = debug
 
 
 def url(db: str | None) -> str:
@@ -205,13 +238,55 @@ def refused(e: Exception) -> click.ClickException:
     return click.ClickException(text)
 
 
-def _one_line(e: BaseException) -> str:
-    """A library error on one line (SQLAlchemy's statement and parameters left out)."""
-    return " ".join(str(e).split("[SQL:")[0].split())
+def _database() -> tuple[str, str | None]:
+    """The database this run named (``--db``, else the default), password hidden, and the
+    password."""
+    target = url(_given["db"])
+    if "://" not in target:
+        return target, None
+    from sqlalchemy.engine import make_url
+    from sqlalchemy.exc import ArgumentError
+
+    try:
+        parsed = make_url(target)
+    except ArgumentError:
+        return target, None
+    return parsed.render_as_string(hide_password=True), parsed.password
+
+
+def _sentence(e: BaseException) -> str:
+    """A library error as one line: its message without its class name (of SQLAlchemy's
+    errors, the driver's message, without statement, parameters or link, and the database
+    named)."""
+    orig = getattr(e, "orig", None)
+    text = str(orig if isinstance(orig, BaseException) else e)
+    line = " ".join(text.split("[SQL:")[0].split("(Background on this error at:")[0].split())
+    line = line or "the command failed without a message (--debug shows where)"
+    name, password = _database()
+    if password:
+        line = line.replace(password, "***")
+    from sqlalchemy.exc import SQLAlchemyError
+
+    # the package's own errors name what they are about; SQLAlchemy's name no database
+    return f"{line} (database {name})" if isinstance(e, SQLAlchemyError) else line
+
+
+class _Notices(logging.Handler):
+    """Prints what the library logs on stderr, a line each (e.g. that a call waits for a
+    database another process has locked)."""
+
+    def emit(self, record: logging.LogRecord) -> None:
+        err.line(record.getMessage())
+
+
+_notices = _Notices(logging.WARNING)
 
 
 def main(argv: list[str] | None = None) -> Any:
-    """Entry point: one-line errors and a non-zero exit instead of tracebacks."""
+    """Entry point: one-line errors and a non-zero exit instead of tracebacks (``--debug`` or
+    ``$LANGMEM_SQLITE_DEBUG=1``: the traceback)."""
+    _given.update(db=None, debug=False)
+    logging.getLogger("langmem_sqlite.engine.retry").addHandler(_notices)  # once, however often
     try:
         return cli.main(args=argv, prog_name="langmem-sqlite", standalone_mode=False)
     except click.exceptions.NoArgsIsHelpError as e:  # a bare `langmem-sqlite`: the usage
@@ -226,7 +301,10 @@ def main(argv: list[str] | None = None) -> Any:
         err.line(f"error: {' '.join(e.format_message().split())}")
         sys.exit(e.exit_code)
     except Exception as e:  # everything the library raises: one line, no traceback
-        err.line(f"error: {type(e).__name__}: {_one_line(e)}")
+        if _given["debug"]:
+            traceback.print_exc()
+        else:
+            err.line(f"error: {_sentence(e)}")
         sys.exit(1)
     finally:
         out.stream.flush()

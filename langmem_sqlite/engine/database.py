@@ -29,11 +29,12 @@ import asyncio
 import atexit
 import contextlib
 import functools
+import math
 import os
 import threading
 import time
 import weakref
-from collections.abc import Callable, Generator
+from collections.abc import Callable, Generator, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any, NamedTuple, TypeVar
@@ -53,6 +54,10 @@ T = TypeVar("T")
 
 DatabaseLike = str | os.PathLike[str] | URL | Engine | AsyncEngine
 """Anything :func:`get_database` accepts."""
+
+_SHORTEST_TURN_WAIT = 1.0
+"""Seconds a call waits at least for its turn among this process's writers (as long as one try
+waits for another process's lock on a SQLite file), even past its retry deadline."""
 
 _WORKER_THREADS = 16
 """Worker threads per database for the async API: as many as a SQLite file's pool keeps, so
@@ -204,6 +209,12 @@ class Database:
         self.reached = False
         """Whether this process has connected to the database once (until then a connection
         failure is not retried)."""
+        self.noticed_at = -math.inf
+        """When a call last logged that it waits for this database (see
+        `langmem_sqlite.engine.retry`)."""
+        self.busy: str | None = None
+        """Why the last try that met contention failed, until a unit of work holding a turn
+        succeeds (see `langmem_sqlite.engine.retry`)."""
         self._writer_sync = (
             sync_engine.execution_options(langmem_write=True) if sync_engine else None
         )
@@ -267,6 +278,10 @@ class Database:
         """The kind of transient failure ``error`` is, or None (see :mod:`.retry`)."""
         return self.rules.fault(error)
 
+    def reason(self, error: BaseException, kind: Fault | None) -> str | None:
+        """Why ``error`` keeps the database from the user, in words (None: the driver's)."""
+        return self.rules.reason(self.url, error, kind)
+
     # -- running work ---------------------------------------------------------------------------
 
     def run(
@@ -288,7 +303,9 @@ class Database:
         attempts = Attempts(self)
         while True:
             try:
-                return self._once(fn, args, write, own_transaction, schema, single, transaction)
+                return self._once(
+                    fn, args, write, own_transaction, schema, single, transaction, attempts
+                )
             except exc.DBAPIError as e:
                 time.sleep(attempts.pause(e))
 
@@ -301,22 +318,48 @@ class Database:
         schema: bool,
         single: bool,
         transaction: bool,
+        attempts: Attempts,
     ) -> T:
         if own_transaction or schema:
             engine = self._writer_sync if write else self.sync_engine
             assert engine is not None
             # a unit that commits as it goes may be long: it does not hold the writers' turn
             turn = self._writers if write and not own_transaction else self._turns
-            with turn, engine.connect() if own_transaction else engine.begin() as conn:
+            with (
+                self._taking(turn, attempts),
+                engine.connect() if own_transaction else engine.begin() as conn,
+            ):
                 self.reached = True
                 return fn(conn, *args)
         engine = self.sync_engine
-        with self._writers if write else self._turns:
+        with self._taking(self._writers if write else self._turns, attempts):
             raw = checkout(engine)
             self.reached = True
             return work(  # type: ignore[no-any-return]
                 raw, engine, self.rules, self._statements, fn, args, write, single, transaction
             )
+
+    @contextlib.contextmanager
+    def _taking(
+        self, turn: threading.RLock | contextlib.nullcontext[None], attempts: Attempts
+    ) -> Iterator[None]:
+        """Hold ``turn`` (this process's writers' turn on a SQLite file, or the units' turn on
+        a database in memory), waiting for it until the call's deadline at most.
+
+        Raises:
+            DatabaseUnavailableError: the turn did not come before the deadline.
+        """
+        if isinstance(turn, contextlib.nullcontext):
+            yield
+            return
+        if not turn.acquire(timeout=max(attempts.left(), _SHORTEST_TURN_WAIT)):
+            # the writer holding the turn is either waiting for the file too or is a long one
+            raise attempts.expired(self.busy or "a long write of this process holds its lock")
+        try:
+            yield
+            self.busy = None  # the unit succeeded: nothing holds the file now
+        finally:
+            turn.release()
 
     async def arun(
         self,

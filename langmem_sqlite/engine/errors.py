@@ -6,12 +6,15 @@ __all__ = ["DatabaseUnavailableError"]
 
 
 class DatabaseUnavailableError(ConnectionError):
-    """The database could not be reached: at the first connection of a process (no retries:
-    the server is not there, or the URL is wrong), or for longer than the retry deadline of a
-    server that was reachable before (a restart or an outage that outlasted it).
+    """The database could not be used: at the first connection of a process (no retries: the
+    server is not there or does not answer within the connect timeout, the database does not
+    exist, the file is not a database or its directory is missing), or for longer than the
+    retry deadline (a restart or an outage that outlasted it, a SQLite file whose write lock
+    another process kept).
 
-    The message names the database with its password hidden, and the driver's last error; that
-    error is also the ``__cause__``.
+    The message names the database with its password hidden, and why (the driver's last error,
+    or in words such as "another process holds its write lock"); the driver's error is the
+    ``__cause__`` (none when the call waited for this process's other writers).
 
     Attributes:
         url: the database URL, password hidden.

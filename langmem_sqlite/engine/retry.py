@@ -1,29 +1,35 @@
 """The one retry rule: which failures re-run a transaction, how often, and for how long.
 
-Every public call of the package runs its transactions through :class:`Attempts`, whatever the
-database, the driver or the path (sync, async in a worker thread, or a caller's
+Every public call of the package runs its transactions through `Attempts`,
+whatever the database, the driver or the path (sync, async in a worker thread, or a caller's
 ``AsyncEngine``). A failure is *transient* when the database's dialect object
-(:meth:`~langmem_sqlite.engine.dialects.Dialect.fault`) names its kind:
+(`Dialect.fault`) names its kind:
 
-* :attr:`Fault.CONNECT`: the server refused the connection or is not ready yet (starting up,
-  recovering, shutting down);
-* :attr:`Fault.LOST`: an open connection died (reset, closed, killed by an administrator);
-* :attr:`Fault.BUSY`: contention (a locked SQLite file, a deadlock, a serialization failure).
+* [`Fault.CONNECT`][langmem_sqlite.engine.Fault]: the server refused the connection or is
+  not ready yet (starting up, recovering, shutting down);
+* [`Fault.LOST`][langmem_sqlite.engine.Fault]: an open connection died (reset, closed,
+  killed by an administrator, or silent past the driver's read timeout);
+* [`Fault.BUSY`][langmem_sqlite.engine.Fault]: contention (a SQLite file another process
+  holds the write lock of, a deadlock, a serialization failure).
 
 Transient failures re-run the whole transaction, with growing pauses, until the call's deadline
-(:data:`DEFAULT_RETRY_SECONDS` after it started, or ``retry_seconds``); then the call raises
-:class:`~langmem_sqlite.engine.errors.DatabaseUnavailableError` (the busy kind re-raises the
-database's own error). Until a database has been reached once by this process, a connection
-failure is not retried: a server that is not there, or a wrong URL, fails at once.
+([`DEFAULT_RETRY_SECONDS`][langmem_sqlite.engine.DEFAULT_RETRY_SECONDS] after it started,
+or ``retry_seconds``); then the call raises
+[`DatabaseUnavailableError`][langmem_sqlite.engine.DatabaseUnavailableError] naming the
+database and why. A call still failing after a second logs one warning on this module's logger
+(quiet unless the application shows warnings; the CLI prints it). Until a database has been
+reached once by this process, a failure to open a connection is not retried: a server that is
+not there, an unknown database, a wrong URL or a file that is not a database fails at once.
 
 Re-running is safe because every write is idempotent or guarded: checkpoint rows are upserts of
 the same values, blobs and ordinary writes are insert-if-absent, store writes are upserts of the
-same value, and appends to a chat history carry a write token (see :mod:`langmem_sqlite.history.sql`).
+same value, and appends to a chat history carry a write token (see `langmem_sqlite.history.sql`).
 """
 
 from __future__ import annotations
 
 import enum
+import logging
 import os
 import random
 import time
@@ -35,9 +41,16 @@ from .errors import DatabaseUnavailableError
 
 __all__ = ["DEFAULT_RETRY_SECONDS", "Attempts", "Fault", "default_retry_seconds"]
 
+logger = logging.getLogger(__name__)
+logger.addHandler(logging.NullHandler())  # quiet unless the application shows warnings
+
 DEFAULT_RETRY_SECONDS = 30.0
 """How long a call keeps retrying transient failures (``$LANGMEM_SQLITE_RETRY_SECONDS``
 overrides it for the process; ``get_database(..., retry_seconds=...)`` for one database)."""
+
+NOTICE_AFTER_SECONDS = 1.0
+"""How long a call fails before it logs that it is waiting for the database (one warning per
+database in a span of its retry deadline: calls that wait together make one)."""
 
 _FIRST_PAUSE = 0.05
 _LONGEST_PAUSE = 1.0
@@ -52,18 +65,23 @@ class Fault(enum.Enum):
 
 
 class _Target(Protocol):
-    """What :class:`Attempts` needs of a database."""
+    """What `Attempts` needs of a database."""
 
     reached: bool
     retry_seconds: float
+    noticed_at: float
+    busy: str | None
 
     def fault(self, error: BaseException) -> Fault | None: ...
+
+    def reason(self, error: BaseException, kind: Fault | None) -> str | None: ...
 
     def safe_url(self) -> str: ...
 
 
 def default_retry_seconds() -> float:
-    """:data:`DEFAULT_RETRY_SECONDS`, or ``$LANGMEM_SQLITE_RETRY_SECONDS`` when set."""
+    """[`DEFAULT_RETRY_SECONDS`][langmem_sqlite.engine.DEFAULT_RETRY_SECONDS], or
+    ``$LANGMEM_SQLITE_RETRY_SECONDS`` when set."""
     text = os.environ.get("LANGMEM_SQLITE_RETRY_SECONDS")
     if not text:
         return DEFAULT_RETRY_SECONDS
@@ -85,7 +103,7 @@ def _first_line(error: BaseException) -> str:
 
 
 class Attempts:
-    """The retries of one call: create one per call, and ask :meth:`pause` after each failure."""
+    """The retries of one call: create one per call, and ask `pause` after each failure."""
 
     __slots__ = ("_db", "_deadline", "_start", "count")
 
@@ -95,33 +113,56 @@ class Attempts:
         self._deadline = self._start + db.retry_seconds
         self.count = 0
 
+    def left(self) -> float:
+        """Seconds until the deadline (0 once it has passed)."""
+        return max(self._deadline - time.monotonic(), 0.0)
+
     def pause(self, error: exc.DBAPIError) -> float:
-        """Seconds to wait before the next try; raises instead when ``error`` is not transient
-        (itself), or when the deadline has passed or the database was never reached
-        (:class:`DatabaseUnavailableError`, or the database's error for contention)."""
+        """Seconds to wait before the next try.
+
+        Raises:
+            exc.DBAPIError: ``error`` itself, when it is not transient on a database reached
+                before.
+            DatabaseUnavailableError: the database was never reached (a connection could not
+                be opened), or the deadline has passed.
+        """
         db = self._db
         kind = db.fault(error)
         self.count += 1
-        if kind is None:
+        if kind is None and db.reached:
             raise error
-        now = time.monotonic()
+        why = db.reason(error, kind) or _first_line(error)
         if kind is not Fault.BUSY and not db.reached:
             raise DatabaseUnavailableError(
-                f"cannot connect to the database {db.safe_url()}: {_first_line(error)}",
+                f"cannot open the database {db.safe_url()}: {why}",
                 url=db.safe_url(),
                 attempts=self.count,
-                waited=now - self._start,
+                waited=time.monotonic() - self._start,
             ) from error
+        now = time.monotonic()
+        if kind is Fault.BUSY:
+            db.busy = why
         if now >= self._deadline:
-            if kind is Fault.BUSY:
-                raise error
-            raise DatabaseUnavailableError(
-                f"the database {db.safe_url()} was unavailable for "
-                f"{now - self._start:.1f} s ({self.count} attempts; retry_seconds="
-                f"{db.retry_seconds:g}): {_first_line(error)}",
-                url=db.safe_url(),
-                attempts=self.count,
-                waited=now - self._start,
-            ) from error
+            raise self.expired(why) from error
+        if now - self._start >= NOTICE_AFTER_SECONDS and now - db.noticed_at > db.retry_seconds:
+            db.noticed_at = now
+            logger.warning(
+                "waiting for the database %s: %s (for up to %g s)",
+                db.safe_url(),
+                why,
+                db.retry_seconds,
+            )
         pause = min(_FIRST_PAUSE * 2 ** min(self.count - 1, 10), _LONGEST_PAUSE)
         return min(pause * (0.5 + random.random()), self._deadline - now)
+
+    def expired(self, why: str) -> DatabaseUnavailableError:
+        """The error that ends the call at its deadline; ``why`` says what kept it waiting."""
+        db = self._db
+        waited = time.monotonic() - self._start
+        return DatabaseUnavailableError(
+            f"the database {db.safe_url()} was unavailable for {waited:.1f} s "
+            f"(retry_seconds={db.retry_seconds:g}): {why}",
+            url=db.safe_url(),
+            attempts=self.count,
+            waited=waited,
+        )

@@ -392,6 +392,11 @@ class Dialect:
             return Fault.CONNECT
         return None
 
+    def reason(self, url: URL, error: BaseException, kind: Fault | None) -> str | None:
+        """Why ``error`` (of the kind ``kind``, None if not transient) keeps the database at
+        ``url`` from the user, in words for a message; None: the driver's first line says it."""
+        return None
+
     def broken(self, dbapi_connection: Any) -> bool:
         """Whether the driver says its connection is gone (for disconnects whose message
         SQLAlchemy's dialect does not know)."""

@@ -15,7 +15,15 @@ from sqlalchemy.sql.elements import ColumnElement
 from ..retry import Fault
 from .base import DEFAULT_CONNECT_TIMEOUT_S, Dialect, merge_connect_args
 
-__all__ = ["MySQLDialect"]
+__all__ = ["DEFAULT_READ_TIMEOUT_S", "MySQLDialect"]
+
+DEFAULT_READ_TIMEOUT_S = 3600
+"""Seconds PyMySQL waits for the server's reply to one statement (and to send one), on engines
+the package makes; ``?read_timeout=N&write_timeout=N`` in the URL overrides them. An hour is far
+above any one statement the package sends, even on a large database (a migration's
+``ALTER TABLE``, a ``forget-user`` or sweep ``DELETE``, a ``copy`` batch, the migration lock's
+wait of 120 s), so it never cuts off legitimate work; it only ends the wait on a server that
+stopped answering mid-statement. The connection handshake is bounded by ``connect_timeout``."""
 
 #: MySQL/MariaDB error number -> kind of transient failure
 _ERRORS = {
@@ -35,6 +43,22 @@ _ERRORS = {
 _IN_TRANSACTION = 1
 """PyMySQL's ``SERVER_STATUS_IN_TRANS`` flag: the server reports an open transaction (the
 status comes with every reply, so reading it costs no round trip)."""
+
+
+def _connect_within_timeout(
+    dialect: Any, _record: Any, cargs: tuple[Any, ...], cparams: dict[str, Any]
+) -> Any:
+    """Open a PyMySQL connection whose handshake is bounded by ``connect_timeout``.
+
+    PyMySQL bounds the TCP connection by ``connect_timeout`` but reads the server's greeting
+    and the login replies with its ``read_timeout``: a server that accepts and never answers
+    would hold the caller for the whole read timeout (forever without one). The connection is
+    opened with the connect timeout as its read timeout, then given its own for statements.
+    """
+    handshake = cparams.get("connect_timeout") or 10  # PyMySQL's default
+    conn = dialect.loaded_dbapi.connect(*cargs, **{**cparams, "read_timeout": handshake})
+    conn._read_timeout = cparams.get("read_timeout")  # PyMySQL has no public setter
+    return conn
 
 
 def _reset_open_transaction(dbapi_connection: Any, record: Any, reset_state: Any) -> None:
@@ -88,6 +112,10 @@ class MySQLDialect(Dialect):
     def configure(self, engine: Engine) -> None:
         if not event.contains(engine, "reset", _reset_open_transaction):
             event.listen(engine, "reset", _reset_open_transaction)
+        if engine.dialect.driver == "pymysql" and not event.contains(
+            engine, "do_connect", _connect_within_timeout
+        ):
+            event.listen(engine, "do_connect", _connect_within_timeout)
 
     def max_statement_bytes(self, conn: Any) -> int | None:
         """``max_allowed_packet`` (16 MiB by default on MariaDB), read once per database."""
@@ -137,7 +165,13 @@ class MySQLDialect(Dialect):
             "pool_recycle": 3600,
             "pool_reset_on_return": None,
             "connect_args": merge_connect_args(
-                url, {"charset": "utf8mb4", "connect_timeout": DEFAULT_CONNECT_TIMEOUT_S}
+                url,
+                {
+                    "charset": "utf8mb4",
+                    "connect_timeout": DEFAULT_CONNECT_TIMEOUT_S,
+                    "read_timeout": DEFAULT_READ_TIMEOUT_S,
+                    "write_timeout": DEFAULT_READ_TIMEOUT_S,
+                },
             ),
         }
 
@@ -168,6 +202,13 @@ class MySQLDialect(Dialect):
         # PyMySQL: "(0, '')" for a statement on a connection that was closed under it
         if code == 0 and isinstance(orig, self.sa.loaded_dbapi.InterfaceError):
             return Fault.LOST
+        return None
+
+    def reason(self, url: URL, error: BaseException, kind: Fault | None) -> str | None:
+        """The server's message without its error number."""
+        args = getattr(getattr(error, "orig", error), "args", ())
+        if len(args) == 2 and isinstance(args[0], int) and isinstance(args[1], str):
+            return args[1]
         return None
 
     def broken(self, dbapi_connection: Any) -> bool:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import os
 import sqlite3
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
@@ -17,6 +18,7 @@ from sqlalchemy import (
     and_,
     bindparam,
     event,
+    exc,
     exists,
     func,
     literal,
@@ -39,8 +41,10 @@ __all__ = [
     "SQLiteDialect",
 ]
 
-SQLITE_BUSY_TIMEOUT_MS = 30_000
-"""How long a SQLite connection waits for another writer before giving up."""
+SQLITE_BUSY_TIMEOUT_MS = 1_000
+"""How long one try waits inside SQLite for another process's write lock. Then the retry loop
+(`langmem_sqlite.engine.retry`) takes over: it says that the call is waiting, and bounds the
+whole wait by the call's retry deadline (a longer busy timeout would wait that long per try)."""
 
 SQLITE_WAL_AUTOCHECKPOINT_PAGES = 256
 """Pages in the write-ahead log before a commit copies them into the database file (a quarter
@@ -61,6 +65,9 @@ _CHECKPOINT_TRIES = 50
 
 _BUSY = (5, 6)
 """SQLite's primary result codes ``SQLITE_BUSY`` and ``SQLITE_LOCKED``."""
+
+_CANTOPEN = 14
+"""SQLite's ``SQLITE_CANTOPEN``."""
 
 
 def _on_connect(dbapi_conn: Any, _record: Any, *, wal: bool = True) -> None:
@@ -131,7 +138,18 @@ def _enable_auto_vacuum(conn: Connection) -> None:
     if (conn.exec_driver_sql("PRAGMA page_count").scalar() or 0) > 64:
         return
     conn.exec_driver_sql("PRAGMA auto_vacuum = INCREMENTAL")
-    conn.exec_driver_sql("VACUUM")
+    try:
+        conn.exec_driver_sql("VACUUM")
+    except exc.OperationalError as e:
+        if _code(e.orig) not in _BUSY:
+            raise
+        # another process writes: the file keeps its mode (the switch is an optimisation only)
+
+
+def _code(error: Any) -> int | None:
+    """The primary result code of a ``sqlite3`` error (None on Python 3.10, which has none)."""
+    code = getattr(error, "sqlite_errorcode", None)
+    return None if code is None else int(code) & 0xFF
 
 
 class SQLiteDialect(Dialect):
@@ -202,14 +220,25 @@ class SQLiteDialect(Dialect):
     def fault(self, error: BaseException) -> Fault | None:
         orig = getattr(error, "orig", error)
         if isinstance(orig, sqlite3.OperationalError):
-            code = getattr(orig, "sqlite_errorcode", None)
+            code = _code(orig)
             if code is not None:
-                return Fault.BUSY if code & 0xFF in _BUSY else None
+                return Fault.BUSY if code in _BUSY else None
             text = str(orig)  # Python 3.10: no error codes
             if "database is locked" in text or "database table is locked" in text:
                 return Fault.BUSY
             return None
         return super().fault(error)
+
+    def reason(self, url: URL, error: BaseException, kind: Fault | None) -> str | None:
+        """Another process holding the file's write lock, or the file's missing directory."""
+        if kind is Fault.BUSY:
+            return "another process holds its write lock"
+        path = self.file_path(url)
+        if _code(getattr(error, "orig", error)) == _CANTOPEN and path:
+            folder = os.path.dirname(os.path.abspath(path))
+            if not os.path.isdir(folder):
+                return f"the directory {folder} does not exist"
+        return None
 
     # -- history (sessions and messages) ----------------------------------------------------
 
