@@ -32,12 +32,12 @@ def choose_model(
     offline: bool = False,
     env: dict[str, str] | None = None,
 ) -> ChosenModel:
-    """``ChatOpenAI`` when ``OPENAI_API_KEY`` is set or ``base_url`` is given (any
+    """`ChatOpenAI` when `OPENAI_API_KEY` is set or `base_url` is given (any
     OpenAI-compatible server, e.g. a local one), else the offline stand-in.
 
     Raises:
-        ValueError: ``offline`` together with ``base_url``.
-        ImportError: a real model is wanted but ``langchain-openai`` is not installed.
+        ValueError: `offline` together with `base_url`.
+        ImportError: a real model is wanted but `langchain-openai` is not installed.
     """
     env = dict(os.environ) if env is None else env
     if offline and base_url:

@@ -1,4 +1,4 @@
-"""``langmem-sqlite chat --tour``: a scripted offline chat, restarted, on a fresh SQLite file.
+"""`langmem-sqlite chat --tour`: a scripted offline chat, restarted, on a fresh SQLite file.
 
 Process 1 chats (facts are remembered, the summary starts once the trigger is passed) and
 exits; process 2 starts cold on the same file, continues the conversation, then opens a new
@@ -44,7 +44,7 @@ _EXPECTED = (
 
 
 def run_tour(db: str | Path = "langmem-tour.db") -> int:
-    """Run both processes against the SQLite file ``db`` (recreated); 0 if all was recalled."""
+    """Run both processes against the SQLite file `db` (recreated); 0 if all was recalled."""
     path = Path(db).expanduser().absolute()
     for suffix in ("", "-wal", "-shm"):
         Path(f"{path}{suffix}").unlink(missing_ok=True)

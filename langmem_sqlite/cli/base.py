@@ -1,6 +1,6 @@
 """The command group, the options every command shares, and the entry point.
 
-Only :mod:`click` is imported here: ``--help`` and ``--version`` load no database code (each
+Only `click` is imported here: `--help` and `--version` load no database code (each
 command imports what it needs when it runs).
 """
 
@@ -39,19 +39,20 @@ __all__ = [
 ]
 
 DEFAULT_PREFIX = "langmem_"
-"""The default table prefix (``langmem_sqlite.engine.schema.DEFAULT_PREFIX``, without importing it)."""
+"""The default table prefix (`langmem_sqlite.engine.schema.DEFAULT_PREFIX`, without importing
+it)."""
 
 INT64_MAX = 2**63 - 1
-"""The largest integer every supported database stores (``langmem_sqlite.validation.INT64_MAX``,
+"""The largest integer every supported database stores (`langmem_sqlite.validation.INT64_MAX`,
 without importing it): the upper bound of counts given on the command line."""
 
 MAX_DAYS = 100_000_000
 """The largest number of days the retention commands take
-(``langmem_sqlite.history.store.MAX_DAYS``, without importing it)."""
+(`langmem_sqlite.history.store.MAX_DAYS`, without importing it)."""
 
 
 class FiniteRange(click.FloatRange):
-    """A :class:`click.FloatRange` that also refuses ``nan`` (which no range comparison
+    """A `click.FloatRange` that also refuses `nan` (which no range comparison
     catches): a bad value is a usage error naming the option."""
 
     name = "finite float range"
@@ -64,7 +65,7 @@ class FiniteRange(click.FloatRange):
 
 
 def count_range(low: int = 1, high: int = INT64_MAX) -> click.IntRange:
-    """An integer option from ``low`` to ``high`` (default: up to :data:`INT64_MAX`)."""
+    """An integer option from `low` to `high` (default: up to `INT64_MAX`)."""
     return click.IntRange(min=low, max=high)
 
 
@@ -82,7 +83,7 @@ user_option = click.option("--user", default=None, help="The user id.")
 
 
 def with_options(options: list[Any]) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
-    """A decorator applying click ``options`` in order (as if stacked top to bottom)."""
+    """A decorator applying click `options` in order (as if stacked top to bottom)."""
 
     def apply(fn: Callable[..., Any]) -> Callable[..., Any]:
         for option in reversed(options):
@@ -103,14 +104,14 @@ def cli() -> None:
 
 
 def url(db: str | None) -> str:
-    """The database named by ``--db`` (default: ``$LANGMEM_SQLITE_URL`` or ``langmem.db``)."""
+    """The database named by `--db` (default: `$LANGMEM_SQLITE_URL` or `langmem.db`)."""
     from ..defaults import default_connection
 
     return db or default_connection()
 
 
 def readable_url(db: str | None, option: str = "--db") -> str:
-    """:func:`url`, refusing a SQLite file that does not exist: commands that only read (or
+    """`url`, refusing a SQLite file that does not exist: commands that only read (or
     clean up) never create a database.
 
     Raises:
@@ -133,21 +134,21 @@ def readable_url(db: str | None, option: str = "--db") -> str:
 
 
 def store(db: str | None, prefix: str, *, create: bool = False) -> Any:
-    """A :class:`~langmem_sqlite.ConversationStore` on ``--db``."""
+    """A [`ConversationStore`][langmem_sqlite.ConversationStore] on `--db`."""
     from ..history.store import ConversationStore
 
     return ConversationStore(url(db) if create else readable_url(db), table_prefix=prefix)
 
 
 def saver(db: str | None, prefix: str, *, create: bool = False) -> Any:
-    """A :class:`~langmem_sqlite.SQLSaver` on ``--db``."""
+    """A [`SQLSaver`][langmem_sqlite.SQLSaver] on `--db`."""
     from ..checkpoint import SQLSaver
 
     return SQLSaver(url(db) if create else readable_url(db), table_prefix=prefix)
 
 
 def kv_store(db: str | None, prefix: str, *, create: bool = False) -> Any:
-    """A :class:`~langmem_sqlite.SQLStore` on ``--db``."""
+    """A [`SQLStore`][langmem_sqlite.SQLStore] on `--db`."""
     from ..store import SQLStore
 
     return SQLStore(url(db) if create else readable_url(db), table_prefix=prefix)

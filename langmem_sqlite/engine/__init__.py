@@ -1,12 +1,13 @@
 """The execution layer: databases, their dialect objects, the seam every statement goes through,
 and the one retry rule.
 
-* :mod:`.database`: :func:`get_database` turns a URL, a path or an engine into a
-  :class:`Database`, which runs units of work (sync, async, and plans of several units);
-* :mod:`.session`: the :class:`Session` a storage function receives, and the one bounded cache
-  of compiled statements;
-* :mod:`.dialects`: one object per kind of database (SQLite, PostgreSQL, MySQL/MariaDB);
-* :mod:`.retry`: which failures are retried, for how long, and the typed error after that.
+* `database`: [`get_database`][langmem_sqlite.get_database] turns a URL, a path or an engine into a
+  [`Database`][langmem_sqlite.Database], which runs units of work (sync, async, and plans of several
+  units);
+* `session`: the [`Session`][langmem_sqlite.engine.Session] a storage function receives, and the one
+  bounded cache of compiled statements;
+* `dialects`: one object per kind of database (SQLite, PostgreSQL, MySQL/MariaDB);
+* `retry`: which failures are retried, for how long, and the typed error after that.
 """
 
 from .database import Database, DatabaseLike, Plan, Step, get_database

@@ -11,7 +11,7 @@ class DatabaseUnavailableError(ConnectionError):
     server that was reachable before (a restart or an outage that outlasted it).
 
     The message names the database with its password hidden, and the driver's last error; that
-    error is also the ``__cause__``.
+    error is also the `__cause__`.
 
     Attributes:
         url: the database URL, password hidden.

@@ -1,24 +1,25 @@
 """The one retry rule: which failures re-run a transaction, how often, and for how long.
 
-Every public call of the package runs its transactions through :class:`Attempts`, whatever the
+Every public call of the package runs its transactions through `Attempts`, whatever the
 database, the driver or the path (sync, async in a worker thread, or a caller's
-``AsyncEngine``). A failure is *transient* when the database's dialect object
-(:meth:`~langmem_sqlite.engine.dialects.Dialect.fault`) names its kind:
+`AsyncEngine`). A failure is *transient* when the database's dialect object
+(`fault`) names its kind:
 
-* :attr:`Fault.CONNECT`: the server refused the connection or is not ready yet (starting up,
+* `Fault.CONNECT`: the server refused the connection or is not ready yet (starting up,
   recovering, shutting down);
-* :attr:`Fault.LOST`: an open connection died (reset, closed, killed by an administrator);
-* :attr:`Fault.BUSY`: contention (a locked SQLite file, a deadlock, a serialization failure).
+* `Fault.LOST`: an open connection died (reset, closed, killed by an administrator);
+* `Fault.BUSY`: contention (a locked SQLite file, a deadlock, a serialization failure).
 
 Transient failures re-run the whole transaction, with growing pauses, until the call's deadline
-(:data:`DEFAULT_RETRY_SECONDS` after it started, or ``retry_seconds``); then the call raises
-:class:`~langmem_sqlite.engine.errors.DatabaseUnavailableError` (the busy kind re-raises the
-database's own error). Until a database has been reached once by this process, a connection
-failure is not retried: a server that is not there, or a wrong URL, fails at once.
+([`DEFAULT_RETRY_SECONDS`][langmem_sqlite.engine.DEFAULT_RETRY_SECONDS] after it started, or
+`retry_seconds`); then the call raises
+[`DatabaseUnavailableError`][langmem_sqlite.engine.DatabaseUnavailableError] (the busy kind
+re-raises the database's own error). Until a database has been reached once by this process, a
+connection failure is not retried: a server that is not there, or a wrong URL, fails at once.
 
 Re-running is safe because every write is idempotent or guarded: checkpoint rows are upserts of
 the same values, blobs and ordinary writes are insert-if-absent, store writes are upserts of the
-same value, and appends to a chat history carry a write token (see :mod:`langmem_sqlite.history.sql`).
+same value, and appends to a chat history carry a write token (see `langmem_sqlite.history.sql`).
 """
 
 from __future__ import annotations
@@ -36,8 +37,8 @@ from .errors import DatabaseUnavailableError
 __all__ = ["DEFAULT_RETRY_SECONDS", "Attempts", "Fault", "default_retry_seconds"]
 
 DEFAULT_RETRY_SECONDS = 30.0
-"""How long a call keeps retrying transient failures (``$LANGMEM_SQLITE_RETRY_SECONDS``
-overrides it for the process; ``get_database(..., retry_seconds=...)`` for one database)."""
+"""How long a call keeps retrying transient failures (`$LANGMEM_SQLITE_RETRY_SECONDS`
+overrides it for the process; `get_database(..., retry_seconds=...)` for one database)."""
 
 _FIRST_PAUSE = 0.05
 _LONGEST_PAUSE = 1.0
@@ -52,7 +53,7 @@ class Fault(enum.Enum):
 
 
 class _Target(Protocol):
-    """What :class:`Attempts` needs of a database."""
+    """What `Attempts` needs of a database."""
 
     reached: bool
     retry_seconds: float
@@ -63,7 +64,8 @@ class _Target(Protocol):
 
 
 def default_retry_seconds() -> float:
-    """:data:`DEFAULT_RETRY_SECONDS`, or ``$LANGMEM_SQLITE_RETRY_SECONDS`` when set."""
+    """[`DEFAULT_RETRY_SECONDS`][langmem_sqlite.engine.DEFAULT_RETRY_SECONDS], or
+    `$LANGMEM_SQLITE_RETRY_SECONDS` when set."""
     text = os.environ.get("LANGMEM_SQLITE_RETRY_SECONDS")
     if not text:
         return DEFAULT_RETRY_SECONDS
@@ -85,7 +87,7 @@ def _first_line(error: BaseException) -> str:
 
 
 class Attempts:
-    """The retries of one call: create one per call, and ask :meth:`pause` after each failure."""
+    """The retries of one call: create one per call, and ask `pause` after each failure."""
 
     __slots__ = ("_db", "_deadline", "_start", "count")
 
@@ -96,9 +98,10 @@ class Attempts:
         self.count = 0
 
     def pause(self, error: exc.DBAPIError) -> float:
-        """Seconds to wait before the next try; raises instead when ``error`` is not transient
+        """Seconds to wait before the next try; raises instead when `error` is not transient
         (itself), or when the deadline has passed or the database was never reached
-        (:class:`DatabaseUnavailableError`, or the database's error for contention)."""
+        ([`DatabaseUnavailableError`][langmem_sqlite.engine.DatabaseUnavailableError], or the
+        database's error for contention)."""
         db = self._db
         kind = db.fault(error)
         self.count += 1

@@ -33,13 +33,13 @@ _ERRORS = {
 }
 
 _IN_TRANSACTION = 1
-"""PyMySQL's ``SERVER_STATUS_IN_TRANS`` flag: the server reports an open transaction (the
+"""PyMySQL's `SERVER_STATUS_IN_TRANS` flag: the server reports an open transaction (the
 status comes with every reply, so reading it costs no round trip)."""
 
 
 def _reset_open_transaction(dbapi_connection: Any, record: Any, reset_state: Any) -> None:
     """The pool's reset of a connection it takes back (engines made by this package, which
-    turn SQLAlchemy's unconditional ``ROLLBACK`` off): roll back only what is still open.
+    turn SQLAlchemy's unconditional `ROLLBACK` off): roll back only what is still open.
 
     On a caller's engine, whose pool keeps its own reset, nothing is done here but for a
     PyMySQL connection left in a transaction; a driver that reports no status (an async
@@ -56,8 +56,8 @@ MIGRATION_LOCK_TIMEOUT_S = 120
 
 
 class MySQLDialect(Dialect):
-    """MySQL and MariaDB through PyMySQL (``asyncmy`` or ``aiomysql`` for a caller's
-    ``AsyncEngine``). ``name`` tells the two servers apart once connected."""
+    """MySQL and MariaDB through PyMySQL (`asyncmy` or `aiomysql` for a caller's
+    `AsyncEngine`). `name` tells the two servers apart once connected."""
 
     text_as_bytes = True
 
@@ -90,7 +90,7 @@ class MySQLDialect(Dialect):
             event.listen(engine, "reset", _reset_open_transaction)
 
     def max_statement_bytes(self, conn: Any) -> int | None:
-        """``max_allowed_packet`` (16 MiB by default on MariaDB), read once per database."""
+        """`max_allowed_packet` (16 MiB by default on MariaDB), read once per database."""
         if self._packet is None:
             self._packet = int(conn.execute(select(text("@@max_allowed_packet"))).scalar_one())
         return self._packet
@@ -106,7 +106,7 @@ class MySQLDialect(Dialect):
         return None if size is None else int(size)
 
     def insert_ignore(self, table: Table, key: Sequence[str] | None = None) -> Insert:
-        """``ON DUPLICATE KEY UPDATE`` of a key column to itself: unlike ``INSERT IGNORE``, it
+        """`ON DUPLICATE KEY UPDATE` of a key column to itself: unlike `INSERT IGNORE`, it
         does not also turn other errors (a value too long, a bad type) into warnings, and the
         server sends no warning for the duplicate."""
         ins = mysql.insert(table)
@@ -116,8 +116,8 @@ class MySQLDialect(Dialect):
     def upsert(
         self, table: Table, update: Sequence[str], key: Sequence[str] | None = None
     ) -> Insert:
-        """``ON DUPLICATE KEY UPDATE`` (MySQL decides by every unique key of the table, so
-        ``key`` must be the only one a new row can collide on)."""
+        """`ON DUPLICATE KEY UPDATE` (MySQL decides by every unique key of the table, so
+        `key` must be the only one a new row can collide on)."""
         ins = mysql.insert(table)
         return ins.on_duplicate_key_update({c: ins.inserted[c] for c in update})
 
@@ -128,7 +128,7 @@ class MySQLDialect(Dialect):
     @classmethod
     def engine_kwargs(cls, url: URL) -> dict[str, Any]:
         # No ROLLBACK each time a connection goes back to the pool: every unit of work ends its
-        # own transaction, and the pool's ``reset`` event (see :meth:`configure`) rolls back
+        # own transaction, and the pool's ``reset`` event (see `configure`) rolls back
         # only a connection whose server says a transaction is still open. A read is then two
         # round trips (the SELECT and its COMMIT) instead of three.
         return {
@@ -143,7 +143,7 @@ class MySQLDialect(Dialect):
 
     @contextlib.contextmanager
     def migration_lock(self, conn: Connection, name: str, schema: str | None) -> Iterator[None]:
-        """A named lock (``GET_LOCK``; DDL commits implicitly here, so the lock outlives each
+        """A named lock (`GET_LOCK`; DDL commits implicitly here, so the lock outlives each
         step and is released at the end)."""
         got = conn.execute(
             text("SELECT GET_LOCK(:n, :s)"), {"n": name, "s": MIGRATION_LOCK_TIMEOUT_S}
@@ -183,14 +183,14 @@ class MySQLDialect(Dialect):
 
     checkpoint_value_part: ClassVar[int | None] = 4 * 1024 * 1024
     """PyMySQL sends bytes escaped inside the SQL text (up to ~2.5x larger), and the server's
-    default ``max_allowed_packet`` is 16 MiB."""
+    default `max_allowed_packet` is 16 MiB."""
 
     def checkpoint_insert_new(self, table: Table) -> Insert:
-        """A plain ``INSERT``: a row already there fails it with "duplicate entry" (1062).
-        ``ON DUPLICATE KEY UPDATE``'s row count does not tell a skipped row from an inserted
-        one (SQLAlchemy's MySQL drivers count found rows), and ``INSERT IGNORE`` has the
+        """A plain `INSERT`: a row already there fails it with "duplicate entry" (1062).
+        `ON DUPLICATE KEY UPDATE`'s row count does not tell a skipped row from an inserted
+        one (SQLAlchemy's MySQL drivers count found rows), and `INSERT IGNORE` has the
         server send a warning per skipped row, which asyncmy logs after an extra
-        ``SHOW WARNINGS`` round trip."""
+        `SHOW WARNINGS` round trip."""
         return insert(table)
 
     def checkpoint_duplicate(self, error: BaseException) -> bool:
@@ -201,9 +201,9 @@ class MySQLDialect(Dialect):
     def metadata_contains(
         cls, column: Any, filter: Mapping[str, str | int]
     ) -> list[ColumnElement[bool]]:
-        """``JSON_CONTAINS(column, :candidate)`` per key, the candidate ``{key: value}`` made
+        """`JSON_CONTAINS(column, :candidate)` per key, the candidate `{key: value}` made
         by the column's own serializer: MariaDB compares strings as their escaped JSON text
-        (``JSON_OBJECT``'s "é" does not equal "\\u00e9"); ``JSON_CONTAINS`` of 1 matches 1.0."""
+        (`JSON_OBJECT`'s "é" does not equal "\\u00e9"); `JSON_CONTAINS` of 1 matches 1.0."""
         return [
             func.json_contains(column, literal({key: value}, column.type)) == 1
             for key, value in filter.items()

@@ -17,13 +17,15 @@ class ImportMismatchError(ValueError):
 
 @dataclass
 class ImportReport:
-    """Counts of one import run; ``verified`` means every item was read back equal."""
+    """Counts of one import run; `verified` means every item was read back equal."""
 
     kind: str
     containers: int = 0
-    """Sessions or threads found in the source (see :attr:`container`)."""
+    """Sessions or threads found in the source (see
+    [`container`][langmem_sqlite.operations.importers.ImportReport.container])."""
     imported: int = 0
-    """Messages or checkpoints written by this run (see :attr:`item`)."""
+    """Messages or checkpoints written by this run (see
+    [`item`][langmem_sqlite.operations.importers.ImportReport.item])."""
     skipped: int = 0
     """Already present in the target (an earlier, possibly interrupted, run)."""
     writes: int = 0
@@ -31,12 +33,15 @@ class ImportReport:
     verified: bool = False
     details: dict[str, Any] = field(default_factory=dict)
     container: str = "sessions"
-    """What :attr:`containers` counts: ``"sessions"`` or ``"threads"``."""
+    """What [`containers`][langmem_sqlite.operations.importers.ImportReport.containers] counts:
+    `"sessions"` or `"threads"`."""
     item: str = "messages"
-    """What :attr:`imported` and :attr:`skipped` count: ``"messages"`` or ``"checkpoints"``."""
+    """What [`imported`][langmem_sqlite.operations.importers.ImportReport.imported] and
+    [`skipped`][langmem_sqlite.operations.importers.ImportReport.skipped] count: `"messages"` or
+    `"checkpoints"`."""
 
     def summary(self) -> str:
-        """One line for people, e.g. ``2 threads found, 7 checkpoints imported, ...``."""
+        """One line for people, e.g. `2 threads found, 7 checkpoints imported, ...`."""
         writes = f", {self.writes} pending writes" if self.item == "checkpoints" else ""
         check = "verified by reading back" if self.verified else "NOT verified"
         return (
@@ -72,7 +77,7 @@ class _Bar:
 
 @contextmanager
 def progress_bar(label: str, total: int, show: bool) -> Iterator[Any]:
-    """A rich progress bar on stderr (or a no-op) with ``advance(n)``."""
+    """A rich progress bar on stderr (or a no-op) with `advance(n)`."""
     if not show:
         yield _NoBar()
         return
@@ -84,9 +89,10 @@ def progress_bar(label: str, total: int, show: bool) -> Iterator[Any]:
 
 
 def source_engine(source: Any) -> Any:
-    """A SQLAlchemy ``Engine`` reading ``source``: SQLite files are opened read-only (an import
+    """A SQLAlchemy `Engine` reading `source`: SQLite files are opened read-only (an import
     never changes the file it reads, not even its journal mode); other URLs, engines and
-    :class:`~langmem_sqlite.Database` objects go through :func:`~langmem_sqlite.get_database`."""
+    [`Database`][langmem_sqlite.Database] objects go through
+    [`get_database`][langmem_sqlite.get_database]."""
     import sqlalchemy as sa
 
     from ...engine import get_database
