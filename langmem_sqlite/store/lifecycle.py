@@ -234,8 +234,8 @@ def _called_from_coroutine() -> bool:
 
 
 class _Opened:
-    """What `SQLStore.from_conn_string` returns: the store, for `with` and ``async
-    with``; on exit its sweepers stop and its database's pooled connections close."""
+    """What `SQLStore.from_conn_string` returns: the store, for `with` and `async
+    with`; on exit its sweepers stop and its database's pooled connections close."""
 
     def __init__(self, store: SQLStore) -> None:
         self.store = store

@@ -26,8 +26,8 @@ _ROW = ("ns", "key", "value", "created_at", "updated_at", "ttl_us", "expires_at"
 
 @dataclass(frozen=True)
 class PutRow:
-    """One write: `value=None` deletes. `vectors` are ``(field, unit vector as float32
-    bytes, its length before scaling)``."""
+    """One write: `value=None` deletes. `vectors` are `(field, unit vector as float32
+    bytes, its length before scaling)`."""
 
     ns: str
     key: str

@@ -187,8 +187,8 @@ class Dialect:
     # -- history (sessions and messages) ----------------------------------------------------
 
     deletes_sessions_by_subquery: ClassVar[bool] = True
-    """Whether the history deletes messages with ``... WHERE session_pk IN (SELECT id FROM
-    sessions WHERE ...)`` (False: it reads the sessions' ids first and deletes by lists of ids,
+    """Whether the history deletes messages with `... WHERE session_pk IN (SELECT id FROM
+    sessions WHERE ...)` (False: it reads the sessions' ids first and deletes by lists of ids,
     as MySQL/MariaDB's single-table `DELETE` does not turn such a subquery into a join)."""
 
     statement_bytes_limited: ClassVar[bool] = False
