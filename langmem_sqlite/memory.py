@@ -120,8 +120,8 @@ class Memory:
 
     def facts(self, user_id: IdLike, **kwargs: Any) -> UserFacts:
         """The [`UserFacts`][langmem_sqlite.store.UserFacts] of one user in
-        [`store`][langmem_sqlite.memory.Memory.store] (encrypted at rest with the
-        memory's `encryption_key`); `kwargs` go to [`UserFacts`][langmem_sqlite.store.UserFacts]."""
+        [`store`][langmem_sqlite.memory.Memory.store] (encrypted at rest with the memory's
+        `encryption_key`); `kwargs` go to [`UserFacts`][langmem_sqlite.store.UserFacts]."""
         return UserFacts(self.store, user_id, **kwargs)
 
     def history(

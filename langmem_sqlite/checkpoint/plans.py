@@ -2,8 +2,8 @@
 methods of [`SQLSaver`][langmem_sqlite.SQLSaver] run them with
 [`Database.drive`][langmem_sqlite.engine.Database.drive], the async ones (`aio`) with
 [`Database.adrive`][langmem_sqlite.engine.Database.adrive]. A plan checks its arguments, encodes
-values outside any transaction, and yields the steps that run the SQL (`puts`,
-`reads`, `threads`)."""
+values outside any transaction, and yields the steps that run the SQL (`puts`, `reads`,
+`threads`)."""
 
 from __future__ import annotations
 

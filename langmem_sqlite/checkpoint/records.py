@@ -41,8 +41,8 @@ DAY_MS = 86_400_000
 MAX_IDLE_DAYS = 100_000_000_000
 """The largest `days` of
 [`SQLSaver.delete_idle_threads`][langmem_sqlite.checkpoint.saver.SQLSaver.delete_idle_threads]: its
-cut-off time, in ms since
-the epoch, then still fits the 64-bit integer column every database stores it in."""
+cut-off time, in ms since the epoch, then still fits the 64-bit integer column every database stores
+it in."""
 DELETE_BATCH = 200
 """Idle threads deleted per transaction."""
 

@@ -326,8 +326,8 @@ def require_turn(
     meters: list[_Meter], tail: Sequence[BaseMessage], *, shorten: bool = True
 ) -> None:
     """Raise [`ContextBudgetError`][langmem_sqlite.ContextBudgetError] unless the turn in progress
-    `tail` fits the meters
-    (pre-loaded with the system message), its tool results shortened if `shorten`."""
+    `tail` fits the meters (pre-loaded with the system message), its tool results shortened if
+    `shorten`."""
     sent = minimal_turn(tail) if shorten else list(tail)
     for m in meters:
         if m.used + _sum(m, sent) > m.limit:

@@ -1,7 +1,7 @@
 """The schema: every table of the package in one `MetaData`.
 
 Tables are SQLAlchemy Core objects built once per `(table_prefix, schema)` by
-[`get_tables`][langmem_sqlite.engine.schema.get_tables]. Their column types are portable: long text
+[`get_tables`][langmem_sqlite.store.store.get_tables]. Their column types are portable: long text
 and blobs hold 100 MB on every dialect (`LONGTEXT`/`LONGBLOB` on MySQL/MariaDB, whose `TEXT`/`BLOB`
 stop at 64 KiB), and ids are compared byte for byte everywhere (MySQL/MariaDB store them as
 `VARBINARY` so that `"UserA"`, `"usera"` and `"usera "` are three different ids) and stay indexable.
@@ -132,7 +132,7 @@ class _OrderedText(TypeDecorator[str]):
 
 
 class IdString(_OrderedText):
-    """An id of at most [`ID_MAX_CHARS`][langmem_sqlite.engine.schema.ID_MAX_CHARS] characters,
+    """An id of at most [`ID_MAX_CHARS`][langmem_sqlite.validation.ID_MAX_CHARS] characters,
     compared byte for byte.
 
     `VARCHAR(255)` on SQLite and PostgreSQL (both compare exactly). On MySQL/MariaDB

@@ -1,7 +1,7 @@
 """The SQL of the conversation store: sessions and their messages.
 
 Every function here takes a [`Session`][langmem_sqlite.engine.Session] (one unit of work of
-the execution seam) and the [`Tables`][langmem_sqlite.engine.schema.Tables] to use. They are written
+the execution seam) and the [`Tables`][langmem_sqlite.store.rows.Tables] to use. They are written
 once and run by [`Database.run`][langmem_sqlite.engine.Database.run] (sync) or
 [`Database.arun`][langmem_sqlite.engine.Database.arun] (async), on the seam's
 [`Session`][langmem_sqlite.engine.Session]. Statements are built once per engine and set of tables

@@ -63,8 +63,7 @@ MAX_DAYS = 100_000_000
 """The largest `days` of
 [`ConversationStore.delete_sessions_older_than`][langmem_sqlite.history.store.ConversationStore.delete_sessions_older_than]
 (about 270,000 years): `days` in milliseconds stays below 2**53, so a whole number of days is exact,
-and the
-cutoff fits the 64-bit integer every database stores."""
+and the cutoff fits the 64-bit integer every database stores."""
 _Info = TypeVar("_Info", SessionInfo, None)
 
 

@@ -159,8 +159,8 @@ def _everything(table: sa.Table) -> list[Any] | None:
 
 def _user_threads(conn: Connection, tables: Tables, user_id: str) -> list[str]:
     """The threads that are `user_id`'s by the rule of
-    [`ownership`][langmem_sqlite.operations.ownership] (any checkpoint
-    naming the user), from the metadata's JSON copy, streamed."""
+    [`ownership`][langmem_sqlite.operations.ownership] (any checkpoint naming the user), from the
+    metadata's JSON copy, streamed."""
     named = users_by_thread(conn.execution_options(yield_per=1000), tables)
     return sorted(tid for tid, users in named.items() if user_id in users)
 

@@ -1,6 +1,5 @@
 """Long-term memory: a LangGraph `BaseStore` in SQL ([`SQLStore`][langmem_sqlite.SQLStore]) and user
-facts for
-agents ([`UserFacts`][langmem_sqlite.store.UserFacts], the fact tools and hooks)."""
+facts for agents ([`UserFacts`][langmem_sqlite.store.UserFacts], the fact tools and hooks)."""
 
 from .facts import (
     UserFacts,

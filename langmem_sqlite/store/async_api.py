@@ -163,8 +163,7 @@ class _AsyncAPI(BaseStore):
 
     async def abatch(self, ops: Iterable[Op]) -> list[Result]:
         """Async [`batch`][langmem_sqlite.store.store.SQLStore.batch] (same plan, on the async
-        engine; concurrent calls queue and
-        run together, see `lane`)."""
+        engine; concurrent calls queue and run together, see `lane`)."""
         return await self._lane().run([self._prepare_op(op) for op in ops])
 
     def _lane(self) -> Lane[Prepared]:

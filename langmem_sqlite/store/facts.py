@@ -123,8 +123,7 @@ def _check_key(key: Any) -> str:
 
 def _check_items(facts: Any, name: str = "facts") -> list[Item]:
     """A list of store items (as [`UserFacts.select`][langmem_sqlite.store.facts.UserFacts.select]
-    returns: anything with a `key` and
-    a mapping `value`); a `str` is refused, not split."""
+    returns: anything with a `key` and a mapping `value`); a `str` is refused, not split."""
     items = check_list(facts, name)
     for i, item in enumerate(items):
         if not (hasattr(item, "key") and isinstance(getattr(item, "value", None), Mapping)):

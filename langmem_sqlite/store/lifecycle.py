@@ -62,7 +62,7 @@ class _Lifecycle:
         return self.db.drive(self._sweep_plan())
 
     async def asweep_ttl(self) -> int:
-        """Async `sweep_ttl`."""
+        """Async [`sweep_ttl`][langmem_sqlite.store.store.SQLStore.sweep_ttl]."""
         return await self.db.adrive(self._sweep_plan())
 
     def _sweep_seconds(self, sweep_interval_minutes: float | None) -> float:
@@ -73,8 +73,11 @@ class _Lifecycle:
 
     def start_ttl_sweeper(self, sweep_interval_minutes: float | None = None) -> threading.Thread:
         """Sweep in a daemon thread every `sweep_interval_minutes` (default: the TTL config's
-        `sweep_interval_minutes`, else 5) until `stop_ttl_sweeper`; idempotent. From a
-        coroutine: an awaitable of `astart_ttl_sweeper`'s task instead."""
+        `sweep_interval_minutes`, else 5) until
+        [`stop_ttl_sweeper`][langmem_sqlite.store.store.SQLStore.stop_ttl_sweeper]; idempotent. From
+        a coroutine: an awaitable of
+        [`astart_ttl_sweeper`][langmem_sqlite.store.store.SQLStore.astart_ttl_sweeper]'s task
+        instead."""
         seconds = self._sweep_seconds(sweep_interval_minutes)
         if _called_from_coroutine():
             return self.astart_ttl_sweeper(sweep_interval_minutes)  # type: ignore[return-value]
@@ -97,8 +100,9 @@ class _Lifecycle:
         self, sweep_interval_minutes: float | None = None
     ) -> asyncio.Task[None]:
         """Sweep in a task of the running event loop every `sweep_interval_minutes` until
-        `astop_ttl_sweeper` (or the task is cancelled); idempotent. Returns the task, as
-        `AsyncSqliteStore.start_ttl_sweeper` and `AsyncPostgresStore.start_ttl_sweeper`."""
+        [`astop_ttl_sweeper`][langmem_sqlite.store.store.SQLStore.astop_ttl_sweeper] (or the task is
+        cancelled); idempotent. Returns the task, as `AsyncSqliteStore.start_ttl_sweeper` and
+        `AsyncPostgresStore.start_ttl_sweeper`."""
         seconds = self._sweep_seconds(sweep_interval_minutes)
         if self._atask is not None and not self._atask.done():
             return self._atask
@@ -121,7 +125,8 @@ class _Lifecycle:
 
     def stop_ttl_sweeper(self, timeout: float | None = None) -> bool:
         """Stop the background sweeper; True once it has stopped (or was not running). From a
-        coroutine: an awaitable of `astop_ttl_sweeper`."""
+        coroutine: an awaitable of
+        [`astop_ttl_sweeper`][langmem_sqlite.store.store.SQLStore.astop_ttl_sweeper]."""
         timeout = check_timeout(timeout)
         if _called_from_coroutine():
             return self.astop_ttl_sweeper(timeout)  # type: ignore[return-value]
@@ -177,7 +182,7 @@ class _Lifecycle:
             self._sweeper.join()
 
     async def aclose(self) -> None:
-        """Async `close`."""
+        """Async [`close`][langmem_sqlite.store.store.SQLStore.close]."""
         await self.astop_ttl_sweeper()
 
     @classmethod
@@ -204,13 +209,14 @@ class _Lifecycle:
 
     def setup(self) -> None:
         """Create or migrate the tables now (otherwise done on first use). From a coroutine:
-        an awaitable of `asetup`, as `await AsyncPostgresStore.setup()`."""
+        an awaitable of [`asetup`][langmem_sqlite.store.store.SQLStore.asetup], as
+        `await AsyncPostgresStore.setup()`."""
         if _called_from_coroutine():
             return self.asetup()  # type: ignore[return-value]
         self.db.drive(self._setup_plan())
 
     async def asetup(self) -> None:
-        """Async `setup`."""
+        """Async [`setup`][langmem_sqlite.store.store.SQLStore.setup]."""
         await self.db.adrive(self._setup_plan())
 
     def _setup_plan(self) -> Plan[None]:
@@ -234,8 +240,9 @@ def _called_from_coroutine() -> bool:
 
 
 class _Opened:
-    """What `SQLStore.from_conn_string` returns: the store, for `with` and `async
-    with`; on exit its sweepers stop and its database's pooled connections close."""
+    """What [`SQLStore.from_conn_string`][langmem_sqlite.store.store.SQLStore.from_conn_string]
+    returns: the store, for `with` and `async with`; on exit its sweepers stop and its database's
+    pooled connections close."""
 
     def __init__(self, store: SQLStore) -> None:
         self.store = store

@@ -74,9 +74,9 @@ class _Batch:
 
 
 Prepared = tuple[Any, ...]
-"""One validated operation: `("g", ns, key, refresh_ttl)`, ``("s", SearchQuery, query text,
+"""One validated operation: `("g", ns, key, refresh_ttl)`, `("s", SearchQuery, query text,
 refresh_ttl)`, `("l", ListNamespacesOp)` or `("p", ns, key, value, TTL in us, JSON text,
-(field, text) pairs to embed)` (`ns`` encoded)."""
+(field, text) pairs to embed)` (`ns` encoded)."""
 
 
 def _matches_path(condition: MatchCondition, ns: tuple[str, ...]) -> bool:

@@ -2,7 +2,7 @@
 the "not lapsed" and "under the prefix" conditions and the newest-first order.
 
 Every storage function of the store takes a [`Session`][langmem_sqlite.engine.Session]
-and the [`Tables`][langmem_sqlite.engine.schema.Tables]; [`SQLStore`][langmem_sqlite.SQLStore]
+and the [`Tables`][langmem_sqlite.store.rows.Tables]; [`SQLStore`][langmem_sqlite.SQLStore]
 runs them with [`Database.run`][langmem_sqlite.engine.Database.run] (sync) or
 [`Database.arun`][langmem_sqlite.engine.Database.arun] (async). Statements built per set of tables
 (and per shape of a search) are kept by
