@@ -142,7 +142,7 @@ class UserFacts:
         user_id: the user (str, int or UUID).
         namespace_prefix: labels before the user id (default `("users",)`).
         max_facts: most facts considered by [`select`][langmem_sqlite.store.facts.UserFacts.select]
-            and listed by `list`.
+            and listed by [`list_facts`][langmem_sqlite.store.facts.UserFacts.list_facts].
 
     Raises:
         ValueError: `max_facts` not an int from 1 to `2**31 - 1` (the store's page bound;
