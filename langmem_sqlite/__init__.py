@@ -2,7 +2,7 @@
 
 SQLite by default (a file, zero configuration), PostgreSQL or MariaDB/MySQL by changing one URL.
 
-The names below are imported on first use (``from langmem_sqlite import SQLSaver`` loads the
+The names below are imported on first use (`from langmem_sqlite import SQLSaver` loads the
 checkpointer and what it needs, nothing else), so that the command line starts fast.
 """
 

@@ -1,4 +1,4 @@
-"""``python -m langmem_sqlite`` is the ``langmem-sqlite`` command."""
+"""`python -m langmem_sqlite` is the `langmem-sqlite` command."""
 
 from .cli import main
 

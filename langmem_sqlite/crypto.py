@@ -1,19 +1,20 @@
 """Optional encryption at rest of chat messages (AES-GCM from pycryptodome).
 
-With an ``encryption_key`` (or a :class:`MessageCipher`) given to
-:class:`~langmem_sqlite.ConversationStore` or :class:`~langmem_sqlite.SQLChatMessageHistory`,
-every message body, session title and running summary is stored as ciphertext, and the
-searchable ``content_text`` column is left empty: no conversation text reaches the database in
-plaintext. Ids, message types, token counts and times stay readable (they index the rows).
+With an `encryption_key` (or a [`MessageCipher`][langmem_sqlite.MessageCipher]) given to
+[`ConversationStore`][langmem_sqlite.ConversationStore] or
+[`SQLChatMessageHistory`][langmem_sqlite.SQLChatMessageHistory], every message body, session title
+and running summary is stored as ciphertext, and the searchable `content_text` column is left empty:
+no conversation text reaches the database in plaintext. Ids, message types, token counts and times
+stay readable (they index the rows).
 
 Each value is sealed with the session it belongs to (user id and session id as associated data):
 a row copied into another user's session fails authentication instead of being read there.
 
-The long-term store (:class:`~langmem_sqlite.SQLStore`) seals its item values and embeddings
-with the same cipher and key rules (:mod:`langmem_sqlite.store.sealed`).
+The long-term store ([`SQLStore`][langmem_sqlite.SQLStore]) seals its item values and embeddings
+with the same cipher and key rules (`langmem_sqlite.store.sealed`).
 
-Install with ``pip install "langmem-sqlite[encryption]"``. For checkpoints, wrap the saver's
-serializer: ``SQLSaver(url, serde=EncryptedSerializer.from_pycryptodome_aes(key=...))``.
+Install with `pip install "langmem-sqlite[encryption]"`. For checkpoints, wrap the saver's
+serializer: `SQLSaver(url, serde=EncryptedSerializer.from_pycryptodome_aes(key=...))`.
 """
 
 from __future__ import annotations
@@ -25,7 +26,7 @@ from typing import Any
 __all__ = ["ENCRYPTED_PREFIX", "MessageCipher", "resolve_cipher"]
 
 ENCRYPTED_PREFIX = "lmenc1:"
-"""Marks an encrypted stored value: ``lmenc1:`` + base64(nonce, tag, ciphertext)."""
+"""Marks an encrypted stored value: `lmenc1:` + base64(nonce, tag, ciphertext)."""
 
 _NONCE = 12
 _TAG = 16
@@ -35,8 +36,8 @@ class MessageCipher:
     """AES-GCM with a 16, 24 or 32 byte key, sealing text to a context (the session).
 
     Args:
-        key: the key, ``bytes`` or a ``str`` whose UTF-8 encoding is 16, 24 or 32 bytes long
-            (the same rule as LangGraph's ``LANGGRAPH_AES_KEY``).
+        key: the key, `bytes` or a `str` whose UTF-8 encoding is 16, 24 or 32 bytes long
+            (the same rule as LangGraph's `LANGGRAPH_AES_KEY`).
     """
 
     def __init__(self, key: bytes | str) -> None:
@@ -56,21 +57,22 @@ class MessageCipher:
         self._key = bytes(key)
 
     def encrypt(self, text: str, context: bytes) -> str:
-        """Seal ``text`` to ``context``; return the stored form (ASCII)."""
+        """Seal `text` to `context`; return the stored form (ASCII)."""
         aes = self._aes.new(self._key, self._aes.MODE_GCM, nonce=_random(_NONCE))
         aes.update(context)
         data, tag = aes.encrypt_and_digest(text.encode("utf-8", "surrogatepass"))
         return ENCRYPTED_PREFIX + base64.b64encode(aes.nonce + tag + data).decode("ascii")
 
     def encrypt_bytes(self, data: bytes, context: bytes) -> bytes:
-        """Seal ``data`` to ``context``: nonce, tag and ciphertext (for binary columns)."""
+        """Seal `data` to `context`: nonce, tag and ciphertext (for binary columns)."""
         aes = self._aes.new(self._key, self._aes.MODE_GCM, nonce=_random(_NONCE))
         aes.update(context)
         sealed, tag = aes.encrypt_and_digest(bytes(data))
         return bytes(aes.nonce + tag + sealed)
 
     def decrypt_bytes(self, stored: bytes, context: bytes) -> bytes:
-        """Open bytes sealed by :meth:`encrypt_bytes` with the same ``context``.
+        """Open bytes sealed by [`encrypt_bytes`][langmem_sqlite.crypto.MessageCipher.encrypt_bytes]
+        with the same `context`.
 
         Raises:
             ValueError: wrong key, wrong context or tampered data.
@@ -89,7 +91,8 @@ class MessageCipher:
             ) from e
 
     def decrypt(self, stored: str, context: bytes) -> str:
-        """Open a value sealed by :meth:`encrypt` with the same ``context``.
+        """Open a value sealed by [`encrypt`][langmem_sqlite.crypto.MessageCipher.encrypt] with the
+        same `context`.
 
         Raises:
             ValueError: not an encrypted value, wrong key, wrong context or tampered data.
@@ -125,7 +128,7 @@ def is_encrypted(value: Any) -> bool:
 def resolve_cipher(
     encryption_key: bytes | str | None = None, cipher: MessageCipher | None = None
 ) -> MessageCipher | None:
-    """The cipher for ``encryption_key=`` or ``cipher=`` (at most one), or ``None``."""
+    """The cipher for `encryption_key=` or `cipher=` (at most one), or `None`."""
     if encryption_key is not None and cipher is not None:
         raise ValueError("encryption_key: give either encryption_key or cipher, not both")
     if cipher is not None:

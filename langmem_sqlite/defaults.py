@@ -8,9 +8,9 @@ import os
 __all__ = ["DEFAULT_DATABASE", "default_connection"]
 
 DEFAULT_DATABASE = "langmem.db"
-"""The SQLite file used when no connection is given and ``$LANGMEM_SQLITE_URL`` is not set."""
+"""The SQLite file used when no connection is given and `$LANGMEM_SQLITE_URL` is not set."""
 
 
 def default_connection() -> str:
-    """``$LANGMEM_SQLITE_URL`` if set, else the SQLite file ``langmem.db``."""
+    """`$LANGMEM_SQLITE_URL` if set, else the SQLite file `langmem.db`."""
     return os.environ.get("LANGMEM_SQLITE_URL") or DEFAULT_DATABASE

@@ -1,13 +1,13 @@
 """`Memory`: one object per database URL handing out everything an agent remembers.
 
-::
+```python
+memory = Memory("sqlite:///agent.db")
+graph = builder.compile(checkpointer=memory.checkpointer, store=memory.store)
+history = memory.history("session-1", user_id="u1")
+```
 
-    memory = Memory("sqlite:///agent.db")
-    graph = builder.compile(checkpointer=memory.checkpointer, store=memory.store)
-    history = memory.history("session-1", user_id="u1")
-
-The chat history, the checkpointer and the store share one :class:`~langmem_sqlite.engine.Database`
-(the same pooled engines) and one set of tables and migrations. With ``encryption_key``, all
+The chat history, the checkpointer and the store share one [`Database`][langmem_sqlite.Database]
+(the same pooled engines) and one set of tables and migrations. With `encryption_key`, all
 three keep what they remember encrypted at rest: messages, checkpoints, and the store's items
 (user facts included) with their embeddings.
 """
@@ -40,18 +40,21 @@ class Memory:
     """Chat history, checkpointer and long-term store for one database.
 
     Args:
-        connection: URL, path, ``Engine``, ``AsyncEngine`` or :class:`Database` (default:
-            ``$LANGMEM_SQLITE_URL`` or ``langmem.db``).
+        connection: URL, path, `Engine`, `AsyncEngine` or [`Database`][langmem_sqlite.Database]
+            (default: `$LANGMEM_SQLITE_URL` or `langmem.db`).
         table_prefix: prefix of every table name.
         schema: PostgreSQL schema name.
-        index: semantic-search config for :attr:`store` (LangGraph ``IndexConfig``).
-        ttl: TTL config for :attr:`store` (LangGraph ``TTLConfig``).
+        index: semantic-search config for [`store`][langmem_sqlite.memory.Memory.store] (LangGraph
+            `IndexConfig`).
+        ttl: TTL config for [`store`][langmem_sqlite.memory.Memory.store] (LangGraph `TTLConfig`).
         token_counter: how the conversation store counts tokens.
-        engine_args: keyword arguments for ``create_engine`` when ``connection`` is a URL.
-        encryption_key: a 16, 24 or 32 byte key (``bytes``, or a ``str`` of that many UTF-8
-            bytes): messages, summaries and titles (:class:`ConversationStore`), checkpoints
-            (LangGraph's ``EncryptedSerializer``) and store items with their embeddings
-            (:class:`SQLStore`) are stored AES-GCM encrypted. Needs the ``encryption`` extra.
+        engine_args: keyword arguments for `create_engine` when `connection` is a URL.
+        encryption_key: a 16, 24 or 32 byte key (`bytes`, or a `str` of that many UTF-8
+            bytes): messages, summaries and titles
+            ([`ConversationStore`][langmem_sqlite.ConversationStore]), checkpoints (LangGraph's
+            `EncryptedSerializer`) and store items with their embeddings
+            ([`SQLStore`][langmem_sqlite.SQLStore]) are stored AES-GCM encrypted. Needs the
+            `encryption` extra.
     """
 
     def __init__(
@@ -80,7 +83,8 @@ class Memory:
 
     @cached_property
     def conversations(self) -> ConversationStore:
-        """The :class:`ConversationStore` behind every :meth:`history`."""
+        """The [`ConversationStore`][langmem_sqlite.ConversationStore] behind every
+        [`history`][langmem_sqlite.memory.Memory.history]."""
         return ConversationStore(
             self.db,
             table_prefix=self.table_prefix,
@@ -91,7 +95,7 @@ class Memory:
 
     @cached_property
     def store(self) -> SQLStore:
-        """The long-term :class:`SQLStore` (``compile(store=...)``)."""
+        """The long-term [`SQLStore`][langmem_sqlite.SQLStore] (`compile(store=...)`)."""
         return SQLStore(
             self.db,
             index=self._index,
@@ -103,7 +107,7 @@ class Memory:
 
     @cached_property
     def checkpointer(self) -> SQLSaver:
-        """The LangGraph checkpointer (``compile(checkpointer=...)``)."""
+        """The LangGraph checkpointer (`compile(checkpointer=...)`)."""
         from .checkpoint import SQLSaver
 
         if self._key is None:
@@ -115,15 +119,17 @@ class Memory:
         return SQLSaver(self.db, table_prefix=self.table_prefix, schema=self.schema, serde=serde)
 
     def facts(self, user_id: IdLike, **kwargs: Any) -> UserFacts:
-        """The :class:`UserFacts` of one user in :attr:`store` (encrypted at rest with the
-        memory's ``encryption_key``); ``kwargs`` go to :class:`UserFacts`."""
+        """The [`UserFacts`][langmem_sqlite.store.UserFacts] of one user in
+        [`store`][langmem_sqlite.memory.Memory.store] (encrypted at rest with the memory's
+        `encryption_key`); `kwargs` go to [`UserFacts`][langmem_sqlite.store.UserFacts]."""
         return UserFacts(self.store, user_id, **kwargs)
 
     def history(
         self, session_id: IdLike, user_id: IdLike | None = None, **kwargs: Any
     ) -> SQLChatMessageHistory:
         """A chat history for one session (of one user) on the shared conversation store;
-        ``kwargs`` go to :class:`SQLChatMessageHistory` (``window``, ``snapshot_reads``)."""
+        `kwargs` go to [`SQLChatMessageHistory`][langmem_sqlite.SQLChatMessageHistory] (`window`,
+        `snapshot_reads`)."""
         return SQLChatMessageHistory(
             session_id, user_id=user_id, store=self.conversations, **kwargs
         )

@@ -1,17 +1,19 @@
-"""The LangGraph API server's checkpointer and store (``langgraph dev``, ``langgraph up`` and
+"""The LangGraph API server's checkpointer and store (`langgraph dev`, `langgraph up` and
 LangGraph Platform deployments): both in one SQL database.
 
-Name them in ``langgraph.json``::
+Name them in `langgraph.json`:
 
-    {
-      "graphs": {"agent": "./agent.py:graph"},
-      "env": {"LANGMEM_SQLITE_URL": "sqlite:///agent.db"},
-      "checkpointer": {"path": "langmem_sqlite.server.checkpointer"},
-      "store": {"path": "langmem_sqlite.server.store"}
-    }
+```json
+{
+  "graphs": {"agent": "./agent.py:graph"},
+  "env": {"LANGMEM_SQLITE_URL": "sqlite:///agent.db"},
+  "checkpointer": {"path": "langmem_sqlite.server.checkpointer"},
+  "store": {"path": "langmem_sqlite.server.store"}
+}
+```
 
-The database is ``$LANGMEM_SQLITE_URL`` (a URL or a path; PostgreSQL and MariaDB URLs work too),
-or the SQLite file ``langmem.db`` in the server's working directory. The server enters each
+The database is `$LANGMEM_SQLITE_URL` (a URL or a path; PostgreSQL and MariaDB URLs work too),
+or the SQLite file `langmem.db` in the server's working directory. The server enters each
 context manager when it starts (once per event loop) and leaves it when it stops. Its
 development mode refuses blocking calls on the event loop; nothing here makes one: the saver
 and the store are built, and their tables made, in a worker thread.
@@ -32,8 +34,8 @@ __all__ = ["checkpointer", "store"]
 
 @asynccontextmanager
 async def checkpointer() -> AsyncIterator[SQLSaver]:
-    """A set-up :class:`~langmem_sqlite.SQLSaver` on ``$LANGMEM_SQLITE_URL`` (or
-    ``langmem.db``)."""
+    """A set-up [`SQLSaver`][langmem_sqlite.SQLSaver] on `$LANGMEM_SQLITE_URL` (or
+    `langmem.db`)."""
     saver = await asyncio.to_thread(SQLSaver, default_connection())
     await saver.asetup()
     yield saver
@@ -41,8 +43,8 @@ async def checkpointer() -> AsyncIterator[SQLSaver]:
 
 @asynccontextmanager
 async def store() -> AsyncIterator[SQLStore]:
-    """A set-up :class:`~langmem_sqlite.SQLStore` on ``$LANGMEM_SQLITE_URL`` (or
-    ``langmem.db``), without a vector index (``search`` by filter and namespace)."""
+    """A set-up [`SQLStore`][langmem_sqlite.SQLStore] on `$LANGMEM_SQLITE_URL` (or
+    `langmem.db`), without a vector index (`search` by filter and namespace)."""
     sql_store = await asyncio.to_thread(SQLStore, default_connection())
     await sql_store.asetup()
     yield sql_store

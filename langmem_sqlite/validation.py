@@ -25,14 +25,14 @@ INT64_MAX = 2**63 - 1
 """The largest integer every supported database stores (a signed 64-bit integer)."""
 
 IdLike = str | int | uuid.UUID
-"""What users may pass as a user, session or thread id; stored as its ``str``."""
+"""What users may pass as a user, session or thread id; stored as its `str`."""
 
 
 def check_id(value: Any, name: str) -> str:
-    """Normalise an id (str, int or UUID) to ``str``.
+    """Normalise an id (str, int or UUID) to `str`.
 
     Raises:
-        TypeError: not a str, int or UUID (``bool`` is refused too).
+        TypeError: not a str, int or UUID (`bool` is refused too).
         ValueError: empty, blank, longer than 255 characters, or holding NUL or lone surrogates.
     """
     if value is None:
@@ -48,10 +48,10 @@ def check_id(value: Any, name: str) -> str:
 
 
 def check_text(value: Any, name: str) -> str:
-    """A ``str`` that every database stores as text: no NUL, no lone surrogates.
+    """A `str` that every database stores as text: no NUL, no lone surrogates.
 
     Raises:
-        TypeError: not a ``str``.
+        TypeError: not a `str`.
         ValueError: holds NUL characters or lone surrogates.
     """
     if not isinstance(value, str):
@@ -66,7 +66,7 @@ def check_text(value: Any, name: str) -> str:
 
 
 def check_optional_id(value: Any, name: str) -> str:
-    """Like :func:`check_id`, but ``None`` means "no user" and is stored as ``""``."""
+    """Like `check_id`, but `None` means "no user" and is stored as `""`."""
     return "" if value is None else check_id(value, name)
 
 
@@ -75,11 +75,11 @@ def _range(low: float, high: float) -> str:
 
 
 def check_int(value: Any, name: str, *, low: int = 0, high: int = INT64_MAX) -> int:
-    """An ``int`` from ``low`` to ``high`` (both included).
+    """An `int` from `low` to `high` (both included).
 
     Raises:
         TypeError: not a number at all.
-        ValueError: a ``bool``, a ``float`` (NaN and infinities included) or an ``int`` out of
+        ValueError: a `bool`, a `float` (NaN and infinities included) or an `int` out of
             the range; the message names the parameter and the range.
     """
     if isinstance(value, int) and not isinstance(value, bool):
@@ -91,11 +91,11 @@ def check_int(value: Any, name: str, *, low: int = 0, high: int = INT64_MAX) -> 
 
 
 def check_number(value: Any, name: str, *, low: float, high: float) -> float:
-    """A finite ``int`` or ``float`` from ``low`` to ``high`` (both included), as ``float``.
+    """A finite `int` or `float` from `low` to `high` (both included), as `float`.
 
     Raises:
         TypeError: not a number at all.
-        ValueError: a ``bool``, NaN, an infinity or a number out of the range; the message names
+        ValueError: a `bool`, NaN, an infinity or a number out of the range; the message names
             the parameter and the range.
     """
     if isinstance(value, int | float) and not isinstance(value, bool):
@@ -111,18 +111,18 @@ def check_number(value: Any, name: str, *, low: float, high: float) -> float:
 def check_positive(
     value: Any, name: str, *, allow_zero: bool = False, high: int = INT64_MAX
 ) -> int:
-    """An ``int`` > 0 (or >= 0 with ``allow_zero``) and at most ``high``: see :func:`check_int`."""
+    """An `int` > 0 (or >= 0 with `allow_zero`) and at most `high`: see `check_int`."""
     return check_int(value, name, low=0 if allow_zero else 1, high=high)
 
 
 def check_list(value: Any, name: str) -> list[Any]:
-    """A list, tuple or other iterable of items, as a new ``list``.
+    """A list, tuple or other iterable of items, as a new `list`.
 
-    A ``str`` (or ``bytes``, or a mapping) is refused rather than taken apart: ``"Paris"``
-    where a list is expected would otherwise be five items, ``P``, ``a``, ``r``, ``i``, ``s``.
+    A `str` (or `bytes`, or a mapping) is refused rather than taken apart: `"Paris"`
+    where a list is expected would otherwise be five items, `P`, `a`, `r`, `i`, `s`.
 
     Raises:
-        TypeError: a ``str``, ``bytes`` or mapping, or not iterable at all.
+        TypeError: a `str`, `bytes` or mapping, or not iterable at all.
     """
     if isinstance(value, str | bytes | bytearray | memoryview | Mapping) or not isinstance(
         value, Iterable

@@ -1,17 +1,17 @@
 """The chat agent: a LangGraph graph with the package's checkpointer, context policy and facts.
 
-::
+```text
+START -> agent -(tool calls)-> tools -> agent -> END
+```
 
-    START -> agent -(tool calls)-> tools -> agent -> END
+* `agent` builds the model input with [`ContextPolicy`][langmem_sqlite.ContextPolicy] (trimming and
+  a running summary kept in the state as `context_summary`), adds the user's long-term facts
+  ([`UserFacts`][langmem_sqlite.store.UserFacts]) to the system message, and calls the model.
+* `tools` runs `remember_fact` / `update_fact` / `forget_fact` on the SQL store.
 
-* ``agent`` builds the model input with :class:`~langmem_sqlite.ContextPolicy` (trimming and
-  a running summary kept in the state as ``context_summary``), adds the user's long-term facts
-  (:class:`~langmem_sqlite.store.UserFacts`) to the system message, and calls the model.
-* ``tools`` runs ``remember_fact`` / ``update_fact`` / ``forget_fact`` on the SQL store.
-
-:class:`ChatSession` wraps one user's session: send a turn, read the summary, the history and
-the facts, start a new session. Each turn is also copied to the conversation tables (with the
-summary), so ``langmem-sqlite sessions`` / ``history`` show chats too.
+[`ChatSession`][langmem_sqlite.chat.ChatSession] wraps one user's session: send a turn, read the
+summary, the history and the facts, start a new session. Each turn is also copied to the
+conversation tables (with the summary), so `langmem-sqlite sessions` / `history` show chats too.
 """
 
 from __future__ import annotations
@@ -51,7 +51,7 @@ class ChatState(TypedDict):
 
 
 def thread_id_for(user: str, session: str) -> str:
-    """The checkpointer thread of ``user``'s ``session`` (two users never share one)."""
+    """The checkpointer thread of `user`'s `session` (two users never share one)."""
     return f"chat:{user}:{session}"
 
 
@@ -65,11 +65,11 @@ def build_chat_graph(
     """Compile the chat graph (see the module docstring).
 
     Args:
-        model: a chat model supporting ``bind_tools``.
-        policy: the context-window policy; built with ``facts=True``, it puts the user's facts
-            from ``store`` into the model input within its budget.
-        checkpointer: where threads live (:class:`~langmem_sqlite.SQLSaver`).
-        store: where facts live (:class:`~langmem_sqlite.SQLStore`).
+        model: a chat model supporting `bind_tools`.
+        policy: the context-window policy; built with `facts=True`, it puts the user's facts
+            from `store` into the model input within its budget.
+        checkpointer: where threads live ([`SQLSaver`][langmem_sqlite.SQLSaver]).
+        store: where facts live ([`SQLStore`][langmem_sqlite.SQLStore]).
     """
     if not isinstance(policy, ContextPolicy):
         raise TypeError(f"policy: expected a ContextPolicy, got {type(policy).__name__}")
@@ -96,21 +96,22 @@ def build_chat_graph(
 
 
 def new_session_id() -> str:
-    """A fresh, sortable session id (``YYYYmmdd-HHMMSS-xxxx``)."""
+    """A fresh, sortable session id (`YYYYmmdd-HHMMSS-xxxx`)."""
     now = datetime.now(timezone.utc).strftime("%Y%m%d-%H%M%S")
     return f"{now}-{uuid.uuid4().hex[:4]}"
 
 
 @dataclass
 class ChatSession:
-    """One user's chat over a :class:`~langmem_sqlite.Memory`.
+    """One user's chat over a [`Memory`][langmem_sqlite.Memory].
 
     Args:
         memory: the database (checkpointer, store and conversation tables).
-        graph: the graph of :func:`build_chat_graph` compiled on ``memory``.
+        graph: the graph of [`build_chat_graph`][langmem_sqlite.chat.build_chat_graph] compiled on
+            `memory`.
         user: the user id.
-        session: the session id; ``None`` continues the user's most recent chat session
-            (or starts ``"main"``).
+        session: the session id; `None` continues the user's most recent chat session
+            (or starts `"main"`).
     """
 
     memory: Memory
@@ -171,7 +172,7 @@ class ChatSession:
         return list(out["messages"][before + 1 :])
 
     def _mirror(self, before: int, values: dict[str, Any]) -> None:
-        """Copy the turn's messages (those past ``before``) and the summary in ``values`` to
+        """Copy the turn's messages (those past `before`) and the summary in `values` to
         the conversation tables."""
         messages: list[BaseMessage] = values.get("messages", [])
         assert self.session is not None
@@ -194,7 +195,7 @@ class ChatSession:
         return list(values.get("messages", []))
 
     def summary(self) -> dict[str, Any] | None:
-        """The running-summary record (``summary``, ``messages_summarized``...), if any."""
+        """The running-summary record (`summary`, `messages_summarized`...), if any."""
         record = self.graph.get_state(self.config).values.get("context_summary")
         return dict(record) if record else None
 
@@ -207,7 +208,7 @@ class ChatSession:
         return self._facts.remember(fact)
 
     def forget(self, key: str) -> bool:
-        """Forget fact ``key``; False if there is none."""
+        """Forget fact `key`; False if there is none."""
         return self._facts.forget(key)
 
     def new(self, session: str | None = None) -> str:

@@ -31,7 +31,7 @@ Echo = Callable[[str], None]
 
 
 def _count(n: int, noun: str) -> str:
-    """``1 message``, ``2 messages``."""
+    """`1 message`, `2 messages`."""
     return f"{n} {noun}" if n == 1 else f"{n} {noun}s"
 
 
@@ -53,9 +53,9 @@ def open_chat(
     trigger_tokens: int | None = None,
     prefix: str | None = None,
 ) -> tuple[ChatSession, ChosenModel]:
-    """Build the chat on database ``db`` for ``user`` (``session=None``: continue the latest).
+    """Build the chat on database `db` for `user` (`session=None`: continue the latest).
 
-    The offline model gets a small budget (``max_tokens=2000``, summary past 600 tokens) so
+    The offline model gets a small budget (`max_tokens=2000`, summary past 600 tokens) so
     summaries show up within a short conversation.
     """
     chosen = choose_model(model, base_url=base_url, offline=offline)
@@ -123,7 +123,7 @@ def _facts(chat: ChatSession, echo: Echo) -> None:
 
 
 def command(chat: ChatSession, line: str, echo: Echo) -> bool:
-    """Run a ``/command``; False when the chat should end."""
+    """Run a `/command`; False when the chat should end."""
     name, _, arg = line.strip().partition(" ")
     arg = arg.strip()
     if name in ("/quit", "/exit"):
@@ -169,16 +169,16 @@ def run_lines(
     show_input: bool,
     interruptible: bool = False,
 ) -> int:
-    """Feed ``lines`` (turns and ``/commands``; blank lines and ``#`` comments skipped) to the
+    """Feed `lines` (turns and `/commands`; blank lines and `#` comments skipped) to the
     chat; return the number of turns sent. Errors in a command, and a turn that fails (the
     model unreachable or refusing), are shown on one line and the chat goes on; the failed
     question stays in the session (see [`ChatSession.send`][langmem_sqlite.chat.ChatSession.send]).
 
-    With ``interruptible``, Ctrl-C (``KeyboardInterrupt``) during a reply stops that reply
+    With `interruptible`, Ctrl-C (`KeyboardInterrupt`) during a reply stops that reply
     and the chat goes on: what was stored stays.
 
     Raises:
-        TypeError: ``lines`` is a single ``str`` (pass ``text.splitlines()``).
+        TypeError: `lines` is a single `str` (pass `text.splitlines()`).
     """
     if isinstance(lines, str):
         raise TypeError("lines: expected an iterable of lines, got str (use text.splitlines())")

@@ -4,14 +4,14 @@ It exists so the memory machinery can be seen working without an API key: it ans
 what it is sent (facts in the system message, the running summary, the recent messages), so a
 correct recall proves the memory was loaded from the database. It can
 
-* call the ``remember_fact`` tool when the user states a simple fact about themselves
+* call the `remember_fact` tool when the user states a simple fact about themselves
   ("my name is Ada", "I live in Lyon", "I like green tea", "remember that ..."),
 * answer "what is my name?", "where do I live?", "what do I like?" from its input, saying
   where it found the answer (facts, summary or conversation),
 * act as the summarizer: an extractive summary keeping the user's statements,
 * otherwise reply with a plain note of what memory handed it.
 
-Every reply is prefixed with ``[offline]`` so it is never mistaken for an LLM's.
+Every reply is prefixed with `[offline]` so it is never mistaken for an LLM's.
 """
 
 from __future__ import annotations
@@ -76,7 +76,7 @@ def _text(message: BaseMessage) -> str:
 
 
 def _statement_facts(text: str) -> list[tuple[str, str]]:
-    """(kind, fact sentence) for each simple fact stated in ``text``."""
+    """(kind, fact sentence) for each simple fact stated in `text`."""
     found = []
     for kind, pattern, form in _STATEMENTS:
         for value in pattern.findall(text):
@@ -87,7 +87,7 @@ def _statement_facts(text: str) -> list[tuple[str, str]]:
 
 
 def _find(kind: str, fact_text: str, other_texts: Sequence[str]) -> str | None:
-    """The latest value of ``kind`` in the fact lines, else in ``other_texts`` (newest last)."""
+    """The latest value of `kind` in the fact lines, else in `other_texts` (newest last)."""
     hits = _FACT_FORMS[kind].findall(fact_text)
     if hits:
         return str(hits[-1]).strip()
@@ -102,8 +102,8 @@ def _find(kind: str, fact_text: str, other_texts: Sequence[str]) -> str | None:
 class OfflineChatModel(BaseChatModel):
     """A deterministic, rule-based chat model for offline demos and tests (not an LLM).
 
-    Supports ``bind_tools`` (it only ever calls a tool named ``remember_fact``) and works as a
-    ``ContextPolicy`` summarizer. Every answer starts with ``[offline]``.
+    Supports `bind_tools` (it only ever calls a tool named `remember_fact`) and works as a
+    `ContextPolicy` summarizer. Every answer starts with `[offline]`.
     """
 
     model_name: str = "offline"
@@ -113,7 +113,7 @@ class OfflineChatModel(BaseChatModel):
         return "langmem-sqlite-offline"
 
     def bind_tools(self, tools: Sequence[Any], **kwargs: Any) -> Any:
-        """Bind tools (only ``remember_fact`` is ever called)."""
+        """Bind tools (only `remember_fact` is ever called)."""
         return self.bind(tools=[convert_to_openai_tool(t) for t in tools], **kwargs)
 
     def _generate(
@@ -129,7 +129,7 @@ class OfflineChatModel(BaseChatModel):
 
 
 def respond(messages: Sequence[BaseMessage], *, can_remember: bool = False) -> AIMessage:
-    """The offline model's reply to ``messages``."""
+    """The offline model's reply to `messages`."""
     if not messages:
         return AIMessage(f"{_PREFIX} (nothing was sent)")
     system = messages[0] if isinstance(messages[0], SystemMessage) else None
@@ -170,7 +170,7 @@ def respond(messages: Sequence[BaseMessage], *, can_remember: bool = False) -> A
 
 
 def _called_facts(messages: Sequence[BaseMessage]) -> str:
-    """The facts of the latest ``remember_fact`` calls."""
+    """The facts of the latest `remember_fact` calls."""
     for m in reversed(messages):
         if isinstance(m, AIMessage) and m.tool_calls:
             return " ".join(str(c["args"].get("fact", "")) for c in m.tool_calls)

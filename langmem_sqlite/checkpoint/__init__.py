@@ -1,4 +1,5 @@
-"""LangGraph checkpointer on SQL: :class:`SQLSaver` (sync and async in one object)."""
+"""LangGraph checkpointer on SQL: [`SQLSaver`][langmem_sqlite.SQLSaver] (sync and async in one
+object)."""
 
 from .codec import CheckpointEncryptionError
 from .saver import SQLSaver, ThreadInfo

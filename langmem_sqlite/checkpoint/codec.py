@@ -1,29 +1,29 @@
 """How the checkpointer turns values into stored bytes and back: the saver's serializer, then
 zlib; and a refusal of what LangGraph's serializer would change silently.
 
-Every value goes through ``serde.dumps_typed`` (so ``EncryptedSerializer`` and allowlists cover
+Every value goes through `serde.dumps_typed` (so `EncryptedSerializer` and allowlists cover
 everything). Serialized values of 64 bytes or more are then deflated with a preset dictionary
-(:mod:`.zdict`) when that saves at least a tenth; the stored type gets a ``+zd`` suffix and
-:func:`loads` undoes it. Encrypted output does not compress and stays as it is. Rows of earlier
-versions read as before: without a suffix, or ``+z`` (zlib without a dictionary, from 64 or
+(`zdict`) when that saves at least a tenth; the stored type gets a `+zd` suffix and
+`loads` undoes it. Encrypted output does not compress and stays as it is. Rows of earlier
+versions read as before: without a suffix, or `+z` (zlib without a dictionary, from 64 or
 512 bytes up).
 
 Why a dictionary: most values are small (one message in a pending write or a list delta, a
 checkpoint's record) and each repeats the serializer's framing, which plain zlib has not seen
 yet: it saved 15-30% on them, the dictionary about 60%. Each call copies a compressor primed
 with the dictionary: 4-8 us up to 2 KiB, 10-13 us above (plain zlib's setup cost as much).
-Decompression stops at :data:`MAX_VALUE_BYTES`, so a damaged or hostile row cannot make a read
+Decompression stops at `MAX_VALUE_BYTES`, so a damaged or hostile row cannot make a read
 allocate without bound.
 
-LangGraph's ``JsonPlusSerializer`` packs with ``OPT_REPLACE_SURROGATES``: a string holding a lone
-surrogate (``"a\\ud800b"``, e.g. from bytes decoded with ``surrogateescape``) is stored as
-``"a?b"``, and the graph later reads a different value than it wrote. :func:`dumps` serializes
-with the saver's serializer as usual and raises ``ValueError`` instead when a value would have
+LangGraph's `JsonPlusSerializer` packs with `OPT_REPLACE_SURROGATES`: a string holding a lone
+surrogate (`"a\\ud800b"`, e.g. from bytes decoded with `surrogateescape`) is stored as
+`"a?b"`, and the graph later reads a different value than it wrote. `dumps` serializes
+with the saver's serializer as usual and raises `ValueError` instead when a value would have
 been altered that way: nothing is written, and the caller learns which value was at fault.
 
-The check costs nothing for the common case: the plain serializer's output holds no ``?`` byte
-unless a ``?`` was in the data. Otherwise (and for serializers whose output cannot be inspected,
-such as ``EncryptedSerializer``) the value is packed once more without the replacement option.
+The check costs nothing for the common case: the plain serializer's output holds no `?` byte
+unless a `?` was in the data. Otherwise (and for serializers whose output cannot be inspected,
+such as `EncryptedSerializer`) the value is packed once more without the replacement option.
 """
 
 from __future__ import annotations
@@ -41,11 +41,11 @@ __all__ = ["MAX_VALUE_BYTES", "CheckpointEncryptionError", "dumps", "loads"]
 
 
 class CheckpointEncryptionError(ValueError):
-    """A stored checkpoint value that the saver's ``EncryptedSerializer`` did not write: it is
+    """A stored checkpoint value that the saver's `EncryptedSerializer` did not write: it is
     stored unencrypted, or its key cannot decrypt it (another key, or altered bytes).
 
-    Raised by :class:`~langmem_sqlite.SQLSaver` reads with ``encrypted_only`` (the default
-    with an ``EncryptedSerializer``)."""
+    Raised by [`SQLSaver`][langmem_sqlite.SQLSaver] reads with `encrypted_only` (the default
+    with an `EncryptedSerializer`)."""
 
 
 _Z = "+z"
@@ -71,10 +71,10 @@ _OPAQUE = ("null", "bytes", "bytearray")
 
 
 def dumps(serde: SerializerProtocol, value: Any, what: str) -> tuple[str, bytes]:
-    """``serde.dumps_typed(value)``, compressed when worth it; refusing lone surrogates.
+    """`serde.dumps_typed(value)`, compressed when worth it; refusing lone surrogates.
 
     Raises:
-        ValueError: a string in ``value`` holds a lone surrogate (``what`` names the value).
+        ValueError: a string in `value` holds a lone surrogate (`what` names the value).
     """
     type_, data = serde.dumps_typed(value)
     if _STRICT is not None and type_ not in _OPAQUE and (type_ != "msgpack" or b"?" in data):
@@ -111,13 +111,13 @@ def _inflate(type_: str, data: Any, zdict: bytes | None) -> bytes:
 
 
 def loads(serde: SerializerProtocol, type_: str, data: Any, *, encrypted_only: bool = False) -> Any:
-    """The value stored as ``(type_, data)`` by :func:`dumps` (or by a version without it).
+    """The value stored as `(type_, data)` by `dumps` (or by a version without it).
 
-    ``encrypted_only`` (with an ``EncryptedSerializer``): refuse a value it did not write.
+    `encrypted_only` (with an `EncryptedSerializer`): refuse a value it did not write.
 
     Raises:
-        ValueError: ``data`` is marked compressed but is not valid zlib data (a damaged row).
-        CheckpointEncryptionError: ``encrypted_only``, and the value is stored unencrypted or
+        ValueError: `data` is marked compressed but is not valid zlib data (a damaged row).
+        CheckpointEncryptionError: `encrypted_only`, and the value is stored unencrypted or
             cannot be decrypted with the serializer's key.
     """
     if type_.endswith(_ZD):
@@ -130,7 +130,7 @@ def loads(serde: SerializerProtocol, type_: str, data: Any, *, encrypted_only: b
 
 
 def _decrypt_loads(serde: EncryptedSerializer, type_: str, data: bytes) -> Any:
-    """``serde.loads_typed`` of a value it must have encrypted (``"<type>+<cipher>"``)."""
+    """`serde.loads_typed` of a value it must have encrypted (`"<type>+<cipher>"`)."""
     inner, plus, cipher = type_.partition("+")
     if not plus:
         raise CheckpointEncryptionError(

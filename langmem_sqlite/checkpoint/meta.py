@@ -1,10 +1,11 @@
 """Checkpoint metadata: the JSON copy used for filtering, and the filter itself.
 
 The metadata is stored through the saver's serializer (the source of truth, encrypted with
-``EncryptedSerializer``). A JSON copy of its *scalar* keys, minus anything a database's JSON type
-rejects (NUL characters, NaN, lone surrogates), lets SQL narrow ``list(filter=...)`` and
-:meth:`~langmem_sqlite.SQLSaver.list_threads`; the exact equality test then runs in Python on
-the decoded metadata, so the SQL part may over-select but never drops a match.
+`EncryptedSerializer`). A JSON copy of its *scalar* keys, minus anything a database's JSON type
+rejects (NUL characters, NaN, lone surrogates), lets SQL narrow `list(filter=...)` and
+[`list_threads`][langmem_sqlite.checkpoint.saver.SQLSaver.list_threads]; the exact equality test
+then runs in Python on the decoded metadata, so the SQL part may over-select but never drops a
+match.
 """
 
 from __future__ import annotations
@@ -43,7 +44,7 @@ def json_safe(value: Any) -> bool:
 
 
 def json_copy(metadata: Mapping[str, Any]) -> dict[str, Any]:
-    """The scalar, JSON-safe keys of ``metadata``."""
+    """The scalar, JSON-safe keys of `metadata`."""
     return {k: v for k, v in metadata.items() if _json_key(k) and json_safe(v)}
 
 
@@ -52,7 +53,7 @@ def _json_key(key: Any) -> bool:
 
 
 def check_filter(filter: Any, name: str = "filter") -> dict[str, Any]:
-    """Validate a metadata filter: a mapping with ``str`` keys (``None`` means no filter)."""
+    """Validate a metadata filter: a mapping with `str` keys (`None` means no filter)."""
     if filter is None:
         return {}
     if not isinstance(filter, Mapping):
@@ -70,13 +71,13 @@ def _sql_comparable(value: Any) -> bool:
 def prefilter(
     column: Any, filter: Mapping[str, Any], dialect: Dialect | str
 ) -> list[ColumnElement[bool]]:
-    """SQL conditions on the JSON copy ``column`` that every match of ``filter`` satisfies.
+    """SQL conditions on the JSON copy `column` that every match of `filter` satisfies.
 
-    The dialect object's :meth:`~langmem_sqlite.engine.dialects.Dialect.metadata_contains`
-    makes them (``dialect``: that object, or a SQLAlchemy dialect name): keys and values are
-    bound as data, never spelled into a JSON path, so a key of any spelling (non-ASCII, ``"``,
-    ``\\``, ``.``, ``-``...) matches exactly that key. Only str and 64-bit int values are
-    compared in SQL. The conditions may over-select; :func:`matches` then decides.
+    The dialect object's `metadata_contains`
+    makes them (`dialect`: that object, or a SQLAlchemy dialect name): keys and values are
+    bound as data, never spelled into a JSON path, so a key of any spelling (non-ASCII, `"`,
+    `\\`, `.`, `-`...) matches exactly that key. Only str and 64-bit int values are
+    compared in SQL. The conditions may over-select; `matches` then decides.
     """
     safe = {k: v for k, v in filter.items() if _json_key(k) and _sql_comparable(v)}
     if not safe:
@@ -86,6 +87,6 @@ def prefilter(
 
 
 def matches(metadata: Mapping[str, Any] | None, filter: Mapping[str, Any]) -> bool:
-    """Exact test: every filter key equals the metadata's value (as ``InMemorySaver`` does)."""
+    """Exact test: every filter key equals the metadata's value (as `InMemorySaver` does)."""
     md = metadata or {}
     return all(md.get(k) == v for k, v in filter.items())

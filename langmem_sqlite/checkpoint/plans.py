@@ -1,8 +1,9 @@
-"""The saver's operations, each written once as a :data:`~langmem_sqlite.engine.Plan`: the sync
-methods of :class:`~langmem_sqlite.checkpoint.SQLSaver` run them with :meth:`Database.drive`,
-the async ones (:mod:`.aio`) with :meth:`Database.adrive`. A plan checks its arguments, encodes
-values outside any transaction, and yields the steps that run the SQL (:mod:`.puts`,
-:mod:`.reads`, :mod:`.threads`)."""
+"""The saver's operations, each written once as a [`Plan`][langmem_sqlite.engine.Plan]: the sync
+methods of [`SQLSaver`][langmem_sqlite.SQLSaver] run them with
+[`Database.drive`][langmem_sqlite.engine.Database.drive], the async ones (`aio`) with
+[`Database.adrive`][langmem_sqlite.engine.Database.adrive]. A plan checks its arguments, encodes
+values outside any transaction, and yields the steps that run the SQL (`puts`, `reads`,
+`threads`)."""
 
 from __future__ import annotations
 
@@ -55,7 +56,7 @@ __all__ = ["SaverPlans"]
 
 
 class _Pager:
-    """The state of one ``list()`` call: which page to read next and how many items remain."""
+    """The state of one `list()` call: which page to read next and how many items remain."""
 
     def __init__(
         self, saver: SaverPlans, query: ListQuery, filter: dict[str, Any], limit: int | None
@@ -88,7 +89,7 @@ class _Pager:
         return out
 
     def take(self, items: list[CheckpointTuple]) -> list[CheckpointTuple]:
-        """The part of a page still within ``limit``."""
+        """The part of a page still within `limit`."""
         if self.left is not None:
             items = items[: self.left]
             self.left -= len(items)
@@ -97,7 +98,7 @@ class _Pager:
 
 
 class SaverPlans(BaseCheckpointSaver[str]):
-    """The plans of :class:`~langmem_sqlite.checkpoint.SQLSaver` (its base class)."""
+    """The plans of [`SQLSaver`][langmem_sqlite.SQLSaver] (its base class)."""
 
     db: Database
     tables: Tables
@@ -122,13 +123,13 @@ class SaverPlans(BaseCheckpointSaver[str]):
                 self.db.ready.add(key)
 
     def _op(self, fn: Any, *args: Any, write: bool = False, single: bool = False) -> Plan[Any]:
-        """Run ``fn(session, tables, *args)`` in a transaction.
+        """Run `fn(session, tables, *args)` in a transaction.
 
-        ``single``: ``fn`` makes one statement, or only reads rows that are never updated in
-        place; where the dialect says so (``checkpoint_single_autocommits``: PostgreSQL) it
+        `single`: `fn` makes one statement, or only reads rows that are never updated in
+        place; where the dialect says so (`checkpoint_single_autocommits`: PostgreSQL) it
         then runs in autocommit mode, which saves the BEGIN and COMMIT round trips (SQLite
         keeps its transaction). Every operation runs on the light lane
-        (:mod:`langmem_sqlite.engine.session`).
+        (`langmem_sqlite.engine.session`).
         """
         yield from self._ready_plan()
         single = single and self.db.rules.checkpoint_single_autocommits
@@ -142,8 +143,8 @@ class SaverPlans(BaseCheckpointSaver[str]):
     def _tuple(
         self, row: Any, metadata: Any, writes: Sequence[Any], resolver: Resolver, remember: bool
     ) -> CheckpointTuple:
-        """The checkpoint tuple of ``row``, every value decoded afresh. ``remember``: note
-        the lists read in :attr:`lists`, so that the next ``put`` stores them as deltas."""
+        """The checkpoint tuple of `row`, every value decoded afresh. `remember`: note
+        the lists read in `lists`, so that the next `put` stores them as deltas."""
         versions = json.loads(row.versions)
         ns = row.checkpoint_ns
         values: dict[str, Any] = {}

@@ -1,8 +1,8 @@
 """The SQL of writes: a checkpoint with its new values and its thread, and pending writes.
 
-A ``put`` is written once, as the four statements it makes (the checkpoint, its plain values,
+A `put` is written once, as the four statements it makes (the checkpoint, its plain values,
 each list's row, the thread) built by this module's builders; the database's dialect object
-decides how they are sent (:attr:`~langmem_sqlite.engine.dialects.Dialect.checkpoint_put_in_one_statement`):
+decides how they are sent (`checkpoint_put_in_one_statement`):
 
 - in one transaction, one after the other (SQLite, MariaDB/MySQL);
 - on PostgreSQL, as ONE statement whose data-modifying CTEs are those same inserts, run in
@@ -11,10 +11,11 @@ decides how they are sent (:attr:`~langmem_sqlite.engine.dialects.Dialect.checkp
   16.4-17.1 ms as a transaction, a chat turn's put 8.3-8.8 ms against 21.8-24.3 ms; on a
   local server the two are within the noise of the commit's flush.
 
-``put_writes`` is one statement. Upserts and inserts that keep an existing row are the dialect
-object's (``upsert``, ``insert_ignore``, ``checkpoint_insert_new``); a byte value larger than
-what one statement may carry (``checkpoint_value_part``, MariaDB/MySQL) is written in parts.
-Statements are built once per set of tables and shape (:meth:`Session.statement`).
+`put_writes` is one statement. Upserts and inserts that keep an existing row are the dialect
+object's (`upsert`, `insert_ignore`, `checkpoint_insert_new`); a byte value larger than
+what one statement may carry (`checkpoint_value_part`, MariaDB/MySQL) is written in parts.
+Statements are built once per set of tables and shape
+([`Session.statement`][langmem_sqlite.engine.Session.statement]).
 """
 
 from __future__ import annotations
@@ -58,14 +59,14 @@ CHECKPOINT_UPDATE = (
 """The columns a put of an existing checkpoint id replaces."""
 
 WRITE_UPDATE = ("task_id", "task_path", "channel", "type", "value")
-"""The columns a write to a special channel (``__error__``, ``__interrupt__``...) replaces."""
+"""The columns a write to a special channel (`__error__`, `__interrupt__`...) replaces."""
 
 
 # -- statements -----------------------------------------------------------------------------
 
 
 def _upsert(session: Session, table: Table, update: Sequence[str]) -> Any:
-    """The dialect's upsert of ``table`` setting ``update`` (built once)."""
+    """The dialect's upsert of `table` setting `update` (built once)."""
     key = ("ckpt.upsert", table.fullname, tuple(update))
     return session.statement(key, lambda: session.rules.upsert(table, update))
 
@@ -105,8 +106,8 @@ def _casts(table: Table, binds: dict[str, Any]) -> list[Any]:
 
 
 def _delta_insert(session: Session, t: Tables, cols: dict[str, Any], typed: bool) -> Any:
-    """``INSERT <row> SELECT ... WHERE EXISTS (<its base row>)``: a delta stored only on its
-    base (``cols``: the row's parameters; ``typed``: cast them, for a CTE)."""
+    """`INSERT <row> SELECT ... WHERE EXISTS (<its base row>)`: a delta stored only on its
+    base (`cols`: the row's parameters; `typed`: cast them, for a CTE)."""
     tb = t.checkpoint_blobs
     values = _casts(tb, cols) if typed else list(cols.values())
     ins = session.rules.checkpoint_insert_new(tb)
@@ -114,7 +115,7 @@ def _delta_insert(session: Session, t: Tables, cols: dict[str, Any], typed: bool
 
 
 def _base_exists(t: Tables, cols: dict[str, Any]) -> Any:
-    """``EXISTS`` the row a delta (its parameters ``cols``) is built on."""
+    """`EXISTS` the row a delta (its parameters `cols`) is built on."""
     tb = t.checkpoint_blobs.c
     return exists().where(
         tb.thread_id == cols["thread_id"],
@@ -129,7 +130,7 @@ def _checkpoint_upsert(session: Session, t: Tables) -> Any:
 
 
 def _thread_upsert(session: Session, t: Tables, metadata: bool) -> Any:
-    """The thread's row: created, or its ``updated_at`` (and ``metadata``) set."""
+    """The thread's row: created, or its `updated_at` (and `metadata`) set."""
     cols = ("updated_at", "metadata") if metadata else ("updated_at",)
     return session.rules.upsert(t.checkpoint_threads, cols)
 
@@ -187,11 +188,11 @@ def _one_statement(
 def _write(
     session: Session, table: Table, stmt: Any, rows: Sequence[dict[str, Any]], upsert: bool
 ) -> None:
-    """Execute an insert for ``rows``.
+    """Execute an insert for `rows`.
 
-    A byte value over the dialect's ``checkpoint_value_part`` is sent in parts: the row is
+    A byte value over the dialect's `checkpoint_value_part` is sent in parts: the row is
     inserted with the first part (unless it exists, for an insert that skips existing rows),
-    then ``CONCAT`` appends the others (in this transaction).
+    then `CONCAT` appends the others (in this transaction).
     """
     part = session.rules.checkpoint_value_part
     if part is None:
@@ -219,7 +220,7 @@ def _write(
 def _append_parts(
     session: Session, table: Table, row: dict[str, Any], big: dict[str, bytes], part: int
 ) -> None:
-    """Append the parts after the first of ``big`` values to the row ``row`` names."""
+    """Append the parts after the first of `big` values to the row `row` names."""
     pk = [col == row[col.name] for col in table.primary_key.columns]
     for c, v in big.items():
         for i in range(part, len(v), part):
@@ -228,7 +229,7 @@ def _append_parts(
 
 
 def _insert_blob(session: Session, t: Tables, row: CheckpointRow, b: BlobRow) -> bool:
-    """Insert one blob row whole unless it exists; ``True`` if this call stored it."""
+    """Insert one blob row whole unless it exists; `True` if this call stored it."""
     table = t.checkpoint_blobs
     params = b.as_params(row.thread_id, row.ns_hash)
     part = session.rules.checkpoint_value_part
@@ -315,7 +316,7 @@ def _put_at_once(
     blobs: Sequence[BlobRow],
     thread_metadata: dict[str, Any] | None,
 ) -> dict[str, BlobRow]:
-    """The put's statements as one (see :func:`_one_statement`)."""
+    """The put's statements as one (see `_one_statement`)."""
     plain = [b for b in blobs if b.root_version is None]
     lists = [b for b in blobs if b.root_version is not None]
     params = {f"c_{k}": v for k, v in row.params().items()}

@@ -1,9 +1,10 @@
-"""The SQL of reads: a checkpoint with its writes and values, pages of ``list()``, and the
-walk up a delta channel's ancestors (``get_delta_channel_history``, ``prune``).
+"""The SQL of reads: a checkpoint with its writes and values, pages of `list()`, and the
+walk up a delta channel's ancestors (`get_delta_channel_history`, `prune`).
 
-``get_tuple`` is two statements (the checkpoint joined with its writes, then its values with
+`get_tuple` is two statements (the checkpoint joined with its writes, then its values with
 the rows their deltas are built on, in one recursive query); the statements of reads are built
-once per set of tables (:meth:`Session.statement`), with bound parameters only.
+once per set of tables ([`Session.statement`][langmem_sqlite.engine.Session.statement]), with bound
+parameters only.
 """
 
 from __future__ import annotations
@@ -48,19 +49,19 @@ WALK_PAGE = 900
 
 
 def _width(n: int) -> int:
-    """How many parameters an ``IN`` list of ``n`` values gets: the next power of two, so that
+    """How many parameters an `IN` list of `n` values gets: the next power of two, so that
     a few statement shapes serve every count (an expanding parameter instead costs rewriting
     the SQL text at each call: a tenth of a small checkpoint read on SQLite)."""
     return 1 << max(0, n - 1).bit_length()
 
 
 def _in(col: Any, name: str, n: int) -> Any:
-    """``col IN (:name0, ..., :name<n-1>)``."""
+    """`col IN (:name0, ..., :name<n-1>)`."""
     return col.in_([bindparam(f"{name}{i}", type_=col.type) for i in range(n)])
 
 
 def _fill(params: dict[str, Any], name: str, values: Sequence[Any], n: int) -> None:
-    """Bind ``values`` to the parameters :func:`_in` made, repeating the last one to fill."""
+    """Bind `values` to the parameters `_in` made, repeating the last one to fill."""
     padded = [*values, *[values[-1]] * (n - len(values))]
     params.update((f"{name}{i}", v) for i, v in enumerate(padded))
 
@@ -78,7 +79,7 @@ def _writes_stmt(t: Tables, n: int) -> Any:
 def _writes_for(
     session: Session, t: Tables, keys: Iterable[tuple[str, str, str]]
 ) -> dict[tuple[str, str, str], list[PendingWrite]]:
-    """Pending writes of the given ``(thread_id, ns_hash, checkpoint_id)``, unsorted."""
+    """Pending writes of the given `(thread_id, ns_hash, checkpoint_id)`, unsorted."""
     out: dict[tuple[str, str, str], list[PendingWrite]] = {}
     for (tid, nsh), group in scope_groups(keys).items():
         for part in chunks(group):
@@ -107,8 +108,8 @@ default; chains are at most ~14 rows long but for rows of earlier versions)."""
 
 
 def _chain_stmt(t: Tables, n_ch: int, n_v: int) -> Any:
-    """The blob rows of some ``(channel, version)`` keys and the rows their deltas are built on,
-    in one recursive query (channels and versions are matched as two ``IN`` lists, which may
+    """The blob rows of some `(channel, version)` keys and the rows their deltas are built on,
+    in one recursive query (channels and versions are matched as two `IN` lists, which may
     add a few rows). The rows' values ride along the recursion (joining its keys back to the
     table afterwards made SQLite take 3 times as long); a row two chains share comes once per
     chain."""
@@ -143,9 +144,9 @@ def _fetch_blobs(
     into: dict[BlobKey, Any],
     kinds_only: bool = False,
 ) -> None:
-    """Add to ``into`` the blob rows whose keys are in ``keys`` and, unless ``kinds_only``
+    """Add to `into` the blob rows whose keys are in `keys` and, unless `kinds_only`
     (which reads the kinds, not the values), the rows their deltas are built on (see
-    :func:`_chain_stmt`)."""
+    `_chain_stmt`)."""
     build = _kinds_stmt if kinds_only else _chain_stmt
     for (tid, nsh), group in scope_groups(keys).items():
         for part in chunks(group):
@@ -165,8 +166,8 @@ def _fetch_blobs(
 def blobs_for(session: Session, t: Tables, keys: Iterable[BlobKey]) -> dict[BlobKey, Any]:
     """Blob rows by key, plus every row the deltas among them are built on.
 
-    One query follows each chain (:func:`_chain_stmt`); a chain longer than
-    :data:`CHAIN_PAGE` rows is followed from where it stopped. A base that no longer exists is
+    One query follows each chain (`_chain_stmt`); a chain longer than
+    `CHAIN_PAGE` rows is followed from where it stopped. A base that no longer exists is
     left out (the resolver then raises).
     """
     wanted = list(dict.fromkeys(keys))
@@ -203,8 +204,8 @@ def _ckpt_latest(t: Tables) -> Any:
 
 
 def _with_writes(build: Callable[[Tables], Any]) -> Callable[[Tables], Any]:
-    """The checkpoint row selected by ``build``, once per pending write (its columns
-    prefixed ``w_``), or once with NULLs: a checkpoint and its writes in one round trip."""
+    """The checkpoint row selected by `build`, once per pending write (its columns
+    prefixed `w_`), or once with NULLs: a checkpoint and its writes in one round trip."""
 
     def joined(t: Tables) -> Any:
         c = build(t).subquery()
@@ -230,7 +231,7 @@ def read_checkpoint(
     ns_hash: str,
     checkpoint_id: str | None,
 ) -> tuple[Any, list[PendingWrite], dict[BlobKey, Any]] | None:
-    """A checkpoint row (the latest when ``checkpoint_id`` is None), its writes, and its blobs.
+    """A checkpoint row (the latest when `checkpoint_id` is None), its writes, and its blobs.
 
     Two statements: the checkpoint joined with its writes, then the blobs (with the rows
     their deltas are built on).
@@ -270,7 +271,7 @@ def list_page(
     cursor: tuple[str, str, str] | None,
     limit: int,
 ) -> tuple[list[Any], dict[tuple[str, str, str], list[PendingWrite]], dict[BlobKey, Any]]:
-    """Up to ``limit`` checkpoint rows after ``cursor`` (newest first), with writes and blobs."""
+    """Up to `limit` checkpoint rows after `cursor` (newest first), with writes and blobs."""
     c = t.checkpoints.c
     stmt = select(*checkpoint_columns(t))
     if q.thread_id is not None:
@@ -298,21 +299,21 @@ def list_page(
 
 @dataclass
 class WalkResult:
-    """What :func:`delta_walk` found above a checkpoint."""
+    """What `delta_walk` found above a checkpoint."""
 
     path: list[str]
     """Ancestor checkpoint ids, parent first, up to the farthest seed needed."""
     seeds: dict[str, tuple[int, BlobKey | None]]
-    """channel -> (index in ``path``, blob key) of its nearest stored value; the key is None
+    """channel -> (index in `path`, blob key) of its nearest stored value; the key is None
     for a value kept in that checkpoint's record."""
     writes: dict[tuple[str, str, str], list[Any]] = field(default_factory=dict)
     blobs: dict[BlobKey, Any] = field(default_factory=dict)
     records: dict[str, tuple[str, Any]] = field(default_factory=dict)
-    """checkpoint id -> ``(type, record)`` of the checkpoints holding a seed in their record."""
+    """checkpoint id -> `(type, record)` of the checkpoints holding a seed in their record."""
 
 
 def _ancestors(session: Session, t: Tables, thread_id: str, ns_hash: str, start: str) -> list[Any]:
-    """``start`` and up to :data:`WALK_PAGE` - 1 of its ancestors, nearest first: one
+    """`start` and up to `WALK_PAGE` - 1 of its ancestors, nearest first: one
     recursive query."""
     c = t.checkpoints.c
     p = t.checkpoints.alias("p")
@@ -342,7 +343,7 @@ def walk(
     start: str | None,
     channels: Sequence[str],
 ) -> WalkResult:
-    """Walk up from ``start`` until each channel meets a stored value (or the root)."""
+    """Walk up from `start` until each channel meets a stored value (or the root)."""
     path: list[str] = []
     seeds: dict[str, tuple[int, BlobKey | None]] = {}
     remaining = list(dict.fromkeys(channels))
@@ -389,7 +390,7 @@ def find_checkpoint(
     session: Session, t: Tables, thread_id: str, ns_hash: str, checkpoint_id: str | None
 ) -> Any:
     """The row (id, parent, versions, metadata) of a checkpoint, or of the latest of
-    ``(thread, namespace)`` when ``checkpoint_id`` is None; None if there is none."""
+    `(thread, namespace)` when `checkpoint_id` is None; None if there is none."""
     c = t.checkpoints.c
     q = select(c.checkpoint_id, c.parent_checkpoint_id, c.versions, c.metadata_type, c.metadata)
     q = q.where(c.thread_id == thread_id, c.ns_hash == ns_hash)
@@ -406,8 +407,8 @@ def delta_walk(
     checkpoint_id: str | None,
     channels: Sequence[str],
 ) -> WalkResult | None:
-    """Everything ``get_delta_channel_history`` needs, in one transaction: the parent chain
-    (recursive queries of up to :data:`WALK_PAGE` ancestors), the writes of the requested
+    """Everything `get_delta_channel_history` needs, in one transaction: the parent chain
+    (recursive queries of up to `WALK_PAGE` ancestors), the writes of the requested
     channels on it, and the seed values. None if the checkpoint does not exist."""
     target = find_checkpoint(session, t, thread_id, ns_hash, checkpoint_id)
     if target is None:

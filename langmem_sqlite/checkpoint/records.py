@@ -1,7 +1,7 @@
 """What a put stores where, and the checks on what callers pass: pure functions of the saver.
 
-A checkpoint's small values and its input are kept in its record (:func:`record_values`), the
-versions split between the column the SQL reads and the record (:func:`split_versions`);
+A checkpoint's small values and its input are kept in its record (`record_values`), the
+versions split between the column the SQL reads and the record (`split_versions`);
 configs, versions and writes are checked before anything is written.
 """
 
@@ -39,15 +39,19 @@ __all__ = [
 
 DAY_MS = 86_400_000
 MAX_IDLE_DAYS = 100_000_000_000
-"""The largest ``days`` of :meth:`SQLSaver.delete_idle_threads`: its cut-off time, in ms since
-the epoch, then still fits the 64-bit integer column every database stores it in."""
+"""The largest `days` of
+[`SQLSaver.delete_idle_threads`][langmem_sqlite.checkpoint.saver.SQLSaver.delete_idle_threads]: its
+cut-off time, in ms since the epoch, then still fits the 64-bit integer column every database stores
+it in."""
 DELETE_BATCH = 200
 """Idle threads deleted per transaction."""
 
 
 @dataclass(frozen=True)
 class ThreadInfo:
-    """A thread as listed by :meth:`SQLSaver.list_threads` (times in ms since the epoch)."""
+    """A thread as listed by
+    [`SQLSaver.list_threads`][langmem_sqlite.checkpoint.saver.SQLSaver.list_threads] (times in ms
+    since the epoch)."""
 
     thread_id: str
     created_at: int
@@ -55,7 +59,7 @@ class ThreadInfo:
     checkpoint_count: int
     """Checkpoints of the thread, all namespaces included."""
     metadata: dict[str, Any] | None
-    """Scalar metadata of the thread's latest root checkpoint (``user_id``, ``source``...)."""
+    """Scalar metadata of the thread's latest root checkpoint (`user_id`, `source`...)."""
 
 
 def now_ms() -> int:
@@ -80,7 +84,7 @@ def version_text(version: Any, channel: str) -> str:
 
 
 def check_writes(writes: Any) -> list[tuple[str, Any]]:
-    """``writes`` as a list of ``(channel, value)`` pairs; a ``str`` (or a mapping) is refused
+    """`writes` as a list of `(channel, value)` pairs; a `str` (or a mapping) is refused
     rather than taken apart into characters (or keys)."""
     items = check_list(writes, "writes")
     for i, item in enumerate(items):
@@ -125,16 +129,16 @@ def record_values(
 ) -> dict[str, Any]:
     """The channel values kept in the checkpoint's record instead of a blob row each.
 
-    - Small scalars (:func:`_small`): None (``branch:to:<node>`` triggers, at every step of
+    - Small scalars (`_small`): None (`branch:to:<node>` triggers, at every step of
       every graph), counters, flags, routing names. A row and its index entries take about 250
-      bytes and a third of a small ``put``'s time; in the record such a value takes a few.
-    - The graph's input (``__start__``), read by the next step only.
+      bytes and a third of a small `put`'s time; in the record such a value takes a few.
+    - The graph's input (`__start__`), read by the next step only.
 
     Each record whose checkpoint holds such a value has it again, so every record is whole on
     its own: which values are kept there depends on the value alone, the same for every
     checkpoint that holds its version. (A scalar that never changes is thus copied into each
     record, a few bytes each.) Delta channels keep their rows: their history is read from the
-    rows (``delta``: their names, see :func:`delta_names`)."""
+    rows (`delta`: their names, see `delta_names`)."""
     return {
         ch: v
         for ch, v in values.items()
@@ -151,11 +155,11 @@ def delta_names(metadata: Mapping[str, Any]) -> Any:
 def split_versions(
     versions: Mapping[str, Any], values: Mapping[str, Any], inline: Mapping[str, Any], delta: Any
 ) -> tuple[dict[str, Any], dict[str, Any]]:
-    """``(column, record)``: the versions of channels with a blob row go to the ``versions``
+    """`(column, record)`: the versions of channels with a blob row go to the `versions`
     column, which the SQL reads (blob keys, ancestor walks, clean-up); the versions of the
     others (values kept in the record, channels without a value) go to the compressed record.
     Delta channels always stay in the column. A channel whose value is in the record is named
-    in the column too, with ``None``: an ancestor walk must see that this checkpoint holds a
+    in the column too, with `None`: an ancestor walk must see that this checkpoint holds a
     value for it (a delta channel's seed may be such a value)."""
     column: dict[str, Any] = {}
     record: dict[str, Any] = {}
@@ -180,7 +184,7 @@ class Scope:
 
 
 def scope(config: Any, name: str = "config") -> Scope:
-    """The :class:`Scope` of a config, checked (``name``: the argument, for messages)."""
+    """The `Scope` of a config, checked (`name`: the argument, for messages)."""
     conf = config.get("configurable") if isinstance(config, Mapping) else None
     if not isinstance(conf, Mapping):
         raise ValueError(f"{name}: expected a RunnableConfig with a 'configurable' mapping")

@@ -1,9 +1,9 @@
 """What the checkpointer's SQL modules share: the rows they write and read, and the key lists.
 
-:mod:`.puts` writes checkpoints and pending writes, :mod:`.reads` reads them back (and walks a
-delta channel's ancestors), :mod:`.threads` lists, copies, prunes and deletes threads. Each of
-their functions takes a :class:`~langmem_sqlite.engine.session.Session` and the
-:class:`~langmem_sqlite.engine.schema.Tables`, runs inside the one unit of work the saver's
+`puts` writes checkpoints and pending writes, `reads` reads them back (and walks a
+delta channel's ancestors), `threads` lists, copies, prunes and deletes threads. Each of
+their functions takes a [`Session`][langmem_sqlite.engine.Session] and the
+[`Tables`][langmem_sqlite.store.rows.Tables], runs inside the one unit of work the saver's
 plan asked for, and (de)serializes nothing: the saver does that outside the transaction.
 """
 
@@ -37,10 +37,10 @@ __all__ = [
 ]
 
 CHUNK = 200
-"""Keys per ``IN (...)`` list (SQLite allows 32766 bound variables)."""
+"""Keys per `IN (...)` list (SQLite allows 32766 bound variables)."""
 
 BlobKey = tuple[str, str, str, str]
-"""``(thread_id, ns_hash, channel_hash, version)``."""
+"""`(thread_id, ns_hash, channel_hash, version)`."""
 
 BLOB_COLS = (
     "thread_id",
@@ -55,12 +55,12 @@ BLOB_COLS = (
     "root_version",
     "depth",
 )
-"""The columns of a ``checkpoint_blobs`` row, in the order the statements name them."""
+"""The columns of a `checkpoint_blobs` row, in the order the statements name them."""
 
 
 @dataclass
 class CheckpointRow:
-    """A ``checkpoints`` row to upsert."""
+    """A `checkpoints` row to upsert."""
 
     thread_id: str
     ns_hash: str
@@ -83,7 +83,7 @@ class CheckpointRow:
 
 @dataclass
 class ListQuery:
-    """What :func:`list_page` selects (``None`` = no condition)."""
+    """What `list_page` selects (`None` = no condition)."""
 
     thread_id: str | None = None
     ns_hash: str | None = None
@@ -94,7 +94,7 @@ class ListQuery:
 
 @dataclass
 class ThreadRow:
-    """A thread as listed by :func:`list_threads`."""
+    """A thread as listed by `list_threads`."""
 
     thread_id: str
     created_at: int
@@ -104,15 +104,15 @@ class ThreadRow:
 
 
 def chunks(items: Sequence[Any], n: int = CHUNK) -> Iterator[Sequence[Any]]:
-    """``items`` in slices of at most ``n``."""
+    """`items` in slices of at most `n`."""
     for i in range(0, len(items), n):
         yield items[i : i + n]
 
 
 def exact_in(cols: Sequence[Any], keys: Sequence[tuple[Any, ...]]) -> ColumnElement[bool]:
-    """``(cols) IN keys`` as an OR of ``c1 = ? AND ... AND cN IN (...)`` per key prefix.
+    """`(cols) IN keys` as an OR of `c1 = ? AND ... AND cN IN (...)` per key prefix.
 
-    Row-value ``IN`` lists make SQLite scan the table; this form uses the index on every
+    Row-value `IN` lists make SQLite scan the table; this form uses the index on every
     dialect.
     """
     groups: dict[tuple[Any, ...], list[Any]] = {}
@@ -128,7 +128,7 @@ def exact_in(cols: Sequence[Any], keys: Sequence[tuple[Any, ...]]) -> ColumnElem
 def scope_groups(
     keys: Iterable[tuple[Any, ...]],
 ) -> dict[tuple[str, str], list[tuple[Any, ...]]]:
-    """Distinct keys grouped by their ``(thread_id, ns_hash)``."""
+    """Distinct keys grouped by their `(thread_id, ns_hash)`."""
     groups: dict[tuple[str, str], list[tuple[Any, ...]]] = {}
     for k in dict.fromkeys(keys):
         groups.setdefault((k[0], k[1]), []).append(k)
@@ -136,7 +136,7 @@ def scope_groups(
 
 
 def checkpoint_columns(t: Tables) -> list[Any]:
-    """The ``checkpoints`` columns a read returns."""
+    """The `checkpoints` columns a read returns."""
     c = t.checkpoints.c
     return [
         c.thread_id,
@@ -153,11 +153,11 @@ def checkpoint_columns(t: Tables) -> list[Any]:
 
 
 CARRIED_NULL = "(carried null)"
-"""The ``type`` of a write of None carried by its call's first row (no value of its own)."""
+"""The `type` of a write of None carried by its call's first row (no value of its own)."""
 
 
 class PendingWrite(NamedTuple):
-    """A row of pending writes, as :func:`read_checkpoint` returns it."""
+    """A row of pending writes, as `read_checkpoint` returns it."""
 
     checkpoint_id: str
     task_id: str
@@ -169,8 +169,8 @@ class PendingWrite(NamedTuple):
 
 
 def pending_writes(rows: Iterable[Sequence[Any]]) -> list[PendingWrite]:
-    """Write rows ``(checkpoint_id, task_id, task_path, idx, channel, type, value, nulls)`` as
-    pending writes, with the writes of None each row carries (``nulls``).
+    """Write rows `(checkpoint_id, task_id, task_path, idx, channel, type, value, nulls)` as
+    pending writes, with the writes of None each row carries (`nulls`).
 
     A carried write is its call's: if a row of the same task and index exists too, it came from
     a later call (a call's first row carries, and a later call's first row would have met it),
@@ -195,10 +195,10 @@ def pending_writes(rows: Iterable[Sequence[Any]]) -> list[PendingWrite]:
 def blob_keys(row: Any) -> list[BlobKey]:
     """The blob keys a checkpoint row references.
 
-    The ``versions`` column maps each channel the SQL must know of to its version: channels
+    The `versions` column maps each channel the SQL must know of to its version: channels
     with a blob row, and delta channels (a version without a row is a channel without a
-    value). A channel whose value is kept in the checkpoint's record maps to ``null`` there
-    (its version is in the record too), so that the walks of :func:`delta_walk` find it.
+    value). A channel whose value is kept in the checkpoint's record maps to `null` there
+    (its version is in the record too), so that the walks of `delta_walk` find it.
     """
     return [
         (row.thread_id, row.ns_hash, key_hash(ch), str(v))

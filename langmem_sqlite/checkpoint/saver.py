@@ -1,15 +1,16 @@
 """`SQLSaver`: a LangGraph checkpointer on SQLite, PostgreSQL or MariaDB/MySQL, sync and async.
 
-One object serves ``graph.invoke``/``stream`` and ``ainvoke``/``astream``: every operation is
-written once as a :data:`~langmem_sqlite.engine.Plan` (:mod:`.plans`); the sync method (here)
-runs it with :meth:`Database.drive`, the async one (:mod:`.aio`) with :meth:`Database.adrive`. There is no instance lock:
-each transaction checks a connection out of the pool, so threads and tasks run in parallel,
-and ``list()`` holds nothing while it yields (it reads page by page).
+One object serves `graph.invoke`/`stream` and `ainvoke`/`astream`: every operation is
+written once as a [`Plan`][langmem_sqlite.engine.Plan] (`plans`); the sync method (here)
+runs it with [`Database.drive`][langmem_sqlite.engine.Database.drive], the async one (`aio`) with
+[`Database.adrive`][langmem_sqlite.engine.Database.adrive]. There is no instance lock: each
+transaction checks a connection out of the pool, so threads and tasks run in parallel, and `list()`
+holds nothing while it yields (it reads page by page).
 
-Storage grows linearly with a conversation (see :mod:`langmem_sqlite.checkpoint.storage`),
-every stored value goes through ``self.serde``, and the whole ``BaseCheckpointSaver`` contract
-of langgraph-checkpoint 4 is implemented, including ``delete_for_runs``, ``copy_thread``,
-DeltaChannel-aware ``prune`` and a one-walk ``get_delta_channel_history``.
+Storage grows linearly with a conversation (see `langmem_sqlite.checkpoint.storage`),
+every stored value goes through `self.serde`, and the whole `BaseCheckpointSaver` contract
+of langgraph-checkpoint 4 is implemented, including `delete_for_runs`, `copy_thread`,
+DeltaChannel-aware `prune` and a one-walk `get_delta_channel_history`.
 """
 
 from __future__ import annotations
@@ -43,9 +44,10 @@ __all__ = ["MAX_IDLE_DAYS", "SQLSaver", "ThreadInfo"]
 
 
 class _SaverContext:
-    """What :meth:`SQLSaver.from_conn_string` returns: usable with ``with`` and ``async with``.
+    """What [`SQLSaver.from_conn_string`][langmem_sqlite.checkpoint.saver.SQLSaver.from_conn_string]
+    returns: usable with `with` and `async with`.
 
-    ``owned``: the saver's connections were opened for this block (it was given a URL or a
+    `owned`: the saver's connections were opened for this block (it was given a URL or a
     path), so leaving the block closes them."""
 
     def __init__(self, saver: SQLSaver, owned: bool) -> None:
@@ -79,41 +81,45 @@ class SQLSaver(AsyncSaverAPI):
     """A LangGraph checkpointer storing threads in SQL, for sync and async graphs alike.
 
     Args:
-        conn: a URL (``"sqlite:///chat.db"``, ``"postgresql://..."``, ``"mariadb://..."``), a
-            path (a SQLite file), a SQLAlchemy ``Engine`` or ``AsyncEngine``, or a
-            :class:`~langmem_sqlite.Database`. Pools are shared per URL.
+        conn: a URL (`"sqlite:///chat.db"`, `"postgresql://..."`, `"mariadb://..."`), a
+            path (a SQLite file), a SQLAlchemy `Engine` or `AsyncEngine`, or a
+            [`Database`][langmem_sqlite.Database]. Pools are shared per URL.
         serde: the serializer for everything stored (default: LangGraph's
-            ``JsonPlusSerializer``, no pickle fallback; wrap it in ``EncryptedSerializer`` to
+            `JsonPlusSerializer`, no pickle fallback; wrap it in `EncryptedSerializer` to
             encrypt values, deltas, checkpoints, metadata and writes at rest).
-        encrypted_only: refuse stored values that ``serde`` (an ``EncryptedSerializer``) did
-            not write: a read that meets one raises :class:`CheckpointEncryptionError`. A
-            value stored unencrypted (by a saver without the key, or before encryption was
-            turned on) and one that the key cannot decrypt (another key, or altered bytes)
-            are refused alike. On by default with an ``EncryptedSerializer``; pass ``False``
-            to read a database that holds rows written before encryption was turned on
-            (``EncryptedSerializer`` then reads unencrypted values as they are).
+        encrypted_only: refuse stored values that `serde` (an `EncryptedSerializer`) did
+            not write: a read that meets one raises
+            [`CheckpointEncryptionError`][langmem_sqlite.CheckpointEncryptionError]. A value stored
+            unencrypted (by a saver without the key, or before encryption was turned on) and one
+            that the key cannot decrypt (another key, or altered bytes) are refused alike. On by
+            default with an `EncryptedSerializer`; pass `False` to read a database that holds rows
+            written before encryption was turned on (`EncryptedSerializer` then reads unencrypted
+            values as they are).
         table_prefix: prefix of the table names.
         schema: PostgreSQL schema for the tables.
-        engine_args: extra ``create_engine`` arguments when ``conn`` is a URL.
-        list_cache_size: how many ``(thread, namespace, channel)`` lists to remember for
+        engine_args: extra `create_engine` arguments when `conn` is a URL.
+        list_cache_size: how many `(thread, namespace, channel)` lists to remember for
             storing the next version as a delta (their versions and item digests, never the
             items; 0 disables deltas: every list is stored whole).
-        page_size: checkpoints read per query by :meth:`list`.
+        page_size: checkpoints read per query by
+            [`list`][langmem_sqlite.checkpoint.saver.SQLSaver.list].
         searchable_metadata: keep a plain JSON copy of the metadata's scalar keys, so that SQL
-            narrows ``list(filter=...)`` and :meth:`list_threads` can filter by metadata. Off by
-            default when ``serde`` is an ``EncryptedSerializer`` (nothing stays in plaintext;
-            ``list(filter=...)`` then filters the decrypted metadata in Python).
+            narrows `list(filter=...)` and
+            [`list_threads`][langmem_sqlite.checkpoint.saver.SQLSaver.list_threads] can filter by
+            metadata. Off by default when `serde` is an `EncryptedSerializer` (nothing stays in
+            plaintext; `list(filter=...)` then filters the decrypted metadata in Python).
 
-    The tables are created on first use (:meth:`setup` does it explicitly). The metadata's
-    scalar keys are also kept as plain JSON for filtering; the serialized metadata is the
-    source of truth.
+    The tables are created on first use ([`setup`][langmem_sqlite.checkpoint.saver.SQLSaver.setup]
+    does it explicitly). The metadata's scalar keys are also kept as plain JSON for filtering; the
+    serialized metadata is the source of truth.
 
     What a read returns is the caller's own, as with LangGraph's serializing savers: every
     value is decoded afresh for each call, so changing a returned message, dict or list (or the
-    objects given to :meth:`put`) changes nothing stored and nothing another call returned.
+    objects given to [`put`][langmem_sqlite.checkpoint.saver.SQLSaver.put]) changes nothing stored
+    and nothing another call returned.
 
     Raises:
-        ValueError: ``encrypted_only=True`` without an ``EncryptedSerializer``.
+        ValueError: `encrypted_only=True` without an `EncryptedSerializer`.
     """
 
     def __init__(
@@ -148,13 +154,13 @@ class SQLSaver(AsyncSaverAPI):
 
     @classmethod
     def from_conn_string(cls, conn_string: str, **kwargs: Any) -> _SaverContext:
-        """A context manager (``with`` or ``async with``) yielding a set-up saver.
+        """A context manager (`with` or `async with`) yielding a set-up saver.
 
         Given a URL or a path, leaving the block closes the connections the saver's engines
-        hold (sync and, after ``async with``, the event loop's async pool), so that the
+        hold (sync and, after `async with`, the event loop's async pool), so that the
         database can be dropped or the file removed right after. The pool is shared per URL:
         another saver of the same URL opens new connections at its next use. Given an
-        ``Engine``, an ``AsyncEngine`` or a :class:`~langmem_sqlite.Database`, the block
+        `Engine`, an `AsyncEngine` or a [`Database`][langmem_sqlite.Database], the block
         leaves it as it found it: the caller owns it.
         """
         owned = isinstance(conn_string, str | os.PathLike | URL)
@@ -167,8 +173,8 @@ class SQLSaver(AsyncSaverAPI):
         self.db.drive(self._setup_plan())
 
     def get_tuple(self, config: RunnableConfig) -> CheckpointTuple | None:
-        """The checkpoint ``config`` names (the thread's latest without a ``checkpoint_id``),
-        with its parent config and its pending writes in ``writes_sort_key`` order."""
+        """The checkpoint `config` names (the thread's latest without a `checkpoint_id`),
+        with its parent config and its pending writes in `writes_sort_key` order."""
         return self.db.drive(self._get_plan(config))
 
     def list(
@@ -180,7 +186,7 @@ class SQLSaver(AsyncSaverAPI):
         limit: int | None = None,
     ) -> Iterator[CheckpointTuple]:
         """Checkpoints newest first: of one thread (and namespace, if given) or, with
-        ``config=None``, of all threads; ``filter`` matches metadata keys by equality."""
+        `config=None`, of all threads; `filter` matches metadata keys by equality."""
         pager = self._pager(config, filter, before, limit)
         while not pager.done:
             yield from pager.take(self.db.drive(pager.plan()))
@@ -192,7 +198,7 @@ class SQLSaver(AsyncSaverAPI):
         metadata: CheckpointMetadata,
         new_versions: ChannelVersions,
     ) -> RunnableConfig:
-        """Store a checkpoint and the values of its channels listed in ``new_versions``."""
+        """Store a checkpoint and the values of its channels listed in `new_versions`."""
         return self.db.drive(self._put_plan(config, checkpoint, metadata, new_versions))
 
     def put_writes(
@@ -210,10 +216,10 @@ class SQLSaver(AsyncSaverAPI):
         self.db.drive(self._delete_plan(thread_id))
 
     def delete_for_runs(self, run_ids: Sequence[str]) -> None:
-        """Delete the checkpoints (and their writes) whose ``metadata['run_id']`` is listed.
+        """Delete the checkpoints (and their writes) whose `metadata['run_id']` is listed.
 
         Values still referenced by remaining checkpoints are kept. Deleting a run whose
-        checkpoints a live ``DeltaChannel`` still needs breaks that channel (see ``prune``).
+        checkpoints a live `DeltaChannel` still needs breaks that channel (see `prune`).
         """
         self.db.drive(self._delete_runs_plan(run_ids))
 
@@ -226,25 +232,26 @@ class SQLSaver(AsyncSaverAPI):
         self.db.drive(self._copy_plan(source_thread_id, target_thread_id))
 
     def prune(self, thread_ids: Sequence[str], *, strategy: str = "keep_latest") -> None:
-        """``keep_latest``: keep each namespace's latest checkpoint, plus the ancestors its
-        ``DeltaChannel`` values are rebuilt from (back to their nearest snapshot);
-        ``delete``: delete the threads.
+        """`keep_latest`: keep each namespace's latest checkpoint, plus the ancestors its
+        `DeltaChannel` values are rebuilt from (back to their nearest snapshot);
+        `delete`: delete the threads.
 
-        Run it (and :meth:`delete_for_runs`) on threads that are not being written at the
-        same moment: on PostgreSQL and MySQL a concurrent ``put`` could build a delta on a
-        value this call is deleting (SQLite serializes writers, so it is safe there).
+        Run it (and [`delete_for_runs`][langmem_sqlite.checkpoint.saver.SQLSaver.delete_for_runs])
+        on threads that are not being written at the same moment: on PostgreSQL and MySQL a
+        concurrent `put` could build a delta on a value this call is deleting (SQLite serializes
+        writers, so it is safe there).
         """
         self.db.drive(self._prune_plan(thread_ids, strategy))
 
     def get_delta_channel_history(
         self, *, config: RunnableConfig, channels: Sequence[str]
     ) -> Mapping[str, DeltaChannelHistory]:
-        """Writes of ``channels`` along the parent chain back to each one's nearest stored
-        value (the ``seed``), in one transaction with one recursive query per 900 ancestors."""
+        """Writes of `channels` along the parent chain back to each one's nearest stored
+        value (the `seed`), in one transaction with one recursive query per 900 ancestors."""
         return self.db.drive(self._history_plan(config, channels))
 
     def get_next_version(self, current: str | None, channel: None = None) -> str:
-        """A version greater than ``current`` and unique across forks."""
+        """A version greater than `current` and unique across forks."""
         return next_version(current)
 
     def list_threads(
@@ -256,21 +263,21 @@ class SQLSaver(AsyncSaverAPI):
     ) -> builtins.list[ThreadInfo]:
         """Threads, most recently updated first, with checkpoint counts (no value is read).
 
-        ``metadata`` filters on the scalar metadata of each thread's latest checkpoint, e.g.
-        ``{"user_id": "u1"}`` (keys of ``configurable`` are copied into metadata).
+        `metadata` filters on the scalar metadata of each thread's latest checkpoint, e.g.
+        `{"user_id": "u1"}` (keys of `configurable` are copied into metadata).
         """
         return self.db.drive(self._threads_plan(metadata, limit, offset))
 
     def delete_idle_threads(self, days: float) -> int:
-        """Delete the threads not updated for ``days`` days; return how many."""
+        """Delete the threads not updated for `days` days; return how many."""
         return self.db.drive(self._idle_plan(days))
 
     def vacuum(self, *, full: bool = False) -> None:
         """Give freed space back to the OS (SQLite only; a no-op elsewhere).
 
-        ``full=False`` runs ``PRAGMA incremental_vacuum`` (effective on files created by this
-        saver, which turns on incremental auto-vacuum); ``full=True`` runs ``VACUUM``, which
-        also switches an older file to incremental auto-vacuum. ``VACUUM`` rewrites the file
+        `full=False` runs `PRAGMA incremental_vacuum` (effective on files created by this
+        saver, which turns on incremental auto-vacuum); `full=True` runs `VACUUM`, which
+        also switches an older file to incremental auto-vacuum. `VACUUM` rewrites the file
         and needs as much free disk space.
         """
         self.db.rules.give_back_space(self.db.sync_engine, full)

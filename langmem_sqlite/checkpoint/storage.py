@@ -1,34 +1,34 @@
 """Linear storage of channel values: each value once, lists as deltas from an earlier version.
 
 A checkpoint references one stored value per channel *version* (versions are unique across
-forks, see :func:`next_version`), so a channel that did not change is never written again.
+forks, see `next_version`), so a channel that did not change is never written again.
 (Small scalars, None and the graph's input are kept in the checkpoint's own record instead,
-which costs less than a row: see ``records.record_values``.) A ``list`` value (``messages``
-under ``add_messages``, any append-only list) is stored as a *delta*: "the first ``base_len``
-items of version ``base_version`` of this channel, then these items". A 200-turn chat therefore
+which costs less than a row: see `records.record_values`.) A `list` value (`messages`
+under `add_messages`, any append-only list) is stored as a *delta*: "the first `base_len`
+items of version `base_version` of this channel, then these items". A 200-turn chat therefore
 stores each message a few times instead of once per checkpoint.
 
 **Which version a delta is built on** (skip deltas, as in Subversion's FSFS): the versions of a
-list since its last full copy are numbered 1, 2, 3...; version ``d`` is a delta from version
-``d & (d - 1)`` (``d`` with its lowest set bit cleared, 0 being the full copy). Reading version
-``d`` decodes the full copy and ``popcount(d)`` deltas (3 rows for a chat's 400 messages, at
-most 9 while ``d < 256``), and a delta holds the items added since its base (on average
-``log2(d) / 2`` times the items of one version). Once a list has doubled since its last full copy it is stored whole
-again, which bounds the full copies to about twice the items (a geometric series).
+list since its last full copy are numbered 1, 2, 3...; version `d` is a delta from version
+`d & (d - 1)` (`d` with its lowest set bit cleared, 0 being the full copy). Reading version
+`d` decodes the full copy and `popcount(d)` deltas (3 rows for a chat's 400 messages, at
+most 9 while `d < 256`), and a delta holds the items added since its base (on average
+`log2(d) / 2` times the items of one version). Once a list has doubled since its last full copy it
+is stored whole again, which bounds the full copies to about twice the items (a geometric series).
 
 **How the shared prefix is found**: from the items' serialized bytes, never from the objects.
-Every ``put`` of a list serializes each item (with the serializer inside an
-``EncryptedSerializer``: encryption is not deterministic) and takes a 16-byte SHA-256 digest of
-each; :class:`ListCache` remembers, per ``(thread, namespace, channel)``, the digests of the last
+Every `put` of a list serializes each item (with the serializer inside an
+`EncryptedSerializer`: encryption is not deterministic) and takes a 16-byte SHA-256 digest of
+each; `ListCache` remembers, per `(thread, namespace, channel)`, the digests of the last
 version this process stored or read, with the versions its chain is built on. The new list's
 common prefix with it is where the digests first differ: exactly what a serializing saver would
 see, so a message changed in place (however deeply) is stored as changed. The cache holds
-immutable data only (``str``, ``int``, ``bytes``, tuples of them); it never holds an item. The
+immutable data only (`str`, `int`, `bytes`, tuples of them); it never holds an item. The
 digests are stored with the items in each row (inside the serialized, possibly encrypted,
 value), so a process that reads a thread can store its next version as a delta too. A miss
 costs a full copy, never a wrong value: a delta is written only if its base row still exists.
 
-Every stored byte goes through the saver's serializer (``serde.dumps_typed``), so encryption
+Every stored byte goes through the saver's serializer (`serde.dumps_typed`), so encryption
 and msgpack allowlists cover channel values, deltas, checkpoints, metadata and writes alike.
 Reads decode every value afresh: nothing returned is shared with the cache, with another
 call's result, or with another checkpoint of the same result.
@@ -75,7 +75,7 @@ without a row reads as empty)."""
 VALUE = "v"
 """Blob kind: a complete serialized value."""
 DELTA = "d"
-"""Blob kind: ``base_version[:base_len]`` plus the serialized list of appended items."""
+"""Blob kind: `base_version[:base_len]` plus the serialized list of appended items."""
 
 DEFAULT_MAX_DELTA_DEPTH = 10_000
 """Most versions of a list stored as deltas after one full copy."""
@@ -94,7 +94,7 @@ def key_hash(text: str) -> str:
 
 
 MAX_VERSION_COUNTER = 10**12 - 2
-"""The largest counter :func:`next_version` accepts: the next one still has 12 digits, so that
+"""The largest counter `next_version` accepts: the next one still has 12 digits, so that
 versions compare as text in the order of their counters (as LangGraph compares them)."""
 
 
@@ -115,15 +115,15 @@ def _counter(current: Any) -> int:
 
 
 def next_version(current: str | int | float | None) -> str:
-    """``"<counter:012>.<48 random bits>"``: increasing, and unique across forks of a thread.
+    """`"<counter:012>.<48 random bits>"`: increasing, and unique across forks of a thread.
 
-    The bits come from the ``random`` module (seeded from the OS, and reseeded in a forked
-    child): a version is not a secret, and ``secrets`` costs a system call that releases the
+    The bits come from the `random` module (seeded from the OS, and reseeded in a forked
+    child): a version is not a secret, and `secrets` costs a system call that releases the
     GIL on every call, three times per turn of a chat graph.
 
     Raises:
-        ValueError: ``current`` is a bool, NaN, an infinity, negative, above
-            :data:`MAX_VERSION_COUNTER`, or a string without a counter.
+        ValueError: `current` is a bool, NaN, an infinity, negative, above
+            `MAX_VERSION_COUNTER`, or a string without a counter.
     """
     n = 0 if current is None else _counter(current)
     return f"{n + 1:012d}.{random.getrandbits(48):012x}"
@@ -131,7 +131,7 @@ def next_version(current: str | int | float | None) -> str:
 
 @dataclass
 class BlobRow:
-    """One ``checkpoint_blobs`` row to insert (``channel`` is for the caller, not stored)."""
+    """One `checkpoint_blobs` row to insert (`channel` is for the caller, not stored)."""
 
     channel: str
     channel_hash: str
@@ -167,14 +167,14 @@ class BlobRow:
 
 
 def fingerprint_serde(serde: SerializerProtocol) -> SerializerProtocol:
-    """The serializer whose output identifies a list item: ``serde`` itself, or the serializer
-    inside an ``EncryptedSerializer`` (whose output differs at every call)."""
+    """The serializer whose output identifies a list item: `serde` itself, or the serializer
+    inside an `EncryptedSerializer` (whose output differs at every call)."""
     return serde.serde if isinstance(serde, EncryptedSerializer) else serde
 
 
 def item_digests(serde: SerializerProtocol, items: Iterable[Any]) -> bytes | None:
-    """:data:`DIGEST_SIZE` bytes of SHA-256 per item, of its bytes as ``serde`` serializes it
-    (and of its type, unless ``"msgpack"``: a type name joined to bytes cannot equal the
+    """`DIGEST_SIZE` bytes of SHA-256 per item, of its bytes as `serde` serializes it
+    (and of its type, unless `"msgpack"`: a type name joined to bytes cannot equal the
     encoding of one msgpack value); None if an item cannot be serialized (the value is then
     stored whole, by the path that reports the error)."""
     dumps_typed = serde.dumps_typed
@@ -192,18 +192,18 @@ def item_digests(serde: SerializerProtocol, items: Iterable[Any]) -> bytes | Non
 
 
 Body = tuple[int, bytes]
-"""``(length, SHA-256)`` of a list's items as msgpack, concatenated (a msgpack array without
+"""`(length, SHA-256)` of a list's items as msgpack, concatenated (a msgpack array without
 its header)."""
 
 
 def list_fingerprint(
     serde: SerializerProtocol, items: list[Any], known: ListState | None
 ) -> tuple[bytes, Body | None] | None:
-    """Per-item digests of ``items`` (see :func:`item_digests`), and their :data:`Body`.
+    """Per-item digests of `items` (see `item_digests`), and their `Body`.
 
-    When ``known`` (the state of an earlier version) has a body and ``items`` extend it, one
-    serialization of the whole list and one SHA-256 of its first ``known.body[0]`` bytes show
-    that the first ``len(known)`` items are unchanged (msgpack values are concatenated in an
+    When `known` (the state of an earlier version) has a body and `items` extend it, one
+    serialization of the whole list and one SHA-256 of its first `known.body[0]` bytes show
+    that the first `len(known)` items are unchanged (msgpack values are concatenated in an
     array, so equal leading bytes are equal leading items): only the added items are
     serialized alone. Otherwise (a changed item, the first put after a read) each item is
     serialized alone. None if an item cannot be serialized.
@@ -216,7 +216,7 @@ def list_fingerprint(
 
 
 def _list_body(type_: str, data: bytes, n: int) -> memoryview | None:
-    """The items of a msgpack array of ``n`` items (None if ``data`` is not one)."""
+    """The items of a msgpack array of `n` items (None if `data` is not one)."""
     if type_ != "msgpack" or not data:
         return None
     if n <= 15:
@@ -302,10 +302,10 @@ def _unpack(payload: Any) -> tuple[list[Any], bytes | None]:
 
 @dataclass(frozen=True, slots=True)
 class ListState:
-    """A list value stored as ``version``: its item digests and the versions it is built on.
+    """A list value stored as `version`: its item digests and the versions it is built on.
 
-    ``chain`` holds ``(depth, version, shared)`` of the versions a read of this one decodes
-    (its full copy first, at depth 0), ``shared`` being how many leading items that version has
+    `chain` holds `(depth, version, shared)` of the versions a read of this one decodes
+    (its full copy first, at depth 0), `shared` being how many leading items that version has
     in common with this one (at least). Immutable: no item of the list is kept."""
 
     version: str
@@ -316,7 +316,7 @@ class ListState:
     digests: bytes
     chain: tuple[tuple[int, str, int], ...] = ()
     body: Body | None = None
-    """The items' :data:`Body`, when known (a state made by a put)."""
+    """The items' `Body`, when known (a state made by a put)."""
 
     def __len__(self) -> int:
         return len(self.digests) // DIGEST_SIZE
@@ -328,7 +328,7 @@ class ListState:
     def extend(
         self, version: str, digests: bytes, max_depth: int, body: Body | None = None
     ) -> tuple[str, int, ListState] | None:
-        """``(base_version, base_len, state)`` to store the list ``digests`` as ``version``, a
+        """`(base_version, base_len, state)` to store the list `digests` as `version`, a
         delta; None when it should be stored whole (nothing shared, doubled, too deep)."""
         common = common_prefix(self.digests, digests)
         if not common or self.depth >= max_depth:
@@ -360,7 +360,7 @@ class ListState:
 
 
 class ListCache:
-    """Bounded, thread-safe map ``(thread, ns, channel) -> ListState`` (least recently used
+    """Bounded, thread-safe map `(thread, ns, channel) -> ListState` (least recently used
     entries are evicted)."""
 
     def __init__(self, size: int) -> None:
@@ -369,7 +369,7 @@ class ListCache:
         self._lock = threading.Lock()
 
     def get(self, key: tuple[str, str, str]) -> ListState | None:
-        """The state known for ``key``, if any."""
+        """The state known for `key`, if any."""
         with self._lock:
             entry = self._data.get(key)
             if entry is not None:
@@ -377,7 +377,7 @@ class ListCache:
             return entry
 
     def put(self, key: tuple[str, str, str], entry: ListState) -> None:
-        """Remember ``entry`` for ``key``."""
+        """Remember `entry` for `key`."""
         if self.size <= 0:
             return
         with self._lock:
@@ -387,7 +387,7 @@ class ListCache:
                 self._data.popitem(last=False)
 
     def forget_threads(self, thread_ids: Iterable[str] | None = None) -> None:
-        """Drop the entries of some threads (all entries when ``thread_ids`` is None)."""
+        """Drop the entries of some threads (all entries when `thread_ids` is None)."""
         with self._lock:
             if thread_ids is None:
                 self._data.clear()
@@ -405,10 +405,10 @@ def encode_channel(
     values: Mapping[str, Any],
     max_depth: int = DEFAULT_MAX_DELTA_DEPTH,
 ) -> tuple[BlobRow, ListState | None]:
-    """The row storing channel ``key[2]`` at ``version``, and the list state it would make.
+    """The row storing channel `key[2]` at `version`, and the list state it would make.
 
     Lists become a delta when they share a prefix with the list the cache knows for the same
-    channel; anything else is serialized whole. Nothing of ``values`` is kept.
+    channel; anything else is serialized whole. Nothing of `values` is kept.
     """
     channel = key[2]
     ch_hash = key_hash(channel)
@@ -457,9 +457,9 @@ def encode_channel(
 class Resolver:
     """Turns fetched blob rows back into values, decoding them afresh for each value.
 
-    ``rows`` maps ``(thread_id, ns_hash, channel_hash, version)`` to a row with ``kind``,
-    ``type``, ``value``, ``base_version``, ``base_len``, ``root_version`` and ``depth``;
-    ``loads(type, data)`` decodes a stored value. Two values built from the same rows share no
+    `rows` maps `(thread_id, ns_hash, channel_hash, version)` to a row with `kind`,
+    `type`, `value`, `base_version`, `base_len`, `root_version` and `depth`;
+    `loads(type, data)` decodes a stored value. Two values built from the same rows share no
     object: each is the caller's own.
     """
 
@@ -468,19 +468,19 @@ class Resolver:
         self.rows = rows
 
     def has_value(self, key: tuple[str, ...]) -> bool:
-        """True if ``key`` is stored with a value (not missing, not empty)."""
+        """True if `key` is stored with a value (not missing, not empty)."""
         row = self.rows.get(key)
         return row is not None and row.kind != EMPTY
 
     def value(self, key: tuple[str, ...]) -> Any:
-        """The value stored under ``key``, decoded afresh."""
+        """The value stored under `key`, decoded afresh."""
         return self.value_and_state(key, False)[0]
 
     def value_and_state(
         self, key: tuple[str, ...], state: bool = True
     ) -> tuple[Any, ListState | None]:
-        """The value stored under ``key`` and, for a list stored with digests, its
-        :class:`ListState` (when ``state``)."""
+        """The value stored under `key` and, for a list stored with digests, its
+        `ListState` (when `state`)."""
         row = self.rows[key]
         if row.root_version is None:  # not a list
             return self.loads(row.type, row.value), None
@@ -515,7 +515,7 @@ class Resolver:
 
 
 def _state_of(chain: list[tuple[tuple[str, ...], Any]], digests: bytes, root_len: int) -> ListState:
-    """The :class:`ListState` of the list read along ``chain`` (target first, full copy last)."""
+    """The `ListState` of the list read along `chain` (target first, full copy last)."""
     target = chain[0][1]
     elements: list[tuple[int, str, int]] = []
     shared: int | None = None

@@ -40,7 +40,7 @@ def delete_threads(session: Session, t: Tables, thread_ids: Sequence[str]) -> No
 
 
 def _gc_blobs(session: Session, t: Tables, thread_id: str, ns_hash: str) -> None:
-    """Delete the blobs of ``(thread, ns)`` that no remaining checkpoint needs."""
+    """Delete the blobs of `(thread, ns)` that no remaining checkpoint needs."""
     c, b = t.checkpoints.c, t.checkpoint_blobs.c
     keep: set[tuple[str, str]] = set()
     for (versions,) in session.execute(
@@ -121,7 +121,7 @@ def prune_keep_latest(
     """Keep each namespace's latest checkpoint, and the ancestors (with their writes) that
     its delta channels need back to their nearest stored values; delete the rest.
 
-    ``delta_channels(row)`` names the delta channels of a checkpoint row (read from its
+    `delta_channels(row)` names the delta channels of a checkpoint row (read from its
     metadata, which only the saver can decode).
     """
     c, w = t.checkpoints.c, t.checkpoint_writes.c
@@ -166,8 +166,8 @@ def prune_keep_latest(
 
 
 def copy_thread(session: Session, t: Tables, source: str, target: str, now: int) -> bool:
-    """Copy every row of ``source`` to ``target`` (ids unchanged). False if ``source`` has no
-    checkpoints; raises ValueError if ``target`` already has some."""
+    """Copy every row of `source` to `target` (ids unchanged). False if `source` has no
+    checkpoints; raises ValueError if `target` already has some."""
     c = t.checkpoints.c
     if session.execute(select(c.thread_id).where(c.thread_id == target).limit(1)).first():
         raise ValueError(f"target_thread_id: thread {target!r} already has checkpoints")
@@ -230,7 +230,7 @@ def list_threads(
 
 
 def delete_idle_threads(session: Session, t: Tables, cutoff: int, limit: int) -> list[str]:
-    """Delete up to ``limit`` threads not updated since ``cutoff`` (ms); return their ids."""
+    """Delete up to `limit` threads not updated since `cutoff` (ms); return their ids."""
     th = t.checkpoint_threads.c
     ids = list(
         session.execute(

@@ -1,9 +1,9 @@
-"""The preset dictionary of the checkpointer's compressed values (type suffix ``+zd``).
+"""The preset dictionary of the checkpointer's compressed values (type suffix `+zd`).
 
 Most stored values are small: one message in a pending write or a list delta (300-600
 bytes), a checkpoint's record (about 230). Compressed alone they shrink by a quarter at most:
-each repeats the serializer's framing (``langchain_core.messages.ai``, ``additional_kwargs``,
-``response_metadata``...) that zlib has not seen yet. Deflate with a preset dictionary holding
+each repeats the serializer's framing (`langchain_core.messages.ai`, `additional_kwargs`,
+`response_metadata`...) that zlib has not seen yet. Deflate with a preset dictionary holding
 that framing takes them to about 40% of their size (a chat graph's messages: 0.42 with English
 text, 0.39 with the benchmark's).
 

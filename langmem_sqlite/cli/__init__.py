@@ -1,8 +1,8 @@
-"""The ``langmem-sqlite`` command line: chat with memory, look inside a database, maintain it,
+"""The `langmem-sqlite` command line: chat with memory, look inside a database, maintain it,
 move it to another database.
 
-Examples::
-
+Examples:
+    ```bash
     langmem-sqlite chat --tour                  # a scripted offline chat, restarted
     langmem-sqlite chat --db chat.db --user ada # talk (ChatOpenAI with OPENAI_API_KEY)
     langmem-sqlite users --db chat.db
@@ -13,13 +13,14 @@ Examples::
     langmem-sqlite import history sqlite:///old.db --db chat.db
     langmem-sqlite copy --from chat.db --to postgresql://user@host/db
     langmem-sqlite migrate --db postgresql://user@host/db
+    ```
 
-Every listing prints a table, or JSON with ``--json``; stored text is printed as it is (see
-:mod:`langmem_sqlite.cli.output`). Errors are one line on stderr with a non-zero exit status.
+Every listing prints a table, or JSON with `--json`; stored text is printed as it is (see
+`langmem_sqlite.cli.output`). Errors are one line on stderr with a non-zero exit status.
 
-One module per group of commands: :mod:`.chat`, :mod:`.inspect` (reading), :mod:`.maintain`
-(retention, vacuum, migrations, copy), :mod:`.imports`. Each imports the library when it runs,
-so ``--help`` and ``--version`` start fast.
+One module per group of commands: `chat`, `inspect` (reading), `maintain`
+(retention, vacuum, migrations, copy), `imports`. Each imports the library when it runs,
+so `--help` and `--version` start fast.
 """
 
 from . import chat, imports, inspect, maintain  # noqa: F401  (they register their commands)

@@ -1,6 +1,6 @@
 """The command group, the options every command shares, and the entry point.
 
-Only :mod:`click` is imported here: ``--help`` and ``--version`` load no database code (each
+Only `click` is imported here: `--help` and `--version` load no database code (each
 command imports what it needs when it runs).
 """
 
@@ -44,19 +44,20 @@ __all__ = [
 ]
 
 DEFAULT_PREFIX = "langmem_"
-"""The default table prefix (``langmem_sqlite.engine.schema.DEFAULT_PREFIX``, without importing it)."""
+"""The default table prefix (`langmem_sqlite.engine.schema.DEFAULT_PREFIX`, without importing
+it)."""
 
 INT64_MAX = 2**63 - 1
-"""The largest integer every supported database stores (``langmem_sqlite.validation.INT64_MAX``,
+"""The largest integer every supported database stores (`langmem_sqlite.validation.INT64_MAX`,
 without importing it): the upper bound of counts given on the command line."""
 
 MAX_DAYS = 100_000_000
 """The largest number of days the retention commands take
-(``langmem_sqlite.history.store.MAX_DAYS``, without importing it)."""
+(`langmem_sqlite.history.store.MAX_DAYS`, without importing it)."""
 
 
 class FiniteRange(click.FloatRange):
-    """A :class:`click.FloatRange` that also refuses ``nan`` (which no range comparison
+    """A `click.FloatRange` that also refuses `nan` (which no range comparison
     catches): a bad value is a usage error naming the option."""
 
     name = "finite float range"
@@ -70,7 +71,7 @@ class FiniteRange(click.FloatRange):
 
 class _AtLeast(click.IntRange):
     """A [`click.IntRange`][click.IntRange] with a lower bound only (its help reads
-    ``x>=1``) that still refuses counts above [`INT64_MAX`][langmem_sqlite.cli.base.INT64_MAX]."""
+    `x>=1`) that still refuses counts above [`INT64_MAX`][langmem_sqlite.cli.base.INT64_MAX]."""
 
     def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
         number = super().convert(value, param, ctx)
@@ -82,13 +83,13 @@ class _AtLeast(click.IntRange):
 
 
 def count_range(low: int = 1, high: int = INT64_MAX) -> click.IntRange:
-    """An integer option from ``low`` to ``high`` (default: up to
+    """An integer option from `low` to `high` (default: up to
     [`INT64_MAX`][langmem_sqlite.cli.base.INT64_MAX], which the help leaves unsaid)."""
     return _AtLeast(min=low) if high == INT64_MAX else click.IntRange(min=low, max=high)
 
 
 _given: dict[str, Any] = {"db": None, "debug": False}
-"""What this run's command line said that its error path needs: ``--db`` and ``--debug``."""
+"""What this run's command line said that its error path needs: `--db` and `--debug`."""
 
 
 def _remember_db(ctx: click.Context, param: click.Parameter, value: str | None) -> str | None:
@@ -111,7 +112,7 @@ user_option = click.option("--user", default=None, help="The user id.")
 
 
 def with_options(options: list[Any]) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
-    """A decorator applying click ``options`` in order (as if stacked top to bottom)."""
+    """A decorator applying click `options` in order (as if stacked top to bottom)."""
 
     def apply(fn: Callable[..., Any]) -> Callable[..., Any]:
         for option in reversed(options):
@@ -139,14 +140,14 @@ def cli(debug: bool) -> None:
 
 
 def url(db: str | None) -> str:
-    """The database named by ``--db`` (default: ``$LANGMEM_SQLITE_URL`` or ``langmem.db``)."""
+    """The database named by `--db` (default: `$LANGMEM_SQLITE_URL` or `langmem.db`)."""
     from ..defaults import default_connection
 
     return db or default_connection()
 
 
 def readable_url(db: str | None, option: str = "--db") -> str:
-    """:func:`url`, refusing a SQLite file that does not exist: commands that only read (or
+    """`url`, refusing a SQLite file that does not exist: commands that only read (or
     clean up) never create a database.
 
     Raises:
@@ -169,8 +170,8 @@ def readable_url(db: str | None, option: str = "--db") -> str:
 
 
 def database(db: str | None, prefix: str, *, write: bool = False) -> Any:
-    """The database of ``--db``, opened only to read it (with ``write``: for a command that
-    deletes), once the package's tables with ``--prefix`` are found there at the latest
+    """The database of `--db`, opened only to read it (with `write`: for a command that
+    deletes), once the package's tables with `--prefix` are found there at the latest
     version. Nothing is created or migrated: a command that reads leaves the database as it
     found it (see [`reading_database`][langmem_sqlite.engine.reading_database]).
 
@@ -202,8 +203,8 @@ def database(db: str | None, prefix: str, *, write: bool = False) -> Any:
 
 
 def store(db: str | None, prefix: str, *, create: bool = False, write: bool = False) -> Any:
-    """A [`ConversationStore`][langmem_sqlite.ConversationStore] on ``--db``: on its
-    [`database`][langmem_sqlite.cli.base.database], or with ``create`` one that creates the
+    """A [`ConversationStore`][langmem_sqlite.ConversationStore] on `--db`: on its
+    [`database`][langmem_sqlite.cli.base.database], or with `create` one that creates the
     tables."""
     from ..history.store import ConversationStore
 
@@ -212,7 +213,7 @@ def store(db: str | None, prefix: str, *, create: bool = False, write: bool = Fa
 
 
 def saver(db: str | None, prefix: str, *, create: bool = False, write: bool = False) -> Any:
-    """A [`SQLSaver`][langmem_sqlite.SQLSaver] on ``--db`` (as
+    """A [`SQLSaver`][langmem_sqlite.SQLSaver] on `--db` (as
     [`store`][langmem_sqlite.cli.base.store])."""
     from ..checkpoint import SQLSaver
 
@@ -221,7 +222,7 @@ def saver(db: str | None, prefix: str, *, create: bool = False, write: bool = Fa
 
 
 def kv_store(db: str | None, prefix: str, *, create: bool = False, write: bool = False) -> Any:
-    """A [`SQLStore`][langmem_sqlite.SQLStore] on ``--db`` (as
+    """A [`SQLStore`][langmem_sqlite.SQLStore] on `--db` (as
     [`store`][langmem_sqlite.cli.base.store])."""
     from ..store import SQLStore
 
@@ -239,7 +240,7 @@ def refused(e: Exception) -> click.ClickException:
 
 
 def _database() -> tuple[str, str | None]:
-    """The database this run named (``--db``, else the default), password hidden, and the
+    """The database this run named (`--db`, else the default), password hidden, and the
     password."""
     target = url(_given["db"])
     if "://" not in target:
@@ -283,8 +284,8 @@ _notices = _Notices(logging.WARNING)
 
 
 def main(argv: list[str] | None = None) -> Any:
-    """Entry point: one-line errors and a non-zero exit instead of tracebacks (``--debug`` or
-    ``$LANGMEM_SQLITE_DEBUG=1``: the traceback)."""
+    """Entry point: one-line errors and a non-zero exit instead of tracebacks (`--debug` or
+    `$LANGMEM_SQLITE_DEBUG=1`: the traceback)."""
     _given.update(db=None, debug=False)
     logging.getLogger("langmem_sqlite.engine.retry").addHandler(_notices)  # once, however often
     try:

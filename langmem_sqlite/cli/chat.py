@@ -1,4 +1,4 @@
-"""``langmem-sqlite chat``: the terminal chat, its line editor and its input history."""
+"""`langmem-sqlite chat`: the terminal chat, its line editor and its input history."""
 
 from __future__ import annotations
 
@@ -18,8 +18,8 @@ __all__ = ["chat", "history_file"]
 
 
 def history_file(database_url: Any) -> Path:
-    """The input-history file of the chat on ``database_url`` (one per database):
-    ``$XDG_STATE_HOME/langmem-sqlite/history/<hash of the URL, without password>``."""
+    """The input-history file of the chat on `database_url` (one per database):
+    `$XDG_STATE_HOME/langmem-sqlite/history/<hash of the URL, without password>`."""
     from sqlalchemy.engine import make_url
 
     name = make_url(str(database_url)).render_as_string(hide_password=True)
@@ -38,8 +38,8 @@ def _script(script: str) -> Iterable[str]:
 
 
 def _typed(history: Path) -> Iterator[str]:
-    """Lines typed at the ``you>`` prompt (prompt_toolkit: line editing, Up for the history
-    kept in ``history``). Ctrl-C cancels the line being typed; Ctrl-D on an empty line ends."""
+    """Lines typed at the `you>` prompt (prompt_toolkit: line editing, Up for the history
+    kept in `history`). Ctrl-C cancels the line being typed; Ctrl-D on an empty line ends."""
     from prompt_toolkit import PromptSession
     from prompt_toolkit.history import FileHistory
 

@@ -1,4 +1,4 @@
-"""``langmem-sqlite import``: chat histories and LangGraph savers of the packages this one
+"""`langmem-sqlite import`: chat histories and LangGraph savers of the packages this one
 replaces."""
 
 from __future__ import annotations

@@ -1,13 +1,13 @@
 """The command line's one output path: stored text is shown as text, never interpreted.
 
 Everything the commands print (tables, messages, the chat, hints and errors) goes through
-:class:`Output`. It hands Rich only :class:`rich.text.Text` objects, with markup, emoji codes
-and highlighting off, so ``[/]``, ``[bold]x[/bold]``, ``[link=...]`` and ``:smile:`` in stored
+`Output`. It hands Rich only `rich.text.Text` objects, with markup, emoji codes
+and highlighting off, so `[/]`, `[bold]x[/bold]`, `[link=...]` and `:smile:` in stored
 data print as they are. Control characters (ANSI escape sequences, backspace, carriage return,
-bidirectional overrides) would be interpreted by the terminal instead: :func:`visible` spells
-them out (``\\x1b[31m``), so what is printed is every character of the data, and the data
+bidirectional overrides) would be interpreted by the terminal instead: `visible` spells
+them out (`\\x1b[31m`), so what is printed is every character of the data, and the data
 cannot move the cursor, recolour the screen or hide text. JSON output escapes the same
-characters with ``\\u`` escapes, which JSON readers turn back into the same string.
+characters with `\\u` escapes, which JSON readers turn back into the same string.
 """
 
 from __future__ import annotations
@@ -35,31 +35,31 @@ def _spelled(match: re.Match[str]) -> str:
 
 
 def visible(text: str) -> str:
-    """``text`` with every control character spelled out (``"\\x1b"`` for ESC); tab and newline
+    """`text` with every control character spelled out (`"\\x1b"` for ESC); tab and newline
     are kept."""
     return _UNSAFE.sub(_spelled, text)
 
 
 def count(n: int, noun: str, plural: str | None = None) -> str:
-    """``n`` and the noun in its number: ``"1 session"``, ``"2 sessions"`` (``plural`` where
-    an ``s`` does not make it)."""
+    """`n` and the noun in its number: `"1 session"`, `"2 sessions"` (`plural` where
+    an `s` does not make it)."""
     return f"{n} {noun if n == 1 else plural or noun + 's'}"
 
 
 def to_json(data: Any) -> str:
-    """``data`` as indented JSON text (UTF-8, not ``\\u`` escapes, but for control characters)."""
+    """`data` as indented JSON text (UTF-8, not `\\u` escapes, but for control characters)."""
     text = json.dumps(data, default=str, ensure_ascii=False, indent=2)
     return _JSON_UNSAFE.sub(lambda m: f"\\u{ord(m.group()):04x}", text)
 
 
 Part = str | tuple[str, str]
-"""A piece of a line: plain text, or ``(text, style)`` (a Rich style name such as ``"bold"``)."""
+"""A piece of a line: plain text, or `(text, style)` (a Rich style name such as `"bold"`)."""
 
 
 class Output:
-    """Lines, tables and JSON on one stream (stdout, or stderr with ``stderr=True``).
+    """Lines, tables and JSON on one stream (stdout, or stderr with `stderr=True`).
 
-    The Rich console is made on first use (importing Rich costs start-up time that ``--help``
+    The Rich console is made on first use (importing Rich costs start-up time that `--help`
     should not pay).
     """
 
@@ -69,7 +69,7 @@ class Output:
 
     @property
     def stream(self) -> IO[str]:
-        """Where this output goes (looked up on each call: tests swap ``sys.stdout``)."""
+        """Where this output goes (looked up on each call: tests swap `sys.stdout`)."""
         if self._file is not None:
             return self._file
         return sys.stderr if self._stderr else sys.stdout
@@ -91,7 +91,7 @@ class Output:
         )
 
     def line(self, *parts: Part) -> None:
-        """Print one line made of ``parts``, each shown as it is (see :func:`visible`)."""
+        """Print one line made of `parts`, each shown as it is (see `visible`)."""
         from rich.text import Text
 
         text = Text()
@@ -103,12 +103,12 @@ class Output:
         self._console().print(text)
 
     def lines(self, texts: Iterable[str]) -> None:
-        """Print each of ``texts`` on its own line."""
+        """Print each of `texts` on its own line."""
         for t in texts:
             self.line(t)
 
     def table(self, columns: Iterable[str], rows: Iterable[Iterable[Any]]) -> None:
-        """A table; ``None`` cells print empty, every other cell as ``str(value)`` with its
+        """A table; `None` cells print empty, every other cell as `str(value)` with its
         control characters and newlines spelled out (a row stays one row)."""
         from rich.table import Column, Table
         from rich.text import Text
@@ -123,11 +123,11 @@ class Output:
         self._console(table=True).print(table)
 
     def json(self, data: Any) -> None:
-        """``data`` as JSON (see :func:`to_json`)."""
+        """`data` as JSON (see `to_json`)."""
         self.stream.write(to_json(data) + "\n")
 
     def raw(self, text: str) -> None:
-        """Exactly ``text`` (a file being written: an export); spelled out when the stream is
+        """Exactly `text` (a file being written: an export); spelled out when the stream is
         a terminal, where control characters would be interpreted."""
         stream = self.stream
         if getattr(stream, "isatty", lambda: False)():

@@ -1,38 +1,43 @@
 """Context-window management: exact token counts, safe trimming, incremental summaries, facts.
 
-* :func:`trim_context`: pure trimming to a token / message / character budget.
-* :class:`ContextPolicy`: the whole model input from one object, for every adapter:
-  :func:`context_node` (``StateGraph``), :func:`pre_model_hook` (``create_react_agent``),
-  :class:`ContextMiddleware` (``create_agent``, imported lazily as it needs ``langchain``) and
-  :func:`context_step` (``RunnableWithMessageHistory`` with the summary stored in SQL).
+* [`trim_context`][langmem_sqlite.trim_context]: pure trimming to a token / message / character
+  budget.
+* [`ContextPolicy`][langmem_sqlite.ContextPolicy]: the whole model input from one object, for every
+  adapter: [`context_node`][langmem_sqlite.context_node] (`StateGraph`),
+  [`pre_model_hook`][langmem_sqlite.pre_model_hook] (`create_react_agent`),
+  [`ContextMiddleware`][langmem_sqlite.context.middleware.ContextMiddleware] (`create_agent`,
+  imported lazily as it needs `langchain`) and [`context_step`][langmem_sqlite.context_step]
+  (`RunnableWithMessageHistory` with the summary stored in SQL).
 
 Each model input is, in this order of priority, within one budget counted exactly: the system
 prompt; the latest human message and the rest of its turn (tool results shortened if need be;
-only if these alone cannot fit is the turn refused, with a :class:`ContextBudgetError` naming
-the part too large and by how much); the running summary of older turns (shortened for the
-call, newest part kept, when it does not fit beside the turn); the user's long-term facts
-(``facts=``, within ``facts_share`` of the budget, least relevant dropped first); the rest of
-the turn's tool results; as many older messages as fit.
+only if these alone cannot fit is the turn refused, with a
+[`ContextBudgetError`][langmem_sqlite.ContextBudgetError] naming the part too large and by how
+much); the running summary of older turns (shortened for the call, newest part kept, when it does
+not fit beside the turn); the user's long-term facts (`facts=`, within `facts_share` of the budget,
+least relevant dropped first); the rest of the turn's tool results; as many older messages as fit.
 
-Example (``create_agent``; the other adapters take the same policy)::
+Example (`create_agent`; the other adapters take the same policy):
 
-    store = SQLStore("agent.db")
-    policy = ContextPolicy(
-        max_tokens=8_000,              # the whole model input, system prompt included
-        model="gpt-4o",                # exact tiktoken counts, like ChatOpenAI's
-        system_prompt="You are ...",
-        summarizer=ChatOpenAI(model="gpt-4o-mini"),
-        facts=True,                    # the user's facts, from the agent's store
-    )
-    agent = create_agent(model, fact_tools(), middleware=[ContextMiddleware(policy)],
-                         checkpointer=SQLSaver("agent.db"), store=store)
-    agent.invoke({"messages": [("user", "hi")]},
-                 {"configurable": {"thread_id": "t1", "user_id": "ada"}})
-    # langgraph: create_react_agent(model, tools, pre_model_hook=pre_model_hook(policy),
-    #                               state_schema=ContextAgentState, store=store)
-    # chains:    RunnableWithMessageHistory(prompt | context_step(policy) | model, ...), with
-    #            facts=store on the policy (a chain has no store of its own)
-    trimmed = trim_context(messages, max_tokens=4_000, token_counter="gpt-4o")
+```python
+store = SQLStore("agent.db")
+policy = ContextPolicy(
+    max_tokens=8_000,              # the whole model input, system prompt included
+    model="gpt-4o",                # exact tiktoken counts, like ChatOpenAI's
+    system_prompt="You are ...",
+    summarizer=ChatOpenAI(model="gpt-4o-mini"),
+    facts=True,                    # the user's facts, from the agent's store
+)
+agent = create_agent(model, fact_tools(), middleware=[ContextMiddleware(policy)],
+                     checkpointer=SQLSaver("agent.db"), store=store)
+agent.invoke({"messages": [("user", "hi")]},
+             {"configurable": {"thread_id": "t1", "user_id": "ada"}})
+# langgraph: create_react_agent(model, tools, pre_model_hook=pre_model_hook(policy),
+#                               state_schema=ContextAgentState, store=store)
+# chains:    RunnableWithMessageHistory(prompt | context_step(policy) | model, ...), with
+#            facts=store on the policy (a chain has no store of its own)
+trimmed = trim_context(messages, max_tokens=4_000, token_counter="gpt-4o")
+```
 """
 
 from __future__ import annotations

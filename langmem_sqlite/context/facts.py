@@ -1,11 +1,11 @@
 """The user's long-term facts as a budgeted part of the model input.
 
-A :class:`~langmem_sqlite.context.ContextPolicy` built with ``facts=`` reads, before each model
-call, the facts of the user named in the run's config (``config["configurable"]["user_id"]``,
-else the runtime context) through :class:`~langmem_sqlite.store.UserFacts`: most relevant to
+A [`ContextPolicy`][langmem_sqlite.ContextPolicy] built with `facts=` reads, before each model
+call, the facts of the user named in the run's config (`config["configurable"]["user_id"]`,
+else the runtime context) through [`UserFacts`][langmem_sqlite.store.UserFacts]: most relevant to
 the latest human message first when the store has a semantic index, then most recent. The
-policy puts them in the one system message (the ``<user_facts>`` section of
-:func:`~langmem_sqlite.store.with_facts`) within their share of the budget, counted exactly.
+policy puts them in the one system message (the `<user_facts>` section of
+[`with_facts`][langmem_sqlite.store.with_facts]) within their share of the budget, counted exactly.
 """
 
 from __future__ import annotations
@@ -30,10 +30,11 @@ class FactsSource:
     """Where a policy finds the user's facts.
 
     Attributes:
-        store: the store holding them; ``None``: the running graph's store (``store=`` of
-            ``compile``, ``create_react_agent`` or ``create_agent``).
-        namespace_prefix: labels before the user id (as in :class:`UserFacts`).
-        user_id_key: the key of the user id in ``config["configurable"]`` (or the runtime
+        store: the store holding them; `None`: the running graph's store (`store=` of
+            `compile`, `create_react_agent` or `create_agent`).
+        namespace_prefix: labels before the user id (as in
+            [`UserFacts`][langmem_sqlite.store.UserFacts]).
+        user_id_key: the key of the user id in `config["configurable"]` (or the runtime
             context).
     """
 
@@ -48,11 +49,11 @@ class FactsSource:
         store: BaseStore | None = None,
         user_id: Any = None,
     ) -> UserFacts:
-        """The :class:`UserFacts` of this run's user.
+        """The [`UserFacts`][langmem_sqlite.store.UserFacts] of this run's user.
 
         Args:
-            config: the run's ``RunnableConfig`` (the user id is read from its
-                ``configurable``, else from the runtime context).
+            config: the run's `RunnableConfig` (the user id is read from its
+                `configurable`, else from the runtime context).
             store: the graph's store, used when the source names none.
             user_id: the user, if the caller knows it (e.g. the chat history's user).
 
@@ -105,7 +106,7 @@ def latest_question(messages: Sequence[BaseMessage]) -> str | None:
 
 
 def render_facts(system: SystemMessage | None, facts: Sequence[Item]) -> SystemMessage | None:
-    """``system`` with the facts section (replacing one already there); still one message."""
+    """`system` with the facts section (replacing one already there); still one message."""
     if not facts:
         return system
     merged, _ = merge_system(with_facts([system] if system is not None else [], facts))

@@ -1,13 +1,13 @@
-"""LangGraph adapters: a ``StateGraph`` node and a ``pre_model_hook`` for ``create_react_agent``.
+"""LangGraph adapters: a `StateGraph` node and a `pre_model_hook` for `create_react_agent`.
 
-Both read ``messages`` and the summary record from the state and return the model input under
-``llm_input_messages`` (the full history in ``messages`` is left alone) plus the updated record
-under ``context_summary`` when it changed. The record is plain JSON (strict-msgpack safe). With
-a policy built with ``facts=``, the user's facts (the ``user_id`` of the run's config) are read
+Both read `messages` and the summary record from the state and return the model input under
+`llm_input_messages` (the full history in `messages` is left alone) plus the updated record
+under `context_summary` when it changed. The record is plain JSON (strict-msgpack safe). With
+a policy built with `facts=`, the user's facts (the `user_id` of the run's config) are read
 from the store and budgeted into the input.
 
-With ``create_react_agent``, give the system prompt to the policy (``system_prompt=``) rather
-than to ``prompt=``: the agent prepends ``prompt`` after the hook, outside the budget.
+With `create_react_agent`, give the system prompt to the policy (`system_prompt=`) rather
+than to `prompt=`: the agent prepends `prompt` after the hook, outside the budget.
 """
 
 from __future__ import annotations
@@ -44,7 +44,7 @@ class ContextState(TypedDict):
 
 
 class ContextAgentState(TypedDict):
-    """``create_react_agent`` state with the summary record (pass as ``state_schema=``)."""
+    """`create_react_agent` state with the summary record (pass as `state_schema=`)."""
 
     messages: Annotated[Sequence[BaseMessage], add_messages]
     remaining_steps: NotRequired[RemainingSteps]
@@ -70,11 +70,11 @@ def context_node(
     output_key: str = "llm_input_messages",
     summary_key: str = SUMMARY_KEY,
 ) -> RunnableLambda[Any, dict[str, Any]]:
-    """A graph node (sync and async) applying ``policy`` to the state's ``messages``.
+    """A graph node (sync and async) applying `policy` to the state's `messages`.
 
-    Returns ``{output_key: model input}`` and ``{summary_key: record}`` when the summary changed.
-    Wire the model node to read ``state[output_key]``. With ``facts=True`` on the policy, compile
-    the graph with ``store=``.
+    Returns `{output_key: model input}` and `{summary_key: record}` when the summary changed.
+    Wire the model node to read `state[output_key]`. With `facts=True` on the policy, compile
+    the graph with `store=`.
     """
     if not isinstance(policy, ContextPolicy):
         raise TypeError(f"policy: expected a ContextPolicy, got {type(policy).__name__}")
@@ -100,8 +100,8 @@ def context_node(
 def pre_model_hook(
     policy: ContextPolicy, *, summary_key: str = SUMMARY_KEY
 ) -> RunnableLambda[Any, dict[str, Any]]:
-    """A ``pre_model_hook`` for ``langgraph.prebuilt.create_react_agent``.
+    """A `pre_model_hook` for `langgraph.prebuilt.create_react_agent`.
 
-    Use with ``state_schema=ContextAgentState`` (or any schema with ``summary_key``).
+    Use with `state_schema=ContextAgentState` (or any schema with `summary_key`).
     """
     return context_node(policy, output_key="llm_input_messages", summary_key=summary_key)

@@ -1,16 +1,20 @@
-"""A Runnable step for ``RunnableWithMessageHistory`` chains, with the summary stored in SQL.
+"""A Runnable step for `RunnableWithMessageHistory` chains, with the summary stored in SQL.
 
-Place it between the prompt and the model::
+Place it between the prompt and the model:
 
-    chain = prompt | context_step(policy) | model
-    RunnableWithMessageHistory(chain, session_history_factory(url), ...)
+```python
+chain = prompt | context_step(policy) | model
+RunnableWithMessageHistory(chain, session_history_factory(url), ...)
+```
 
 It reads the prompt's messages (system prompt, full history, new input), applies the policy with
-the summary record stored on the session row (:meth:`ConversationStore.get_summary`), stores the
-updated record (:meth:`ConversationStore.set_summary`) and passes the model input on. The
-history itself stays whole in the database. Watermarks use message positions, so use a history
-without ``window=``. With a policy built with ``facts=<store>``, the facts of the history's
-user (or ``config["configurable"]["user_id"]``) are budgeted into the input.
+the summary record stored on the session row
+([`ConversationStore.get_summary`][langmem_sqlite.history.store.ConversationStore.get_summary]),
+stores the updated record
+([`ConversationStore.set_summary`][langmem_sqlite.history.store.ConversationStore.set_summary]) and
+passes the model input on. The history itself stays whole in the database. Watermarks use message
+positions, so use a history without `window=`. With a policy built with `facts=<store>`, the facts
+of the history's user (or `config["configurable"]["user_id"]`) are budgeted into the input.
 """
 
 from __future__ import annotations
@@ -56,12 +60,12 @@ _UNREAD: Any = object()
 
 
 def _pinned_record(h: SQLChatMessageHistory) -> Any:
-    """The record read together with the messages (``since_summary``), or ``_UNREAD``."""
+    """The record read together with the messages (`since_summary`), or `_UNREAD`."""
     return h.pinned[0] if h.since_summary and h.pinned is not None else _UNREAD
 
 
 def _for_policy(h: SQLChatMessageHistory, record: dict[str, Any] | None) -> Any:
-    """With ``since_summary`` the prompt holds only unsummarized history: nothing of it is
+    """With `since_summary` the prompt holds only unsummarized history: nothing of it is
     covered by the record yet, so the policy sees the watermark just before it."""
     if record is None or not h.since_summary:
         return record
@@ -71,7 +75,7 @@ def _for_policy(h: SQLChatMessageHistory, record: dict[str, Any] | None) -> Any:
 def _for_storage(
     h: SQLChatMessageHistory, previous: dict[str, Any] | None, new: dict[str, Any]
 ) -> str | None:
-    """The record to store: positions back in terms of the whole history, plus ``upto_seq``
+    """The record to store: positions back in terms of the whole history, plus `upto_seq`
     (the stored position of the last summarized message) that bounds the next read."""
     if not h.since_summary or h.pinned is None:
         return dump_record(new)
@@ -87,10 +91,10 @@ def _for_storage(
 
 
 def context_step(policy: ContextPolicy) -> RunnableLambda[Any, list[BaseMessage]]:
-    """A step applying ``policy`` with the summary persisted on the chat history's session.
+    """A step applying `policy` with the summary persisted on the chat history's session.
 
     Raises:
-        ValueError: the policy reads facts from the graph's store (``facts=True``): a chain
+        ValueError: the policy reads facts from the graph's store (`facts=True`): a chain
             has none, give the policy the store itself.
     """
     if not isinstance(policy, ContextPolicy):

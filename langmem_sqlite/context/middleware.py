@@ -1,10 +1,10 @@
-"""An ``AgentMiddleware`` for ``langchain.agents.create_agent``.
+"""An `AgentMiddleware` for `langchain.agents.create_agent`.
 
 It wraps each model call: the request's system message and messages go through the policy, the
 model sees the result (the summary rendered into the one system message), and an updated summary
-record is written to the agent state (``context_summary``) with the model's reply. The history in
-``messages`` is never rewritten. With a policy built with ``facts=``, the user's facts (the
-``user_id`` of the run's config or context) are read from the agent's store (or the policy's)
+record is written to the agent state (`context_summary`) with the model's reply. The history in
+`messages` is never rewritten. With a policy built with `facts=`, the user's facts (the
+`user_id` of the run's config or context) are read from the agent's store (or the policy's)
 and budgeted into the one system message.
 """
 
@@ -36,11 +36,12 @@ class ContextMiddlewareState(AgentState):  # type: ignore[type-arg]
 
 
 class ContextMiddleware(AgentMiddleware):  # type: ignore[type-arg]
-    """Keep every model call within ``policy``'s budget, with a running summary.
+    """Keep every model call within `policy`'s budget, with a running summary.
 
     Args:
-        policy: the :class:`ContextPolicy`. The agent's ``system_prompt`` is merged into the one
-            system message and counted in the budget (tool schemas are not counted).
+        policy: the [`ContextPolicy`][langmem_sqlite.ContextPolicy]. The agent's `system_prompt` is
+            merged into the one system message and counted in the budget (tool schemas are not
+            counted).
     """
 
     state_schema = ContextMiddlewareState
@@ -107,7 +108,8 @@ class ContextMiddleware(AgentMiddleware):  # type: ignore[type-arg]
         request: ModelRequest,  # type: ignore[type-arg]
         handler: Callable[[ModelRequest], Awaitable[ModelResponse]],  # type: ignore[type-arg]
     ) -> Any:
-        """Async :meth:`wrap_model_call`."""
+        """Async
+        [`wrap_model_call`][langmem_sqlite.context.middleware.ContextMiddleware.wrap_model_call]."""
         messages, summary = self._inputs(request)
         facts = (
             await self.policy.afetch_facts(messages, **self._where(request))

@@ -2,20 +2,20 @@
 
 Before each model call: merge system content into one system message; check that the system
 message and the turn in progress (the latest human message and what follows it, tool results
-shortened if need be) fit, or raise :class:`ContextBudgetError` naming the part that is too
-large; if the messages not yet summarized pass the trigger (tokens and/or messages, system
-prompt, facts and summary included), fold the oldest of them into the running summary with one
-summarizer call, down to ``keep``; keep the summary within ``max_summary_tokens`` (folded by
-the summarizer, else its oldest part dropped); then build the input in this order of priority:
-system message, turn in progress, summary (shortened for this call, newest part kept, if it
-does not fit beside the turn), the user's facts (within their share, least relevant dropped
-first), the turn's tool results in full, and as much older history as fits (:mod:`.trimming`).
+shortened if need be) fit, or raise [`ContextBudgetError`][langmem_sqlite.ContextBudgetError] naming
+the part that is too large; if the messages not yet summarized pass the trigger (tokens and/or
+messages, system prompt, facts and summary included), fold the oldest of them into the running
+summary with one summarizer call, down to `keep`; keep the summary within `max_summary_tokens`
+(folded by the summarizer, else its oldest part dropped); then build the input in this order of
+priority: system message, turn in progress, summary (shortened for this call, newest part kept, if
+it does not fit beside the turn), the user's facts (within their share, least relevant dropped
+first), the turn's tool results in full, and as much older history as fits (`trimming`).
 The full history is never modified.
 
 This module holds the policy and its assembly of the model input (the fixed part with facts
-and summary, then the window); :mod:`.settings` validates its configuration and
-:mod:`.summarizing` updates the summary. The decision is written once as a generator that
-yields summarizer requests; :meth:`prepare` and :meth:`aprepare` only differ in how they call
+and summary, then the window); `settings` validates its configuration and
+`summarizing` updates the summary. The decision is written once as a generator that
+yields summarizer requests; `prepare` and `aprepare` only differ in how they call
 the summarizer.
 """
 
@@ -79,17 +79,17 @@ class ContextResult:
 
     Attributes:
         messages: the model input (one system message first if any, then the window).
-        summary: the new summary record if it changed in this call, else ``None``.
+        summary: the new summary record if it changed in this call, else `None`.
         record: the summary record in force after this call (new or previous).
-        info: measurements: ``input_tokens`` (of ``messages``), ``kept`` (conversation messages
-            sent), ``uncovered`` (messages neither summarized nor sent), ``summarized`` (bool),
-            ``summarizer_calls`` and ``summarizer_input_tokens`` (compactions included),
-            ``compacted`` (``None``, ``"summarizer"``, ``"dropped oldest"`` or
-            ``"summarizer, dropped oldest"``), ``summary_tokens`` (of the record),
-            ``summary_shortened`` (the summary was sent shortened in this call, newest part
-            kept), ``summary_omitted`` (not even a shortened summary fitted), ``facts`` and
-            ``facts_tokens`` (the facts sent and their exact cost), ``facts_dropped``,
-            ``summary_error`` (text, if the summarizer failed), ``seconds``.
+        info: measurements: `input_tokens` (of `messages`), `kept` (conversation messages
+            sent), `uncovered` (messages neither summarized nor sent), `summarized` (bool),
+            `summarizer_calls` and `summarizer_input_tokens` (compactions included),
+            `compacted` (`None`, `"summarizer"`, `"dropped oldest"` or
+            `"summarizer, dropped oldest"`), `summary_tokens` (of the record),
+            `summary_shortened` (the summary was sent shortened in this call, newest part
+            kept), `summary_omitted` (not even a shortened summary fitted), `facts` and
+            `facts_tokens` (the facts sent and their exact cost), `facts_dropped`,
+            `summary_error` (text, if the summarizer failed), `seconds`.
     """
 
     messages: list[BaseMessage]
@@ -103,50 +103,52 @@ class ContextPolicy(SummaryUpdates):
 
     Args:
         max_tokens: hard budget of the model input, system message, facts, summary and reply
-            priming included. Defaults from ``model`` when its window is known.
+            priming included. Defaults from `model` when its window is known.
         model: a model name used for defaults: the exact counter (OpenAI names; others count
-            approximately) and the budget (see :data:`MODEL_CONTEXT_WINDOWS`). An exact
+            approximately) and the budget (see
+            [`MODEL_CONTEXT_WINDOWS`][langmem_sqlite.context.MODEL_CONTEXT_WINDOWS]). An exact
             counter loads its tiktoken encoding here (see
-            :class:`~langmem_sqlite.messages.counting.EncodingUnavailableError` when offline).
-        token_counter: counter spec (``"gpt-4o"``, ``"approximate"``, ``"messages"``, a
-            callable...); default: exact for a known OpenAI ``model``, else approximate.
+            [`EncodingUnavailableError`][langmem_sqlite.EncodingUnavailableError] when offline).
+        token_counter: counter spec (`"gpt-4o"`, `"approximate"`, `"messages"`, a
+            callable...); default: exact for a known OpenAI `model`, else approximate.
         max_messages: optional message budget (system message included).
         max_chars: optional character budget.
         system_prompt: the system prompt; system messages in the history are merged after it.
-        summarizer: a chat model (any ``Runnable`` taking messages) for the running summary;
+        summarizer: a chat model (any `Runnable` taking messages) for the running summary;
             without one, the policy only trims.
         trigger_tokens: summarize when system + facts + summary + unsummarized messages exceed
-            this (default: ``max_tokens``).
+            this (default: `max_tokens`).
         trigger_messages: or when more than this many messages are not summarized yet.
         keep_tokens: tokens of recent messages kept verbatim after summarizing (default:
-            30% of ``trigger_tokens``); must be below ``trigger_tokens`` (hysteresis).
-        keep_messages: optional message count kept verbatim; below ``trigger_messages``.
-        max_summary_tokens: cap of the stored summary (default ``max_tokens // 8``, at most
+            30% of `trigger_tokens`); must be below `trigger_tokens` (hysteresis).
+        keep_messages: optional message count kept verbatim; below `trigger_messages`.
+        max_summary_tokens: cap of the stored summary (default `max_tokens // 8`, at most
             2,000). A summary over it is folded into a shorter one by the summarizer (one more
             summarizer call, an update like any other); if that fails or there is no
             summarizer, its oldest part is dropped, never its newest.
-        max_summarizer_input_tokens: budget of one summarizer call (default: ``trigger_tokens``
-            plus ``max_summary_tokens``); the new material is shortened message by message to
+        max_summarizer_input_tokens: budget of one summarizer call (default: `trigger_tokens`
+            plus `max_summary_tokens`); the new material is shortened message by message to
             fit it, and older material beyond it is summarized in later passes.
-        summary_placement: ``"system"`` (appended to the one system message) or ``"message"``
-            (a leading human message tagged ``lc_source="summarization"``).
-        summary_instructions: the summarizer's instructions (``{max_tokens}`` is filled in).
-        cut: ``"turn"`` (cut only before human messages) or ``"unit"`` (between tool units).
+        summary_placement: `"system"` (appended to the one system message) or `"message"`
+            (a leading human message tagged `lc_source="summarization"`).
+        summary_instructions: the summarizer's instructions (`{max_tokens}` is filled in).
+        cut: `"turn"` (cut only before human messages) or `"unit"` (between tool units).
         facts: read the user's long-term facts before each call and put them in the system
-            message: a ``BaseStore`` (e.g. :class:`~langmem_sqlite.SQLStore`), or ``True`` for
-            the running graph's store. The user is ``config["configurable"][user_id_key]`` (or
-            the runtime context). :meth:`prepare` also takes facts directly (``facts=``).
-        facts_share: the facts' share of ``max_tokens`` (default 0.1), counted exactly; over
+            message: a `BaseStore` (e.g. [`SQLStore`][langmem_sqlite.SQLStore]), or `True` for
+            the running graph's store. The user is `config["configurable"][user_id_key]` (or
+            the runtime context). [`prepare`][langmem_sqlite.context.ContextPolicy.prepare] also
+            takes facts directly (`facts=`).
+        facts_share: the facts' share of `max_tokens` (default 0.1), counted exactly; over
             it, the least relevant (or oldest) facts are dropped first.
-        facts_namespace: labels before the user id in the store (default ``("users",)``, as
-            :class:`~langmem_sqlite.store.UserFacts`).
-        user_id_key: where the user id is found in the config (default ``"user_id"``).
+        facts_namespace: labels before the user id in the store (default `("users",)`, as
+            [`UserFacts`][langmem_sqlite.store.UserFacts]).
+        user_id_key: where the user id is found in the config (default `"user_id"`).
 
     Raises:
         ValueError: a number out of its range (every count and budget an int from 1 to
-            ``INT64_MAX``, ``facts_share`` a number strictly between 0 and 1; ``bool``, NaN
+            `INT64_MAX`, `facts_share` a number strictly between 0 and 1; `bool`, NaN
             and infinities refused; the message names the parameter), checked before anything
-            is loaded; a missing budget; or ``keep >= trigger``.
+            is loaded; a missing budget; or `keep >= trigger`.
         EncodingUnavailableError: an exact counter whose encoding cannot be loaded.
     """
 
@@ -225,7 +227,7 @@ class ContextPolicy(SummaryUpdates):
     def _setup_facts(
         self, facts: Any, share: float, namespace: tuple[str, ...], user_id_key: str
     ) -> None:
-        """Validate the facts settings; ``facts_budget`` is ``None`` without a token budget."""
+        """Validate the facts settings; `facts_budget` is `None` without a token budget."""
         if not isinstance(namespace, tuple) or not all(isinstance(n, str) for n in namespace):
             raise TypeError("facts_namespace: expected a tuple of strings")
         if not isinstance(user_id_key, str) or not user_id_key:
@@ -315,7 +317,7 @@ class ContextPolicy(SummaryUpdates):
         self, system: SystemMessage | None, items: Sequence[Item], *, cached: bool = False
     ) -> int:
         """Exact tokens the facts add to the system message (the variant counted uncached
-        unless ``cached``: the one likely sent)."""
+        unless `cached`: the one likely sent)."""
         c = self._text_counter
         with_facts = render_facts(system, items)
         base = c(system) if system is not None else 0
@@ -323,7 +325,7 @@ class ContextPolicy(SummaryUpdates):
         return (count(with_facts) if with_facts is not None else 0) - base
 
     def _facts_within_share(self, system: SystemMessage | None, items: list[Item]) -> list[Item]:
-        """The most relevant facts (a prefix of ``items``) within ``facts_budget``."""
+        """The most relevant facts (a prefix of `items`) within `facts_budget`."""
         if not items or self.facts_budget is None:
             return []
         budget = self.facts_budget
@@ -378,13 +380,14 @@ class ContextPolicy(SummaryUpdates):
         store: BaseStore | None = None,
         user_id: Any = None,
     ) -> list[Item]:
-        """The user's facts for this call (empty without ``facts=``), most relevant to the
-        latest human message first: pass them to :meth:`prepare`. The adapters call this.
+        """The user's facts for this call (empty without `facts=`), most relevant to the
+        latest human message first: pass them to
+        [`prepare`][langmem_sqlite.context.ContextPolicy.prepare]. The adapters call this.
 
         Args:
             messages: the history (its latest human message is the query).
             config: the run's config (the user id is read from it, else the runtime context).
-            store: the graph's store, used when the policy was given ``facts=True``.
+            store: the graph's store, used when the policy was given `facts=True`.
             user_id: the user, when the caller knows it.
         """
         facts = self._user_facts(config, store, user_id)
@@ -402,7 +405,7 @@ class ContextPolicy(SummaryUpdates):
         store: BaseStore | None = None,
         user_id: Any = None,
     ) -> list[Item]:
-        """Async :meth:`fetch_facts`."""
+        """Async [`fetch_facts`][langmem_sqlite.context.ContextPolicy.fetch_facts]."""
         facts = self._user_facts(config, store, user_id)
         if facts is None:
             check_message_list(messages)
@@ -431,14 +434,15 @@ class ContextPolicy(SummaryUpdates):
         *,
         facts: Sequence[Item] | None = None,
     ) -> ContextResult:
-        """The model input for ``messages`` given the summary record in force (dict, JSON or
-        ``None``) and the user's facts (store items, most relevant first; see
-        :meth:`fetch_facts`). One summarizer call at most, plus one to shorten the summary
-        when it passes its cap; if the summarizer fails, the result only trims.
+        """The model input for `messages` given the summary record in force (dict, JSON or
+        `None`) and the user's facts (store items, most relevant first; see
+        [`fetch_facts`][langmem_sqlite.context.ContextPolicy.fetch_facts]). One summarizer call at
+        most, plus one to shorten the summary when it passes its cap; if the summarizer fails, the
+        result only trims.
 
         Raises:
-            TypeError: ``messages`` is not a list of messages (a ``str`` is refused, not
-                split), or ``facts`` not a list of store items.
+            TypeError: `messages` is not a list of messages (a `str` is refused, not
+                split), or `facts` not a list of store items.
             ValueError: a summary record with a missing text or a bad position or count.
             ContextBudgetError: the system message, or the system message and the turn in
                 progress (tool results shortened), cannot fit; nothing was summarized.
@@ -456,7 +460,8 @@ class ContextPolicy(SummaryUpdates):
         *,
         facts: Sequence[Item] | None = None,
     ) -> ContextResult:
-        """Async :meth:`prepare` (the summarizer is awaited)."""
+        """Async [`prepare`][langmem_sqlite.context.ContextPolicy.prepare] (the summarizer is
+        awaited)."""
         plan = self._plan(messages, summary, facts)
         step = resume(plan, None)
         while isinstance(step, SummarizerRequest):

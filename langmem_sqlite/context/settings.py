@@ -1,9 +1,9 @@
-"""The configuration of a :class:`~langmem_sqlite.context.ContextPolicy`: the known model
+"""The configuration of a [`ContextPolicy`][langmem_sqlite.ContextPolicy]: the known model
 windows, the defaults derived from them, and the validation of every setting.
 
-Every number a policy takes is checked here, before anything is loaded or counted: an ``int``
-in its range (``bool``, floats, NaN and infinities refused), or for ``facts_share`` a finite
-fraction strictly between 0 and 1; the ``ValueError`` names the parameter and the range.
+Every number a policy takes is checked here, before anything is loaded or counted: an `int`
+in its range (`bool`, floats, NaN and infinities refused), or for `facts_share` a finite
+fraction strictly between 0 and 1; the `ValueError` names the parameter and the range.
 """
 
 from __future__ import annotations
@@ -42,15 +42,15 @@ MODEL_CONTEXT_WINDOWS: dict[str, int] = {
     "gemini-": 1_048_576,
 }
 """Context windows of known models, by name prefix (longest prefix wins, case ignored; a
-fine-tuned ``ft:<model>:...`` has its base model's). With ``model=``, the default budget is the
+fine-tuned `ft:<model>:...` has its base model's). With `model=`, the default budget is the
 window minus a reply reserve (a quarter of it, at most 16,384 tokens)."""
 
 SummaryPlacement = Literal["system", "message"]
 
 
 def window_for(model: str) -> int | None:
-    """The context window of ``model`` (longest known prefix, case ignored; ``ft:<model>:...``
-    is its base model's), or ``None``."""
+    """The context window of `model` (longest known prefix, case ignored; `ft:<model>:...`
+    is its base model's), or `None`."""
     model = model.lower()
     if model.startswith("ft:"):
         model = model[3:]
@@ -62,16 +62,16 @@ def window_for(model: str) -> int | None:
 
 
 def default_max_tokens(model: str | None) -> int | None:
-    """The default budget for ``model``: its window minus the reply reserve, if known."""
+    """The default budget for `model`: its window minus the reply reserve, if known."""
     window = window_for(model) if model is not None else None
     return window - min(16_384, window // 4) if window else None
 
 
 def check_fraction(value: Any, name: str) -> float:
-    """A finite number strictly between 0 and 1, as ``float``.
+    """A finite number strictly between 0 and 1, as `float`.
 
     Raises:
-        ValueError: a ``bool``, NaN, an infinity, a non-number or a value outside (0, 1).
+        ValueError: a `bool`, NaN, an infinity, a non-number or a value outside (0, 1).
     """
     if (
         isinstance(value, bool)
@@ -84,7 +84,7 @@ def check_fraction(value: Any, name: str) -> float:
 
 
 def check_numbers(numbers: dict[str, Any], facts_share: Any) -> None:
-    """Check every number given to a policy (``None`` means "not given")."""
+    """Check every number given to a policy (`None` means "not given")."""
     for name, value in numbers.items():
         if value is not None:
             check_positive(value, name)
@@ -104,8 +104,8 @@ class SummarySettings:
 
     @classmethod
     def make(cls, summarizer: Any, max_tokens: int | None, **given: int | None) -> SummarySettings:
-        """Validate the settings in ``given`` (named as this class's fields) for a policy with
-        ``summarizer`` (or ``None``) and budget ``max_tokens``."""
+        """Validate the settings in `given` (named as this class's fields) for a policy with
+        `summarizer` (or `None`) and budget `max_tokens`."""
         names = {f.name for f in fields(cls)}
         for name, value in given.items():
             if name not in names:

@@ -2,9 +2,10 @@
 
 A valid model input has at most one system message, at index 0; is not empty; never starts the
 conversation on a tool result; has no tool result without its call (an orphan) and no tool call
-without its result anywhere after it (a dangling call). Tool calls and their results form one atomic unit:
-windows are cut only between units (see :func:`langmem_sqlite.messages.windows.drop_leading_orphans`
-for the leading-orphan rule this extends).
+without its result anywhere after it (a dangling call). Tool calls and their results form one atomic
+unit: windows are cut only between units (see
+[`langmem_sqlite.messages.windows.drop_leading_orphans`][langmem_sqlite.drop_leading_orphans] for
+the leading-orphan rule this extends).
 """
 
 from __future__ import annotations
@@ -32,10 +33,10 @@ class ContextBudgetError(ValueError):
     large and by how much.
 
     Attributes:
-        part: ``"system message"``, ``"latest human message"`` or ``"turn in progress"``.
-        needed: what the input needs at least (in ``unit``), with the parts that must be sent.
-        limit: the budget (``max_tokens``, ``max_messages`` or ``max_chars`` value).
-        unit: ``"tokens"``, ``"messages"`` or ``"characters"``.
+        part: `"system message"`, `"latest human message"` or `"turn in progress"`.
+        needed: what the input needs at least (in `unit`), with the parts that must be sent.
+        limit: the budget (`max_tokens`, `max_messages` or `max_chars` value).
+        unit: `"tokens"`, `"messages"` or `"characters"`.
     """
 
     def __init__(
@@ -64,7 +65,7 @@ class ContextStructureError(ValueError):
 
 
 def is_tool_result(message: BaseMessage) -> bool:
-    """A ``ToolMessage`` (or legacy ``FunctionMessage``)."""
+    """A `ToolMessage` (or legacy `FunctionMessage`)."""
     return message.type in _TOOL_TYPES
 
 
@@ -82,7 +83,7 @@ def call_ids(message: BaseMessage) -> list[str]:
 
 
 def result_id(message: BaseMessage) -> str | None:
-    """The call id a tool result answers (``None`` for legacy function results)."""
+    """The call id a tool result answers (`None` for legacy function results)."""
     return getattr(message, "tool_call_id", None)
 
 
@@ -93,15 +94,15 @@ def _system_text(message: SystemMessage) -> str:
 def merge_system(
     messages: Sequence[BaseMessage], system: SystemMessage | str | None = None
 ) -> tuple[SystemMessage | None, list[BaseMessage]]:
-    """Split ``messages`` into one system message and the conversation.
+    """Split `messages` into one system message and the conversation.
 
-    ``system`` (the configured prompt) comes first, then the text of every ``SystemMessage`` found
-    in ``messages``, in order, joined by blank lines: system content is never trimmed or
+    `system` (the configured prompt) comes first, then the text of every `SystemMessage` found
+    in `messages`, in order, joined by blank lines: system content is never trimmed or
     summarized away, and a second system message is never produced. A single system message is
     returned as is (same object).
 
     Raises:
-        TypeError: ``messages`` is not a list of messages (a ``str`` is refused, not split).
+        TypeError: `messages` is not a list of messages (a `str` is refused, not split).
     """
     if isinstance(system, str):
         system = SystemMessage(system)
@@ -129,7 +130,7 @@ def check_structure(messages: Sequence[BaseMessage], *, require_human: bool = Fa
         require_human: also require at least one human message.
 
     Raises:
-        TypeError: ``messages`` is not a list of messages (a ``str`` is refused, not split).
+        TypeError: `messages` is not a list of messages (a `str` is refused, not split).
     """
     messages = check_messages(messages)
     problems: list[str] = []

@@ -1,11 +1,12 @@
 """How a policy updates the running summary: when to summarize, what one summarizer call
 gets, and how its reply becomes the record (kept within its cap).
 
-:class:`SummaryUpdates` holds these steps for :class:`~langmem_sqlite.context.ContextPolicy`
-(the settings it reads are the policy's, validated by :mod:`.settings`). Each step that calls
-the summarizer is a generator yielding a :class:`SummarizerRequest`: the policy's decision is
-written once, and :meth:`~ContextPolicy.prepare` / :meth:`~ContextPolicy.aprepare` only differ
-in how they call the summarizer.
+`SummaryUpdates` holds these steps for [`ContextPolicy`][langmem_sqlite.ContextPolicy]
+(the settings it reads are the policy's, validated by `settings`). Each step that calls
+the summarizer is a generator yielding a `SummarizerRequest`: the policy's decision is
+written once, and [`prepare`][langmem_sqlite.context.ContextPolicy.prepare] /
+[`aprepare`][langmem_sqlite.context.ContextPolicy.aprepare] only differ in how they call the
+summarizer.
 """
 
 from __future__ import annotations
@@ -48,12 +49,12 @@ class SummarizerRequest:
 
 
 def uncached_count(counter: TokenCounter, messages: Sequence[BaseMessage]) -> int:
-    """``counter.count(messages)`` computed without the cache (one-off prompts)."""
+    """`counter.count(messages)` computed without the cache (one-off prompts)."""
     return counter.reply_overhead + sum(counter.uncached(m) for m in messages)
 
 
 class SummaryUpdates:
-    """The summary steps of a policy (a base class of ``ContextPolicy``)."""
+    """The summary steps of a policy (a base class of `ContextPolicy`)."""
 
     counter: TokenCounter
     _text_counter: TokenCounter
@@ -70,7 +71,7 @@ class SummaryUpdates:
     def _call(
         self, prompt: list[BaseMessage], info: dict[str, Any]
     ) -> Generator[SummarizerRequest, Any, Any]:
-        """One summarizer call (counted in ``info``); returns its reply or exception."""
+        """One summarizer call (counted in `info`); returns its reply or exception."""
         info["summarizer_calls"] += 1
         info["summarizer_input_tokens"] += uncached_count(self._text_counter, prompt)
         return (yield SummarizerRequest(prompt))
@@ -84,7 +85,7 @@ class SummaryUpdates:
         chunk: int,
         info: dict[str, Any],
     ) -> dict[str, Any] | None:
-        """The new record from the summarizer's reply, or ``None`` on failure."""
+        """The new record from the summarizer's reply, or `None` on failure."""
         text = reply_text(reply)
         if text is None:
             failed = isinstance(reply, BaseException)
@@ -97,7 +98,7 @@ class SummaryUpdates:
     def _cap(
         self, record: dict[str, Any], info: dict[str, Any]
     ) -> Generator[SummarizerRequest, Any, dict[str, Any]]:
-        """``record`` with its summary within ``max_summary_tokens``: folded by the summarizer,
+        """`record` with its summary within `max_summary_tokens`: folded by the summarizer,
         else (failure, still too long, no summarizer) with its oldest part dropped."""
         cap, counter = self.max_summary_tokens, self._text_counter
         text = record["summary"]
@@ -145,7 +146,7 @@ class SummaryUpdates:
 
     def _keep_cut(self, conv: Sequence[BaseMessage], lo: int) -> int:
         """Where the verbatim part starts after summarizing: the earliest turn boundary whose
-        suffix fits ``keep``, never after the latest human message."""
+        suffix fits `keep`, never after the latest human message."""
         pinned = turn_start(conv, lo)
         tokens = sum(self.counter(m) for m in conv[pinned:])
         count = len(conv) - pinned
@@ -171,7 +172,7 @@ class SummaryUpdates:
     def _chunk(self, conv: Sequence[BaseMessage], lo: int, cut: int) -> int:
         """End (exclusive) of the oldest new material for one summarizer call, at a tool-unit
         boundary; at least one unit. A message counts at most 1/24 of the room: larger ones
-        are shortened for the summarizer (see :meth:`_prompt`), so one call covers a whole
+        are shortened for the summarizer (see `_prompt`), so one call covers a whole
         agent turn of big tool results (no message is then left neither summarized nor
         sent); a longer backlog is summarized in passes, one per model call."""
         room = self._material_room()
@@ -232,7 +233,7 @@ class SummaryUpdates:
 
 
 def largest(n: int, ok: Any) -> int:
-    """The largest ``k`` in ``0..n`` with ``ok(k)`` (``ok`` true at 0, monotone), by bisection."""
+    """The largest `k` in `0..n` with `ok(k)` (`ok` true at 0, monotone), by bisection."""
     lo, hi = 0, n
     while lo < hi:
         mid = (lo + hi + 1) // 2
@@ -259,7 +260,7 @@ def guard(fn: Any, arg: Any) -> Any:
 
 
 async def aguard(awaitable: Any) -> Any:
-    """Async :func:`guard`."""
+    """Async `guard`."""
     try:
         return await awaitable
     except Exception as e:

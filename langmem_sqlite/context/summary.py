@@ -1,14 +1,16 @@
 """The running summary: its plain-JSON record, the summarizer prompt and the size cap.
 
-The record is a small ``dict`` of JSON primitives (it survives ``LANGGRAPH_STRICT_MSGPACK=true``
-and a JSON column), whose size does not grow with the history::
+The record is a small `dict` of JSON primitives (it survives `LANGGRAPH_STRICT_MSGPACK=true`
+and a JSON column), whose size does not grow with the history:
 
-    {"version": 1, "summary": "...", "upto_id": "msg-42", "upto_index": 41,
-     "summary_tokens": 312, "messages_summarized": 42, "updates": 3, "compactions": 1}
+```json
+{"version": 1, "summary": "...", "upto_id": "msg-42", "upto_index": 41,
+ "summary_tokens": 312, "messages_summarized": 42, "updates": 3, "compactions": 1}
+```
 
-``upto_index`` is the position (among non-system messages) of the last summarized message and
-``upto_id`` its id, if it has one: every later message is summarized at most once. ``updates``
-counts the summarizer's outputs in force (merges and shortenings), ``compactions`` the times
+`upto_index` is the position (among non-system messages) of the last summarized message and
+`upto_id` its id, if it has one: every later message is summarized at most once. `updates`
+counts the summarizer's outputs in force (merges and shortenings), `compactions` the times
 the summary was brought back under its cap.
 """
 
@@ -62,7 +64,7 @@ COMPACTION_INSTRUCTIONS = (
     "the open questions; condense or drop what is oldest and least needed later. Return only "
     "the summary, as plain text."
 )
-"""The summarizer's instructions when the summary passed its cap (``{max_tokens}`` is filled)."""
+"""The summarizer's instructions when the summary passed its cap (`{max_tokens}` is filled)."""
 
 SUMMARY_SHORTENED_MARKER = (
     "[...the oldest part of this summary is left out of this call to fit the context window]\n"
@@ -100,8 +102,8 @@ def new_record(
 def compacted_record(
     record: dict[str, Any], summary: str, summary_tokens: int, by_summarizer: bool
 ) -> dict[str, Any]:
-    """``record`` with its summary shortened (same watermark). A shortening by the summarizer
-    is an update like any other; ``compactions`` counts both kinds."""
+    """`record` with its summary shortened (same watermark). A shortening by the summarizer
+    is an update like any other; `compactions` counts both kinds."""
     return {
         **record,
         "summary": summary,
@@ -112,16 +114,16 @@ def compacted_record(
 
 
 _COUNTS = ("summary_tokens", "messages_summarized", "updates", "compactions", "upto_seq")
-"""Optional counts of a record: ints from 0 to ``INT64_MAX`` when present."""
+"""Optional counts of a record: ints from 0 to `INT64_MAX` when present."""
 
 
 def load_record(value: Any, name: str = "summary") -> dict[str, Any] | None:
-    """Validate a record (a dict, its JSON text, or ``None``).
+    """Validate a record (a dict, its JSON text, or `None`).
 
     Raises:
         TypeError: not a dict (nor JSON text of one).
-        ValueError: no ``summary`` text, or a position or count that is not an int in its
-            range (``upto_index`` from -1, the counts from 0, both to ``INT64_MAX``; ``bool``,
+        ValueError: no `summary` text, or a position or count that is not an int in its
+            range (`upto_index` from -1, the counts from 0, both to `INT64_MAX`; `bool`,
             NaN and infinities refused); the message names the field.
     """
     if value is None:
@@ -157,10 +159,10 @@ def dump_record(record: dict[str, Any] | None) -> str | None:
 
 
 def find_watermark(conv: Sequence[BaseMessage], record: dict[str, Any] | None) -> int | None:
-    """Index of the last summarized message in ``conv`` (-1 before any), or ``None`` if the
-    record's watermark is not in ``conv`` (the history was edited: the record is stale).
+    """Index of the last summarized message in `conv` (-1 before any), or `None` if the
+    record's watermark is not in `conv` (the history was edited: the record is stale).
 
-    Uses ``upto_index`` as a hint and checks ``upto_id``; searches backwards only if they
+    Uses `upto_index` as a hint and checks `upto_id`; searches backwards only if they
     disagree.
     """
     if record is None:
@@ -182,7 +184,7 @@ def render_summary(
     system: SystemMessage | None, summary: str | None, placement: str
 ) -> tuple[SystemMessage | None, list[BaseMessage]]:
     """Place the summary: appended to the one system message, or as a leading tagged
-    human message (``placement="message"``). Never a second system message."""
+    human message (`placement="message"`). Never a second system message."""
     if not summary:
         return system, []
     if placement == "message":
@@ -221,14 +223,14 @@ def summarizer_prompt(
 
 
 def compaction_prompt(summary: str, max_tokens: int) -> list[BaseMessage]:
-    """Messages for one summarizer call that folds ``summary`` into a shorter one."""
+    """Messages for one summarizer call that folds `summary` into a shorter one."""
     return summarizer_prompt(
         summary, "(none: only shorten the summary)", COMPACTION_INSTRUCTIONS, max_tokens
     )
 
 
 def text_tokens(counter: TokenCounter, text: str, *, cache: bool = True) -> int:
-    """Tokens of ``text`` alone with ``counter`` (message overhead removed); ``cache=False``
+    """Tokens of `text` alone with `counter` (message overhead removed); `cache=False`
     for one-off texts (bisection probes)."""
     count = counter if cache else counter.uncached
     return max(0, count(HumanMessage(text)) - counter(HumanMessage("")))
@@ -241,7 +243,7 @@ _BREAKS = ("\n", "。", ". ", "！", "？", "; ", "；")
 
 
 def _snap(text: str, start: int) -> int:
-    """``start`` moved forward to just after a line or sentence break, if one is close (within
+    """`start` moved forward to just after a line or sentence break, if one is close (within
     a quarter of what is kept), so the kept part starts on a whole sentence."""
     reach = start + max(0, (len(text) - start) // 4)
     best = None
@@ -255,9 +257,9 @@ def _snap(text: str, start: int) -> int:
 
 
 def newest_part(text: str, marker: str, fits: Callable[[str], bool]) -> str | None:
-    """``text`` if ``fits(text)``, else ``marker`` followed by the longest end of ``text`` that
-    fits (starting on a sentence where one is close); ``None`` if less than
-    :data:`_LEAST_KEPT` characters of ``text`` fit beside ``marker``.
+    """`text` if `fits(text)`, else `marker` followed by the longest end of `text` that
+    fits (starting on a sentence where one is close); `None` if less than
+    `_LEAST_KEPT` characters of `text` fit beside `marker`.
 
     A summary grows at its end, so its end is its newest part: this drops the oldest first.
     """
@@ -283,8 +285,8 @@ def newest_part(text: str, marker: str, fits: Callable[[str], bool]) -> str | No
 
 
 def cap_text(counter: TokenCounter, text: str, max_tokens: int, marker: str) -> str:
-    """``text`` cut (at a character boundary found by bisection) to ``max_tokens`` tokens,
-    with ``marker`` appended, if it is longer."""
+    """`text` cut (at a character boundary found by bisection) to `max_tokens` tokens,
+    with `marker` appended, if it is longer."""
     if text_tokens(counter, text) <= max_tokens:
         return text
     lo, hi = 0, len(text)

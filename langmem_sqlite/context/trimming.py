@@ -1,14 +1,15 @@
 """Trimming a conversation to a budget: pure functions, messages in, messages out.
 
 The window is chosen by walking back from the end with cached per-message counts, so the work
-is proportional to what is kept, not to the history's length. Rules (see :mod:`.structure`):
+is proportional to what is kept, not to the history's length. Rules (see `structure`):
 
 * exactly one system message, at index 0, counted in the budget (never trimmed);
 * an AI message with tool calls and all its tool results are kept or dropped together
   (parallel and interleaved calls included), and the window never starts on a tool result;
 * the latest human message and everything after it (the turn in progress) are always kept; if
   that turn alone is over the budget, its largest tool results are shortened with a visible
-  marker, and if it still does not fit a :class:`ContextBudgetError` says why;
+  marker, and if it still does not fit a [`ContextBudgetError`][langmem_sqlite.ContextBudgetError]
+  says why;
 * the result is never empty and never over the budget.
 """
 
@@ -47,8 +48,8 @@ __all__ = [
 ]
 
 CutMode = Literal["turn", "unit"]
-"""Where older history may be cut: only before a human message (``"turn"``, the default) or
-between any two tool-call units (``"unit"``)."""
+"""Where older history may be cut: only before a human message (`"turn"`, the default) or
+between any two tool-call units (`"unit"`)."""
 
 TRUNCATION_MARKER = "\n[... {removed} of {total} characters of this tool result were removed to fit the context window]"
 """Appended to a tool result shortened to fit the budget."""
@@ -57,7 +58,7 @@ _LEGACY = "\x00function_call"  # open marker for legacy FunctionMessage results
 
 
 SHORTENED_KEY = "shortened_to_fit"
-"""``response_metadata`` key of a tool result shortened to fit (``{"removed", "total"}``)."""
+"""`response_metadata` key of a tool result shortened to fit (`{"removed", "total"}`)."""
 
 
 def is_shortened(message: BaseMessage) -> bool:
@@ -76,14 +77,14 @@ class _Meter:
     fixed: int = 0  # messages pre-loaded (the system message, a summary note)
 
     def cost(self, message: BaseMessage) -> int:
-        """``fn(message)``, uncached for a shortened copy."""
+        """`fn(message)`, uncached for a shortened copy."""
         if is_shortened(message):
             return int(getattr(self.fn, "uncached", self.fn)(message))
         return self.fn(message)
 
 
 def count_input(counter: TokenCounter, messages: Sequence[BaseMessage]) -> int:
-    """``counter.count(messages)`` with shortened copies counted uncached."""
+    """`counter.count(messages)` with shortened copies counted uncached."""
     fresh = counter.uncached
     return counter.reply_overhead + sum(
         fresh(m) if is_shortened(m) else counter(m) for m in messages
@@ -92,14 +93,15 @@ def count_input(counter: TokenCounter, messages: Sequence[BaseMessage]) -> int:
 
 @dataclass(frozen=True)
 class Limits:
-    """Budgets for one model input; each ``None`` limit is not applied.
+    """Budgets for one model input; each `None` limit is not applied.
 
     Args:
         max_tokens: tokens of the whole input (system message and reply priming included),
-            counted with ``counter``.
+            counted with `counter`.
         max_messages: messages of the whole input, system message included.
         max_chars: characters of text, tool calls and names, system message included.
-        counter: the token counter (any spec of :func:`resolve_message_counter`).
+        counter: the token counter (any spec of
+            [`resolve_message_counter`][langmem_sqlite.resolve_message_counter]).
     """
 
     max_tokens: int | None = None
@@ -131,7 +133,8 @@ class Limits:
     def meters(self, fixed: Sequence[BaseMessage], *, check: bool = True) -> list[_Meter]:
         """One meter per limit, pre-loaded with the fixed part (system message, summary).
 
-        With ``check``, a fixed part over a limit raises :class:`ContextBudgetError`."""
+        With `check`, a fixed part over a limit raises
+        [`ContextBudgetError`][langmem_sqlite.ContextBudgetError]."""
         out = []
         if self.max_tokens is not None and self.counter is not None:
             c = self.counter
@@ -160,8 +163,8 @@ class Limits:
     def fits(
         self, fixed: Sequence[BaseMessage], rest: Sequence[BaseMessage], *, cached: bool = False
     ) -> bool:
-        """Whether ``fixed`` and ``rest`` fit every limit; ``fixed`` is counted uncached (a
-        one-off variant) unless ``cached``."""
+        """Whether `fixed` and `rest` fit every limit; `fixed` is counted uncached (a
+        one-off variant) unless `cached`."""
         for m in self.meters((), check=False):
             count = m.fn if cached else getattr(m.fn, "uncached", m.fn)
             if m.used + sum(count(x) for x in fixed) + _sum(m, rest) > m.limit:
@@ -225,11 +228,12 @@ def _fits(meters: list[_Meter], messages: Sequence[BaseMessage]) -> bool:
 def shorten_tool_results(
     messages: Sequence[BaseMessage], meters: list[_Meter]
 ) -> list[BaseMessage] | None:
-    """Shorten the largest tool results so ``messages`` fit the meters (``None`` if impossible).
+    """Shorten the largest tool results so `messages` fit the meters (`None` if impossible).
 
     Every tool result longer than one common character cap is cut to it (the largest cap that
-    fits is found by bisection) and marked with :data:`TRUNCATION_MARKER`; the call/result
-    structure is untouched.
+    fits is found by bisection) and marked with
+    [`TRUNCATION_MARKER`][langmem_sqlite.context.TRUNCATION_MARKER]; the call/result structure is
+    untouched.
     """
     texts = {i: _plain_text(m) for i, m in enumerate(messages) if is_tool_result(m)}
     if not texts:
@@ -266,8 +270,8 @@ def _sum(m: _Meter, messages: Sequence[BaseMessage]) -> int:
 
 
 def _turn_error(m: _Meter, sent: Sequence[BaseMessage], shortened: bool) -> ContextBudgetError:
-    """Why ``sent`` (the turn in progress, as small as allowed) cannot fit meter ``m`` (whose
-    ``used`` holds the system message): the part that is too large, and by how much."""
+    """Why `sent` (the turn in progress, as small as allowed) cannot fit meter `m` (whose
+    `used` holds the system message): the part that is too large, and by how much."""
     need = m.used + _sum(m, sent)
     over = need - m.limit
     human = next((x for x in sent if x.type == "human"), None)
@@ -321,8 +325,9 @@ def _turn_error(m: _Meter, sent: Sequence[BaseMessage], shortened: bool) -> Cont
 def require_turn(
     meters: list[_Meter], tail: Sequence[BaseMessage], *, shorten: bool = True
 ) -> None:
-    """Raise :class:`ContextBudgetError` unless the turn in progress ``tail`` fits the meters
-    (pre-loaded with the system message), its tool results shortened if ``shorten``."""
+    """Raise [`ContextBudgetError`][langmem_sqlite.ContextBudgetError] unless the turn in progress
+    `tail` fits the meters (pre-loaded with the system message), its tool results shortened if
+    `shorten`."""
     sent = minimal_turn(tail) if shorten else list(tail)
     for m in meters:
         if m.used + _sum(m, sent) > m.limit:
@@ -337,7 +342,7 @@ def select_window(
     cut: CutMode = "turn",
     shorten: bool = True,
 ) -> list[BaseMessage]:
-    """The longest valid suffix of ``conv[lo:]`` that fits the meters (conversation only).
+    """The longest valid suffix of `conv[lo:]` that fits the meters (conversation only).
 
     Walks back from the end: first the turn in progress (kept whole, shortened if needed),
     then older messages while every meter fits, remembering the last valid cut.
@@ -381,7 +386,8 @@ def select_window(
 
 
 def fail_closed(messages: list[BaseMessage]) -> list[BaseMessage]:
-    """Raise :class:`ContextStructureError` if ``messages`` break a structural rule."""
+    """Raise [`ContextStructureError`][langmem_sqlite.ContextStructureError] if `messages` break a
+    structural rule."""
     problems = check_structure(messages)
     if problems:
         raise ContextStructureError("messages: invalid model input: " + "; ".join(problems))
@@ -399,18 +405,19 @@ def trim_context(
     cut: CutMode = "turn",
     shorten_tool_results: bool = True,
 ) -> list[BaseMessage]:
-    """Trim ``messages`` to a budget for one model call, keeping the structure valid.
+    """Trim `messages` to a budget for one model call, keeping the structure valid.
 
     Args:
         messages: the conversation, oldest first (system messages anywhere are merged into one
             at index 0).
         max_tokens: token budget of the whole input, system message and reply priming included.
-        token_counter: counter spec for ``max_tokens`` (default: approximate; ``"gpt-4o"``
-            for exact OpenAI counts; see :func:`~langmem_sqlite.messages.counting.resolve_message_counter`).
+        token_counter: counter spec for `max_tokens` (default: approximate; `"gpt-4o"`
+            for exact OpenAI counts; see
+            [`resolve_message_counter`][langmem_sqlite.resolve_message_counter]).
         max_messages: message budget, system message included.
         max_chars: character budget, system message included.
         system_prompt: a system prompt placed first (merged with system messages found).
-        cut: ``"turn"`` cuts older history only before human messages; ``"unit"`` between any
+        cut: `"turn"` cuts older history only before human messages; `"unit"` between any
             tool-call units.
         shorten_tool_results: allow shortening tool results of the turn in progress when it
             alone is over the budget.
@@ -419,9 +426,9 @@ def trim_context(
         A new list: at most one system message (index 0), then the most recent messages that fit.
 
     Raises:
-        ValueError: a budget that is not an int from 1 to ``INT64_MAX`` (``bool``, floats, NaN
+        ValueError: a budget that is not an int from 1 to `INT64_MAX` (`bool`, floats, NaN
             and infinities refused; the message names it), or none given.
-        TypeError: ``messages`` is not a list of messages (a ``str`` is refused, not split).
+        TypeError: `messages` is not a list of messages (a `str` is refused, not split).
         ContextBudgetError: the system message or the turn in progress alone cannot fit.
         ContextStructureError: the input has orphan tool results or dangling tool calls in the
             part that would be kept.

@@ -1,26 +1,28 @@
 """Databases: one place that turns "where is the database" into an engine, and runs work on it.
 
 Every adapter in the package (chat history, checkpointer, store) goes through
-:func:`get_database`, which accepts
+[`get_database`][langmem_sqlite.get_database], which accepts
 
-* a URL string (``"sqlite:///memory.db"``, ``"postgresql://..."``, ``"mariadb://..."``),
-* a plain path (``"memory.db"`` becomes a SQLite file; ``":memory:"`` a private in-memory
+* a URL string (`"sqlite:///memory.db"`, `"postgresql://..."`, `"mariadb://..."`),
+* a plain path (`"memory.db"` becomes a SQLite file; `":memory:"` a private in-memory
   database),
-* a SQLAlchemy :class:`~sqlalchemy.engine.Engine`, or
-* a SQLAlchemy :class:`~sqlalchemy.ext.asyncio.AsyncEngine`,
+* a SQLAlchemy `Engine`, or
+* a SQLAlchemy `AsyncEngine`,
 
-and returns a :class:`Database`. Databases are shared per URL or engine, so building a history
-object per request (as ``RunnableWithMessageHistory`` does) never creates a new pool; an
-in-memory SQLite database is the one exception: each opening is a database of its own, as
-``sqlite3.connect(":memory:")`` is.
+and returns a [`Database`][langmem_sqlite.Database]. Databases are shared per URL or engine, so
+building a history object per request (as `RunnableWithMessageHistory` does) never creates a new
+pool; an in-memory SQLite database is the one exception: each opening is a database of its own, as
+`sqlite3.connect(":memory:")` is.
 
-Each storage operation is written once, as a function of a :class:`~.session.Session` (or, for
-schema changes, of a SQLAlchemy :class:`~sqlalchemy.engine.Connection`). :meth:`Database.run`
-runs it as one unit of work, retried by the one rule of :mod:`.retry`; :meth:`Database.arun`
-runs the very same call in one of the database's worker threads, so the event loop never
-blocks; on a caller's ``AsyncEngine`` it runs the function on that engine's connection through
-SQLAlchemy's ``run_sync`` instead. Operations of several transactions are :data:`Plan` objects,
-driven by :meth:`Database.drive` and :meth:`Database.adrive`.
+Each storage operation is written once, as a function of a
+[`Session`][langmem_sqlite.engine.Session] (or, for schema changes, of a SQLAlchemy `Connection`).
+[`Database.run`][langmem_sqlite.engine.Database.run] runs it as one unit of work, retried by the one
+rule of `retry`; [`Database.arun`][langmem_sqlite.engine.Database.arun] runs the very same call in
+one of the database's worker threads, so the event loop never blocks; on a caller's `AsyncEngine` it
+runs the function on that engine's connection through SQLAlchemy's `run_sync` instead. Operations of
+several transactions are [`Plan`][langmem_sqlite.engine.Plan] objects, driven by
+[`Database.drive`][langmem_sqlite.engine.Database.drive] and
+[`Database.adrive`][langmem_sqlite.engine.Database.adrive].
 """
 
 from __future__ import annotations
@@ -53,7 +55,7 @@ __all__ = ["Database", "DatabaseLike", "Plan", "Step", "get_database", "reading_
 T = TypeVar("T")
 
 DatabaseLike = str | os.PathLike[str] | URL | Engine | AsyncEngine
-"""Anything :func:`get_database` accepts."""
+"""Anything [`get_database`][langmem_sqlite.get_database] accepts."""
 
 _SHORTEST_TURN_WAIT = 1.0
 """Seconds a call waits at least for its turn among this process's writers (as long as one try
@@ -65,31 +67,35 @@ that reads go on while writers wait for the file's lock."""
 
 
 class Step(NamedTuple):
-    """One unit of work of a :data:`Plan`: ``fn(session, *args)``."""
+    """One unit of work of a [`Plan`][langmem_sqlite.engine.Plan]: `fn(session, *args)`."""
 
     fn: Callable[..., Any]
     args: tuple[Any, ...] = ()
     write: bool = False
     """The work writes (SQLite: it takes the write lock at its start)."""
     own_transaction: bool = False
-    """``fn`` takes a SQLAlchemy ``Connection`` in "commit as you go" mode and commits itself
-    (schema changes, ``VACUUM``)."""
+    """`fn` takes a SQLAlchemy `Connection` in "commit as you go" mode and commits itself
+    (schema changes, `VACUUM`)."""
     schema: bool = False
-    """``fn`` inspects or changes the schema: it takes a SQLAlchemy ``Connection`` in a
-    transaction (for ``inspect()`` and savepoints) instead of a :class:`~.session.Session`."""
+    """`fn` inspects or changes the schema: it takes a SQLAlchemy `Connection` in a
+    transaction (for `inspect()` and savepoints) instead of a
+    [`Session`][langmem_sqlite.engine.Session]."""
     single: bool = False
-    """``fn`` runs one statement: it needs no transaction around it."""
+    """`fn` runs one statement: it needs no transaction around it."""
     transaction: bool = False
-    """``fn`` only reads but must run as one transaction (PostgreSQL: settings made with
-    ``SET LOCAL`` last for the unit, also through a transaction pooler)."""
+    """`fn` only reads but must run as one transaction (PostgreSQL: settings made with
+    `SET LOCAL` last for the unit, also through a transaction pooler)."""
 
 
 Plan = Generator[Step, Any, T]
 """An operation made of several units of work, written once for sync and async callers.
 
-A plan is a generator that yields :class:`Step` objects and receives each step's result (or has
-its exception thrown in). :meth:`Database.drive` runs it with :meth:`Database.run`,
-:meth:`Database.adrive` with :meth:`Database.arun`.
+A plan is a generator that yields [`Step`][langmem_sqlite.engine.Step] objects and receives each
+step's result (or has its exception thrown in).
+[`Database.drive`][langmem_sqlite.engine.Database.drive] runs it with
+[`Database.run`][langmem_sqlite.engine.Database.run],
+[`Database.adrive`][langmem_sqlite.engine.Database.adrive] with
+[`Database.arun`][langmem_sqlite.engine.Database.arun].
 """
 
 
@@ -165,7 +171,7 @@ if hasattr(os, "register_at_fork"):
 @atexit.register
 def _close_at_exit() -> None:
     """Close the pooled connections this package opened, so that SQLite's last connection to a
-    file checkpoints its write-ahead log and removes it (``-wal`` and ``-shm``)."""
+    file checkpoints its write-ahead log and removes it (`-wal` and `-shm`)."""
     pid = os.getpid()
     for db in list(_created):
         if db._pid == pid:
@@ -176,8 +182,9 @@ def _close_at_exit() -> None:
 class Database:
     """A database: its sync engine, its dialect object, and the seam that runs work on it.
 
-    Obtain instances with :func:`get_database`. An ``AsyncEngine`` given by the caller is used
-    for the async API as given (the sync API uses a sync engine for the same URL).
+    Obtain instances with [`get_database`][langmem_sqlite.get_database]. An `AsyncEngine` given by
+    the caller is used for the async API as given (the sync API uses a sync engine for the same
+    URL).
     """
 
     def __init__(
@@ -194,7 +201,7 @@ class Database:
         self._given_async = async_engine
         core = sync_engine if sync_engine is not None else async_engine.sync_engine  # type: ignore[union-attr]
         self.rules: Dialect = dialect_for(core)
-        """This database's dialect object (see :mod:`langmem_sqlite.engine.dialects`)."""
+        """This database's dialect object (see `langmem_sqlite.engine.dialects`)."""
         for engine in (sync_engine, async_engine.sync_engine if async_engine else None):
             if engine is not None:
                 self.rules.configure(engine)
@@ -205,7 +212,7 @@ class Database:
         self.retry_seconds: float = (
             default_retry_seconds() if retry_seconds is None else float(retry_seconds)
         )
-        """How long a call keeps retrying transient failures (see :mod:`.retry`)."""
+        """How long a call keeps retrying transient failures (see `retry`)."""
         self.reached = False
         """Whether this process has connected to the database once (until then a connection
         failure is not retried)."""
@@ -231,9 +238,10 @@ class Database:
         self._workers: ThreadPoolExecutor | None = None
         self._pid = os.getpid()
         self.facts: dict[str, Any] = {}
-        """Server settings read once and remembered (e.g. MySQL's ``max_allowed_packet``)."""
+        """Server settings read once and remembered (e.g. MySQL's `max_allowed_packet`)."""
         self.ready: set[Any] = set()
-        """Keys of schemas already migrated in this process (see :mod:`langmem_sqlite.engine.migrations`)."""
+        """Keys of schemas already migrated in this process (see
+        [`langmem_sqlite.engine.migrations`][langmem_sqlite.engine.migrations])."""
         self.lock = threading.Lock()
         self.reading: bool = bool(core.get_execution_options().get("langmem_reading", False))
         """Opened by [`reading_database`][langmem_sqlite.engine.reading_database]:
@@ -245,13 +253,14 @@ class Database:
 
     @property
     def async_engine(self) -> AsyncEngine | None:
-        """The caller's ``AsyncEngine``, if one was given (else the async API runs the sync
+        """The caller's `AsyncEngine`, if one was given (else the async API runs the sync
         path in worker threads)."""
         return self._given_async
 
     @property
     def sync_engine(self) -> Engine:
-        """The sync engine (every database has one; see :func:`get_database`)."""
+        """The sync engine (every database has one; see
+        [`get_database`][langmem_sqlite.get_database])."""
         if self._sync is None:
             raise TypeError(
                 "connection: this AsyncEngine's driver has no known sync twin; "
@@ -261,12 +270,12 @@ class Database:
 
     @property
     def dialect(self) -> str:
-        """``"sqlite"``, ``"postgresql"``, ``"mysql"`` or ``"mariadb"``."""
+        """`"sqlite"`, `"postgresql"`, `"mysql"` or `"mariadb"`."""
         return self.rules.name
 
     @property
     def url(self) -> URL:
-        """The database URL (password hidden when rendered with ``str``)."""
+        """The database URL (password hidden when rendered with `str`)."""
         engine = self._sync if self._sync is not None else self._given_async.sync_engine  # type: ignore[union-attr]
         return engine.url
 
@@ -275,11 +284,11 @@ class Database:
         return self.url.render_as_string(hide_password=True)
 
     def fault(self, error: BaseException) -> Fault | None:
-        """The kind of transient failure ``error`` is, or None (see :mod:`.retry`)."""
+        """The kind of transient failure `error` is, or None (see `retry`)."""
         return self.rules.fault(error)
 
     def reason(self, error: BaseException, kind: Fault | None) -> str | None:
-        """Why ``error`` keeps the database from the user, in words (None: the driver's)."""
+        """Why `error` keeps the database from the user, in words (None: the driver's)."""
         return self.rules.reason(self.url, error, kind)
 
     # -- running work ---------------------------------------------------------------------------
@@ -294,11 +303,12 @@ class Database:
         single: bool = False,
         transaction: bool = False,
     ) -> T:
-        """Run ``fn(session, *args)`` as one unit of work (see :class:`Step` for the flags).
+        """Run `fn(session, *args)` as one unit of work (see [`Step`][langmem_sqlite.engine.Step]
+        for the flags).
 
         Transient failures (a locked SQLite file, a dropped or refused server connection, a
         deadlock) re-run the whole unit, connection checkout included, until the retry
-        deadline (:mod:`.retry`).
+        deadline (`retry`).
         """
         attempts = Attempts(self)
         while True:
@@ -343,7 +353,7 @@ class Database:
     def _taking(
         self, turn: threading.RLock | contextlib.nullcontext[None], attempts: Attempts
     ) -> Iterator[None]:
-        """Hold ``turn`` (this process's writers' turn on a SQLite file, or the units' turn on
+        """Hold `turn` (this process's writers' turn on a SQLite file, or the units' turn on
         a database in memory), waiting for it until the call's deadline at most.
 
         Raises:
@@ -371,8 +381,9 @@ class Database:
         single: bool = False,
         transaction: bool = False,
     ) -> T:
-        """The async twin of :meth:`run`: the same call, in one of this database's worker
-        threads (the event loop never blocks), or on the caller's ``AsyncEngine``.
+        """The async twin of [`run`][langmem_sqlite.engine.Database.run]: the same call, in one of
+        this database's worker threads (the event loop never blocks), or on the caller's
+        `AsyncEngine`.
 
         A cancelled call stops waiting at once; a unit of work it started in a worker thread
         still ends (committed or rolled back) there.
@@ -428,7 +439,8 @@ class Database:
             return await conn.run_sync(on)
 
     def run_step(self, step: Step) -> Any:
-        """Run one :class:`Step` of a plan with :meth:`run`."""
+        """Run one [`Step`][langmem_sqlite.engine.Step] of a plan with
+        [`run`][langmem_sqlite.engine.Database.run]."""
         return self.run(
             step.fn,
             *step.args,
@@ -440,7 +452,7 @@ class Database:
         )
 
     async def arun_step(self, step: Step) -> Any:
-        """The async twin of :meth:`run_step`."""
+        """The async twin of [`run_step`][langmem_sqlite.engine.Database.run_step]."""
         return await self.arun(
             step.fn,
             *step.args,
@@ -452,7 +464,7 @@ class Database:
         )
 
     def drive(self, plan: Plan[T]) -> T:
-        """Run a :data:`Plan` synchronously and return its result."""
+        """Run a [`Plan`][langmem_sqlite.engine.Plan] synchronously and return its result."""
         step = _advance(plan, None, None)
         while isinstance(step, Step):
             try:
@@ -462,7 +474,8 @@ class Database:
         return step.value  # type: ignore[no-any-return]
 
     async def adrive(self, plan: Plan[T]) -> T:
-        """Run a :data:`Plan` with :meth:`arun` and return its result."""
+        """Run a [`Plan`][langmem_sqlite.engine.Plan] with
+        [`arun`][langmem_sqlite.engine.Database.arun] and return its result."""
         step = _advance(plan, None, None)
         while isinstance(step, Step):
             try:
@@ -499,7 +512,8 @@ class Database:
             self._sync.dispose()
 
     async def adispose(self) -> None:
-        """The async twin of :meth:`dispose` (a caller's ``AsyncEngine`` is left to its owner)."""
+        """The async twin of [`dispose`][langmem_sqlite.engine.Database.dispose] (a caller's
+        `AsyncEngine` is left to its owner)."""
         await asyncio.get_running_loop().run_in_executor(None, self.dispose)
 
 
@@ -543,23 +557,24 @@ def get_database(
     engine_args: dict[str, Any] | None = None,
     retry_seconds: float | None = None,
 ) -> Database:
-    """Return the :class:`Database` for a URL, a path, an Engine or an AsyncEngine.
+    """Return the [`Database`][langmem_sqlite.Database] for a URL, a path, an Engine or an
+    AsyncEngine.
 
     Calling it again with the same URL (and arguments) or engine returns the same object, and
-    so the same connection pools; an in-memory SQLite database (``":memory:"``,
-    ``"sqlite://"``) is new at every call: private to the object that asked for it.
+    so the same connection pools; an in-memory SQLite database (`":memory:"`,
+    `"sqlite://"`) is new at every call: private to the object that asked for it.
 
     Args:
         connection: where the database is.
-        engine_args: arguments for ``create_engine`` (URLs only; ``connect_args`` are merged
-            with the package's, e.g. ``{"connect_args": {"connect_timeout": 10}}``).
+        engine_args: arguments for `create_engine` (URLs only; `connect_args` are merged
+            with the package's, e.g. `{"connect_args": {"connect_timeout": 10}}`).
         retry_seconds: how long calls retry transient failures (default 30 s, or
-            ``$LANGMEM_SQLITE_RETRY_SECONDS``).
+            `$LANGMEM_SQLITE_RETRY_SECONDS`).
 
     Raises:
-        ValueError: ``connection`` is empty, not a database URL, or ``retry_seconds`` is out
+        ValueError: `connection` is empty, not a database URL, or `retry_seconds` is out
             of range.
-        TypeError: ``connection`` is of an unsupported type.
+        TypeError: `connection` is of an unsupported type.
     """
     if isinstance(connection, Database):
         return connection
@@ -600,14 +615,14 @@ def get_database(
 
 
 def reading_database(connection: DatabaseLike | Database) -> Database:
-    """The [`Database`][langmem_sqlite.engine.Database] for ``connection`` opened only to
+    """The [`Database`][langmem_sqlite.engine.Database] for `connection` opened only to
     read it: the package's tables are checked, never created or migrated (a missing or older
     schema raises [`SchemaNotReadyError`][langmem_sqlite.engine.migrations.SchemaNotReadyError]),
     and a SQLite file keeps its journal mode while its connections refuse every write. Once its
     connections are closed ([`Database.dispose`][langmem_sqlite.engine.Database.dispose], or
-    at exit) a SQLite file is left as it was found, without ``-wal`` or ``-shm`` files.
+    at exit) a SQLite file is left as it was found, without `-wal` or `-shm` files.
 
-    An ``Engine``, an ``AsyncEngine`` or a ``Database`` is returned as
+    An `Engine`, an `AsyncEngine` or a `Database` is returned as
     [`get_database`][langmem_sqlite.engine.get_database] returns it (its owner configured it).
     """
     if isinstance(connection, str | os.PathLike | URL):

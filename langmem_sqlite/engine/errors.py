@@ -14,7 +14,7 @@ class DatabaseUnavailableError(ConnectionError):
 
     The message names the database with its password hidden, and why (the driver's last error,
     or in words such as "another process holds its write lock"); the driver's error is the
-    ``__cause__`` (none when the call waited for this process's other writers).
+    `__cause__` (none when the call waited for this process's other writers).
 
     Attributes:
         url: the database URL, password hidden.

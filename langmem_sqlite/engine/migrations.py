@@ -1,17 +1,18 @@
-"""Schema changes: :data:`MIGRATIONS`, their ordered list, applied automatically, once, safely.
+"""Schema changes: [`MIGRATIONS`][langmem_sqlite.engine.migrations.MIGRATIONS], their ordered list,
+applied automatically, once, safely.
 
-The first use of a set of tables in a process calls :func:`ensure_schema` (or
-:func:`aensure_schema`). It reads the recorded version without locking; only when something is
-missing does it take a database-wide lock, so that any number of processes starting together
-apply each migration exactly once:
+The first use of a set of tables in a process calls
+[`ensure_schema`][langmem_sqlite.engine.migrations.ensure_schema] (or
+[`aensure_schema`][langmem_sqlite.engine.migrations.aensure_schema]). It reads the recorded version
+without locking; only when something is missing does it take a database-wide lock, so that any
+number of processes starting together apply each migration exactly once:
 
-* SQLite: the write lock (``BEGIN IMMEDIATE``); DDL is transactional.
-* PostgreSQL: ``pg_advisory_xact_lock``; DDL is transactional.
-* MySQL/MariaDB: ``GET_LOCK``; DDL commits implicitly, so every migration step is idempotent
-  (``CREATE ... IF NOT EXISTS`` semantics) and is recorded as soon as it is done.
+* SQLite: the write lock (`BEGIN IMMEDIATE`); DDL is transactional.
+* PostgreSQL: `pg_advisory_xact_lock`; DDL is transactional.
+* MySQL/MariaDB: `GET_LOCK`; DDL commits implicitly, so every migration step is idempotent
+  (`CREATE ... IF NOT EXISTS` semantics) and is recorded as soon as it is done.
 
-(The lock is the database's dialect object's: :meth:`~langmem_sqlite.engine.dialects.Dialect.
-migration_lock`.)
+(The lock is the database's dialect object's: `migration_lock`.)
 """
 
 from __future__ import annotations
@@ -57,7 +58,7 @@ __all__ = [
 
 @dataclass(frozen=True)
 class Migration:
-    """One schema change: ``apply(connection, tables)`` runs inside the migration lock."""
+    """One schema change: `apply(connection, tables)` runs inside the migration lock."""
 
     version: int
     description: str
@@ -65,10 +66,10 @@ class Migration:
 
 
 def _add_columns(table: str, *names: str) -> Callable[[Connection, Tables], None]:
-    """A migration step adding nullable columns (declared on ``table``) that are missing.
+    """A migration step adding nullable columns (declared on `table`) that are missing.
 
     Tables created after the column was declared already have it; older ones get
-    ``ALTER TABLE ... ADD COLUMN`` with the column's DDL compiled by SQLAlchemy for the dialect.
+    `ALTER TABLE ... ADD COLUMN` with the column's DDL compiled by SQLAlchemy for the dialect.
     """
 
     def apply(conn: Connection, t: Tables) -> None:
@@ -84,7 +85,7 @@ def _add_columns(table: str, *names: str) -> Callable[[Connection, Tables], None
 
 
 def _add_indexes(table: str, *names: str) -> Callable[[Connection, Tables], None]:
-    """A migration step creating indexes declared on ``table`` that are missing (``names``
+    """A migration step creating indexes declared on `table` that are missing (`names`
     without the table prefix). Tables created after the index was declared already have it."""
 
     def apply(conn: Connection, t: Tables) -> None:
@@ -99,8 +100,8 @@ def _add_indexes(table: str, *names: str) -> Callable[[Connection, Tables], None
 
 
 def _drop_indexes(table: str, *names: str) -> Callable[[Connection, Tables], None]:
-    """A migration step dropping indexes no longer declared on ``table`` (``names`` without the
-    table prefix), where they exist: SQLAlchemy renders each dialect's ``DROP INDEX`` for a
+    """A migration step dropping indexes no longer declared on `table` (`names` without the
+    table prefix), where they exist: SQLAlchemy renders each dialect's `DROP INDEX` for a
     stand-in of the index on a copy of the table outside the schema's metadata."""
 
     def apply(conn: Connection, t: Tables) -> None:
@@ -143,7 +144,7 @@ def _unique_message_ids(conn: Connection, t: Tables) -> None:
 
     Rows already stored are all kept (their bodies, positions and token sums unchanged, so
     every read returns what it returned before): where a session holds several rows with one
-    id, the first (lowest position) keeps it in ``message_id`` and the later ones get NULL
+    id, the first (lowest position) keeps it in `message_id` and the later ones get NULL
     there, as an append of a repeated id stores it from now on. Idempotent (MySQL/MariaDB
     commit DDL as they go).
     """
@@ -213,7 +214,7 @@ MIGRATIONS: list[Migration] = [
         _drop_indexes("checkpoint_blobs", "checkpoint_blobs_root_ix"),
     ),
 ]
-"""Ordered schema changes; ``MIGRATIONS[i].version == i + 1``."""
+"""Ordered schema changes; `MIGRATIONS[i].version == i + 1`."""
 
 
 # -- applying them ----------------------------------------------------------------------------
@@ -239,7 +240,7 @@ class SchemaNotReadyError(RuntimeError):
 
 
 def _prefixes_present(conn: Connection, t: Tables) -> list[str]:
-    """The prefixes of every set of the package's tables in ``t``'s schema (``inspect``: no
+    """The prefixes of every set of the package's tables in `t`'s schema (`inspect`: no
     DDL)."""
     names = set(inspect(conn).get_table_names(schema=t.schema))
     ends = ("migrations", "sessions")
@@ -286,7 +287,8 @@ def _lock_name(t: Tables) -> str:
 
 
 def _migrate(conn: Connection, t: Tables) -> int:
-    """Bring the tables to :data:`LATEST_VERSION` under a database-wide lock.
+    """Bring the tables to [`LATEST_VERSION`][langmem_sqlite.engine.migrations.LATEST_VERSION] under
+    a database-wide lock.
 
     Runs on a connection in "commit as you go" mode: everything is committed before the lock
     is released, so the next process to take it sees the finished work.
@@ -309,7 +311,7 @@ def _migrate(conn: Connection, t: Tables) -> int:
 
 
 def _not_ready(db: Database, t: Tables, applied: set[int] | None) -> Plan[SchemaNotReadyError]:
-    """The error for a reading database without ``t`` at the latest version."""
+    """The error for a reading database without `t` at the latest version."""
     where = _where(db)
     if applied is not None:
         return SchemaNotReadyError(
@@ -326,8 +328,8 @@ def _not_ready(db: Database, t: Tables, applied: set[int] | None) -> Plan[Schema
 
 
 def schema_plan(db: Database, t: Tables) -> Plan[None]:
-    """Steps that bring ``t`` to the latest version; run with
-    [`Database.drive`][langmem_sqlite.engine.Database.drive] or ``adrive``.
+    """Steps that bring `t` to the latest version; run with
+    [`Database.drive`][langmem_sqlite.engine.Database.drive] or `adrive`.
 
     Free once this process has seen the tables up to date. On a reading database
     ([`Database.reading`][langmem_sqlite.engine.Database.reading]) nothing is created or
@@ -349,16 +351,16 @@ def schema_plan(db: Database, t: Tables) -> Plan[None]:
 
 
 def ensure_schema(db: Database, t: Tables) -> None:
-    """Make sure ``t`` exists in ``db`` at the latest version (cheap after the first call).
+    """Make sure `t` exists in `db` at the latest version (cheap after the first call).
 
     Raises:
-        SchemaNotReadyError: ``db`` is [`reading`][langmem_sqlite.engine.Database.reading]
-            and lacks ``t`` or holds an older version (nothing is created or migrated).
-        SchemaTooNewError: a newer langmem-sqlite migrated ``db``.
+        SchemaNotReadyError: `db` is [`reading`][langmem_sqlite.engine.Database.reading]
+            and lacks `t` or holds an older version (nothing is created or migrated).
+        SchemaTooNewError: a newer langmem-sqlite migrated `db`.
     """
     db.drive(schema_plan(db, t))
 
 
 async def aensure_schema(db: Database, t: Tables) -> None:
-    """The async twin of :func:`ensure_schema`."""
+    """The async twin of [`ensure_schema`][langmem_sqlite.engine.migrations.ensure_schema]."""
     await db.adrive(schema_plan(db, t))

@@ -2,7 +2,7 @@
 
 Every public call of the package runs its transactions through `Attempts`,
 whatever the database, the driver or the path (sync, async in a worker thread, or a caller's
-``AsyncEngine``). A failure is *transient* when the database's dialect object
+`AsyncEngine`). A failure is *transient* when the database's dialect object
 (`Dialect.fault`) names its kind:
 
 * [`Fault.CONNECT`][langmem_sqlite.engine.Fault]: the server refused the connection or is
@@ -14,7 +14,7 @@ whatever the database, the driver or the path (sync, async in a worker thread, o
 
 Transient failures re-run the whole transaction, with growing pauses, until the call's deadline
 ([`DEFAULT_RETRY_SECONDS`][langmem_sqlite.engine.DEFAULT_RETRY_SECONDS] after it started,
-or ``retry_seconds``); then the call raises
+or `retry_seconds`); then the call raises
 [`DatabaseUnavailableError`][langmem_sqlite.engine.DatabaseUnavailableError] naming the
 database and why. A call still failing after a second logs one warning on this module's logger
 (quiet unless the application shows warnings; the CLI prints it). Until a database has been
@@ -45,8 +45,8 @@ logger = logging.getLogger(__name__)
 logger.addHandler(logging.NullHandler())  # quiet unless the application shows warnings
 
 DEFAULT_RETRY_SECONDS = 30.0
-"""How long a call keeps retrying transient failures (``$LANGMEM_SQLITE_RETRY_SECONDS``
-overrides it for the process; ``get_database(..., retry_seconds=...)`` for one database)."""
+"""How long a call keeps retrying transient failures (`$LANGMEM_SQLITE_RETRY_SECONDS`
+overrides it for the process; `get_database(..., retry_seconds=...)` for one database)."""
 
 NOTICE_AFTER_SECONDS = 1.0
 """How long a call fails before it logs that it is waiting for the database (one warning per
@@ -81,7 +81,7 @@ class _Target(Protocol):
 
 def default_retry_seconds() -> float:
     """[`DEFAULT_RETRY_SECONDS`][langmem_sqlite.engine.DEFAULT_RETRY_SECONDS], or
-    ``$LANGMEM_SQLITE_RETRY_SECONDS`` when set."""
+    `$LANGMEM_SQLITE_RETRY_SECONDS` when set."""
     text = os.environ.get("LANGMEM_SQLITE_RETRY_SECONDS")
     if not text:
         return DEFAULT_RETRY_SECONDS
@@ -121,7 +121,7 @@ class Attempts:
         """Seconds to wait before the next try.
 
         Raises:
-            exc.DBAPIError: ``error`` itself, when it is not transient on a database reached
+            exc.DBAPIError: `error` itself, when it is not transient on a database reached
                 before.
             DatabaseUnavailableError: the database was never reached (a connection could not
                 be opened), or the deadline has passed.
@@ -156,7 +156,7 @@ class Attempts:
         return min(pause * (0.5 + random.random()), self._deadline - now)
 
     def expired(self, why: str) -> DatabaseUnavailableError:
-        """The error that ends the call at its deadline; ``why`` says what kept it waiting."""
+        """The error that ends the call at its deadline; `why` says what kept it waiting."""
         db = self._db
         waited = time.monotonic() - self._start
         return DatabaseUnavailableError(

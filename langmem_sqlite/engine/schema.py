@@ -1,15 +1,15 @@
-"""The schema: every table of the package in one :class:`~sqlalchemy.MetaData`.
+"""The schema: every table of the package in one `MetaData`.
 
-Tables are SQLAlchemy Core objects built once per ``(table_prefix, schema)`` by
-:func:`get_tables`. Their column types are portable: long text and blobs hold 100 MB on every
-dialect (``LONGTEXT``/``LONGBLOB`` on MySQL/MariaDB, whose ``TEXT``/``BLOB`` stop at 64 KiB), and
-ids are compared byte for byte everywhere (MySQL/MariaDB store them as ``VARBINARY`` so that
-``"UserA"``, ``"usera"`` and ``"usera "`` are three different ids) and stay indexable.
+Tables are SQLAlchemy Core objects built once per `(table_prefix, schema)` by
+[`get_tables`][langmem_sqlite.store.store.get_tables]. Their column types are portable: long text
+and blobs hold 100 MB on every dialect (`LONGTEXT`/`LONGBLOB` on MySQL/MariaDB, whose `TEXT`/`BLOB`
+stop at 64 KiB), and ids are compared byte for byte everywhere (MySQL/MariaDB store them as
+`VARBINARY` so that `"UserA"`, `"usera"` and `"usera "` are three different ids) and stay indexable.
 
-A database records the schema versions it has in the ``<prefix>migrations`` table;
-:mod:`langmem_sqlite.engine.migrations` holds the ordered list of schema changes and applies
-the missing ones. A new table or column is declared here, with a migration appended there;
-a released migration is never edited.
+A database records the schema versions it has in the `<prefix>migrations` table;
+[`langmem_sqlite.engine.migrations`][langmem_sqlite.engine.migrations] holds the ordered list of
+schema changes and applies the missing ones. A new table or column is declared here, with a
+migration appended there; a released migration is never edited.
 """
 
 from __future__ import annotations
@@ -52,7 +52,7 @@ __all__ = [
 ]
 
 DEFAULT_PREFIX = "langmem_"
-"""Table-name prefix used unless a ``table_prefix`` is given."""
+"""Table-name prefix used unless a `table_prefix` is given."""
 
 ID_MAX_CHARS = 255
 """Longest user, session or thread id, in characters."""
@@ -61,7 +61,7 @@ _IDENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,39}$")
 
 
 def _typed(generic: Any, kind: str) -> Any:
-    """``generic``, with each registered dialect's own type for ``kind`` as its variant."""
+    """`generic`, with each registered dialect's own type for `kind` as its variant."""
     for cls in registered():
         own = cls.column_types().get(kind)
         if own is not None:
@@ -70,32 +70,32 @@ def _typed(generic: Any, kind: str) -> Any:
 
 
 LongText = _typed(Text(), "long_text")
-"""Text up to 4 GiB on every dialect (``LONGTEXT`` on MySQL/MariaDB), UTF-8."""
+"""Text up to 4 GiB on every dialect (`LONGTEXT` on MySQL/MariaDB), UTF-8."""
 
 LongBlob = _typed(LargeBinary(), "long_blob")
-"""Bytes up to 4 GiB on every dialect (``LONGBLOB`` on MySQL/MariaDB, ``BYTEA`` on PostgreSQL)."""
+"""Bytes up to 4 GiB on every dialect (`LONGBLOB` on MySQL/MariaDB, `BYTEA` on PostgreSQL)."""
 
 JsonValue = _typed(JSON(), "json")
-"""A JSON document (``JSONB`` on PostgreSQL)."""
+"""A JSON document (`JSONB` on PostgreSQL)."""
 
 BigInt = _typed(BigInteger(), "big_int")
-"""64-bit integer; plain ``INTEGER`` on SQLite so that primary keys become rowid aliases."""
+"""64-bit integer; plain `INTEGER` on SQLite so that primary keys become rowid aliases."""
 
 
 class _OrderedText(TypeDecorator[str]):
     """Text compared and sorted in code point order on every database: stored as UTF-8 bytes
-    where the dialect says so (:attr:`~.dialects.Dialect.text_as_bytes`), else as text (under
-    :attr:`~.dialects.Dialect.id_order_collation` where the dialect names one). Where the value
+    where the dialect says so (`text_as_bytes`), else as text (under
+    `id_order_collation` where the dialect names one). Where the value
     passes through unchanged no conversion function is called per value (SQLAlchemy would
-    otherwise call ``process_bind_param`` and ``process_result_value`` for every parameter and
+    otherwise call `process_bind_param` and `process_result_value` for every parameter and
     row)."""
 
     impl: Any = Text
     cache_ok = True
     max_bytes = 0
-    """``VARBINARY`` length where stored as bytes."""
+    """`VARBINARY` length where stored as bytes."""
     code_point_order = False
-    """Whether ``ORDER BY`` and ranges on the column must follow code point order (else only
+    """Whether `ORDER BY` and ranges on the column must follow code point order (else only
     equality must be exact)."""
 
     def _text_type(self) -> Any:
@@ -132,11 +132,12 @@ class _OrderedText(TypeDecorator[str]):
 
 
 class IdString(_OrderedText):
-    """An id of at most :data:`ID_MAX_CHARS` characters, compared byte for byte.
+    """An id of at most [`ID_MAX_CHARS`][langmem_sqlite.validation.ID_MAX_CHARS] characters,
+    compared byte for byte.
 
-    ``VARCHAR(255)`` on SQLite and PostgreSQL (both compare exactly). On MySQL/MariaDB
-    the ``VARBINARY(1020)`` storage of the UTF-8 bytes makes comparisons case- and
-    trailing-space-sensitive, which no ``utf8mb4`` collation of MariaDB guarantees.
+    `VARCHAR(255)` on SQLite and PostgreSQL (both compare exactly). On MySQL/MariaDB
+    the `VARBINARY(1020)` storage of the UTF-8 bytes makes comparisons case- and
+    trailing-space-sensitive, which no `utf8mb4` collation of MariaDB guarantees.
     """
 
     impl = String(ID_MAX_CHARS)
@@ -154,8 +155,8 @@ NAMESPACE_MAX_BYTES = 1024
 class NamespacePath(_OrderedText):
     """An encoded store namespace, compared and ordered byte for byte (code point order).
 
-    ``TEXT`` on SQLite, ``TEXT COLLATE "C"`` on PostgreSQL, ``VARBINARY`` on MySQL/MariaDB, so
-    that ``ORDER BY`` and range scans follow the order of the encoded text on every database.
+    `TEXT` on SQLite, `TEXT COLLATE "C"` on PostgreSQL, `VARBINARY` on MySQL/MariaDB, so
+    that `ORDER BY` and range scans follow the order of the encoded text on every database.
     """
 
     impl = Text
@@ -166,7 +167,7 @@ class NamespacePath(_OrderedText):
 
 @dataclass(frozen=True)
 class Tables:
-    """Every table of one ``(table_prefix, schema)``, sharing one :class:`MetaData`."""
+    """Every table of one `(table_prefix, schema)`, sharing one `MetaData`."""
 
     prefix: str
     schema: str | None
@@ -207,7 +208,7 @@ def _namespace_listing_index(
     compiler: Any = None,
     checkfirst: bool = False,
 ) -> bool:
-    """Whether the dialect keeps the store's ``(ns, updated_at, id)`` index."""
+    """Whether the dialect keeps the store's `(ns, updated_at, id)` index."""
     return dialect_named(dialect.name).namespace_listing_index
 
 
@@ -437,7 +438,7 @@ def get_tables(table_prefix: str = DEFAULT_PREFIX, schema: str | None = None) ->
     """Return the (cached) tables for a table prefix and an optional schema name.
 
     Raises:
-        ValueError: ``table_prefix`` or ``schema`` is not a plain SQL identifier.
+        ValueError: `table_prefix` or `schema` is not a plain SQL identifier.
     """
     _validate_identifier(table_prefix, "table_prefix")
     if schema is not None:

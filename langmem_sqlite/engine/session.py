@@ -1,27 +1,27 @@
 """The execution seam: where every storage statement of the package meets a database driver.
 
-A :class:`Session` is one unit of work (a transaction, or a single statement) on one pooled
-DBAPI connection. Storage functions are written against it once; :class:`~.database.Database`
-runs them for the sync API, in worker threads for the async API, or on a caller's
-``AsyncEngine`` through SQLAlchemy's ``run_sync`` bridge.
+A [`Session`][langmem_sqlite.engine.Session] is one unit of work (a transaction, or a single
+statement) on one pooled DBAPI connection. Storage functions are written against it once;
+[`Database`][langmem_sqlite.Database] runs them for the sync API, in worker threads for the async
+API, or on a caller's `AsyncEngine` through SQLAlchemy's `run_sync` bridge.
 
-It keeps what matters of SQLAlchemy and costs a fraction of a ``Connection`` per transaction
+It keeps what matters of SQLAlchemy and costs a fraction of a `Connection` per transaction
 (about 17 µs against 75 µs for a key lookup on a SQLite file):
 
 * statements are SQLAlchemy constructs with bound parameters only, compiled with the public
-  :meth:`~sqlalchemy.sql.expression.ClauseElement.compile` for the engine's dialect. The
-  compiled form is kept in one bounded :class:`StatementCache` per engine, by the statement
+  `compile` for the engine's dialect. The
+  compiled form is kept in one bounded `StatementCache` per engine, by the statement
   object (so a statement declared once is compiled once; one built per call is compiled per
   call);
-* values go through :meth:`~sqlalchemy.sql.compiler.SQLCompiler.construct_params` (``IN``
-  lists through :meth:`~sqlalchemy.sql.compiler.SQLCompiler.construct_expanded_state`) and
+* values go through `construct_params` (`IN`
+  lists through `construct_expanded_state`) and
   each type's bind processor; rows through each type's result processor;
-* connections come from the engine's pool (:meth:`~sqlalchemy.engine.Engine.raw_connection`),
+* connections come from the engine's pool (`raw_connection`),
   with its connect-time settings; the dialect object starts and ends the work
-  (``BEGIN IMMEDIATE`` for SQLite writers, autocommit for PostgreSQL's single statements);
+  (`BEGIN IMMEDIATE` for SQLite writers, autocommit for PostgreSQL's single statements);
 * driver errors become SQLAlchemy's exception classes
-  (:meth:`~sqlalchemy.exc.DBAPIError.instance`), so that one retry rule
-  (:mod:`~langmem_sqlite.engine.retry`) sees the same errors on every path.
+  (`instance`), so that one retry rule
+  (`retry`) sees the same errors on every path.
 
 Rows are named tuples (immutable), read by position or attribute.
 """
@@ -110,10 +110,10 @@ class _Compiled:
 
 class StatementCache:
     """The statements of one engine: those the features build per set of tables (by a key of
-    their choosing, see :meth:`Session.statement`), and the compiled form of each statement
-    object run, by that object and the columns an INSERT sets.
+    their choosing, see [`Session.statement`][langmem_sqlite.engine.Session.statement]), and the
+    compiled form of each statement object run, by that object and the columns an INSERT sets.
 
-    Bounded (:data:`STATEMENT_CACHE_SIZE` of each kind; the oldest entries go first). Entries
+    Bounded (`STATEMENT_CACHE_SIZE` of each kind; the oldest entries go first). Entries
     hold the statement itself, so an id is never mistaken for another statement's; what they
     hold is SQLAlchemy's constructs, compiled forms and converters, never a value of a call.
     """
@@ -126,7 +126,7 @@ class StatementCache:
         self._lock = threading.Lock()
 
     def built(self, key: Hashable, build: Callable[[], Any]) -> Any:
-        """The statement ``build()`` makes for ``key`` (made once while it is kept)."""
+        """The statement `build()` makes for `key` (made once while it is kept)."""
         stmt = self._built.get(key)
         if stmt is None:
             stmt = build()
@@ -138,7 +138,7 @@ class StatementCache:
         return stmt
 
     def get(self, stmt: Any, columns: tuple[str, ...] | None) -> _Compiled:
-        """The compiled form of ``stmt`` (compiled now if not kept)."""
+        """The compiled form of `stmt` (compiled now if not kept)."""
         key = (id(stmt), columns)
         entry = self._entries.get(key)
         if entry is not None and entry[0] is stmt:
@@ -153,7 +153,7 @@ class StatementCache:
 
 
 class Result:
-    """The rows of one statement, fetched at once (the part of SQLAlchemy's ``Result`` the
+    """The rows of one statement, fetched at once (the part of SQLAlchemy's `Result` the
     storage functions use)."""
 
     __slots__ = ("rowcount", "rows")
@@ -170,11 +170,11 @@ class Result:
         return self.rows
 
     def first(self) -> Any:
-        """The first row, or ``None``."""
+        """The first row, or `None`."""
         return self.rows[0] if self.rows else None
 
     def one(self) -> Any:
-        """The only row (``NoResultFound``/``MultipleResultsFound`` otherwise)."""
+        """The only row (`NoResultFound`/`MultipleResultsFound` otherwise)."""
         if not self.rows:
             raise exc.NoResultFound("No row was found when one was required")
         if len(self.rows) > 1:
@@ -182,7 +182,7 @@ class Result:
         return self.rows[0]
 
     def scalar(self) -> Any:
-        """The first column of the first row, or ``None``."""
+        """The first column of the first row, or `None`."""
         return self.rows[0][0] if self.rows else None
 
     def scalar_one(self) -> Any:
@@ -195,7 +195,7 @@ class Result:
 
 
 class _Scalars(list[Any]):
-    """A list of values that also answers ``.all()``, like SQLAlchemy's ``ScalarResult``."""
+    """A list of values that also answers `.all()`, like SQLAlchemy's `ScalarResult`."""
 
     def all(self) -> list[Any]:
         return list(self)
@@ -205,9 +205,9 @@ class Session:
     """One unit of work on one pooled DBAPI connection (see the module documentation).
 
     Attributes:
-        raw: the pooled connection (its ``info`` dict lasts as long as the connection).
+        raw: the pooled connection (its `info` dict lasts as long as the connection).
         dialect: SQLAlchemy's dialect of the engine.
-        rules: this package's dialect object (:class:`~.dialects.Dialect`).
+        rules: this package's dialect object (`Dialect`).
     """
 
     __slots__ = ("_cache", "cursor", "dialect", "in_transaction", "raw", "rules")
@@ -223,8 +223,8 @@ class Session:
         own, or it is a single read)."""
 
     def statement(self, key: Hashable, build: Callable[[], Any]) -> Any:
-        """The statement ``build()`` makes for ``key``, built once and kept in the engine's one
-        bounded statement cache (``key``: immutable, naming what the statement depends on, such
+        """The statement `build()` makes for `key`, built once and kept in the engine's one
+        bounded statement cache (`key`: immutable, naming what the statement depends on, such
         as the tables' key and the shape of a filter)."""
         return self._cache.built(key, build)
 
@@ -238,7 +238,7 @@ class Session:
         self, stmt: Any, params: Mapping[str, Any] | Sequence[Mapping[str, Any]] | None = None
     ) -> Result:
         """Execute a SQLAlchemy statement with one set of values, or a list of them
-        (``executemany``: no rows returned)."""
+        (`executemany`: no rows returned)."""
         if isinstance(params, list | tuple) and len(params) == 1:
             # one row: a plain execute (psycopg's executemany enters pipeline mode, which
             # costs several waits on the socket even for one row)
@@ -264,7 +264,7 @@ class Session:
         return list(self.cursor.fetchall())
 
     def estimated_rows(self, stmt: Any, params: Mapping[str, Any] | None = None) -> float:
-        """PostgreSQL: the planner's estimate of the rows a select returns (``EXPLAIN``: the
+        """PostgreSQL: the planner's estimate of the rows a select returns (`EXPLAIN`: the
         statement is planned, not run)."""
         sql, args = self._compiled(stmt, params).params(params)
         self.cursor.execute("EXPLAIN (FORMAT JSON) " + sql, args)
@@ -311,7 +311,7 @@ class Session:
 
 
 def checkout(engine: Engine) -> PoolProxiedConnection:
-    """A connection from ``engine``'s pool (a driver error comes out as SQLAlchemy's, with no
+    """A connection from `engine`'s pool (a driver error comes out as SQLAlchemy's, with no
     statement: the connection was never made)."""
     try:
         return engine.raw_connection()
@@ -331,10 +331,10 @@ def work(
     transaction: bool = False,
     close: bool = True,
 ) -> Any:
-    """Run ``fn(session, *args)`` as one unit of work on ``raw``, a connection of ``engine``
-    (closed afterwards, unless ``close`` is False: a caller's ``AsyncEngine`` connection).
+    """Run `fn(session, *args)` as one unit of work on `raw`, a connection of `engine`
+    (closed afterwards, unless `close` is False: a caller's `AsyncEngine` connection).
 
-    Driver errors come out as SQLAlchemy's (``OperationalError`` ...). A dropped connection is
+    Driver errors come out as SQLAlchemy's (`OperationalError` ...). A dropped connection is
     invalidated, and so are the pool's other connections as old as it (a restarted server
     dropped them too).
     """
@@ -370,7 +370,7 @@ def work(
 def _wrapped(
     e: Exception, engine: Engine, rules: Dialect | None, raw: PoolProxiedConnection | None
 ) -> exc.DBAPIError:
-    """``e`` as SQLAlchemy's exception class; a dead connection is invalidated first."""
+    """`e` as SQLAlchemy's exception class; a dead connection is invalidated first."""
     dialect = engine.dialect
     invalid = False
     if raw is not None and rules is not None:

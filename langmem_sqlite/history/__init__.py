@@ -1,9 +1,13 @@
 """Conversation history: per-user, per-session messages in SQL.
 
-* :mod:`.store`: :class:`ConversationStore`, the sync and async API over the tables;
-* :mod:`.sql`: the SQL of sessions and messages (storage functions on a :class:`Session`);
-* :mod:`.codec`: messages to and from the stored JSON text;
-* :mod:`.chat_history`: :class:`SQLChatMessageHistory`, LangChain's ``BaseChatMessageHistory``.
+* [`store`][langmem_sqlite.history.store]: [`ConversationStore`][langmem_sqlite.ConversationStore],
+  the sync and async API over the tables;
+* `sql`: the SQL of sessions and messages (storage functions on a
+  [`Session`][langmem_sqlite.engine.Session]);
+* `codec`: messages to and from the stored JSON text;
+* [`chat_history`][langmem_sqlite.history.chat_history]:
+  [`SQLChatMessageHistory`][langmem_sqlite.SQLChatMessageHistory], LangChain's
+  `BaseChatMessageHistory`.
 """
 
 from .chat_history import (

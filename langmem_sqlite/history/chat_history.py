@@ -1,11 +1,14 @@
-"""`SQLChatMessageHistory`: a thin ``BaseChatMessageHistory`` over :class:`ConversationStore`.
+"""`SQLChatMessageHistory`: a thin `BaseChatMessageHistory` over
+[`ConversationStore`][langmem_sqlite.ConversationStore].
 
-Switching from langchain-community is a one-line import change::
+Switching from langchain-community is a one-line import change:
 
-    from langmem_sqlite import SQLChatMessageHistory
-    history = SQLChatMessageHistory(session_id="s1", connection="sqlite:///chat.db")
+```python
+from langmem_sqlite import SQLChatMessageHistory
+history = SQLChatMessageHistory(session_id="s1", connection="sqlite:///chat.db")
+```
 
-Construction is cheap (no SQL, no new pool), as ``RunnableWithMessageHistory`` builds one history
+Construction is cheap (no SQL, no new pool), as `RunnableWithMessageHistory` builds one history
 per turn. Sync and async methods both work whatever the connection is.
 """
 
@@ -41,29 +44,33 @@ class SQLChatMessageHistory(_Base):  # type: ignore[misc,valid-type]
 
     Args:
         session_id: the conversation (str, int or UUID).
-        connection: URL, path, ``Engine`` or ``AsyncEngine`` (default: ``langmem.db``).
+        connection: URL, path, `Engine` or `AsyncEngine` (default: `langmem.db`).
         user_id: the user owning the session (str, int or UUID); sessions of different users
-            never see each other's messages, even with equal ``session_id``.
+            never see each other's messages, even with equal `session_id`.
         table_name: accepted for compatibility with langchain-community: used as the table
-            prefix (``"message_store"`` gives ``message_store_sessions``/``_messages``).
-        table_prefix: prefix of the package's table names (default ``langmem_``).
+            prefix (`"message_store"` gives `message_store_sessions`/`_messages`).
+        table_prefix: prefix of the package's table names (default `langmem_`).
         schema: PostgreSQL schema name.
-        connection_string: the old name of ``connection`` (langchain-community).
-        engine_args: keyword arguments for ``create_engine`` when ``connection`` is a URL.
+        connection_string: the old name of `connection` (langchain-community).
+        engine_args: keyword arguments for `create_engine` when `connection` is a URL.
         async_mode: accepted for compatibility and ignored: both modes always work.
-        window: if set, :attr:`messages` returns only the most recent ``window`` messages
-            (read in SQL); everything stays stored.
-        token_counter: how stored token counts are computed (see :class:`ConversationStore`).
+        window: if set,
+            [`messages`][langmem_sqlite.history.chat_history.SQLChatMessageHistory.messages] returns
+            only the most recent `window` messages (read in SQL); everything stays stored.
+        token_counter: how stored token counts are computed (see
+            [`ConversationStore`][langmem_sqlite.ConversationStore]).
         snapshot_reads: if true (the default), reads on this object do not see messages that
             other writers add to the session after this object's first read, until this object
-            writes or :meth:`refresh` is called. ``RunnableWithMessageHistory`` reads the
-            history twice per turn; a snapshot keeps a concurrent turn from making it drop the
-            new human message.
-        encryption_key: encrypt messages at rest (see :class:`ConversationStore`).
+            writes or [`refresh`][langmem_sqlite.history.chat_history.SQLChatMessageHistory.refresh]
+            is called. `RunnableWithMessageHistory` reads the history twice per turn; a snapshot
+            keeps a concurrent turn from making it drop the new human message.
+        encryption_key: encrypt messages at rest (see
+            [`ConversationStore`][langmem_sqlite.ConversationStore]).
         since_summary: read only the messages that the session's running summary (stored by
-            :func:`~langmem_sqlite.context.context_step`) does not cover yet, selected in SQL, so
+            [`context_step`][langmem_sqlite.context_step]) does not cover yet, selected in SQL, so
             a turn costs what is not yet summarized instead of the whole history.
-        store: an existing :class:`ConversationStore` to use instead of the arguments above.
+        store: an existing [`ConversationStore`][langmem_sqlite.ConversationStore] to use instead of
+            the arguments above.
     """
 
     def __init__(
@@ -110,7 +117,7 @@ class SQLChatMessageHistory(_Base):  # type: ignore[misc,valid-type]
             raise ValueError("since_summary: cannot be combined with window=")
         self.since_summary = since_summary
         self.pinned: tuple[str | None, list[tuple[int, BaseMessage]]] | None = None
-        """With ``since_summary``: the summary record and the ``(position, message)`` pairs of
+        """With `since_summary`: the summary record and the `(position, message)` pairs of
         this object's first read (kept while the read snapshot holds)."""
         _ = async_mode
 
@@ -121,7 +128,7 @@ class SQLChatMessageHistory(_Base):  # type: ignore[misc,valid-type]
 
     @property
     def user_id(self) -> str | None:
-        """The user id, or ``None``."""
+        """The user id, or `None`."""
         return self._key.user_id or None
 
     def refresh(self) -> None:
@@ -148,30 +155,32 @@ class SQLChatMessageHistory(_Base):  # type: ignore[misc,valid-type]
 
     @property
     def messages(self) -> list[BaseMessage]:  # type: ignore[override]
-        """The session's messages in order (the last ``window`` if set). Always a new list."""
+        """The session's messages in order (the last `window` if set). Always a new list."""
         return self.get_messages(self.window)
 
     def get_messages(self, limit: int | None = None) -> list[BaseMessage]:
-        """The messages in order; only the most recent ``limit`` (default: ``window``, if set),
+        """The messages in order; only the most recent `limit` (default: `window`, if set),
         selected in SQL."""
         return self._remember(
             self.store.db.drive(self._read(self.window if limit is None else limit))
         )
 
     async def aget_messages(self, limit: int | None = None) -> list[BaseMessage]:  # type: ignore[override]
-        """Async :meth:`get_messages`."""
+        """Async
+        [`get_messages`][langmem_sqlite.history.chat_history.SQLChatMessageHistory.get_messages]."""
         return self._remember(
             await self.store.db.adrive(self._read(self.window if limit is None else limit))
         )
 
     def get_token_window(self, max_tokens: int) -> list[BaseMessage]:
-        """The longest recent run of messages within ``max_tokens`` stored tokens, never starting
+        """The longest recent run of messages within `max_tokens` stored tokens, never starting
         on an orphan tool result; computed in SQL."""
         pairs = self.store.db.drive(self.store._window_plan(self._key, max_tokens, self._snapshot))
         return [m for _, m in pairs]
 
     async def aget_token_window(self, max_tokens: int) -> list[BaseMessage]:
-        """Async :meth:`get_token_window`."""
+        """Async
+        [`get_token_window`][langmem_sqlite.history.chat_history.SQLChatMessageHistory.get_token_window]."""
         plan = self.store._window_plan(self._key, max_tokens, self._snapshot)
         return [m for _, m in await self.store.db.adrive(plan)]
 
@@ -186,7 +195,8 @@ class SQLChatMessageHistory(_Base):  # type: ignore[misc,valid-type]
         self.pinned = None
 
     async def aadd_messages(self, messages: Sequence[BaseMessage]) -> None:
-        """Async :meth:`add_messages`."""
+        """Async
+        [`add_messages`][langmem_sqlite.history.chat_history.SQLChatMessageHistory.add_messages]."""
         await self.store.db.adrive(self.store._add_plan(self._key, messages, False))
         self._snapshot = None
         self.pinned = None
@@ -198,7 +208,7 @@ class SQLChatMessageHistory(_Base):  # type: ignore[misc,valid-type]
         self.pinned = None
 
     async def aclear(self) -> None:
-        """Async :meth:`clear`."""
+        """Async [`clear`][langmem_sqlite.history.chat_history.SQLChatMessageHistory.clear]."""
         await self.store.aclear(self._key.session_id, user_id=self._key.user_id or None)
         self._snapshot = None
         self.pinned = None
@@ -230,16 +240,17 @@ USER_CONVERSATION_FIELDS = [
         ("conversation_id", "Conversation ID", "conversation"),
     )
 ]
-"""``history_factory_config`` for :func:`user_conversation_history_factory`."""
+"""`history_factory_config` for
+[`user_conversation_history_factory`][langmem_sqlite.user_conversation_history_factory]."""
 
 
 def session_history_factory(
     connection: DatabaseLike | Database | None = None, **options: Any
 ) -> Callable[[IdLike], SQLChatMessageHistory]:
-    """A ``get_session_history(session_id)`` for ``RunnableWithMessageHistory``.
+    """A `get_session_history(session_id)` for `RunnableWithMessageHistory`.
 
-    ``options`` are :class:`SQLChatMessageHistory` keyword arguments (``window``, ...). The
-    store is built once; each call only builds the light history object.
+    `options` are [`SQLChatMessageHistory`][langmem_sqlite.SQLChatMessageHistory] keyword arguments
+    (`window`, ...). The store is built once; each call only builds the light history object.
     """
     store = _store_for(connection, options)
 
@@ -252,8 +263,8 @@ def session_history_factory(
 def user_conversation_history_factory(
     connection: DatabaseLike | Database | None = None, **options: Any
 ) -> Callable[[IdLike, IdLike], SQLChatMessageHistory]:
-    """A ``get_session_history(user_id, conversation_id)`` for ``RunnableWithMessageHistory``
-    with ``history_factory_config=USER_CONVERSATION_FIELDS``."""
+    """A `get_session_history(user_id, conversation_id)` for `RunnableWithMessageHistory`
+    with `history_factory_config=USER_CONVERSATION_FIELDS`."""
     store = _store_for(connection, options)
 
     def get_session_history(user_id: IdLike, conversation_id: IdLike) -> SQLChatMessageHistory:

@@ -1,17 +1,17 @@
-"""Messages to and from the JSON text stored in the ``body`` column.
+"""Messages to and from the JSON text stored in the `body` column.
 
-The stored shape is LangChain's own ``message_to_dict`` output, ``{"type": ..., "data": ...}``,
+The stored shape is LangChain's own `message_to_dict` output, `{"type": ..., "data": ...}`,
 written as UTF-8 JSON (non-ASCII is not escaped), so rows written by langchain-community's
-``SQLChatMessageHistory`` read back unchanged and rows written here are readable by it.
+`SQLChatMessageHistory` read back unchanged and rows written here are readable by it.
 
 Values plain JSON has no type for are kept losslessly as tagged objects
-``{"__lmsql__": KIND, "v": ...}``: ``datetime``, ``date``, ``time``, ``timedelta``, ``bytes``,
-``UUID``, ``Decimal``, ``set``, ``frozenset``, ``tuple`` and non-finite floats. A dict that
-itself has a ``"__lmsql__"`` key is escaped the same way. Anything else (a pydantic model, an
-arbitrary object) is refused with :class:`TypeError` before anything is written: reviving
+`{"__lmsql__": KIND, "v": ...}`: `datetime`, `date`, `time`, `timedelta`, `bytes`,
+`UUID`, `Decimal`, `set`, `frozenset`, `tuple` and non-finite floats. A dict that
+itself has a `"__lmsql__"` key is escaped the same way. Anything else (a pydantic model, an
+arbitrary object) is refused with `TypeError` before anything is written: reviving
 arbitrary classes from database contents would let whoever can write to the database run code.
 
-Decoding never revives LangChain ``lc`` objects (``messages_from_dict`` keeps them as data).
+Decoding never revives LangChain `lc` objects (`messages_from_dict` keeps them as data).
 """
 
 from __future__ import annotations
@@ -62,7 +62,7 @@ STORABLE_TYPES = frozenset(
         "FunctionMessageChunk",
     }
 )
-"""Message ``type`` values that can be stored (what ``messages_from_dict`` can rebuild)."""
+"""Message `type` values that can be stored (what `messages_from_dict` can rebuild)."""
 
 
 def _tag(kind: str, value: Any) -> dict[str, Any]:
@@ -70,7 +70,7 @@ def _tag(kind: str, value: Any) -> dict[str, Any]:
 
 
 class _Unstorable(TypeError):
-    """A value that cannot be stored; ``path`` is filled in on the way out of the recursion."""
+    """A value that cannot be stored; `path` is filled in on the way out of the recursion."""
 
     def __init__(self, value: Any, path: str = "") -> None:
         super().__init__(value, path)
@@ -87,7 +87,7 @@ _INT_MIN, _INT_MAX = -(2**63), 2**64 - 1
 
 
 def _prepare(value: Any) -> Any:
-    """Return ``value`` with every non-JSON value replaced by its tagged form."""
+    """Return `value` with every non-JSON value replaced by its tagged form."""
     if isinstance(value, str) or value is None or isinstance(value, bool):
         return value
     if isinstance(value, int):
@@ -164,8 +164,8 @@ def encode_message(message: BaseMessage) -> str:
     """Serialize a message to the JSON text stored in the database.
 
     Raises:
-        TypeError: ``message`` is not a message, or holds a value that cannot be stored.
-        ValueError: the message type cannot be stored (``RemoveMessage``, unknown types).
+        TypeError: `message` is not a message, or holds a value that cannot be stored.
+        ValueError: the message type cannot be stored (`RemoveMessage`, unknown types).
     """
     if not isinstance(message, BaseMessage):
         raise TypeError(f"messages: expected BaseMessage instances, got {type(message).__name__}")
@@ -218,7 +218,7 @@ def _is_int(value: Any) -> bool:
 
 
 def _usage_ok(usage: Any) -> bool:
-    """``usage_metadata`` as ``UsageMetadata`` validation would accept it (or ``None``)."""
+    """`usage_metadata` as `UsageMetadata` validation would accept it (or `None`)."""
     if usage is None:
         return True
     if not isinstance(usage, dict) or not usage.keys() >= _USAGE_KEYS:
@@ -235,8 +235,8 @@ def _usage_ok(usage: Any) -> bool:
 
 
 def _fast_ok(kind: str, fields: dict[str, Any]) -> bool:
-    """Whether ``fields`` are values pydantic validation would keep unchanged, so that
-    ``model_construct`` cannot build a malformed message from a hostile row (anything else
+    """Whether `fields` are values pydantic validation would keep unchanged, so that
+    `model_construct` cannot build a malformed message from a hostile row (anything else
     goes through validation)."""
     content = fields["content"]
     return (
@@ -269,8 +269,8 @@ def decode_message(body: str | bytes) -> BaseMessage:
     """Rebuild a message from its stored JSON text.
 
     The common message types are rebuilt without re-running pydantic validation when the stored
-    data has exactly their fields (as ``message_to_dict`` wrote it): that halves the cost of a
-    long read. Anything else goes through ``messages_from_dict``.
+    data has exactly their fields (as `message_to_dict` wrote it): that halves the cost of a
+    long read. Anything else goes through `messages_from_dict`.
 
     Raises:
         ValueError: the text is not a stored message.
@@ -300,12 +300,12 @@ def decode_message(body: str | bytes) -> BaseMessage:
 
 
 def decode_messages(bodies: Iterable[str | bytes]) -> list[BaseMessage]:
-    """:func:`decode_message` over many bodies, in order."""
+    """`decode_message` over many bodies, in order."""
     return [decode_message(b) for b in bodies]
 
 
 def message_text(message: BaseMessage) -> str:
-    """Plain text of a message for the searchable ``content_text`` column (NUL removed)."""
+    """Plain text of a message for the searchable `content_text` column (NUL removed)."""
     try:
         text = str(message.text)
     except Exception:  # a malformed content block must not prevent storing the message

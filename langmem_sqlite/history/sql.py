@@ -1,11 +1,12 @@
 """The SQL of the conversation store: sessions and their messages.
 
-Every function here takes a :class:`~langmem_sqlite.engine.session.Session` (one unit of work of
-the execution seam) and the :class:`~langmem_sqlite.engine.schema.Tables` to use. They are written
-once and run by :meth:`Database.run` (sync) or :meth:`Database.arun` (async), on the seam's :class:`~langmem_sqlite.engine.Session`.
-Statements are built once per engine and set of tables (:meth:`Session.statement`), with bound
-parameters only; what differs between databases comes from the session's dialect object
-(``session.rules``).
+Every function here takes a [`Session`][langmem_sqlite.engine.Session] (one unit of work of
+the execution seam) and the [`Tables`][langmem_sqlite.store.rows.Tables] to use. They are written
+once and run by [`Database.run`][langmem_sqlite.engine.Database.run] (sync) or
+[`Database.arun`][langmem_sqlite.engine.Database.arun] (async), on the seam's
+[`Session`][langmem_sqlite.engine.Session]. Statements are built once per engine and set of tables
+([`Session.statement`][langmem_sqlite.engine.Session.statement]), with bound parameters only; what
+differs between databases comes from the session's dialect object (`session.rules`).
 """
 
 from __future__ import annotations
@@ -48,7 +49,7 @@ __all__ = [
 
 @dataclass(frozen=True)
 class SessionKey:
-    """A conversation: ``session_id`` within ``user_id`` (``""`` when there is no user)."""
+    """A conversation: `session_id` within `user_id` (`""` when there is no user)."""
 
     user_id: str
     session_id: str
@@ -56,7 +57,7 @@ class SessionKey:
 
 @dataclass(frozen=True)
 class MessageRow:
-    """One message ready to insert (its position is assigned by :func:`add_messages`)."""
+    """One message ready to insert (its position is assigned by `add_messages`)."""
 
     type: str
     message_id: str | None
@@ -67,7 +68,7 @@ class MessageRow:
 
 @dataclass(frozen=True)
 class SessionInfo:
-    """A session as listed by :func:`list_sessions` (no message bodies are read)."""
+    """A session as listed by `list_sessions` (no message bodies are read)."""
 
     user_id: str | None
     session_id: str
@@ -88,7 +89,7 @@ _ID_CHUNK = 10_000  # session ids per IN list where sessions are deleted by thei
 class _Statements:
     """Every statement of the conversation store for one set of tables and one database, with
     bound parameters only: built once per engine and kept in the seam's statement cache
-    (:meth:`Session.statement`), so each is compiled once."""
+    ([`Session.statement`][langmem_sqlite.engine.Session.statement]), so each is compiled once."""
 
     def __init__(self, t: Tables, rules: Dialect) -> None:
         s, m = t.sessions.c, t.messages.c
@@ -230,7 +231,7 @@ def _create_session(session: Session, t: Tables, key: SessionKey, now: int, **ex
 
 
 def _bump(session: Session, t: Tables, key: SessionKey, n: int, tokens: int, now: int) -> Any:
-    """Reserve ``n`` positions in the session; return (pk, count_after, tokens_after) or None."""
+    """Reserve `n` positions in the session; return (pk, count_after, tokens_after) or None."""
     st = _statements(session, t)
     params = _params(key, k_n=n, k_tokens=tokens, k_now=now)
     if session.dialect.update_returning:
@@ -242,10 +243,11 @@ def _bump(session: Session, t: Tables, key: SessionKey, n: int, tokens: int, now
 
 @dataclass
 class Append:
-    """One append, across the attempts :meth:`Database.run` may make of it.
+    """One append, across the attempts [`Database.run`][langmem_sqlite.engine.Database.run] may make
+    of it.
 
     A connection lost while COMMIT was in flight leaves the outcome unknown: the transaction
-    may have committed. The first row of the append carries ``token``; a later attempt looks
+    may have committed. The first row of the append carries `token`; a later attempt looks
     for it first and, when found, does not write the messages a second time (and reports what
     the attempt that committed wrote).
     """
@@ -257,7 +259,7 @@ class Append:
 
 
 class Appended(NamedTuple):
-    """What :func:`add_messages` did."""
+    """What `add_messages` did."""
 
     written: int
     """Messages stored by this append."""
@@ -269,7 +271,7 @@ _IN_CHUNK = 30_000  # ids per IN list: PostgreSQL binds 65,535 parameters a stat
 
 
 def _ids_in(session: Session, stmt: Any, params: dict[str, Any], ids: Sequence[str]) -> set[str]:
-    """The message ids ``stmt`` finds among ``ids`` (bound as ``k_ids``, a chunk at a time)."""
+    """The message ids `stmt` finds among `ids` (bound as `k_ids`, a chunk at a time)."""
     known = set[str]()
     for i in range(0, len(ids), _IN_CHUNK):
         chunk = list(ids[i : i + _IN_CHUNK])
@@ -288,22 +290,22 @@ def add_messages(
     skip_existing: bool = False,
     read_ids: bool = True,
 ) -> Appended:
-    """Append ``rows`` to the session (created if missing).
+    """Append `rows` to the session (created if missing).
 
     One session update reserves the positions and locks the session row (SQLite: the
     transaction holds the write lock from its start), so appends to one session take turns;
     then one executemany insert writes the messages. A message id names at most one row of a
-    session (the unique key on ``(session_pk, message_id)``): with ``skip_existing``, a message
-    whose id the session holds, or that repeats an earlier id of ``rows``, is left out; without
+    session (the unique key on `(session_pk, message_id)`): with `skip_existing`, a message
+    whose id the session holds, or that repeats an earlier id of `rows`, is left out; without
     it, every message is appended, and a repeated id is kept in the stored message but not in
-    the ``message_id`` column (which names the first message that carried it). Positions stay
-    contiguous and in the order of ``rows``.
+    the `message_id` column (which names the first message that carried it). Positions stay
+    contiguous and in the order of `rows`.
 
-    ``read_ids`` reads the session's ids under the lock to do so. Without it, only repeats
-    within ``rows`` are handled, and an id the session holds makes the insert fail with
-    :class:`~sqlalchemy.exc.IntegrityError` (nothing is written): the caller then tries again
-    with ``read_ids``, which costs a read only when needed. With ``append``, a repeated attempt
-    of the same append that finds it already stored writes nothing (see :class:`Append`).
+    `read_ids` reads the session's ids under the lock to do so. Without it, only repeats
+    within `rows` are handled, and an id the session holds makes the insert fail with
+    `IntegrityError` (nothing is written): the caller then tries again
+    with `read_ids`, which costs a read only when needed. With `append`, a repeated attempt
+    of the same append that finds it already stored writes nothing (see `Append`).
     """
     retry = False
     if append is not None and rows:
@@ -377,9 +379,9 @@ def read_messages(
     limit: int | None = None,
     max_seq: int | None = None,
 ) -> list[tuple[int, str]]:
-    """``(seq, body)`` of the session's messages in order; the last ``limit`` if given.
+    """`(seq, body)` of the session's messages in order; the last `limit` if given.
 
-    ``max_seq`` hides messages added after a snapshot.
+    `max_seq` hides messages added after a snapshot.
     """
     st = _statements(session, t)
     params = _params(key, k_max_seq=_NO_MAX if max_seq is None else max_seq)
@@ -392,9 +394,9 @@ def read_messages(
 def read_after_summary(
     session: Session, t: Tables, key: SessionKey, max_seq: int | None = None
 ) -> tuple[str | None, list[tuple[int, str]]]:
-    """The session's summary record and ``(seq, body)`` of the messages it does not cover yet.
+    """The session's summary record and `(seq, body)` of the messages it does not cover yet.
 
-    The record's ``upto_seq`` (the position of the last summarized message, if the record has
+    The record's `upto_seq` (the position of the last summarized message, if the record has
     one) bounds the read, so its cost follows what is not yet summarized, not the history.
     """
     st = _statements(session, t)
@@ -415,8 +417,8 @@ def read_after_summary(
 def read_token_window(
     session: Session, t: Tables, key: SessionKey, budget: int, max_seq: int | None = None
 ) -> list[tuple[int, str, str, int]]:
-    """``(seq, type, body, token_count)`` of the longest recent suffix whose stored token counts
-    sum to at most ``budget``; found through the ``tokens_before`` index, not by a scan."""
+    """`(seq, type, body, token_count)` of the longest recent suffix whose stored token counts
+    sum to at most `budget`; found through the `tokens_before` index, not by a scan."""
     st = _statements(session, t)
     if max_seq is None:
         rows = session.execute_raw(st.window, _params(key, k_budget=budget))
@@ -429,7 +431,7 @@ def read_token_window(
 def existing_message_ids(
     session: Session, t: Tables, key: SessionKey, message_ids: Sequence[str]
 ) -> set[str]:
-    """Which of ``message_ids`` the session already holds."""
+    """Which of `message_ids` the session already holds."""
     return _ids_in(session, _statements(session, t).known_ids, _params(key), message_ids)
 
 
@@ -442,7 +444,7 @@ def clear_session(session: Session, t: Tables, key: SessionKey, now: int) -> int
 
 
 def _delete_sessions(session: Session, t: Tables, which: str, params: dict[str, Any]) -> int:
-    """Delete the sessions ``which`` (a condition of :class:`_Statements`) selects, and their
+    """Delete the sessions `which` (a condition of `_Statements`) selects, and their
     messages (explicitly: SQLite may run without foreign keys)."""
     pks, messages, sessions = _statements(session, t).deletes[which]
     if session.rules.deletes_sessions_by_subquery:
@@ -459,21 +461,21 @@ def _delete_sessions(session: Session, t: Tables, which: str, params: dict[str, 
 
 
 def delete_session(session: Session, t: Tables, key: SessionKey) -> bool:
-    """Delete one session and its messages; ``False`` if it did not exist."""
+    """Delete one session and its messages; `False` if it did not exist."""
     return _delete_sessions(session, t, "session", _params(key)) > 0
 
 
 def delete_idle_sessions(
     session: Session, t: Tables, cutoff: int, user_id: str | None = None
 ) -> int:
-    """Delete sessions last active before ``cutoff`` (ms); return how many."""
+    """Delete sessions last active before `cutoff` (ms); return how many."""
     if user_id is None:
         return _delete_sessions(session, t, "idle", {"k_cutoff": cutoff})
     return _delete_sessions(session, t, "idle_user", {"k_cutoff": cutoff, "k_user": user_id})
 
 
 def user_counts(session: Session, t: Tables, user_id: str) -> tuple[int, int, int]:
-    """A user's ``(sessions, messages, summaries)``."""
+    """A user's `(sessions, messages, summaries)`."""
     st = _statements(session, t)
     sessions, summaries = session.execute_raw(st.user_sessions, {"k_user": user_id})[0]
     messages = session.execute_raw(st.user_messages, {"k_user": user_id})[0][0]
@@ -481,12 +483,12 @@ def user_counts(session: Session, t: Tables, user_id: str) -> tuple[int, int, in
 
 
 def delete_user(session: Session, t: Tables, user_id: str) -> tuple[int, int, int]:
-    """Delete every session of ``user_id`` (messages, titles, summaries); return what
-    :func:`user_counts` counted.
+    """Delete every session of `user_id` (messages, titles, summaries); return what
+    `user_counts` counted.
 
-    Where the database can (SQLite's ``secure_delete``), the deleted rows are overwritten in
+    Where the database can (SQLite's `secure_delete`), the deleted rows are overwritten in
     the pages they leave before the transaction commits (see
-    :meth:`~langmem_sqlite.engine.dialects.Dialect.overwriting_deletes`).
+    `overwriting_deletes`).
     """
     counts = user_counts(session, t, user_id)
     if not counts[0]:
@@ -497,7 +499,7 @@ def delete_user(session: Session, t: Tables, user_id: str) -> tuple[int, int, in
 
 
 def rename_session(session: Session, t: Tables, key: SessionKey, title: str | None) -> bool:
-    """Set the session's title; ``False`` if it does not exist."""
+    """Set the session's title; `False` if it does not exist."""
     res = session.execute(_statements(session, t).rename, _params(key, k_title=title))
     return bool(res.rowcount)
 
@@ -528,7 +530,7 @@ def _info(row: Any) -> SessionInfo:
 
 
 def get_session(session: Session, t: Tables, key: SessionKey) -> SessionInfo | None:
-    """One session's row, or ``None``."""
+    """One session's row, or `None`."""
     row = session.execute(_statements(session, t).session, _params(key)).first()
     return None if row is None else _info(row)
 
@@ -540,7 +542,7 @@ def list_sessions(
     limit: int | None,
     offset: int,
 ) -> list[SessionInfo]:
-    """Sessions, most recently active first; one user's when ``user_id`` is given."""
+    """Sessions, most recently active first; one user's when `user_id` is given."""
     st = _statements(session, t)
     params = {"k_limit": _NO_LIMIT if limit is None else limit, "k_offset": offset}
     if user_id is None:
@@ -556,5 +558,5 @@ def count_messages(session: Session, t: Tables, key: SessionKey) -> int:
 
 def max_statement_bytes(session: Session) -> int | None:
     """The server's largest statement in bytes, where it has such a limit (MySQL/MariaDB's
-    ``max_allowed_packet``)."""
+    `max_allowed_packet`)."""
     return session.rules.max_statement_bytes(session)

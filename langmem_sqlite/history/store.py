@@ -1,11 +1,12 @@
 """`ConversationStore`: per-user, per-session message history in SQL, sync and async.
 
-The storage core of the package. It does not depend on ``langchain_core.chat_history`` (which
-langchain-core deprecates for 2.0): :class:`~langmem_sqlite.SQLChatMessageHistory` is a thin
-adapter over it, and LangGraph nodes use it directly.
+The storage core of the package. It does not depend on `langchain_core.chat_history` (which
+langchain-core deprecates for 2.0): [`SQLChatMessageHistory`][langmem_sqlite.SQLChatMessageHistory]
+is a thin adapter over it, and LangGraph nodes use it directly.
 
-Every operation is written once as a :data:`~langmem_sqlite.engine.Plan`; the sync method runs it
-with :meth:`Database.drive` and its ``a``-prefixed twin with :meth:`Database.adrive`.
+Every operation is written once as a [`Plan`][langmem_sqlite.engine.Plan]; the sync method runs it
+with [`Database.drive`][langmem_sqlite.engine.Database.drive] and its `a`-prefixed twin with
+[`Database.adrive`][langmem_sqlite.engine.Database.adrive].
 """
 
 from __future__ import annotations
@@ -50,18 +51,19 @@ __all__ = [
 
 DEFAULT_MAX_MESSAGE_BYTES = 32 * 1024 * 1024
 """Largest serialized message accepted by default (MariaDB's default packet limit is 16 MiB
-per statement for a single value; raise ``max_allowed_packet`` there for larger messages)."""
+per statement for a single value; raise `max_allowed_packet` there for larger messages)."""
 
 _DAY_MS = 86_400_000
 
 MAX_MESSAGE_TOKENS = 2**40
-"""The largest token count a ``token_counter`` may give one message: a session's running
+"""The largest token count a `token_counter` may give one message: a session's running
 total stays within a 64-bit integer up to 8 million such messages."""
 
 MAX_DAYS = 100_000_000
-"""The largest ``days`` of :meth:`ConversationStore.delete_sessions_older_than` (about 270,000
-years): ``days`` in milliseconds stays below 2**53, so a whole number of days is exact, and the
-cutoff fits the 64-bit integer every database stores."""
+"""The largest `days` of
+[`ConversationStore.delete_sessions_older_than`][langmem_sqlite.history.store.ConversationStore.delete_sessions_older_than]
+(about 270,000 years): `days` in milliseconds stays below 2**53, so a whole number of days is exact,
+and the cutoff fits the 64-bit integer every database stores."""
 _Info = TypeVar("_Info", SessionInfo, None)
 
 
@@ -70,17 +72,18 @@ def _now_ms() -> int:
 
 
 def _text(value: Any, name: str) -> str | None:
-    """A title or summary: ``str`` or ``None``, without NUL or lone surrogates (which no
+    """A title or summary: `str` or `None`, without NUL or lone surrogates (which no
     database stores as text)."""
     return None if value is None else check_text(value, name)
 
 
 def idle_cutoff(days: Any) -> int:
-    """The time (ms since the epoch) ``days`` days ago.
+    """The time (ms since the epoch) `days` days ago.
 
     Raises:
-        ValueError: ``days`` is not a finite number from 0 to :data:`MAX_DAYS` (a ``bool``,
-            NaN and the infinities included); the message names ``days`` and the range.
+        ValueError: `days` is not a finite number from 0 to
+            [`MAX_DAYS`][langmem_sqlite.history.store.MAX_DAYS] (a `bool`, NaN and the infinities
+            included); the message names `days` and the range.
     """
     return _now_ms() - int(check_number(days, "days", low=0, high=MAX_DAYS) * _DAY_MS)
 
@@ -89,20 +92,20 @@ class ConversationStore:
     """Conversation history for many users and sessions in one database.
 
     Args:
-        connection: a URL (``"postgresql://..."``), a path (``"memory.db"`` is a SQLite file), an
-            ``Engine`` or an ``AsyncEngine``. Defaults to ``$LANGMEM_SQLITE_URL`` or
-            ``langmem.db``. Engines and pools are shared per URL across stores.
-        table_prefix: prefix of every table name (letters, digits, ``_``).
+        connection: a URL (`"postgresql://..."`), a path (`"memory.db"` is a SQLite file), an
+            `Engine` or an `AsyncEngine`. Defaults to `$LANGMEM_SQLITE_URL` or
+            `langmem.db`. Engines and pools are shared per URL across stores.
+        table_prefix: prefix of every table name (letters, digits, `_`).
         schema: PostgreSQL schema (created if missing); on other dialects, a schema they know.
-        token_counter: how stored token counts are computed: ``"approximate"`` (default), or a
-            callable ``message -> int``.
+        token_counter: how stored token counts are computed: `"approximate"` (default), or a
+            callable `message -> int`.
         max_message_bytes: largest serialized message accepted.
         encryption_key: if given (16, 24 or 32 bytes), message bodies, titles and summaries are
-            stored AES-GCM encrypted and ``content_text`` is left empty (see
-            :mod:`langmem_sqlite.crypto`; needs the ``encryption`` extra).
-        cipher: a :class:`~langmem_sqlite.crypto.MessageCipher`, instead of ``encryption_key``.
+            stored AES-GCM encrypted and `content_text` is left empty (see
+            [`langmem_sqlite.crypto`][langmem_sqlite.crypto]; needs the `encryption` extra).
+        cipher: a [`MessageCipher`][langmem_sqlite.MessageCipher], instead of `encryption_key`.
 
-    Both sync and async methods work whatever ``connection`` is: the package builds the twin
+    Both sync and async methods work whatever `connection` is: the package builds the twin
     engine for the same database.
     """
 
@@ -137,13 +140,13 @@ class ConversationStore:
         return (yield Step(fn, (self.tables, *args), write=write, single=single))
 
     def _seal(self, key: SessionKey, text: str | None) -> str | None:
-        """``text`` as stored: encrypted to the session when the store has a cipher."""
+        """`text` as stored: encrypted to the session when the store has a cipher."""
         if self.cipher is None or text is None:
             return text
         return self.cipher.encrypt(text, f"{key.user_id}\x00{key.session_id}".encode())
 
     def _open(self, key: SessionKey, stored: str | None) -> str | None:
-        """Inverse of :meth:`_seal`; ``ValueError`` for an encrypted value without the key."""
+        """Inverse of `_seal`; `ValueError` for an encrypted value without the key."""
         if stored is None:
             return None
         if self.cipher is None:
@@ -273,7 +276,7 @@ class ConversationStore:
 
     def _check_packet(self, rows: Sequence[MessageRow]) -> Plan[None]:
         """A server that refuses a statement over its size limit by dropping the connection
-        (MySQL/MariaDB's ``max_allowed_packet``, 16 MiB by default): refuse such a message
+        (MySQL/MariaDB's `max_allowed_packet`, 16 MiB by default): refuse such a message
         with a clear error before writing."""
         limit = self.db.facts.get("max_allowed_packet")
         if limit is None:
@@ -313,20 +316,20 @@ class ConversationStore:
     def get_messages(
         self, session_id: IdLike, *, user_id: IdLike | None = None, limit: int | None = None
     ) -> list[BaseMessage]:
-        """The session's messages in order; only the most recent ``limit`` if given (in SQL)."""
+        """The session's messages in order; only the most recent `limit` if given (in SQL)."""
         return [m for _, m in self.db.drive(self._get_plan(self.key(session_id, user_id), limit))]
 
     async def aget_messages(
         self, session_id: IdLike, *, user_id: IdLike | None = None, limit: int | None = None
     ) -> list[BaseMessage]:
-        """Async :meth:`get_messages`."""
+        """Async [`get_messages`][langmem_sqlite.history.store.ConversationStore.get_messages]."""
         plan = self._get_plan(self.key(session_id, user_id), limit)
         return [m for _, m in await self.db.adrive(plan)]
 
     def get_token_window(
         self, session_id: IdLike, max_tokens: int, *, user_id: IdLike | None = None
     ) -> list[BaseMessage]:
-        """The longest recent run of messages whose stored token counts fit ``max_tokens``.
+        """The longest recent run of messages whose stored token counts fit `max_tokens`.
 
         Computed in SQL from the counts stored at write time (the whole session is never
         loaded). The window never starts on a tool result whose call was cut off.
@@ -337,7 +340,8 @@ class ConversationStore:
     async def aget_token_window(
         self, session_id: IdLike, max_tokens: int, *, user_id: IdLike | None = None
     ) -> list[BaseMessage]:
-        """Async :meth:`get_token_window`."""
+        """Async
+        [`get_token_window`][langmem_sqlite.history.store.ConversationStore.get_token_window]."""
         plan = self._window_plan(self.key(session_id, user_id), max_tokens)
         return [m for _, m in await self.db.adrive(plan)]
 
@@ -349,8 +353,8 @@ class ConversationStore:
         limit: int | None = None,
         max_tokens: int | None = None,
     ) -> list[BaseMessage]:
-        """Recent messages for a model call: the last ``limit`` and/or those within
-        ``max_tokens`` (stored counts), never starting on an orphan tool result."""
+        """Recent messages for a model call: the last `limit` and/or those within
+        `max_tokens` (stored counts), never starting on an orphan tool result."""
         return self.db.drive(self._load_plan(self.key(session_id, user_id), limit, max_tokens))
 
     async def aload_window(
@@ -361,7 +365,7 @@ class ConversationStore:
         limit: int | None = None,
         max_tokens: int | None = None,
     ) -> list[BaseMessage]:
-        """Async :meth:`load_window`."""
+        """Async [`load_window`][langmem_sqlite.history.store.ConversationStore.load_window]."""
         plan = self._load_plan(self.key(session_id, user_id), limit, max_tokens)
         return await self.db.adrive(plan)
 
@@ -372,7 +376,8 @@ class ConversationStore:
         )
 
     async def acount_messages(self, session_id: IdLike, *, user_id: IdLike | None = None) -> int:
-        """Async :meth:`count_messages`."""
+        """Async
+        [`count_messages`][langmem_sqlite.history.store.ConversationStore.count_messages]."""
         return await self.db.adrive(
             self._op(sql.count_messages, self.key(session_id, user_id), single=True)
         )
@@ -390,12 +395,12 @@ class ConversationStore:
         """Append messages in one transaction, in order; return how many were written.
 
         Every message is validated and serialized before anything is written. With
-        ``skip_existing=True``, messages whose ``id`` the session already holds (or that repeat
-        an id within ``messages``) are left out; messages without an id are always appended.
+        `skip_existing=True`, messages whose `id` the session already holds (or that repeat
+        an id within `messages`) are left out; messages without an id are always appended.
         That suits LangGraph nodes, which see the whole state on every step. The check and the
         insert are one atomic step: writers appending the same ids at once (threads,
         processes) store each id once. Without it, every message is appended, a repeated id
-        included (the first message stored with an id is the one ``skip_existing`` finds).
+        included (the first message stored with an id is the one `skip_existing` finds).
         """
         plan = self._add_plan(self.key(session_id, user_id), messages, skip_existing)
         return self.db.drive(plan)
@@ -408,7 +413,7 @@ class ConversationStore:
         user_id: IdLike | None = None,
         skip_existing: bool = False,
     ) -> int:
-        """Async :meth:`add_messages`."""
+        """Async [`add_messages`][langmem_sqlite.history.store.ConversationStore.add_messages]."""
         plan = self._add_plan(self.key(session_id, user_id), messages, skip_existing)
         return await self.db.adrive(plan)
 
@@ -418,7 +423,7 @@ class ConversationStore:
         return self.db.drive(self._op(sql.clear_session, key, _now_ms(), write=True))
 
     async def aclear(self, session_id: IdLike, *, user_id: IdLike | None = None) -> int:
-        """Async :meth:`clear`."""
+        """Async [`clear`][langmem_sqlite.history.store.ConversationStore.clear]."""
         key = self.key(session_id, user_id)
         return await self.db.adrive(self._op(sql.clear_session, key, _now_ms(), write=True))
 
@@ -429,20 +434,20 @@ class ConversationStore:
     ) -> list[SessionInfo]:
         """Sessions, most recently active first, with title, counts and times (ms since epoch).
 
-        With ``user_id``, only that user's sessions; without, every session.
+        With `user_id`, only that user's sessions; without, every session.
         """
         return self.db.drive(self._list_plan(user_id, limit, offset))
 
     async def alist_sessions(
         self, user_id: IdLike | None = None, *, limit: int | None = None, offset: int = 0
     ) -> list[SessionInfo]:
-        """Async :meth:`list_sessions`."""
+        """Async [`list_sessions`][langmem_sqlite.history.store.ConversationStore.list_sessions]."""
         return await self.db.adrive(self._list_plan(user_id, limit, offset))
 
     def get_session(
         self, session_id: IdLike, *, user_id: IdLike | None = None
     ) -> SessionInfo | None:
-        """One session's details, or ``None`` if it does not exist."""
+        """One session's details, or `None` if it does not exist."""
         return self._reveal(
             self.db.drive(self._op(sql.get_session, self.key(session_id, user_id), single=True))
         )
@@ -450,14 +455,14 @@ class ConversationStore:
     async def aget_session(
         self, session_id: IdLike, *, user_id: IdLike | None = None
     ) -> SessionInfo | None:
-        """Async :meth:`get_session`."""
+        """Async [`get_session`][langmem_sqlite.history.store.ConversationStore.get_session]."""
         plan = self._op(sql.get_session, self.key(session_id, user_id), single=True)
         return self._reveal(await self.db.adrive(plan))
 
     def rename_session(
         self, session_id: IdLike, title: str | None, *, user_id: IdLike | None = None
     ) -> bool:
-        """Set a session's title; ``False`` if the session does not exist."""
+        """Set a session's title; `False` if the session does not exist."""
         key = self.key(session_id, user_id)
         plan = self._op(
             sql.rename_session, key, self._seal(key, _text(title, "title")), write=True, single=True
@@ -467,7 +472,8 @@ class ConversationStore:
     async def arename_session(
         self, session_id: IdLike, title: str | None, *, user_id: IdLike | None = None
     ) -> bool:
-        """Async :meth:`rename_session`."""
+        """Async
+        [`rename_session`][langmem_sqlite.history.store.ConversationStore.rename_session]."""
         key = self.key(session_id, user_id)
         plan = self._op(
             sql.rename_session, key, self._seal(key, _text(title, "title")), write=True, single=True
@@ -475,28 +481,30 @@ class ConversationStore:
         return await self.db.adrive(plan)
 
     def delete_session(self, session_id: IdLike, *, user_id: IdLike | None = None) -> bool:
-        """Delete a session and its messages; ``False`` if it did not exist."""
+        """Delete a session and its messages; `False` if it did not exist."""
         key = self.key(session_id, user_id)
         return self.db.drive(self._op(sql.delete_session, key, write=True))
 
     async def adelete_session(self, session_id: IdLike, *, user_id: IdLike | None = None) -> bool:
-        """Async :meth:`delete_session`."""
+        """Async
+        [`delete_session`][langmem_sqlite.history.store.ConversationStore.delete_session]."""
         key = self.key(session_id, user_id)
         return await self.db.adrive(self._op(sql.delete_session, key, write=True))
 
     def delete_sessions_older_than(self, days: float, *, user_id: IdLike | None = None) -> int:
-        """Delete sessions not active for ``days`` days (one user's, if given); return the count.
+        """Delete sessions not active for `days` days (one user's, if given); return the count.
 
         Raises:
-            ValueError: ``days`` is not a finite number from 0 to :data:`MAX_DAYS` (nothing is
-                deleted).
+            ValueError: `days` is not a finite number from 0 to
+                [`MAX_DAYS`][langmem_sqlite.history.store.MAX_DAYS] (nothing is deleted).
         """
         return self.db.drive(self._prune_plan(days, user_id))
 
     async def adelete_sessions_older_than(
         self, days: float, *, user_id: IdLike | None = None
     ) -> int:
-        """Async :meth:`delete_sessions_older_than`."""
+        """Async
+        [`delete_sessions_older_than`][langmem_sqlite.history.store.ConversationStore.delete_sessions_older_than]."""
         return await self.db.adrive(self._prune_plan(days, user_id))
 
     # -- running summary (used by the context-window policy) -------------------------------------
@@ -509,7 +517,7 @@ class ConversationStore:
     async def aget_summary(
         self, session_id: IdLike, *, user_id: IdLike | None = None
     ) -> str | None:
-        """Async :meth:`get_summary`."""
+        """Async [`get_summary`][langmem_sqlite.history.store.ConversationStore.get_summary]."""
         info = await self.aget_session(session_id, user_id=user_id)
         return None if info is None else info.summary
 
@@ -524,7 +532,7 @@ class ConversationStore:
     async def aset_summary(
         self, session_id: IdLike, summary: str | None, *, user_id: IdLike | None = None
     ) -> None:
-        """Async :meth:`set_summary`."""
+        """Async [`set_summary`][langmem_sqlite.history.store.ConversationStore.set_summary]."""
         key = self.key(session_id, user_id)
         sealed = self._seal(key, _text(summary, "summary"))
         await self.db.adrive(self._op(sql.set_summary, key, sealed, _now_ms(), write=True))

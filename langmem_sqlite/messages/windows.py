@@ -14,14 +14,14 @@ from .checks import check_messages
 __all__ = ["TOOL_RESULT_TYPES", "drop_leading_orphans", "orphan_prefix_length"]
 
 TOOL_RESULT_TYPES = frozenset({"tool", "function", "ToolMessageChunk", "FunctionMessageChunk"})
-"""Message ``type`` values that answer a tool (or legacy function) call."""
+"""Message `type` values that answer a tool (or legacy function) call."""
 
 
 def orphan_prefix_length(types: Sequence[str]) -> int:
-    """How many leading entries of ``types`` are tool results (to drop from a window's start).
+    """How many leading entries of `types` are tool results (to drop from a window's start).
 
     Raises:
-        TypeError: ``types`` is a single ``str`` (pass a list of message types).
+        TypeError: `types` is a single `str` (pass a list of message types).
     """
     if isinstance(types, str):
         raise TypeError("types: expected a list of message types, got str")
@@ -35,11 +35,11 @@ def drop_leading_orphans(messages: Sequence[BaseMessage]) -> list[BaseMessage]:
     """Drop tool results at the start of a window whose tool call was cut off.
 
     A window that is a suffix of a conversation can only break a tool-call pair at its start:
-    every result after a kept ``AIMessage`` with tool calls is kept too. So dropping the leading
-    ``ToolMessage``s (and legacy ``FunctionMessage``s) is enough to never start on an orphan.
+    every result after a kept `AIMessage` with tool calls is kept too. So dropping the leading
+    `ToolMessage`s (and legacy `FunctionMessage`s) is enough to never start on an orphan.
 
     Raises:
-        TypeError: ``messages`` is not a list of messages (a ``str`` is refused, not split).
+        TypeError: `messages` is not a list of messages (a `str` is refused, not split).
     """
     items = check_messages(messages)
     start = 0

@@ -1,8 +1,11 @@
 """Whole-database operations, each a library function the CLI also calls.
 
-* :mod:`.copy`: :func:`copy_database`, between any two dialects;
-* :mod:`.erasure`: :func:`forget_user`, everything stored about a user, gone;
-* :mod:`.export`: a session or a thread as JSON, JSONL or Markdown;
-* :mod:`.maintenance`: users, table statistics, retention;
-* :mod:`.importers`: from langchain-community's and LangGraph's own tables.
+* [`copy`][langmem_sqlite.operations.copy]: [`copy_database`][langmem_sqlite.copy_database], between
+  any two dialects;
+* [`erasure`][langmem_sqlite.operations.erasure]: [`forget_user`][langmem_sqlite.forget_user],
+  everything stored about a user, gone;
+* [`export`][langmem_sqlite.operations.export]: a session or a thread as JSON, JSONL or Markdown;
+* [`maintenance`][langmem_sqlite.operations.maintenance]: users, table statistics, retention;
+* [`importers`][langmem_sqlite.operations.importers]: from langchain-community's and LangGraph's own
+  tables.
 """

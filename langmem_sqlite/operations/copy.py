@@ -7,8 +7,8 @@ pgvector table where it has one. It knows no table by name but the checkpoints t
 user's threads): it walks the schema's tables in foreign-key order, so a table or column added
 by a later migration is copied with no change here.
 
-* **Streaming**: each table is read in pages of ``batch_size`` rows in primary-key order
-  (keyset paging: ``WHERE pk > last ORDER BY pk LIMIT n``), each page written in one target
+* **Streaming**: each table is read in pages of `batch_size` rows in primary-key order
+  (keyset paging: `WHERE pk > last ORDER BY pk LIMIT n`), each page written in one target
   transaction.
 * **Idempotent and resumable**: a row whose primary key the target already holds is not
   written again; it must be equal to the source's (else
@@ -16,17 +16,17 @@ by a later migration is copied with no change here.
   overwritten). A second run copies nothing; an interrupted one resumes.
 * **Verified**: every page is read back from the target and compared, column by column, with
   the source rows.
-* **Per user** (``user_id``): the rows of tables with a ``user_id`` column, of tables with a
-  ``thread_id`` column whose thread is that user's (`langmem_sqlite.operations.ownership`: any
+* **Per user** (`user_id`): the rows of tables with a `user_id` column, of tables with a
+  `thread_id` column whose thread is that user's (`langmem_sqlite.operations.ownership`: any
   checkpoint's metadata names the user; checkpoints of an encrypting saver, whose metadata has
-  no JSON copy, name no one here), of tables with a store namespace column ``ns`` under
-  ``("users", user_id)`` (where [`UserFacts`][langmem_sqlite.store.UserFacts] keeps facts),
+  no JSON copy, name no one here), of tables with a store namespace column `ns` under
+  `("users", user_id)` (where [`UserFacts`][langmem_sqlite.store.UserFacts] keeps facts),
   and of tables whose foreign key points at such rows. A table with none of these is not per
   user and is left out (the report says so). A user the source knows nothing of is refused
   before the target is touched.
 
-The source is only read (a SQLite file keeps its bytes and journal mode, and no ``-wal`` or
-``-shm`` file is left beside it) and must be at this package's schema version; the target is
+The source is only read (a SQLite file keeps its bytes and journal mode, and no `-wal` or
+`-shm` file is left beside it) and must be at this package's schema version; the target is
 created or migrated first (`langmem_sqlite.engine.migrations`), and a missing database on a
 server is created where the login may. Copy from a database no application is writing to: a row
 changed in the source after an earlier run is reported as a mismatch.
@@ -74,11 +74,12 @@ __all__ = [
 _USERS_NAMESPACE = "users"
 _THREAD_CHUNK = 500
 _KEY_CHUNK = 500
-"""Primary keys per ``IN`` list when a page is read back (a key has up to four columns:
+"""Primary keys per `IN` list when a page is read back (a key has up to four columns:
 SQLite binds at most 32,766 values a statement, PostgreSQL 65,535)."""
 
 MAX_BATCH_SIZE = 100_000
-"""The largest ``batch_size`` of :func:`copy_database` (rows held in memory per page)."""
+"""The largest `batch_size` of [`copy_database`][langmem_sqlite.copy_database] (rows held in memory
+per page)."""
 
 
 class CopyMismatchError(ValueError):
@@ -93,7 +94,7 @@ class TableCopy:
     table: str
     """The source table's name."""
     rows: int = 0
-    """Rows read from the source (within the user's scope, with ``user_id``)."""
+    """Rows read from the source (within the user's scope, with `user_id`)."""
     copied: int = 0
     """Rows written to the target by this run."""
     present: int = 0
@@ -106,7 +107,7 @@ class TableCopy:
 
 @dataclass
 class CopyReport:
-    """Counts of one :func:`copy_database` run."""
+    """Counts of one [`copy_database`][langmem_sqlite.copy_database] run."""
 
     source: str
     target: str
@@ -151,8 +152,8 @@ class CopyReport:
 
 
 Scope = Callable[[sa.Table], list[Any] | None]
-"""A table -> the conditions selecting its rows (one page walk per condition; ``[]``: none,
-``[sa.true()]``: all), or ``None`` when the table is not per user."""
+"""A table -> the conditions selecting its rows (one page walk per condition; `[]`: none,
+`[sa.true()]`: all), or `None` when the table is not per user."""
 
 
 def _everything(table: sa.Table) -> list[Any] | None:
@@ -160,8 +161,9 @@ def _everything(table: sa.Table) -> list[Any] | None:
 
 
 def _user_threads(conn: Connection, tables: Tables, user_id: str) -> list[str]:
-    """The threads that are ``user_id``'s by the rule of :mod:`.ownership` (any checkpoint
-    naming the user), from the metadata's JSON copy, streamed."""
+    """The threads that are `user_id`'s by the rule of
+    [`ownership`][langmem_sqlite.operations.ownership] (any checkpoint naming the user), from the
+    metadata's JSON copy, streamed."""
     named = users_by_thread(conn.execution_options(yield_per=1000), tables)
     return sorted(tid for tid, users in named.items() if user_id in users)
 
@@ -224,7 +226,7 @@ def _key_filter(table: sa.Table, keys: Sequence[tuple[Any, ...]]) -> Any:
 def _pages(
     conn: Connection, table: sa.Table, condition: Any, batch_size: int
 ) -> Iterator[list[dict[str, Any]]]:
-    """The rows of ``table`` matching ``condition``, ``batch_size`` at a time, by primary key."""
+    """The rows of `table` matching `condition`, `batch_size` at a time, by primary key."""
     pk = list(table.primary_key.columns)
     names = [c.name for c in table.columns]
     last: tuple[Any, ...] | None = None
@@ -241,9 +243,9 @@ def _pages(
 
 
 def _write_page(session: Session, table: sa.Table, rows: list[dict[str, Any]]) -> tuple[int, int]:
-    """Insert the rows of ``rows`` the target lacks, compare the others, read everything back;
-    ``(copied, present)``. Runs in one target transaction (a row whose unique values the
-    target holds under another key fails it with ``IntegrityError``: see :func:`_page_into`)."""
+    """Insert the rows of `rows` the target lacks, compare the others, read everything back;
+    `(copied, present)`. Runs in one target transaction (a row whose unique values the
+    target holds under another key fails it with `IntegrityError`: see `_page_into`)."""
     pk = [c.name for c in table.primary_key.columns]
     names = [c.name for c in table.columns]
     keys = [tuple(r[n] for n in pk) for r in rows]
@@ -282,7 +284,7 @@ def _write_page(session: Session, table: sa.Table, rows: list[dict[str, Any]]) -
 
 
 def _page_into(db: Database, table: sa.Table, rows: list[dict[str, Any]]) -> tuple[int, int]:
-    """:func:`_write_page` as one unit of work of the target."""
+    """`_write_page` as one unit of work of the target."""
     try:
         return db.run(_write_page, table, rows, write=True)  # type: ignore[no-any-return]
     except sa.exc.IntegrityError as e:
@@ -298,7 +300,7 @@ def _page_into(db: Database, table: sa.Table, rows: list[dict[str, Any]]) -> tup
 def _pgvector_ready(conn: Connection, tables: Tables, source_had: bool) -> str | None:
     """A schema change: the PostgreSQL target's pgvector table of the vectors, made (and filled
     from the stored vectors, as the store makes it) if the source had one and the extension is
-    available. ``"made"``, ``"present"``, or ``None`` when the target has none."""
+    available. `"made"`, `"present"`, or `None` when the target has none."""
     from ..store.pgvector_schema import enable_pgvector, pgvector_table
 
     pgv = pgvector_table(tables)
@@ -346,7 +348,7 @@ def _pgvector_fill(
 def _pgvector_copy(
     db: Database, tables: Tables, user_id: str | None, batch_size: int, source_had: bool
 ) -> TableCopy | None:
-    """The PostgreSQL target's pgvector copy of the vectors (``None``: it has none)."""
+    """The PostgreSQL target's pgvector copy of the vectors (`None`: it has none)."""
     from ..store.pgvector_schema import pgvector_table
 
     if not db.rules.copies_pgvector:
@@ -367,7 +369,7 @@ def _pgvector_copy(
 
 def _created(db: Database) -> bool:
     """Whether the target's database was missing on its server and is now created (where the
-    login may). ``False``: it exists, or the server's catalog is out of reach (the first error
+    login may). `False`: it exists, or the server's catalog is out of reach (the first error
     stands).
 
     Raises:
@@ -416,10 +418,10 @@ def copy_database(
     batch_size: int = 500,
     progress: bool = False,
 ) -> CopyReport:
-    """Copy every table of ``source`` into ``target`` (see the module docstring).
+    """Copy every table of `source` into `target` (see the module docstring).
 
     Args:
-        source: the database to read: URL, SQLite path, ``Engine`` or ``Database``.
+        source: the database to read: URL, SQLite path, `Engine` or `Database`.
         target: where to copy: its tables are created or migrated first, and a missing
             database on a server is created where the login may.
         table_prefix: the source's table prefix.
@@ -432,15 +434,15 @@ def copy_database(
         progress: show a progress bar per table (stderr).
 
     Returns:
-        The counts per table; ``verified`` when every row was read back equal.
+        The counts per table; `verified` when every row was read back equal.
 
     Raises:
         FileNotFoundError: the source is a SQLite file that does not exist.
-        ValueError: ``batch_size`` or ``user_id`` is out of range (nothing is read or written),
+        ValueError: `batch_size` or `user_id` is out of range (nothing is read or written),
             the source has no langmem-sqlite tables, or it has an older schema.
         ValueError: the target's database is missing on its server and this login may not
             create it.
-        LookupError: the source holds nothing of ``user_id`` (nothing is written, and the
+        LookupError: the source holds nothing of `user_id` (nothing is written, and the
             target is not created).
         SchemaTooNewError: the source was migrated by a newer version.
         CopyMismatchError: the target holds different rows under the same keys.
@@ -529,10 +531,10 @@ async def acopy_database(
     batch_size: int = 500,
     progress: bool = False,
 ) -> CopyReport:
-    """Async :func:`copy_database`: the same copy, run in a worker thread so that the event
-    loop goes on while the tables stream (a copy is one long job of many pages, made on the
-    databases' sync connections; the arguments, report and errors are those of
-    :func:`copy_database`)."""
+    """Async [`copy_database`][langmem_sqlite.copy_database]: the same copy, run in a worker thread
+    so that the event loop goes on while the tables stream (a copy is one long job of many pages,
+    made on the databases' sync connections; the arguments, report and errors are those of
+    [`copy_database`][langmem_sqlite.copy_database])."""
     return await asyncio.to_thread(
         copy_database,
         source,

@@ -1,27 +1,29 @@
 """Forgetting a user: one call that deletes everything the package stores about a user.
 
-:func:`forget_user` (and its twin :func:`aforget_user`) removes, for one user id:
+[`forget_user`][langmem_sqlite.forget_user] (and its twin
+[`aforget_user`][langmem_sqlite.aforget_user]) removes, for one user id:
 
 * the user's **sessions** of the conversation store, with their **messages**, titles and
   running **summaries**;
-* the checkpointer **threads** tied to the user by :mod:`.ownership`'s rule: any of their
-  checkpoints' metadata names the user under ``user_id`` or ``langgraph_auth_user_id``, as a
-  string or, for a numeric id, as an integer (every checkpoint is searched, not only the
-  latest, so a later run without the id does not hide the thread). Threads the caller names
-  (``thread_ids``) go too;
+* the checkpointer **threads** tied to the user by
+  [`ownership`][langmem_sqlite.operations.ownership]'s rule: any of their checkpoints' metadata
+  names the user under `user_id` or `langgraph_auth_user_id`, as a string or, for a numeric id, as
+  an integer (every checkpoint is searched, not only the latest, so a later run without the id does
+  not hide the thread). Threads the caller names (`thread_ids`) go too;
 * the long-term store's **items** under the user's namespaces, by default everything under
-  ``("users", user_id)``: the user's **facts** and pending facts (:class:`UserFacts`) and
-  whatever else an application keeps there, expired items included.
+  `("users", user_id)`: the user's **facts** and pending facts
+  ([`UserFacts`][langmem_sqlite.store.UserFacts]) and whatever else an application keeps there,
+  expired items included.
 
 On a SQLite file it then leaves no byte of the deleted content in the database file or its
-``-wal``: the sessions are deleted with ``PRAGMA secure_delete`` on, ``VACUUM`` rewrites the file
+`-wal`: the sessions are deleted with `PRAGMA secure_delete` on, `VACUUM` rewrites the file
 (older copies left in free space by earlier updates and deletes go too, whatever
-``secure_delete`` default the SQLite build has), and ``PRAGMA wal_checkpoint(TRUNCATE)`` empties
+`secure_delete` default the SQLite build has), and `PRAGMA wal_checkpoint(TRUNCATE)` empties
 the write-ahead log. PostgreSQL and MariaDB keep deleted rows' bytes in their files until their
 own vacuum or purge reuses the space (and in their WAL, redo logs, binary logs and backups):
 see the README.
 
-The operation is written once as a generator of calls (:data:`_Job`); the sync function runs
+The operation is written once as a generator of calls (`_Job`); the sync function runs
 each call's sync half, the async one awaits its async half.
 """
 
@@ -60,11 +62,13 @@ __all__ = [
 T = TypeVar("T")
 
 USER = "{user_id}"
-"""The placeholder for the user id in :data:`DEFAULT_STORE_PREFIXES` and ``store_prefixes``."""
+"""The placeholder for the user id in
+[`DEFAULT_STORE_PREFIXES`][langmem_sqlite.operations.erasure.DEFAULT_STORE_PREFIXES] and
+`store_prefixes`."""
 
 DEFAULT_STORE_PREFIXES: tuple[tuple[str, ...], ...] = (("users", USER),)
-"""Store namespaces holding a user's items: everything under ``("users", user_id)``, where
-:class:`~langmem_sqlite.store.UserFacts` keeps facts by default."""
+"""Store namespaces holding a user's items: everything under `("users", user_id)`, where
+[`UserFacts`][langmem_sqlite.store.UserFacts] keeps facts by default."""
 
 
 _FACT_NAMESPACES = ("facts", "pending_facts")
@@ -73,7 +77,8 @@ _PAGE = 1000
 
 @dataclass(frozen=True)
 class ForgetReport:
-    """What :func:`forget_user` deleted (or, with ``dry_run``, would delete), per kind."""
+    """What [`forget_user`][langmem_sqlite.forget_user] deleted (or, with `dry_run`, would delete),
+    per kind."""
 
     user_id: str
     dry_run: bool
@@ -84,24 +89,24 @@ class ForgetReport:
     threads: int = 0
     checkpoints: int = 0
     facts: int = 0
-    """Store items in a ``facts`` or ``pending_facts`` namespace of the user."""
+    """Store items in a `facts` or `pending_facts` namespace of the user."""
     store_items: int = 0
     """The user's other store items."""
     thread_ids: list[str] = field(default_factory=list)
     namespaces: list[tuple[str, ...]] = field(default_factory=list)
     """The store namespaces emptied."""
     other_namespaces: list[tuple[str, ...]] = field(default_factory=list)
-    """Store namespaces that have the user id as a label but are outside ``store_prefixes``:
+    """Store namespaces that have the user id as a label but are outside `store_prefixes`:
     kept (they may be shared); add their prefix to delete them."""
     unreadable_threads: int = 0
     """Threads whose checkpoint metadata is encrypted (no JSON copy) and could not be matched:
-    pass the application's saver (``saver=``) to search them."""
+    pass the application's saver (`saver=`) to search them."""
     vacuumed: bool = False
-    """SQLite file: ``VACUUM`` rewrote it, so no free page or free space within a page keeps a
+    """SQLite file: `VACUUM` rewrote it, so no free page or free space within a page keeps a
     copy (of these rows, or left earlier by updates and deletes)."""
     wal_emptied: bool | None = None
-    """SQLite file: the write-ahead log was checkpointed and truncated to 0 bytes (``False``: a
-    reader kept it busy, run the call again). ``None``: a server, an in-memory database, or a
+    """SQLite file: the write-ahead log was checkpointed and truncated to 0 bytes (`False`: a
+    reader kept it busy, run the call again). `None`: a server, an in-memory database, or a
     dry run."""
 
     def as_dict(self) -> dict[str, Any]:
@@ -120,7 +125,7 @@ _Job = Generator[_Call, Any, T]
 
 
 def _twin(obj: Any, name: str, *args: Any, **kwargs: Any) -> _Call:
-    """``obj.name(...)`` and ``obj.aname(...)``."""
+    """`obj.name(...)` and `obj.aname(...)`."""
     return _Call(
         partial(getattr(obj, name), *args, **kwargs),
         partial(getattr(obj, "a" + name), *args, **kwargs),
@@ -128,8 +133,8 @@ def _twin(obj: Any, name: str, *args: Any, **kwargs: Any) -> _Call:
 
 
 def _sql(db: Database, fn: Callable[..., Any], *args: Any, **options: Any) -> _Call:
-    """``fn(session, *args)`` as one unit of work of the seam (``own_transaction``: of a
-    SQLAlchemy connection that commits as it goes, for ``VACUUM``)."""
+    """`fn(session, *args)` as one unit of work of the seam (`own_transaction`: of a
+    SQLAlchemy connection that commits as it goes, for `VACUUM`)."""
     return _Call(partial(db.run, fn, *args, **options), partial(db.arun, fn, *args, **options))
 
 
@@ -138,7 +143,7 @@ def _plan(db: Database, plan: Callable[[], Any]) -> _Call:
 
 
 def _listed(saver: SQLSaver, filter: dict[str, Any]) -> list[Any]:
-    """Every checkpoint (of any thread) whose metadata matches ``filter``."""
+    """Every checkpoint (of any thread) whose metadata matches `filter`."""
     return list(saver.list(None, filter=filter))
 
 
@@ -198,11 +203,12 @@ def _find_threads(saver: SQLSaver, db: Database, user_id: str, keys: Sequence[st
 def threads_of_user(
     saver: SQLSaver, user_id: IdLike, keys: Sequence[str] = THREAD_USER_KEYS
 ) -> set[str]:
-    """The ids of the threads that are ``user_id``'s by :mod:`.ownership`'s rule (what
-    :func:`forget_user` deletes, but for ``thread_ids``).
+    """The ids of the threads that are `user_id`'s by
+    [`ownership`][langmem_sqlite.operations.ownership]'s rule (what
+    [`forget_user`][langmem_sqlite.forget_user] deletes, but for `thread_ids`).
 
     Raises:
-        ValueError, TypeError: ``user_id`` is not a valid id.
+        ValueError, TypeError: `user_id` is not a valid id.
     """
     found, _ = _run(_find_threads(saver, saver.db, check_id(user_id, "user_id"), keys))
     return found  # type: ignore[no-any-return]
@@ -394,33 +400,33 @@ def forget_user(
     saver: SQLSaver | None = None,
     store: SQLStore | None = None,
 ) -> ForgetReport:
-    """Delete everything stored about ``user_id``; return the counts per kind.
+    """Delete everything stored about `user_id`; return the counts per kind.
 
     Args:
-        target: a :class:`~langmem_sqlite.Memory`, a URL, a path, an engine or a
-            :class:`~langmem_sqlite.Database` (default: ``$LANGMEM_SQLITE_URL`` or
-            ``langmem.db``).
+        target: a [`Memory`][langmem_sqlite.Memory], a URL, a path, an engine or a
+            [`Database`][langmem_sqlite.Database] (default: `$LANGMEM_SQLITE_URL` or
+            `langmem.db`).
         user_id: the user (str, int or UUID, as given to the history and the facts).
         dry_run: count what would be deleted; delete nothing.
-        table_prefix: the tables' prefix (ignored when ``target`` is a ``Memory``).
-        schema: the tables' PostgreSQL schema (ignored when ``target`` is a ``Memory``).
-        store_prefixes: store namespaces holding the user's items, with ``"{user_id}"`` for the
-            user id (default: everything under ``("users", user_id)``). Namespaces elsewhere
+        table_prefix: the tables' prefix (ignored when `target` is a `Memory`).
+        schema: the tables' PostgreSQL schema (ignored when `target` is a `Memory`).
+        store_prefixes: store namespaces holding the user's items, with `"{user_id}"` for the
+            user id (default: everything under `("users", user_id)`). Namespaces elsewhere
             that have the user id as a label are listed in the report, not deleted.
         thread_ids: more checkpointer threads of the user, deleted with those found by their
-            metadata (see :mod:`langmem_sqlite.operations.erasure`).
+            metadata (see [`langmem_sqlite.operations.erasure`][langmem_sqlite.operations.erasure]).
         thread_keys: the metadata keys naming a thread's user.
-        vacuum: SQLite: rewrite the file after deleting (``VACUUM``), so that no copy stays
+        vacuum: SQLite: rewrite the file after deleting (`VACUUM`), so that no copy stays
             in free space, including copies left by earlier updates and deletes. It holds the
             write lock while it copies the live data (a large file: seconds; other writers
-            wait up to their 30 s busy timeout) and needs that much free disk. With ``False``,
+            wait up to their 30 s busy timeout) and needs that much free disk. With `False`,
             the sessions and messages are still overwritten as they are deleted and the WAL is
             emptied, but checkpoint and store rows, and older copies, may stay in free pages
-            (and do on SQLite builds without ``SQLITE_SECURE_DELETE``).
-        saver: the application's :class:`~langmem_sqlite.SQLSaver`, to search threads with
-            its serializer (an ``EncryptedSerializer`` keeps metadata out of JSON) and to clear
+            (and do on SQLite builds without `SQLITE_SECURE_DELETE`).
+        saver: the application's [`SQLSaver`][langmem_sqlite.SQLSaver], to search threads with
+            its serializer (an `EncryptedSerializer` keeps metadata out of JSON) and to clear
             its cache of the deleted threads.
-        store: the :class:`~langmem_sqlite.SQLStore` to delete through (default: one on the
+        store: the [`SQLStore`][langmem_sqlite.SQLStore] to delete through (default: one on the
             same tables that also sees expired items).
 
     Raises:
@@ -457,7 +463,7 @@ async def aforget_user(
     saver: SQLSaver | None = None,
     store: SQLStore | None = None,
 ) -> ForgetReport:
-    """Async :func:`forget_user` (the same steps, on the async APIs)."""
+    """Async [`forget_user`][langmem_sqlite.forget_user] (the same steps, on the async APIs)."""
     return await _arun(
         _job(
             target,

@@ -1,7 +1,7 @@
 """Export a session (conversation tables) or a thread (checkpointer) as JSON, JSONL or Markdown.
 
-A document is a plain dict: ``{"kind", "id", "user_id", "summary", "messages", ...}`` with the
-messages in LangChain's ``message_to_dict`` form, so ``messages_from_dict`` reads them back.
+A document is a plain dict: `{"kind", "id", "user_id", "summary", "messages", ...}` with the
+messages in LangChain's `message_to_dict` form, so `messages_from_dict` reads them back.
 """
 
 from __future__ import annotations
@@ -43,7 +43,7 @@ def session_document(
 
 
 def thread_document(saver: Any, thread_id: str) -> dict[str, Any]:
-    """A thread's latest root state (its ``messages`` and summary record) and checkpoint list.
+    """A thread's latest root state (its `messages` and summary record) and checkpoint list.
 
     Raises:
         LookupError: no such thread.
@@ -92,7 +92,7 @@ def _markdown(doc: dict[str, Any]) -> str:
 
 
 def render(doc: dict[str, Any], fmt: str) -> str:
-    """``doc`` as ``json`` (the whole document), ``jsonl`` (one message per line) or ``md``.
+    """`doc` as `json` (the whole document), `jsonl` (one message per line) or `md`.
 
     Raises:
         ValueError: an unknown format.

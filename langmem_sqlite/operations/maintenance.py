@@ -1,7 +1,8 @@
 """What the CLI's inspection and maintenance commands compute: users, table stats, retention.
 
-Everything goes through the public classes (:class:`ConversationStore`, :class:`SQLSaver`,
-:class:`SQLStore`) except the table statistics, which read row counts and sizes in SQL.
+Everything goes through the public classes ([`ConversationStore`][langmem_sqlite.ConversationStore],
+[`SQLSaver`][langmem_sqlite.SQLSaver], [`SQLStore`][langmem_sqlite.SQLStore]) except the table
+statistics, which read row counts and sizes in SQL.
 """
 
 from __future__ import annotations
@@ -34,7 +35,7 @@ _USERS_NAMESPACE = "users"
 
 @dataclass(frozen=True)
 class TableStat:
-    """One table: its name, row count and size in bytes (``None`` where not measurable)."""
+    """One table: its name, row count and size in bytes (`None` where not measurable)."""
 
     table: str
     rows: int
@@ -61,7 +62,7 @@ def _table_stats(session: Session, tables: Tables) -> list[TableStat]:
 
 
 def table_stats(db: Database, tables: Tables) -> list[TableStat]:
-    """Row counts and sizes of this package's tables (those that exist) in ``db``."""
+    """Row counts and sizes of this package's tables (those that exist) in `db`."""
     return db.run(_table_stats, tables)  # type: ignore[no-any-return]
 
 
@@ -79,7 +80,7 @@ def _users_with_session(session: Session, tables: Tables, session_id: str) -> li
 
 
 def users_with_session(store: ConversationStore, session_id: str) -> list[str]:
-    """The users who have a session called ``session_id`` (``""``: the one without a user)."""
+    """The users who have a session called `session_id` (`""`: the one without a user)."""
     return store.db.run(  # type: ignore[no-any-return]
         _users_with_session, store.tables, session_id, single=True
     )
@@ -90,7 +91,8 @@ def list_users(store: ConversationStore, saver: Any, facts_store: Any) -> list[d
     threads and facts each has.
 
     A thread counts for each user its checkpoints name, by the rule of
-    :mod:`~langmem_sqlite.operations.ownership` that :func:`~langmem_sqlite.operations.forget_user` deletes by.
+    [`ownership`][langmem_sqlite.operations.ownership] that
+    [`forget_user`][langmem_sqlite.forget_user] deletes by.
     """
     users: dict[str, dict[str, Any]] = {}
 
@@ -127,15 +129,16 @@ def prune(
     user_id: str | None = None,
     dry_run: bool = False,
 ) -> PruneReport:
-    """Delete sessions and checkpointer threads idle for more than ``days`` days.
+    """Delete sessions and checkpointer threads idle for more than `days` days.
 
-    With ``user_id``, only that user's sessions and threads (a thread is the user's by the rule
-    of :mod:`~langmem_sqlite.operations.ownership`, the one :func:`~langmem_sqlite.operations.forget_user` deletes by).
-    ``dry_run`` lists what would go and deletes nothing.
+    With `user_id`, only that user's sessions and threads (a thread is the user's by the rule
+    of [`ownership`][langmem_sqlite.operations.ownership], the one
+    [`forget_user`][langmem_sqlite.forget_user] deletes by). `dry_run` lists what would go and
+    deletes nothing.
 
     Raises:
-        ValueError: ``days`` is not a finite number from 0 to
-            :data:`~langmem_sqlite.history.store.MAX_DAYS` (nothing is deleted).
+        ValueError: `days` is not a finite number from 0 to
+            [`MAX_DAYS`][langmem_sqlite.history.store.MAX_DAYS] (nothing is deleted).
     """
     cutoff = idle_cutoff(days)
     if user_id is not None:

@@ -1,19 +1,20 @@
 """Whose thread is it: the one rule that ties checkpointer threads to users.
 
 A thread is a user's when **any** of its checkpoints' metadata names the user under one of
-:data:`THREAD_USER_KEYS` (``user_id``: LangGraph copies ``config["configurable"]["user_id"]``
-there; ``langgraph_auth_user_id``: the LangGraph API server's authenticated user), as a string
-or, for a numeric id, as an integer. Every checkpoint counts, not only the latest, so a later
-run without the id does not hide the thread. A thread may so belong to several users.
+[`THREAD_USER_KEYS`][langmem_sqlite.operations.ownership.THREAD_USER_KEYS] (`user_id`: LangGraph
+copies `config["configurable"]["user_id"]` there; `langgraph_auth_user_id`: the LangGraph API
+server's authenticated user), as a string or, for a numeric id, as an integer. Every checkpoint
+counts, not only the latest, so a later run without the id does not hide the thread. A thread may so
+belong to several users.
 
-:func:`~langmem_sqlite.operations.forget_user` deletes by this rule, and the listing and
-retention commands (``langmem-sqlite users``, ``threads --user``, ``prune --user``) and
-``copy --user`` select by it (:func:`~langmem_sqlite.operations.erasure.threads_of_user` finds
-one user's threads), so what they show is what ``forget-user`` deletes.
+[`forget_user`][langmem_sqlite.forget_user] deletes by this rule, and the listing and
+retention commands (`langmem-sqlite users`, `threads --user`, `prune --user`) and
+`copy --user` select by it ([`threads_of_user`][langmem_sqlite.operations.erasure.threads_of_user]
+finds one user's threads), so what they show is what `forget-user` deletes.
 
 A saver with searchable metadata (the default without encryption) answers from the metadata's
 JSON copy in SQL; otherwise the saver decodes each checkpoint's metadata (an
-``EncryptedSerializer`` needs its key for that).
+`EncryptedSerializer` needs its key for that).
 """
 
 from __future__ import annotations
@@ -46,8 +47,8 @@ THREAD_USER_KEYS: tuple[str, ...] = ("user_id", "langgraph_auth_user_id")
 
 
 def user_values(user_id: str) -> list[str | int]:
-    """The metadata values naming ``user_id``: the string, and for a numeric id the integer
-    (LangGraph copies ``configurable`` ints into metadata as ints)."""
+    """The metadata values naming `user_id`: the string, and for a numeric id the integer
+    (LangGraph copies `configurable` ints into metadata as ints)."""
     values: list[str | int] = [user_id]
     try:
         number = int(user_id)
@@ -59,14 +60,15 @@ def user_values(user_id: str) -> list[str | int]:
 
 
 def user_filters(user_id: str, keys: Sequence[str] = THREAD_USER_KEYS) -> list[dict[str, Any]]:
-    """One metadata filter per key and value that names ``user_id``."""
+    """One metadata filter per key and value that names `user_id`."""
     return [{k: v} for k in keys for v in user_values(user_id)]
 
 
 def named_users(
     metadata: Mapping[str, Any] | None, keys: Sequence[str] = THREAD_USER_KEYS
 ) -> set[str]:
-    """The user ids one checkpoint's metadata names (the inverse of :func:`user_values`)."""
+    """The user ids one checkpoint's metadata names (the inverse of
+    [`user_values`][langmem_sqlite.operations.ownership.user_values])."""
     out: set[str] = set()
     if not isinstance(metadata, Mapping):
         return out
@@ -82,7 +84,7 @@ def named_users(
 def threads_named(
     session: Session, t: Tables, filters: list[dict[str, Any]]
 ) -> tuple[set[str], int]:
-    """Threads any of whose checkpoints' JSON metadata matches one of ``filters``, and how
+    """Threads any of whose checkpoints' JSON metadata matches one of `filters`, and how
     many other threads have checkpoints without a JSON copy (an encrypting saver's)."""
     c = t.checkpoints.c
     wanted = or_(*(and_(*prefilter(c.metadata_json, f, session.rules.name)) for f in filters))
@@ -108,8 +110,8 @@ def users_by_thread(
     conn: Session | Connection, t: Tables, keys: Sequence[str] = THREAD_USER_KEYS
 ) -> dict[str, set[str]]:
     """Every thread whose checkpoints' JSON metadata names a user, with the users named: on the
-    seam's ``Session``, or on a SQLAlchemy ``Connection`` (``copy_database`` streams it with
-    ``execution_options(yield_per=...)``)."""
+    seam's `Session`, or on a SQLAlchemy `Connection` (`copy_database` streams it with
+    `execution_options(yield_per=...)`)."""
     c = t.checkpoints.c
     out: dict[str, set[str]] = {}
     rows = conn.execute(select(c.thread_id, c.metadata_json).where(c.metadata_json.is_not(None)))

@@ -1,5 +1,5 @@
-"""Long-term memory: a LangGraph ``BaseStore`` in SQL (:class:`SQLStore`) and user facts for
-agents (:class:`UserFacts`, the fact tools and hooks)."""
+"""Long-term memory: a LangGraph `BaseStore` in SQL ([`SQLStore`][langmem_sqlite.SQLStore]) and user
+facts for agents ([`UserFacts`][langmem_sqlite.store.UserFacts], the fact tools and hooks)."""
 
 from .facts import (
     UserFacts,

@@ -1,6 +1,8 @@
-"""The async API of :class:`~langmem_sqlite.store.SQLStore`: the same validation, statements
-and plans as the sync API (:mod:`.store`), run with :meth:`Database.arun` and
-:meth:`Database.adrive`; concurrent calls of one store share a :class:`~.lane.Lane`."""
+"""The async API of [`SQLStore`][langmem_sqlite.SQLStore]: the same validation, statements
+and plans as the sync API ([`store`][langmem_sqlite.store.store]), run with
+[`Database.arun`][langmem_sqlite.engine.Database.arun] and
+[`Database.adrive`][langmem_sqlite.engine.Database.adrive]; concurrent calls of one store share a
+`Lane`."""
 
 from __future__ import annotations
 
@@ -31,12 +33,12 @@ T = TypeVar("T")
 Shortcut = tuple[
     Callable[..., Any], tuple[Any, ...], bool, bool, Callable[[Any], tuple[T, "Step | None"]]
 ]
-"""A shortcut's statement on the light lane (``fn``, ``args``, ``write``, ``single``), and what
-turns its result into (answer, refresh step or None): see :mod:`.store`."""
+"""A shortcut's statement on the light lane (`fn`, `args`, `write`, `single`), and what
+turns its result into (answer, refresh step or None): see [`store`][langmem_sqlite.store.store]."""
 
 
 class _AsyncAPI(BaseStore):
-    """``aget``, ``aput``, ``asearch`` and ``abatch`` of :class:`~langmem_sqlite.store.SQLStore`
+    """`aget`, `aput`, `asearch` and `abatch` of [`SQLStore`][langmem_sqlite.SQLStore]
     (the shortcuts and plans they run are the sync API's)."""
 
     db: Database
@@ -91,7 +93,8 @@ class _AsyncAPI(BaseStore):
         *,
         refresh_ttl: bool | None = None,
     ) -> Item | None:
-        """Async :meth:`get` (see :mod:`.lane` for many concurrent calls)."""
+        """Async [`get`][langmem_sqlite.store.store.SQLStore.get] (see `lane` for many concurrent
+        calls)."""
         found = self._get_args(namespace, key)
         if found is None:
             return await super().aget(namespace, key, refresh_ttl=refresh_ttl)
@@ -112,7 +115,8 @@ class _AsyncAPI(BaseStore):
         *,
         ttl: float | NotProvided | None = NOT_PROVIDED,
     ) -> None:
-        """Async :meth:`put` (see :mod:`.lane` for many concurrent calls)."""
+        """Async [`put`][langmem_sqlite.store.store.SQLStore.put] (see `lane` for many concurrent
+        calls)."""
         put = self._put_prepared(namespace, key, value, index, ttl)
         if put is None:
             await super().aput(namespace, key, value, index, ttl=ttl)
@@ -137,7 +141,8 @@ class _AsyncAPI(BaseStore):
         offset: int = 0,
         refresh_ttl: bool | None = None,
     ) -> list[SearchItem]:
-        """Async :meth:`search` (see :mod:`.lane` for many concurrent calls)."""
+        """Async [`search`][langmem_sqlite.store.store.SQLStore.search] (see `lane` for many
+        concurrent calls)."""
         search = self._search_args(namespace_prefix, query, filter, limit, offset)
         if search is None:
             return await super().asearch(
@@ -157,8 +162,8 @@ class _AsyncAPI(BaseStore):
         return await lane.submit_one(("s", search, None, self._refreshes(refresh_ttl)))  # type: ignore[no-any-return]
 
     async def abatch(self, ops: Iterable[Op]) -> list[Result]:
-        """Async :meth:`batch` (same plan, on the async engine; concurrent calls queue and
-        run together, see :mod:`.lane`)."""
+        """Async [`batch`][langmem_sqlite.store.store.SQLStore.batch] (same plan, on the async
+        engine; concurrent calls queue and run together, see `lane`)."""
         return await self._lane().run([self._prepare_op(op) for op in ops])
 
     def _lane(self) -> Lane[Prepared]:

@@ -1,7 +1,7 @@
 """Checks on what callers give the store: values, TTLs, pages, sweeper settings.
 
 Each raises a clear error naming the parameter (and, for numbers, the allowed range) before
-anything is written. Numbers follow :mod:`langmem_sqlite.validation`: ``bool`` is refused, and
+anything is written. Numbers follow `langmem_sqlite.validation`: `bool` is refused, and
 so are NaN, the infinities and values beyond what every supported database holds.
 """
 
@@ -38,17 +38,17 @@ this millennium, still fit in the signed 64-bit integer every database stores th
 
 SWEEP_MAX_MINUTES = 100_000_000
 """The longest sweep interval, in minutes (about 190 years; a thread waits at most
-``threading.TIMEOUT_MAX`` seconds, about 292 years on 64-bit systems)."""
+`threading.TIMEOUT_MAX` seconds, about 292 years on 64-bit systems)."""
 
 PAGE_MAX = 2**31 - 1
-"""The largest ``limit`` and ``offset`` of a search or namespace listing: their sum, and the
-candidates a vector search ranks for it, stay within every database's ``LIMIT``."""
+"""The largest `limit` and `offset` of a search or namespace listing: their sum, and the
+candidates a vector search ranks for it, stay within every database's `LIMIT`."""
 
 _TTL_KEYS = frozenset({"refresh_on_read", "omit_expired", "default_ttl", "sweep_interval_minutes"})
 
 
 def _minutes(value: Any, name: str, high: int) -> float:
-    """A number of minutes above 0 and at most ``high``."""
+    """A number of minutes above 0 and at most `high`."""
     if isinstance(value, int | float) and not isinstance(value, bool):
         if math.isfinite(value) and 0 < value <= high:
             return float(value)
@@ -60,12 +60,12 @@ def _minutes(value: Any, name: str, high: int) -> float:
 
 
 def check_ttl_minutes(ttl: Any, name: str = "ttl") -> int | None:
-    """A TTL in minutes (above 0, at most :data:`TTL_MAX_MINUTES`) as microseconds; ``None``
-    (never expires) stays ``None``, as in LangGraph's stores.
+    """A TTL in minutes (above 0, at most `TTL_MAX_MINUTES`) as microseconds; `None`
+    (never expires) stays `None`, as in LangGraph's stores.
 
     Raises:
         TypeError: not a number.
-        ValueError: ``bool``, NaN, an infinity, 0 or less, or above the maximum.
+        ValueError: `bool`, NaN, an infinity, 0 or less, or above the maximum.
     """
     if ttl is None:
         return None
@@ -73,30 +73,30 @@ def check_ttl_minutes(ttl: Any, name: str = "ttl") -> int | None:
 
 
 def check_sweep_minutes(minutes: Any, name: str = "sweep_interval_minutes") -> float:
-    """A sweep interval in minutes (above 0, at most :data:`SWEEP_MAX_MINUTES`), as seconds."""
+    """A sweep interval in minutes (above 0, at most `SWEEP_MAX_MINUTES`), as seconds."""
     return _minutes(minutes, name, SWEEP_MAX_MINUTES) * 60
 
 
 def check_timeout(timeout: Any, name: str = "timeout") -> float | None:
-    """Seconds to wait (``None``: as long as it takes), from 0 to ``threading.TIMEOUT_MAX``."""
+    """Seconds to wait (`None`: as long as it takes), from 0 to `threading.TIMEOUT_MAX`."""
     if timeout is None:
         return None
     return check_number(timeout, name, low=0, high=int(threading.TIMEOUT_MAX))
 
 
 def check_page(value: Any, name: str) -> int:
-    """A ``limit`` or ``offset``: an int from 0 to :data:`PAGE_MAX` (``limit=0``: no items, as
+    """A `limit` or `offset`: an int from 0 to `PAGE_MAX` (`limit=0`: no items, as
     in LangGraph's stores)."""
     return check_int(value, name, low=0, high=PAGE_MAX)
 
 
 def check_max_depth(value: Any) -> int | None:
-    """``max_depth`` of a namespace listing: ``None`` (whole namespaces) or an int from 1."""
+    """`max_depth` of a namespace listing: `None` (whole namespaces) or an int from 1."""
     return None if value is None else check_int(value, "max_depth", low=1, high=INT64_MAX)
 
 
 def check_ttl_config(ttl: Any) -> TTLConfig | None:
-    """A LangGraph ``TTLConfig``: known keys only, minutes checked, flags ``bool``."""
+    """A LangGraph `TTLConfig`: known keys only, minutes checked, flags `bool`."""
     if ttl is None:
         return None
     if not isinstance(ttl, dict):
@@ -114,9 +114,9 @@ def check_ttl_config(ttl: Any) -> TTLConfig | None:
 
 
 def check_value(value: Any, nul_ok: bool = True) -> tuple[dict[str, Any] | None, str | None]:
-    """The value and its JSON text (``(None, None)`` for a delete); stored as that text where
-    the column is text (SQLite, MySQL), so that it is serialized once. ``nul_ok=False`` (a
-    PostgreSQL ``jsonb`` column, which cannot hold it) refuses a NUL character in a string."""
+    """The value and its JSON text (`(None, None)` for a delete); stored as that text where
+    the column is text (SQLite, MySQL), so that it is serialized once. `nul_ok=False` (a
+    PostgreSQL `jsonb` column, which cannot hold it) refuses a NUL character in a string."""
     if value is None:
         return None, None
     if not isinstance(value, dict):
@@ -162,7 +162,7 @@ def _nul_at(value: Any, where: str) -> str | None:
 
 
 def check_match(condition: Any) -> MatchCondition:
-    """A ``MatchCondition`` of a namespace listing (prefix or suffix, its path checked)."""
+    """A `MatchCondition` of a namespace listing (prefix or suffix, its path checked)."""
     if not isinstance(condition, MatchCondition):
         raise TypeError("match_conditions: expected MatchCondition objects")
     if condition.match_type not in ("prefix", "suffix"):
@@ -172,7 +172,7 @@ def check_match(condition: Any) -> MatchCondition:
 
 
 def public_labels(namespace: Any) -> None:
-    """What ``BaseStore.get`` refuses on top of :func:`namespaces.check_namespace`: labels with
+    """What `BaseStore.get` refuses on top of `namespaces.check_namespace`: labels with
     a period (as LangGraph's stores do)."""
     if isinstance(namespace, tuple | list) and any(
         isinstance(label, str) and "." in label for label in namespace

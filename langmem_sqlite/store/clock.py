@@ -1,6 +1,6 @@
-"""The store's clock: microseconds since the epoch, and back to an aware ``datetime``.
+"""The store's clock: microseconds since the epoch, and back to an aware `datetime`.
 
-Read through this module (``clock.now_us()``), so that tests can move time forward for every
+Read through this module (`clock.now_us()`), so that tests can move time forward for every
 part of the store at once."""
 
 from __future__ import annotations
@@ -19,5 +19,5 @@ def now_us() -> int:
 
 
 def dt(us: int) -> datetime:
-    """The UTC ``datetime`` of ``us`` microseconds since the epoch."""
+    """The UTC `datetime` of `us` microseconds since the epoch."""
     return _EPOCH + timedelta(0, us // 1_000_000, us % 1_000_000)  # positional: 0.1 us less

@@ -1,20 +1,22 @@
 """User facts for agents: remembered across conversations, shown to the model within a budget.
 
-Facts live in any LangGraph ``BaseStore`` (usually :class:`~langmem_sqlite.SQLStore`) under
-``(*namespace_prefix, user_id, "facts")``, one item per fact: ``{"fact": "...", "source": ...}``.
-Candidates extracted by a model wait under ``(..., user_id, "pending_facts")`` until confirmed:
+Facts live in any LangGraph `BaseStore` (usually [`SQLStore`][langmem_sqlite.SQLStore]) under
+`(*namespace_prefix, user_id, "facts")`, one item per fact: `{"fact": "...", "source": ...}`.
+Candidates extracted by a model wait under `(..., user_id, "pending_facts")` until confirmed:
 better to remember less than to remember wrong.
 
-* :class:`UserFacts` -- remember, update, forget, propose, confirm, reject, and choose the facts
-  for a prompt (most relevant first when the store has a semantic index, then most recent,
-  within a token budget).
-* :func:`facts_hook` -- a LangGraph node / ``pre_model_hook`` putting those facts into the
-  system message before the model call.
-* :func:`fact_tools` -- ``remember_fact``, ``update_fact`` and ``forget_fact`` tools.
-* :func:`extract_candidate_facts` -- ask a chat model for candidate facts (kept pending).
+* [`UserFacts`][langmem_sqlite.store.UserFacts] -- remember, update, forget, propose, confirm,
+  reject, and choose the facts for a prompt (most relevant first when the store has a semantic
+  index, then most recent, within a token budget).
+* [`facts_hook`][langmem_sqlite.store.facts_hook] -- a LangGraph node / `pre_model_hook` putting
+  those facts into the system message before the model call.
+* [`fact_tools`][langmem_sqlite.store.fact_tools] -- `remember_fact`, `update_fact` and
+  `forget_fact` tools.
+* [`extract_candidate_facts`][langmem_sqlite.store.extract_candidate_facts] -- ask a chat model for
+  candidate facts (kept pending).
 
-Each operation is written once as a generator of store operations, run with ``store.batch`` by
-the sync method and ``store.abatch`` by its ``a``-prefixed twin.
+Each operation is written once as a generator of store operations, run with `store.batch` by
+the sync method and `store.abatch` by its `a`-prefixed twin.
 """
 
 from __future__ import annotations
@@ -105,7 +107,7 @@ def _rank(items: Sequence[SearchItem]) -> list[SearchItem]:
 
 
 def _check_prefix(prefix: Any) -> tuple[str, ...]:
-    """A namespace prefix: a tuple (or list) of ``str`` labels; a ``str`` is refused, not split
+    """A namespace prefix: a tuple (or list) of `str` labels; a `str` is refused, not split
     into one label per character (the store checks the labels themselves)."""
     labels = tuple(check_list(prefix, "namespace_prefix"))
     for label in labels:
@@ -120,8 +122,8 @@ def _check_key(key: Any) -> str:
 
 
 def _check_items(facts: Any, name: str = "facts") -> list[Item]:
-    """A list of store items (as :meth:`UserFacts.select` returns: anything with a ``key`` and
-    a mapping ``value``); a ``str`` is refused, not split."""
+    """A list of store items (as [`UserFacts.select`][langmem_sqlite.store.facts.UserFacts.select]
+    returns: anything with a `key` and a mapping `value`); a `str` is refused, not split."""
     items = check_list(facts, name)
     for i, item in enumerate(items):
         if not (hasattr(item, "key") and isinstance(getattr(item, "value", None), Mapping)):
@@ -133,18 +135,19 @@ def _check_items(facts: Any, name: str = "facts") -> list[Item]:
 
 
 class UserFacts:
-    """The facts about one user, in a ``BaseStore``.
+    """The facts about one user, in a `BaseStore`.
 
     Args:
-        store: where facts live (``SQLStore``, ``InMemoryStore``...).
+        store: where facts live (`SQLStore`, `InMemoryStore`...).
         user_id: the user (str, int or UUID).
-        namespace_prefix: labels before the user id (default ``("users",)``).
-        max_facts: most facts considered by :meth:`select` and listed by :meth:`list`.
+        namespace_prefix: labels before the user id (default `("users",)`).
+        max_facts: most facts considered by [`select`][langmem_sqlite.store.facts.UserFacts.select]
+            and listed by [`list_facts`][langmem_sqlite.store.facts.UserFacts.list_facts].
 
     Raises:
-        ValueError: ``max_facts`` not an int from 1 to ``2**31 - 1`` (the store's page bound;
-            ``bool``, floats, NaN and infinities refused), or a bad ``user_id``.
-        TypeError: ``namespace_prefix`` a ``str`` (pass a tuple of labels) or holding a non-str.
+        ValueError: `max_facts` not an int from 1 to `2**31 - 1` (the store's page bound;
+            `bool`, floats, NaN and infinities refused), or a bad `user_id`.
+        TypeError: `namespace_prefix` a `str` (pass a tuple of labels) or holding a non-str.
     """
 
     def __init__(
@@ -242,27 +245,27 @@ class UserFacts:
     # -- sync and async API --------------------------------------------------------------------
 
     def remember(self, fact: str, *, key: str | None = None) -> str:
-        """Store a confirmed fact; return its key (a new one unless ``key`` is given)."""
+        """Store a confirmed fact; return its key (a new one unless `key` is given)."""
         return _run(self.store, self._remember(fact, key, "user"))
 
     async def aremember(self, fact: str, *, key: str | None = None) -> str:
-        """Async :meth:`remember`."""
+        """Async [`remember`][langmem_sqlite.store.facts.UserFacts.remember]."""
         return await _arun(self.store, self._remember(fact, key, "user"))
 
     def update(self, key: str, fact: str) -> bool:
-        """Replace the text of fact ``key``; False if there is no such fact."""
+        """Replace the text of fact `key`; False if there is no such fact."""
         return _run(self.store, self._update(key, fact))
 
     async def aupdate(self, key: str, fact: str) -> bool:
-        """Async :meth:`update`."""
+        """Async [`update`][langmem_sqlite.store.facts.UserFacts.update]."""
         return await _arun(self.store, self._update(key, fact))
 
     def forget(self, key: str) -> bool:
-        """Delete fact ``key``; False if there was no such fact."""
+        """Delete fact `key`; False if there was no such fact."""
         return _run(self.store, self._forget(key))
 
     async def aforget(self, key: str) -> bool:
-        """Async :meth:`forget`."""
+        """Async [`forget`][langmem_sqlite.store.facts.UserFacts.forget]."""
         return await _arun(self.store, self._forget(key))
 
     def list_facts(self, *, pending: bool = False) -> list[SearchItem]:
@@ -270,7 +273,7 @@ class UserFacts:
         return _run(self.store, self._list(pending))
 
     async def alist_facts(self, *, pending: bool = False) -> list[SearchItem]:
-        """Async :meth:`list_facts`."""
+        """Async [`list_facts`][langmem_sqlite.store.facts.UserFacts.list_facts]."""
         return await _arun(self.store, self._list(pending))
 
     def propose(self, candidates: Sequence[str], *, source: str = "extracted") -> list[str]:
@@ -278,47 +281,47 @@ class UserFacts:
         case and spacing); return the new pending keys.
 
         Raises:
-            TypeError: ``candidates`` is a single ``str`` (pass ``[fact]``), or holds a non-str.
+            TypeError: `candidates` is a single `str` (pass `[fact]`), or holds a non-str.
         """
         return _run(self.store, self._propose(candidates, source))
 
     async def apropose(self, candidates: Sequence[str], *, source: str = "extracted") -> list[str]:
-        """Async :meth:`propose`."""
+        """Async [`propose`][langmem_sqlite.store.facts.UserFacts.propose]."""
         return await _arun(self.store, self._propose(candidates, source))
 
     def confirm(self, key: str) -> str | None:
-        """Turn pending candidate ``key`` into a fact; its key, or None if not pending."""
+        """Turn pending candidate `key` into a fact; its key, or None if not pending."""
         return _run(self.store, self._confirm(key))
 
     async def aconfirm(self, key: str) -> str | None:
-        """Async :meth:`confirm`."""
+        """Async [`confirm`][langmem_sqlite.store.facts.UserFacts.confirm]."""
         return await _arun(self.store, self._confirm(key))
 
     def reject(self, key: str) -> bool:
-        """Drop pending candidate ``key``; False if it was not pending."""
+        """Drop pending candidate `key`; False if it was not pending."""
         return _run(self.store, self._forget(key, pending=True))
 
     async def areject(self, key: str) -> bool:
-        """Async :meth:`reject`."""
+        """Async [`reject`][langmem_sqlite.store.facts.UserFacts.reject]."""
         return await _arun(self.store, self._forget(key, pending=True))
 
     def select(
         self, query: str | None = None, *, max_tokens: int = 500, token_counter: Any = None
     ) -> list[SearchItem]:
-        """The facts to show the model: most relevant to ``query`` first (if the store has a
-        semantic index), then most recent, as many as fit in ``max_tokens``.
+        """The facts to show the model: most relevant to `query` first (if the store has a
+        semantic index), then most recent, as many as fit in `max_tokens`.
 
         Raises:
-            ValueError: ``max_tokens`` not an int from 0 to ``INT64_MAX``; checked before the
+            ValueError: `max_tokens` not an int from 0 to `INT64_MAX`; checked before the
                 store is read.
-            TypeError: ``query`` neither a ``str`` nor ``None``.
+            TypeError: `query` neither a `str` nor `None`.
         """
         return _run(self.store, self._select(query, max_tokens, token_counter))
 
     async def aselect(
         self, query: str | None = None, *, max_tokens: int = 500, token_counter: Any = None
     ) -> list[SearchItem]:
-        """Async :meth:`select`."""
+        """Async [`select`][langmem_sqlite.store.facts.UserFacts.select]."""
         return await _arun(self.store, self._select(query, max_tokens, token_counter))
 
 
@@ -334,12 +337,12 @@ def _section(items: Sequence[Item]) -> str:
 
 
 def with_facts(messages: Sequence[BaseMessage], facts: Sequence[Item]) -> list[BaseMessage]:
-    """``messages`` with the facts section in the system message (added, or replacing an
+    """`messages` with the facts section in the system message (added, or replacing an
     earlier section); a system message is prepended if there is none.
 
     Raises:
-        TypeError: ``messages`` is not a list of messages or ``facts`` not a list of store
-            items (a ``str`` is refused for either, not split).
+        TypeError: `messages` is not a list of messages or `facts` not a list of store
+            items (a `str` is refused for either, not split).
     """
     messages = check_messages(messages)
     section = _section(_check_items(facts))
@@ -393,16 +396,17 @@ def facts_hook(
     user_id_key: str = "user_id",
     output: str = "llm_input_messages",
 ) -> RunnableLambda[dict[str, Any], dict[str, Any]]:
-    """A graph node / ``pre_model_hook`` that puts the user's facts in the system message.
+    """A graph node / `pre_model_hook` that puts the user's facts in the system message.
 
-    The user comes from ``config["configurable"][user_id_key]`` or the runtime context; the
-    store from ``store`` or the graph's (``get_store()``). The facts are those of
-    :meth:`UserFacts.select` for the last human message, within ``max_tokens``.
+    The user comes from `config["configurable"][user_id_key]` or the runtime context; the
+    store from `store` or the graph's (`get_store()`). The facts are those of
+    [`UserFacts.select`][langmem_sqlite.store.facts.UserFacts.select] for the last human message,
+    within `max_tokens`.
 
     Args:
-        output: ``"llm_input_messages"`` (default: the model sees the facts, the state keeps
-            its messages, as ``create_react_agent``'s ``pre_model_hook`` expects) or
-            ``"messages"`` (the updated system message is written to the state).
+        output: `"llm_input_messages"` (default: the model sees the facts, the state keeps
+            its messages, as `create_react_agent`'s `pre_model_hook` expects) or
+            `"messages"` (the updated system message is written to the state).
     """
     if output not in ("llm_input_messages", "messages"):
         raise ValueError("output: expected 'llm_input_messages' or 'messages'")
@@ -445,8 +449,8 @@ def fact_tools(
     namespace_prefix: tuple[str, ...] = ("users",),
     user_id_key: str = "user_id",
 ) -> list[BaseTool]:
-    """``remember_fact``, ``update_fact`` and ``forget_fact`` tools for an agent (sync and
-    async); the user and store are found as in :func:`facts_hook`."""
+    """`remember_fact`, `update_fact` and `forget_fact` tools for an agent (sync and
+    async); the user and store are found as in [`facts_hook`][langmem_sqlite.store.facts_hook]."""
     namespace_prefix = _check_prefix(namespace_prefix)
     _check_key(user_id_key)
 
@@ -493,7 +497,8 @@ EXTRACTION_PROMPT = (
     "short sentence about 'the user'. Reply with ONLY a JSON array of strings; reply [] if "
     "there is nothing certain."
 )
-"""The system prompt of :func:`extract_candidate_facts`."""
+"""The system prompt of
+[`extract_candidate_facts`][langmem_sqlite.store.extract_candidate_facts]."""
 
 
 def _extraction_input(messages: Sequence[BaseMessage]) -> list[BaseMessage]:
@@ -523,11 +528,12 @@ def _parse_candidates(reply: BaseMessage) -> list[str]:
 
 
 def extract_candidate_facts(model: Any, messages: Sequence[BaseMessage]) -> list[str]:
-    """Ask a chat model for candidate facts in ``messages``; pass them to
-    :meth:`UserFacts.propose` to keep them pending until confirmed."""
+    """Ask a chat model for candidate facts in `messages`; pass them to
+    [`UserFacts.propose`][langmem_sqlite.store.facts.UserFacts.propose] to keep them pending until
+    confirmed."""
     return _parse_candidates(model.invoke(_extraction_input(messages)))
 
 
 async def aextract_candidate_facts(model: Any, messages: Sequence[BaseMessage]) -> list[str]:
-    """Async :func:`extract_candidate_facts`."""
+    """Async [`extract_candidate_facts`][langmem_sqlite.store.extract_candidate_facts]."""
     return _parse_candidates(await model.ainvoke(_extraction_input(messages)))

@@ -1,12 +1,12 @@
 """Search filters in SQL: each leaf condition of a filter becomes a SQL condition that never
-rejects an item :func:`.filters.matches` accepts, flagged exact when it also never accepts one
-that :func:`.filters.matches` rejects. When the whole filter is exact, LIMIT/OFFSET go to the
-database; otherwise candidates are re-checked in Python (see :mod:`.search_plan`).
+rejects an item `filters.matches` accepts, flagged exact when it also never accepts one
+that `filters.matches` rejects. When the whole filter is exact, LIMIT/OFFSET go to the
+database; otherwise candidates are re-checked in Python (see `search_plan`).
 
-How a database reads JSON is its dialect's ``store_json``: PostgreSQL's ``jsonb`` operators,
-SQLite's ``json_extract``/``json_type``, MySQL's ``JSON_VALUE``. Statements are kept by the
-filter's shape (fields, operators, kinds of values); the values are bound parameters ``f0``,
-``f1``...
+How a database reads JSON is its dialect's `store_json`: PostgreSQL's `jsonb` operators,
+SQLite's `json_extract`/`json_type`, MySQL's `JSON_VALUE`. Statements are kept by the
+filter's shape (fields, operators, kinds of values); the values are bound parameters `f0`,
+`f1`...
 """
 
 from __future__ import annotations
@@ -43,7 +43,7 @@ class SearchQuery:
     sealer: Sealer | None = field(default=None, compare=False)
     """The store's cipher, if its values are encrypted (filters then run in Python)."""
     leaves: tuple[tuple[tuple[str, ...], str, Any], ...] = field(init=False, compare=False)
-    """``(path, op, operand)`` of each leaf condition of the filter."""
+    """`(path, op, operand)` of each leaf condition of the filter."""
     shape: tuple[Any, ...] = field(init=False, compare=False)
     """What of the filter shapes the SQL (paths, operators, kinds of values)."""
 
@@ -61,7 +61,7 @@ class SearchQuery:
 
 
 def _conditions(filter: dict[str, Any], path: tuple[str, ...] = ()) -> Iterator[Any]:
-    """``(path, op, operand)`` for each leaf condition of a validated filter."""
+    """`(path, op, operand)` for each leaf condition of a validated filter."""
     for name, cond in filter.items():
         here = (*path, name)
         if is_operator_dict(cond):
@@ -84,7 +84,7 @@ Pushed = tuple[Any, bool]
 _EXACT = 2**53
 """Numbers from this size on are compared loosely in SQL and re-checked in Python: beyond it
 integers and floats no longer meet one for one (a float is stored as its shortest spelling, so
-``float(2**70)``, exactly 1180591620717411303424, is stored as 1180591620717411300000.0)."""
+`float(2**70)`, exactly 1180591620717411303424, is stored as 1180591620717411300000.0)."""
 
 
 def _kind(v: Any) -> Any:
@@ -109,9 +109,9 @@ _BIG = ("bigint", "bigfloat")
 
 
 def _big_params(op: str, v: int | float) -> tuple[int, int]:
-    """PostgreSQL's two parameters for a number of a :data:`_BIG` kind: for ``$eq`` its exact
+    """PostgreSQL's two parameters for a number of a `_BIG` kind: for `$eq` its exact
     value and its nearest float (stored as that float's spelling); for a range, a bound two
-    floats wider than ``v`` (no stored number on the right side of ``v`` lies beyond it)."""
+    floats wider than `v` (no stored number on the right side of `v` lies beyond it)."""
     exact = int(v)
     try:
         near = float(v)
@@ -150,8 +150,8 @@ def _dotted(path: tuple[str, ...]) -> list[int]:
 
 
 def _pg_at(doc: Any, path: tuple[str, ...]) -> Any:
-    """The jsonb at ``path`` by the filters' rule: each name as a key (``->``: NULL on a
-    non-object, as :func:`.filters.lookup` gives None); a dotted name as itself if present,
+    """The jsonb at `path` by the filters' rule: each name as a key (`->`: NULL on a
+    non-object, as `filters.lookup` gives None); a dotted name as itself if present,
     else one object per dot."""
     at = doc
     for name in path:
@@ -195,12 +195,12 @@ def _pg_condition(t: Tables, path: tuple[str, ...], op: str, v: Any, name: str) 
 
 
 def _contained(op: str, v: Any) -> bool:
-    """Whether PostgreSQL tests this leaf as containment (``$eq`` with a scalar operand)."""
+    """Whether PostgreSQL tests this leaf as containment (`$eq` with a scalar operand)."""
     return op == "$eq" and isinstance(v, str | int | float | bool) and _kind(v) not in _BIG
 
 
 def _nested(path: tuple[str, ...], v: Any) -> Any:
-    """``{"a": {"b": v}}`` for the path ``("a", "b")``."""
+    """`{"a": {"b": v}}` for the path `("a", "b")`."""
     for name in reversed(path):
         v = {name: v}
     return v
@@ -211,7 +211,7 @@ def _is_number(v: Any) -> bool:
 
 
 _LABEL = re.compile(r'^[^"\\\x00-\x1f]{1,200}$')
-"""A name that a quoted JSON path label can hold (SQLite's and MySQL's ``$."name"``)."""
+"""A name that a quoted JSON path label can hold (SQLite's and MySQL's `$."name"`)."""
 
 
 def _json_path(path: tuple[str, ...]) -> str | None:
@@ -221,7 +221,7 @@ def _json_path(path: tuple[str, ...]) -> str | None:
 
 
 def _sqlite_at(t: Tables, path: tuple[str, ...]) -> tuple[Any, Any] | None:
-    """SQLite's ``(json_extract, json_type)`` at ``path`` by the filters' rule (None: not
+    """SQLite's `(json_extract, json_type)` at `path` by the filters' rule (None: not
     expressible, when several names hold dots)."""
     value = t.store_items.c.value
     dotted = _dotted(path)
@@ -285,11 +285,11 @@ def _mysql_condition(t: Tables, path: tuple[str, ...], op: str, v: Any, name: st
 
 
 _BUILDERS = {"jsonb": _pg_condition, "json1": _sqlite_condition, "json_value": _mysql_condition}
-"""The filter conditions of each dialect's ``store_json``."""
+"""The filter conditions of each dialect's `store_json`."""
 
 
 def prefilter(conn: Session, t: Tables, q: SearchQuery) -> tuple[list[Any], bool]:
-    """SQL conditions implied by ``q.filter`` (values as parameters ``f0``...), and whether
+    """SQL conditions implied by `q.filter` (values as parameters `f0`...), and whether
     they are exactly the filter."""
     leaves = q.leaves
     shape = q.shape
@@ -315,7 +315,7 @@ def prefilter(conn: Session, t: Tables, q: SearchQuery) -> tuple[list[Any], bool
 
 
 def _params(rules: Dialect, q: SearchQuery, now: int) -> dict[str, Any]:
-    """Bound values for the statements built from ``q`` (prefix bounds, now, filter values)."""
+    """Bound values for the statements built from `q` (prefix bounds, now, filter values)."""
     params: dict[str, Any] = {"now": now}
     jsonb = rules.store_json == "jsonb"
     bounds = namespaces.prefix_range(q.prefix)
@@ -344,6 +344,7 @@ def _where(conn: Session, t: Tables, q: SearchQuery) -> tuple[list[Any], bool]:
 
 
 def _shape(t: Tables, q: SearchQuery, what: str) -> tuple[Any, ...]:
-    """The key of a statement built for searches like ``q`` (see :meth:`Session.statement`)."""
+    """The key of a statement built for searches like `q` (see
+    [`Session.statement`][langmem_sqlite.engine.Session.statement])."""
     sealed = q.sealer is not None
     return (what, t.key, bool(q.prefix), q.omit_expired, q.shape, sealed)

@@ -1,21 +1,21 @@
 """Search filters on item values: validation and the exact (Python) evaluation.
 
 A filter maps a field of the value to either a value (equality) or a dict of operators:
-``$eq``, ``$ne``, ``$gt``, ``$gte``, ``$lt``, ``$lte``. A plain dict without operators matches a
-nested object field by field. :mod:`.sql` narrows candidates in the database; :func:`matches` is
+`$eq`, `$ne`, `$gt`, `$gte`, `$lt`, `$lte`. A plain dict without operators matches a
+nested object field by field. `sql` narrows candidates in the database; `matches` is
 the rule every returned item satisfies.
 
-A field name with dots reaches nested values, as in LangGraph's ``SqliteStore``:
-``{"user.access-level": "x"}`` matches ``{"user": {"access-level": "x"}}``. A value that has the
-dotted name itself as a key is read there first (``{"user.access-level": "x"}`` as stored, as
-``InMemoryStore`` and ``PostgresStore`` read it); otherwise each dot goes one object down.
+A field name with dots reaches nested values, as in LangGraph's `SqliteStore`:
+`{"user.access-level": "x"}` matches `{"user": {"access-level": "x"}}`. A value that has the
+dotted name itself as a key is read there first (`{"user.access-level": "x"}` as stored, as
+`InMemoryStore` and `PostgresStore` read it); otherwise each dot goes one object down.
 
-Equality is JSON equality: numbers compare by value as Python compares them (``1 == 1.0``,
-``2**70 == float(2**70)``, ``2**70 + 1 != float(2**70)``), booleans only equal booleans, lists
+Equality is JSON equality: numbers compare by value as Python compares them (`1 == 1.0`,
+`2**70 == float(2**70)`, `2**70 + 1 != float(2**70)`), booleans only equal booleans, lists
 element by element. Ordering operators compare two numbers or two strings (code point order);
-any other pair does not match. NaN and infinities follow Python's rule, as in ``InMemoryStore``:
-NaN equals and orders nothing (``$ne`` NaN matches every item), ``{"$lt": inf}`` matches every
-number, ``{"$gt": inf}`` none.
+any other pair does not match. NaN and infinities follow Python's rule, as in `InMemoryStore`:
+NaN equals and orders nothing (`$ne` NaN matches every item), `{"$lt": inf}` matches every
+number, `{"$gt": inf}` none.
 """
 
 from __future__ import annotations
@@ -34,16 +34,16 @@ def _is_number(value: Any) -> bool:
 
 
 def is_operator_dict(value: Any) -> bool:
-    """Whether ``value`` is a dict of ``$`` operators (checked by :func:`check_filter`)."""
+    """Whether `value` is a dict of `$` operators (checked by `check_filter`)."""
     return isinstance(value, Mapping) and any(str(k).startswith("$") for k in value)
 
 
 def check_filter(filter: Any, name: str = "filter") -> dict[str, Any] | None:
-    """Validate a search filter; ``None`` or ``{}`` means no filter.
+    """Validate a search filter; `None` or `{}` means no filter.
 
     Raises:
         TypeError: not a dict, or a field name that is not a string.
-        ValueError: an unknown ``$`` operator, operators mixed with plain fields, or an
+        ValueError: an unknown `$` operator, operators mixed with plain fields, or an
             ordering operator given something other than a number or a string.
     """
     if filter is None:
@@ -71,7 +71,7 @@ def check_filter(filter: Any, name: str = "filter") -> dict[str, Any] | None:
 
 
 def lookup(value: Any, field: str) -> Any:
-    """The value of ``field`` in an object (``None`` if missing): the key ``field`` itself if
+    """The value of `field` in an object (`None` if missing): the key `field` itself if
     present, else, for a dotted name, the nested value one object per dot."""
     if not isinstance(value, Mapping):
         return None
@@ -91,7 +91,7 @@ _MISSING = object()
 
 
 def is_finite_json(value: Any) -> bool:
-    """Whether ``value`` holds no NaN or infinity (JSON, and so the databases, cannot)."""
+    """Whether `value` holds no NaN or infinity (JSON, and so the databases, cannot)."""
     if isinstance(value, float):
         return math.isfinite(value)
     if isinstance(value, Mapping):

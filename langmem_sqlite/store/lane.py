@@ -1,18 +1,18 @@
 """Concurrent async calls of one store: a few run at once, the rest queue and run as batches.
 
-``asyncio.gather`` of 60,000 ``aget``/``aput``/``asearch`` calls would otherwise ask the
+`asyncio.gather` of 60,000 `aget`/`aput`/`asearch` calls would otherwise ask the
 connection pool for 60,000 connections at once, and the calls waiting longest would time out
-(SQLAlchemy's ``QueuePool limit ... reached`` after 30 s) while the database is healthy. A
-:class:`Lane` lets :data:`SLOTS` calls run at once, each as it was called; the calls that find
+(SQLAlchemy's `QueuePool limit ... reached` after 30 s) while the database is healthy. A
+`Lane` lets `SLOTS` calls run at once, each as it was called; the calls that find
 every slot taken wait in a queue, and whoever frees a slot next runs everything queued (up to
-:data:`MAX_OPS` operations) as one batch: one transaction for the reads, one for the writes, as
-LangGraph's ``AsyncBatchedBaseStore`` (behind ``AsyncPostgresStore`` and ``AsyncSqliteStore``)
+`MAX_OPS` operations) as one batch: one transaction for the reads, one for the writes, as
+LangGraph's `AsyncBatchedBaseStore` (behind `AsyncPostgresStore` and `AsyncSqliteStore`)
 batches the calls of one event-loop tick.
 
 Batching changes nothing a caller can observe beyond timing: each call gets its own result
 (equal reads of a batch are run once, and their values copied for each caller); a batch that
 fails is run again call by call, so that an error reaches only the call that caused it. As in
-one ``abatch``, the reads of a batch see the data as it was before its writes, and of several
+one `abatch`, the reads of a batch see the data as it was before its writes, and of several
 writes to one item the last queued wins: concurrent calls have no order between them.
 
 One lane per store and event loop (an event loop's futures belong to it).
@@ -44,7 +44,7 @@ class Lane(Generic[P]):
     """The queue and slots of one store on one event loop.
 
     Args:
-        run: runs validated operations (a store's ``abatch`` after validation) in order as one
+        run: runs validated operations (a store's `abatch` after validation) in order as one
             batch, returning one result per operation.
     """
 
@@ -69,19 +69,19 @@ class Lane(Generic[P]):
 
     def enter(self) -> bool:
         """Take a slot for a call run as it is, if one is free and nothing waits; then
-        :meth:`leave` must follow."""
+        `leave` must follow."""
         if self.busy < self.slots and not self._queue:
             self.busy += 1
             return True
         return False
 
     def leave(self) -> None:
-        """Free a slot taken by :meth:`enter` (the queue's next batch takes it, if any)."""
+        """Free a slot taken by `enter` (the queue's next batch takes it, if any)."""
         self.busy -= 1
         self._start_drain()
 
     def submit(self, batch: list[P]) -> asyncio.Future[list[Any]]:
-        """Run ``batch`` with what else is queued, when a slot frees: the future of its results
+        """Run `batch` with what else is queued, when a slot frees: the future of its results
         (a plain function: no coroutine per queued call)."""
         future: asyncio.Future[list[Any]] = self.loop.create_future()
         self._queue.append((future, batch, False))
@@ -89,14 +89,14 @@ class Lane(Generic[P]):
         return future
 
     def submit_one(self, op: P) -> asyncio.Future[Any]:
-        """:meth:`submit` of one operation: the future of its result."""
+        """`submit` of one operation: the future of its result."""
         future: asyncio.Future[Any] = self.loop.create_future()
         self._queue.append((future, op, True))
         self._start_drain()
         return future
 
     async def run(self, batch: list[P]) -> list[Any]:
-        """``batch`` at once if a slot is free and nothing waits, else through the queue."""
+        """`batch` at once if a slot is free and nothing waits, else through the queue."""
         if not self.enter():
             return await self.submit(batch)
         try:
@@ -110,7 +110,7 @@ class Lane(Generic[P]):
             self.loop.create_task(self._drain())
 
     async def _drain(self) -> None:
-        """Run queued batches, merged up to :attr:`max_ops` operations, until none waits."""
+        """Run queued batches, merged up to `max_ops` operations, until none waits."""
         try:
             while self._queue:
                 units: list[tuple[asyncio.Future[Any], Any, bool]] = []

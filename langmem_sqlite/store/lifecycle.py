@@ -1,9 +1,9 @@
 """The store's lifecycle: setup, TTL sweeping (a thread, or a task of an event loop), closing,
-and ``from_conn_string``.
+and `from_conn_string`.
 
-LangGraph's async stores spell these ``await store.setup()``, ``await store.sweep_ttl()``,
-``await store.start_ttl_sweeper()`` and ``await store.stop_ttl_sweeper()``. Called from a
-coroutine (an ``async def``), these methods return the awaitable of their ``a`` twin, so that
+LangGraph's async stores spell these `await store.setup()`, `await store.sweep_ttl()`,
+`await store.start_ttl_sweeper()` and `await store.stop_ttl_sweeper()`. Called from a
+coroutine (an `async def`), these methods return the awaitable of their `a` twin, so that
 code written for AsyncSqliteStore or AsyncPostgresStore runs as it is, without blocking its
 event loop; called from anywhere else they run at once.
 """
@@ -36,7 +36,7 @@ logger = logging.getLogger(__name__)
 
 
 class _Lifecycle:
-    """Setup, sweepers and closing of :class:`~langmem_sqlite.store.SQLStore`."""
+    """Setup, sweepers and closing of [`SQLStore`][langmem_sqlite.SQLStore]."""
 
     db: Database
     tables: Tables
@@ -56,13 +56,13 @@ class _Lifecycle:
 
     def sweep_ttl(self) -> int:
         """Delete every item whose TTL has lapsed (and its vectors); return how many (from a
-        coroutine: an awaitable of that number, as ``AsyncPostgresStore.sweep_ttl``)."""
+        coroutine: an awaitable of that number, as `AsyncPostgresStore.sweep_ttl`)."""
         if _called_from_coroutine():
             return self.asweep_ttl()  # type: ignore[return-value]
         return self.db.drive(self._sweep_plan())
 
     async def asweep_ttl(self) -> int:
-        """Async :meth:`sweep_ttl`."""
+        """Async [`sweep_ttl`][langmem_sqlite.store.store.SQLStore.sweep_ttl]."""
         return await self.db.adrive(self._sweep_plan())
 
     def _sweep_seconds(self, sweep_interval_minutes: float | None) -> float:
@@ -72,9 +72,12 @@ class _Lifecycle:
         return check_sweep_minutes(interval)
 
     def start_ttl_sweeper(self, sweep_interval_minutes: float | None = None) -> threading.Thread:
-        """Sweep in a daemon thread every ``sweep_interval_minutes`` (default: the TTL config's
-        ``sweep_interval_minutes``, else 5) until :meth:`stop_ttl_sweeper`; idempotent. From a
-        coroutine: an awaitable of :meth:`astart_ttl_sweeper`'s task instead."""
+        """Sweep in a daemon thread every `sweep_interval_minutes` (default: the TTL config's
+        `sweep_interval_minutes`, else 5) until
+        [`stop_ttl_sweeper`][langmem_sqlite.store.store.SQLStore.stop_ttl_sweeper]; idempotent. From
+        a coroutine: an awaitable of
+        [`astart_ttl_sweeper`][langmem_sqlite.store.store.SQLStore.astart_ttl_sweeper]'s task
+        instead."""
         seconds = self._sweep_seconds(sweep_interval_minutes)
         if _called_from_coroutine():
             return self.astart_ttl_sweeper(sweep_interval_minutes)  # type: ignore[return-value]
@@ -96,9 +99,10 @@ class _Lifecycle:
     async def astart_ttl_sweeper(
         self, sweep_interval_minutes: float | None = None
     ) -> asyncio.Task[None]:
-        """Sweep in a task of the running event loop every ``sweep_interval_minutes`` until
-        :meth:`astop_ttl_sweeper` (or the task is cancelled); idempotent. Returns the task, as
-        ``AsyncSqliteStore.start_ttl_sweeper`` and ``AsyncPostgresStore.start_ttl_sweeper``."""
+        """Sweep in a task of the running event loop every `sweep_interval_minutes` until
+        [`astop_ttl_sweeper`][langmem_sqlite.store.store.SQLStore.astop_ttl_sweeper] (or the task is
+        cancelled); idempotent. Returns the task, as `AsyncSqliteStore.start_ttl_sweeper` and
+        `AsyncPostgresStore.start_ttl_sweeper`."""
         seconds = self._sweep_seconds(sweep_interval_minutes)
         if self._atask is not None and not self._atask.done():
             return self._atask
@@ -121,7 +125,8 @@ class _Lifecycle:
 
     def stop_ttl_sweeper(self, timeout: float | None = None) -> bool:
         """Stop the background sweeper; True once it has stopped (or was not running). From a
-        coroutine: an awaitable of :meth:`astop_ttl_sweeper`."""
+        coroutine: an awaitable of
+        [`astop_ttl_sweeper`][langmem_sqlite.store.store.SQLStore.astop_ttl_sweeper]."""
         timeout = check_timeout(timeout)
         if _called_from_coroutine():
             return self.astop_ttl_sweeper(timeout)  # type: ignore[return-value]
@@ -135,7 +140,7 @@ class _Lifecycle:
 
     async def astop_ttl_sweeper(self, timeout: float | None = None) -> bool:
         """Stop the sweepers (task and thread); True once they have stopped (or were not
-        running), False if ``timeout`` seconds passed first."""
+        running), False if `timeout` seconds passed first."""
         timeout = check_timeout(timeout)
         self._stop.set()
         task, self._atask = self._atask, None
@@ -177,22 +182,23 @@ class _Lifecycle:
             self._sweeper.join()
 
     async def aclose(self) -> None:
-        """Async :meth:`close`."""
+        """Async [`close`][langmem_sqlite.store.store.SQLStore.close]."""
         await self.astop_ttl_sweeper()
 
     @classmethod
     def from_conn_string(cls, conn_string: str | os.PathLike[str] | URL, **kwargs: Any) -> _Opened:
-        """A store on ``conn_string`` (a URL or a path; ``":memory:"``), as a context manager
-        for ``with`` and ``async with``, like the ``from_conn_string`` of LangGraph's stores.
+        """A store on `conn_string` (a URL or a path; `":memory:"`), as a context manager
+        for `with` and `async with`, like the `from_conn_string` of LangGraph's stores.
 
-        ``kwargs`` go to :class:`SQLStore` (``index``, ``ttl``, ``table_prefix``...). On exit
-        the sweepers stop and the pooled connections of the store's database are closed (its
+        `kwargs` go to [`SQLStore`][langmem_sqlite.SQLStore] (`index`, `ttl`, `table_prefix`...). On
+        exit the sweepers stop and the pooled connections of the store's database are closed (its
         engines are shared per URL: another adapter on the same URL opens new ones on its next
         call).
 
         Raises:
-            TypeError: ``conn_string`` is an engine or a :class:`Database` (pass those to
-                :class:`SQLStore` itself: they are the caller's to dispose).
+            TypeError: `conn_string` is an engine or a [`Database`][langmem_sqlite.Database] (pass
+                those to [`SQLStore`][langmem_sqlite.SQLStore] itself: they are the caller's to
+                dispose).
         """
         if not isinstance(conn_string, str | os.PathLike | URL):
             raise TypeError(
@@ -203,13 +209,14 @@ class _Lifecycle:
 
     def setup(self) -> None:
         """Create or migrate the tables now (otherwise done on first use). From a coroutine:
-        an awaitable of :meth:`asetup`, as ``await AsyncPostgresStore.setup()``."""
+        an awaitable of [`asetup`][langmem_sqlite.store.store.SQLStore.asetup], as
+        `await AsyncPostgresStore.setup()`."""
         if _called_from_coroutine():
             return self.asetup()  # type: ignore[return-value]
         self.db.drive(self._setup_plan())
 
     async def asetup(self) -> None:
-        """Async :meth:`setup`."""
+        """Async [`setup`][langmem_sqlite.store.store.SQLStore.setup]."""
         await self.db.adrive(self._setup_plan())
 
     def _setup_plan(self) -> Plan[None]:
@@ -221,8 +228,8 @@ _ASYNC_CODE = inspect.CO_COROUTINE | inspect.CO_ASYNC_GENERATOR | inspect.CO_ITE
 
 
 def _called_from_coroutine() -> bool:
-    """Whether the caller of the public method calling this is a coroutine (``async def``,
-    async generator, or a notebook cell with a top-level ``await``): then it awaits the result,
+    """Whether the caller of the public method calling this is a coroutine (`async def`,
+    async generator, or a notebook cell with a top-level `await`): then it awaits the result,
     as with LangGraph's async stores."""
     frame = inspect.currentframe()
     caller = frame.f_back.f_back if frame is not None and frame.f_back is not None else None
@@ -233,8 +240,9 @@ def _called_from_coroutine() -> bool:
 
 
 class _Opened:
-    """What :meth:`SQLStore.from_conn_string` returns: the store, for ``with`` and ``async
-    with``; on exit its sweepers stop and its database's pooled connections close."""
+    """What [`SQLStore.from_conn_string`][langmem_sqlite.store.store.SQLStore.from_conn_string]
+    returns: the store, for `with` and `async with`; on exit its sweepers stop and its database's
+    pooled connections close."""
 
     def __init__(self, store: SQLStore) -> None:
         self.store = store

@@ -1,10 +1,10 @@
 """Store namespaces as one order-preserving text column.
 
-A namespace ``("users", "42")`` is stored as each label followed by ``\\x01``; inside a label
-``\\x01`` and ``\\x02`` are escaped with ``\\x02``. Because the terminator sorts before every
+A namespace `("users", "42")` is stored as each label followed by `\\x01`; inside a label
+`\\x01` and `\\x02` are escaped with `\\x02`. Because the terminator sorts before every
 encoded character, comparing encoded texts byte by byte orders namespaces exactly like Python
 orders the tuples, and every namespace under a prefix lies in one contiguous range
-(:func:`prefix_range`): prefix searches are index range scans on every database. Labels may hold
+(`prefix_range`): prefix searches are index range scans on every database. Labels may hold
 any character but NUL, including dots and any Unicode.
 """
 
@@ -35,9 +35,9 @@ def check_namespace(
     """Validate a namespace and return it as a tuple of labels.
 
     Raises:
-        TypeError: not a tuple/list of ``str`` (an ``InvalidNamespaceError`` too).
-        ValueError: empty (unless ``allow_empty``), an empty label, NUL, a lone surrogate,
-            or longer than the column allows (``InvalidNamespaceError``).
+        TypeError: not a tuple/list of `str` (an `InvalidNamespaceError` too).
+        ValueError: empty (unless `allow_empty`), an empty label, NUL, a lone surrogate,
+            or longer than the column allows (`InvalidNamespaceError`).
     """
     if isinstance(namespace, str) or not isinstance(namespace, Sequence):
         raise NamespaceTypeError(
@@ -71,11 +71,11 @@ def check_namespace(
 
 
 def check_text(value: Any, name: str) -> str:
-    """A key or label: any ``str`` of at most 255 characters without NUL or lone surrogates;
+    """A key or label: any `str` of at most 255 characters without NUL or lone surrogates;
     unlike user and session ids, empty and blank strings are accepted (as LangGraph does).
 
     Raises:
-        TypeError: not a ``str``.
+        TypeError: not a `str`.
         ValueError: too long, NUL, or a lone surrogate.
     """
     if not isinstance(value, str):
@@ -97,11 +97,11 @@ _KNOWN_LIMIT = 4096
 
 
 def encoded(namespace: Any, name: str = "namespace", *, allow_empty: bool = False) -> str:
-    """``encode(check_namespace(namespace))``, remembered for the namespaces seen last (an app
+    """`encode(check_namespace(namespace))`, remembered for the namespaces seen last (an app
     reads and writes the same few namespaces over and over: a get then skips 10 µs of checks).
 
     Raises:
-        TypeError, ValueError: as :func:`check_namespace`.
+        TypeError, ValueError: as `check_namespace`.
     """
     if type(namespace) is tuple and (namespace or allow_empty):
         try:
@@ -135,8 +135,8 @@ def decode(text: str) -> tuple[str, ...]:
 
 
 def prefix_range(prefix: tuple[str, ...]) -> tuple[str, str] | None:
-    """``(low, high)`` such that a namespace starts with ``prefix`` iff ``low <= ns < high``;
-    ``None`` for the empty prefix (everything matches)."""
+    """`(low, high)` such that a namespace starts with `prefix` iff `low <= ns < high`;
+    `None` for the empty prefix (everything matches)."""
     if not prefix:
         return None
     low = encode(prefix)

@@ -1,6 +1,6 @@
-"""pgvector (PostgreSQL with the ``vector`` extension): its ``vector`` type, the store's copy
+"""pgvector (PostgreSQL with the `vector` extension): its `vector` type, the store's copy
 of the vectors as pgvector values, the extension's setup and upgrades, and the approximate
-(HNSW, IVFFlat) indexes of an index config's ``ann_index_config``."""
+(HNSW, IVFFlat) indexes of an index config's `ann_index_config`."""
 
 from __future__ import annotations
 
@@ -42,7 +42,7 @@ def _raw(blob: bytes, norm: float | None) -> list[float]:
 
 
 class Vector(UserDefinedType[list[float]]):
-    """pgvector's ``vector`` type, or ``halfvec`` (``dims``: fixed dimension, else none), bound
+    """pgvector's `vector` type, or `halfvec` (`dims`: fixed dimension, else none), bound
     from a list of floats."""
 
     cache_ok = True
@@ -90,13 +90,13 @@ def pgvector_table(t: Tables) -> sa.Table:
 
 
 def enable_pgvector(conn: Connection, t: Tables, ann: ANN | None = None) -> bool:
-    """On PostgreSQL: if the ``vector`` extension is installed (in a schema on the search path),
+    """On PostgreSQL: if the `vector` extension is installed (in a schema on the search path),
     or available and this role may create it, make sure the pgvector table exists (filled from
-    the stored vectors), with the index of ``ann`` if given, and return True; else False (the
+    the stored vectors), with the index of `ann` if given, and return True; else False (the
     application ranks then).
 
     Raises:
-        ValueError: ``ann`` has ``vector_type`` ``"halfvec"`` and the server's pgvector is
+        ValueError: `ann` has `vector_type` `"halfvec"` and the server's pgvector is
             older than 0.7, which introduced it.
     """
     if not _may_have_pgvector(conn):
@@ -163,12 +163,12 @@ def _check_halfvec(conn: Connection) -> None:
 
 def upgrade_pgvector(conn: Connection, t: Tables) -> bool:
     """Bring the pgvector table (if this PostgreSQL database has one) up to date, as its first
-    use by a store would; True if it needed it. For ``langmem-sqlite migrate``, so that the
+    use by a store would; True if it needed it. For `langmem-sqlite migrate`, so that the
     slow part (HNSW indexes built again) can run at a chosen time.
 
-    Two upgrades: tables made before the ``ns`` column get it (:func:`_add_pgvector_ns`), and
+    Two upgrades: tables made before the `ns` column get it (`_add_pgvector_ns`), and
     the HNSW indexes made when the table held unit vectors ranked by inner product
-    (``<table>_hnsw<dims>``) are replaced by the same index for cosine distance, which ranks
+    (`<table>_hnsw<dims>`) are replaced by the same index for cosine distance, which ranks
     the vectors as given."""
     if not _may_have_pgvector(conn):
         return False
@@ -196,8 +196,8 @@ def upgrade_pgvector(conn: Connection, t: Tables) -> bool:
 def _legacy_indexes(
     conn: Connection, t: Tables, table: sa.Table
 ) -> list[tuple[str, int, int, int]]:
-    """``(name, dims, m, ef_construction)`` of the table's HNSW indexes made for unit vectors
-    and inner products (named ``<table>_hnsw<dims>``)."""
+    """`(name, dims, m, ef_construction)` of the table's HNSW indexes made for unit vectors
+    and inner products (named `<table>_hnsw<dims>`)."""
     name = conn.dialect.identifier_preparer.format_table(table)
     rows = conn.execute(
         sa.text(
@@ -220,7 +220,7 @@ def _legacy_indexes(
 
 
 def _has_ns(conn: Connection, table: sa.Table) -> bool:
-    """Whether the pgvector table has its ``ns`` column (tables made before it have not)."""
+    """Whether the pgvector table has its `ns` column (tables made before it have not)."""
     name = conn.dialect.identifier_preparer.format_table(table)
     found = conn.execute(
         sa.text(
@@ -235,12 +235,12 @@ def _has_ns(conn: Connection, table: sa.Table) -> bool:
 def _add_pgvector_ns(
     conn: Connection, t: Tables, table: sa.Table, skip: set[str] | None = None
 ) -> bool:
-    """Upgrade a pgvector table made before it had the ``ns`` column: add it and fill it from
+    """Upgrade a pgvector table made before it had the `ns` column: add it and fill it from
     the items, in the caller's transaction. The table is locked first (a concurrent upgrade
     waits, then finds it done). Its HNSW indexes are dropped before the rows are rewritten
     and built again afterwards, as they were defined (updating 100,000 rows under the
     index took 93 s; the rewrite takes 0.75 s, a new index 16 to 33 s with 256 MB of
-    ``maintenance_work_mem``, about 80 s with the default 64 MB)."""
+    `maintenance_work_mem`, about 80 s with the default 64 MB)."""
     preparer = conn.dialect.identifier_preparer
     name = preparer.format_table(table)
     conn.execute(sa.text(f"LOCK TABLE {name} IN ACCESS EXCLUSIVE MODE"))
@@ -286,7 +286,7 @@ _SHORT = {"cosine": "cos", "inner_product": "ip", "l2": "l2"}
 
 
 def ann_index_name(t: Tables, ann: ANN) -> str:
-    """The name of the index of ``ann`` on the pgvector table (at most 63 characters)."""
+    """The name of the index of `ann` on the pgvector table (at most 63 characters)."""
     kind = "hnsw" if ann.kind == "hnsw" else "ivf"
     half = "h" if ann.vector_type == "halfvec" else ""
     name = f"{pgvector_table(t).name}_{kind}{half}{ann.dims}_{_SHORT[ann.distance]}"
@@ -296,9 +296,9 @@ def ann_index_name(t: Tables, ann: ANN) -> str:
 
 
 def ann_index(t: Tables, ann: ANN) -> sa.Index:
-    """The approximate index of the pgvector table for ``ann``: an HNSW or IVFFlat expression
-    index on ``embedding::vector(dims)`` (or ``halfvec(dims)``) with the operator class of its
-    distance, as :func:`_pg_ranking` orders by it."""
+    """The approximate index of the pgvector table for `ann`: an HNSW or IVFFlat expression
+    index on `embedding::vector(dims)` (or `halfvec(dims)`) with the operator class of its
+    distance, as `_pg_ranking` orders by it."""
     key = (t.key, ann)  # every setting: another index of another name, or another m...
     index = _indexes.get(key)
     if index is None:

@@ -1,5 +1,5 @@
-"""Batch preparation: operations validated into a :class:`_Batch` (what to read, write and
-embed), and the rows read turned into the ``Item`` and ``SearchItem`` values handed out (each
+"""Batch preparation: operations validated into a `_Batch` (what to read, write and
+embed), and the rows read turned into the `Item` and `SearchItem` values handed out (each
 caller's own)."""
 
 from __future__ import annotations
@@ -74,9 +74,9 @@ class _Batch:
 
 
 Prepared = tuple[Any, ...]
-"""One validated operation: ``("g", ns, key, refresh_ttl)``, ``("s", SearchQuery, query text,
-refresh_ttl)``, ``("l", ListNamespacesOp)`` or ``("p", ns, key, value, TTL in us, JSON text,
-(field, text) pairs to embed)`` (``ns`` encoded)."""
+"""One validated operation: `("g", ns, key, refresh_ttl)`, `("s", SearchQuery, query text,
+refresh_ttl)`, `("l", ListNamespacesOp)` or `("p", ns, key, value, TTL in us, JSON text,
+(field, text) pairs to embed)` (`ns` encoded)."""
 
 
 def _matches_path(condition: MatchCondition, ns: tuple[str, ...]) -> bool:
@@ -88,7 +88,7 @@ def _matches_path(condition: MatchCondition, ns: tuple[str, ...]) -> bool:
 
 
 def _literal_prefix(op: ListNamespacesOp) -> tuple[str, ...]:
-    """The leading labels (before any ``*``) every listed namespace must start with."""
+    """The leading labels (before any `*`) every listed namespace must start with."""
     for condition in op.match_conditions or ():
         if condition.match_type == "prefix":
             labels = []
@@ -121,7 +121,7 @@ def _fresh(value: Any) -> Any:
 
 
 def _get_item(row: ItemRow, again: bool = False) -> Item:
-    """The item of a row (``again``: a row already handed out, whose value is copied)."""
+    """The item of a row (`again`: a row already handed out, whose value is copied)."""
     return Item(
         value=_fresh(row.value) if again else row.value,
         key=row.key,
@@ -138,14 +138,14 @@ def _search_item(row: ItemRow) -> SearchItem:
 
 
 def _copy_item(item: SearchItem) -> SearchItem:
-    """Another caller's copy of ``item`` (a new value; the immutable parts shared)."""
+    """Another caller's copy of `item` (a new value; the immutable parts shared)."""
     return SearchItem(
         item.namespace, item.key, _fresh(item.value), item.created_at, item.updated_at, item.score
     )
 
 
 class _Preparing:
-    """The validation of :class:`~langmem_sqlite.store.SQLStore`'s operations (sync and async
+    """The validation of [`SQLStore`][langmem_sqlite.SQLStore]'s operations (sync and async
     alike: it runs before anything is read, written or embedded)."""
 
     index: VectorIndex | None
@@ -157,7 +157,7 @@ class _Preparing:
         return _Batch.build([self._prepare_op(op) for op in ops])
 
     def _prepare_op(self, op: Op) -> Prepared:
-        """One validated operation (see :data:`Prepared`)."""
+        """One validated operation (see `Prepared`)."""
         if isinstance(op, GetOp):
             ns = namespaces.encoded(op.namespace, allow_empty=True)
             return ("g", ns, namespaces.check_text(op.key, "key"), op.refresh_ttl)

@@ -16,7 +16,7 @@ from .sealed import Sealer
 __all__ = ["get_item", "get_items", "list_namespaces"]
 
 _PAIR = ("ns", "key")
-"""The columns of an item's key (see :meth:`Dialect.at_pairs`)."""
+"""The columns of an item's key (see `Dialect.at_pairs`)."""
 
 
 def _get_one_stmt(conn: Session, t: Tables, omit_expired: bool) -> Any:
@@ -42,7 +42,7 @@ def get_item(
     omit_expired: bool,
     sealer: Sealer | None = None,
 ) -> ItemRow | None:
-    """The live item at ``(encoded ns, key)``, if any."""
+    """The live item at `(encoded ns, key)`, if any."""
     params = {"ns": ns, "key": key, "now": now}
     row = conn.execute(_get_one_stmt(conn, t, omit_expired), params).first()
     return _item(row, None, sealer) if row is not None else None
@@ -56,8 +56,8 @@ def get_items(
     omit_expired: bool,
     sealer: Sealer | None = None,
 ) -> dict[tuple[str, str], ItemRow]:
-    """The live items at ``(encoded ns, key)`` pairs, keyed by that pair (looked up through
-    the ``(ns, key)`` index: see the dialect's :meth:`~Dialect.at_pairs`)."""
+    """The live items at `(encoded ns, key)` pairs, keyed by that pair (looked up through
+    the `(ns, key)` index: see the dialect's `at_pairs`)."""
     out: dict[tuple[str, str], ItemRow] = {}
     unique = list(dict.fromkeys(keys))
     if len(unique) == 1:
@@ -80,7 +80,7 @@ def get_items(
 def list_namespaces(
     conn: Session, t: Tables, prefix: tuple[str, ...], now: int, omit_expired: bool
 ) -> list[tuple[str, ...]]:
-    """Distinct namespaces holding a live item, under ``prefix``, in tuple order."""
+    """Distinct namespaces holding a live item, under `prefix`, in tuple order."""
     c = t.store_items.c
     stmt = conn.statement(
         ("namespaces", t.key, bool(prefix), omit_expired),

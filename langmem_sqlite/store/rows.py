@@ -1,11 +1,13 @@
 """What every statement of the store shares: the items' columns, the rows they are read into,
 the "not lapsed" and "under the prefix" conditions and the newest-first order.
 
-Every storage function of the store takes a :class:`~langmem_sqlite.engine.session.Session`
-and the :class:`~langmem_sqlite.engine.schema.Tables`; :class:`~langmem_sqlite.store.SQLStore`
-runs them with :meth:`Database.run` (sync) or :meth:`Database.arun` (async). Statements built
-per set of tables (and per shape of a search) are kept by :meth:`Session.statement`. Times are
-microseconds since the epoch.
+Every storage function of the store takes a [`Session`][langmem_sqlite.engine.Session]
+and the [`Tables`][langmem_sqlite.store.rows.Tables]; [`SQLStore`][langmem_sqlite.SQLStore]
+runs them with [`Database.run`][langmem_sqlite.engine.Database.run] (sync) or
+[`Database.arun`][langmem_sqlite.engine.Database.arun] (async). Statements built per set of tables
+(and per shape of a search) are kept by
+[`Session.statement`][langmem_sqlite.engine.Session.statement]. Times are microseconds since the
+epoch.
 """
 
 from __future__ import annotations
@@ -27,7 +29,7 @@ _NEVER = 2**63 - 1  # an expiry time after every other (microseconds)
 
 
 class ItemRow(NamedTuple):
-    """A stored item as read (``ns`` decoded; a named tuple: one is made per row read)."""
+    """A stored item as read (`ns` decoded; a named tuple: one is made per row read)."""
 
     id: int
     ns: tuple[str, ...]
@@ -54,14 +56,14 @@ def _item(row: Any, score: float | None = None, sealer: Sealer | None = None) ->
 
 
 def _live(t: Tables, omit_expired: bool, or_form: bool = False) -> ColumnElement[bool]:
-    """Not lapsed at the ``now`` parameter (``or_form``: the dialect's ``store_expiry_as_or``).
+    """Not lapsed at the `now` parameter (`or_form`: the dialect's `store_expiry_as_or`).
 
-    PostgreSQL's searches test ``expires_at IS NULL OR expires_at > now``, which its planner
+    PostgreSQL's searches test `expires_at IS NULL OR expires_at > now`, which its planner
     estimates from the column's statistics (the share of items without a TTL), where it takes
     a third for a test of an expression: that third made a whole-store filtered search at
     100,000 items sort the whole table (21 ms) instead of reading the newest items through the
-    ``(updated_at, id)`` index until it had enough (0.6 ms). Its expiry index holds only items
-    with a TTL (migration 6), so the ``IS NULL`` test cannot read the whole index either."""
+    `(updated_at, id)` index until it had enough (0.6 ms). Its expiry index holds only items
+    with a TTL (migration 6), so the `IS NULL` test cannot read the whole index either."""
     c = t.store_items.c
     if not omit_expired:
         return sa.true()
@@ -75,7 +77,7 @@ def _live(t: Tables, omit_expired: bool, or_form: bool = False) -> ColumnElement
 
 
 def _under(column: Any, prefix: tuple[str, ...]) -> ColumnElement[bool]:
-    """Within the ``lo``/``hi`` parameters (see :func:`_params`), unless the prefix is empty."""
+    """Within the `lo`/`hi` parameters (see `_params`), unless the prefix is empty."""
     if not prefix:
         return sa.true()
     return sa.and_(

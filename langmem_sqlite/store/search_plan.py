@@ -1,7 +1,7 @@
 """How the store's searches without a vector query are planned and run: newest first, by
 namespace prefix and filter, the database's planner steered where it needs it (PostgreSQL's
 custom plans for large stores; SQLite's newest-first reads of one namespace or of the whole
-store, see :func:`search_items`), and pages re-checked in Python where the filter is not
+store, see `search_items`), and pages re-checked in Python where the filter is not
 exact in SQL."""
 
 from __future__ import annotations
@@ -35,8 +35,8 @@ def _paged(
     want: int,
     exact: bool,
 ) -> list[ItemRow]:
-    """The first ``want`` rows of an ordered select (kept under ``key``) that match
-    ``q.filter``: one query when the SQL is exact, else pages re-checked in Python."""
+    """The first `want` rows of an ordered select (kept under `key`) that match
+    `q.filter`: one query when the SQL is exact, else pages re-checked in Python."""
     if want <= 0:
         return []
     paged = conn.statement(
@@ -62,10 +62,10 @@ def _paged(
 class PlanMode:
     """A store's planning choices for its searches, re-checked every minute.
 
-    ``custom``: PostgreSQL plans each search for its actual values (once the items table is
-    large). ``broad``: per namespace prefix, whether its sub-namespaces hold at least
-    :data:`BROAD_PREFIX` items (SQLite then reads the store newest first, see
-    :func:`search_items`); under ``()``, whether the store does."""
+    `custom`: PostgreSQL plans each search for its actual values (once the items table is
+    large). `broad`: per namespace prefix, whether its sub-namespaces hold at least
+    `BROAD_PREFIX` items (SQLite then reads the store newest first, see
+    `search_items`); under `()`, whether the store does."""
 
     custom: bool = True
     checked: float = -math.inf
@@ -75,7 +75,7 @@ class PlanMode:
     exact: dict[tuple[Any, ...], tuple[bool, float]] = field(default_factory=dict)
     """pgvector with HNSW, per prefix, filter shape and number of items wanted: whether a
     search ranks exactly without the index (its prefix is too narrow for it, or its scan ran
-    dry), and since when (see :func:`_pg_top`)."""
+    dry), and since when (see `_pg_top`)."""
 
 
 LARGE_ITEMS_TABLE = 4 << 20  # bytes: about 25,000 small items
@@ -90,7 +90,7 @@ def use_custom_plans(conn: Session, t: Tables, mode: PlanMode) -> None:
     items: 21 instead of 13 ms for a whole-store filtered search). On a small table the generic
     plan is as good and saves the planning: measured at 1,000 items, 0.38 instead of 0.43 ms
     per search, and faster one-namespace searches at 10,000 and 30,000 items. So custom plans
-    are forced once the items table holds :data:`LARGE_ITEMS_TABLE` bytes. No-op elsewhere.
+    are forced once the items table holds `LARGE_ITEMS_TABLE` bytes. No-op elsewhere.
     """
     if not conn.rules.store_custom_plans:
         return
@@ -118,7 +118,7 @@ _DEFAULTS = {"plan_cache_mode": "auto"}
 
 def _set_on_connection(conn: Session, name: str, value: str) -> None:
     """Set a PostgreSQL setting for the session of this pooled connection, unless it already
-    has ``value``: its pool record remembers what was set (else the server's default)."""
+    has `value`: its pool record remembers what was set (else the server's default)."""
     info = conn.raw.info  # type: ignore[attr-defined]
     key = f"langmem_setting_{name}"
     if info.get(key, _DEFAULTS[name]) != value:
@@ -133,7 +133,7 @@ _TABLE_STATS = sa.select(sa.func.pg_relation_size(_pg_class.c.oid), _pg_class.c.
 
 
 def search_now(conn: Session, t: Tables, q: SearchQuery, now: int, mode: PlanMode) -> list[ItemRow]:
-    """:func:`search_items` as a transaction of its own (plans as ``mode`` says)."""
+    """`search_items` as a transaction of its own (plans as `mode` says)."""
     use_custom_plans(conn, t, mode)
     return search_items(conn, t, q, now, mode)
 
@@ -142,10 +142,10 @@ BROAD_PREFIX = 2000  # items: a prefix holding this many is read newest first on
 
 
 def _broad(conn: Session, t: Tables, q: SearchQuery, mode: PlanMode) -> bool:
-    """Whether SQLite should read ``q.prefix`` newest first: its sub-namespaces hold at least
-    :data:`BROAD_PREFIX` items (live or not; counted through the namespace index up to that
+    """Whether SQLite should read `q.prefix` newest first: its sub-namespaces hold at least
+    `BROAD_PREFIX` items (live or not; counted through the namespace index up to that
     many; the prefix's own namespace is read newest first either way) and it holds half of the
-    newest items (:func:`_dense`). Remembered for a minute per prefix; no prefix is broad in a
+    newest items (`_dense`). Remembered for a minute per prefix; no prefix is broad in a
     store holding fewer items (checked once a minute, no count per prefix then)."""
     clock = time.monotonic()
     store = mode.broad.get(())
@@ -167,7 +167,7 @@ _SAMPLE = 1000
 
 
 def _dense(conn: Session, t: Tables, prefix: tuple[str, ...]) -> bool:
-    """Whether at least half of the store's newest :data:`_SAMPLE` items are under ``prefix``:
+    """Whether at least half of the store's newest `_SAMPLE` items are under `prefix`:
     reading newest first then finds the prefix's items at least half as often as reading the
     prefix's own (for a big prefix in a far bigger store it would not: the namespace index then
     reads only the prefix's items)."""
@@ -185,7 +185,7 @@ def _dense(conn: Session, t: Tables, prefix: tuple[str, ...]) -> bool:
 
 
 def _count_under(conn: Session, t: Tables, prefix: tuple[str, ...]) -> int:
-    """Items in the sub-namespaces of ``prefix`` (all items for ``()``), up to BROAD_PREFIX."""
+    """Items in the sub-namespaces of `prefix` (all items for `()`), up to BROAD_PREFIX."""
     c = t.store_items.c
     stmt = conn.statement(
         ("count_under", t.key, bool(prefix)),
@@ -203,18 +203,18 @@ def _count_under(conn: Session, t: Tables, prefix: tuple[str, ...]) -> int:
 
 
 def _no_index(column: Any) -> Any:
-    """SQLite's ``+column``: the same value and collation, but no index is chosen for it."""
+    """SQLite's `+column`: the same value and collation, but no index is chosen for it."""
     return UnaryExpression(column, operator=operators.custom_op("+"), type_=column.type)
 
 
 def search_items(
     conn: Session, t: Tables, q: SearchQuery, now: int, mode: PlanMode | None = None
 ) -> list[ItemRow]:
-    """Items under ``q.prefix`` matching ``q.filter``, most recently updated first.
+    """Items under `q.prefix` matching `q.filter`, most recently updated first.
 
-    On SQLite, a prefix holding few items is read through the ``(ns, updated_at, id)`` index
-    (:func:`_newest_under`); a broad one (``mode`` says) is read newest first through the
-    ``(updated_at, id)`` index, stopping at ``offset + limit`` matches, instead of reading and
+    On SQLite, a prefix holding few items is read through the `(ns, updated_at, id)` index
+    (`_newest_under`); a broad one (`mode` says) is read newest first through the
+    `(updated_at, id)` index, stopping at `offset + limit` matches, instead of reading and
     sorting every item under it: a whole-store filtered search at 100,000 items went from 131
     to 0.4 ms. (Either way each row read is looked up in the table, so when the filter matches
     almost nothing both read everything.)"""
@@ -242,12 +242,12 @@ def search_items(
 
 
 def _newest_under(t: Tables, conditions: list[Any]) -> Any:
-    """The ``lim`` newest items (after ``off``) under the ``lo``/``hi`` prefix matching
-    ``conditions``: the items of the prefix's own namespace and those of its sub-namespaces,
-    each part newest first and cut at ``want`` = ``off + lim``, then merged.
+    """The `lim` newest items (after `off`) under the `lo`/`hi` prefix matching
+    `conditions`: the items of the prefix's own namespace and those of its sub-namespaces,
+    each part newest first and cut at `want` = `off + lim`, then merged.
 
-    On SQLite, the first part walks the ``(ns, updated_at, id)`` index of one namespace from its
-    newest item and stops after ``want`` matches, instead of reading and sorting every item of
+    On SQLite, the first part walks the `(ns, updated_at, id)` index of one namespace from its
+    newest item and stops after `want` matches, instead of reading and sorting every item of
     the namespace (at 100,000 items: 1.65 ms to 0.09 ms for a user's 1,000).
     """
     c = t.store_items.c

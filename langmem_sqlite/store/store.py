@@ -1,16 +1,17 @@
-"""`SQLStore`: LangGraph's ``BaseStore`` (long-term memory across threads) in SQL.
+"""`SQLStore`: LangGraph's `BaseStore` (long-term memory across threads) in SQL.
 
 Same database, engines and migrations as the conversation history and the checkpointer: SQLite
-by default, PostgreSQL or MariaDB/MySQL by URL. ``batch`` and ``abatch`` validate the operations
-the same way (:mod:`.prepared`), embed what needs embedding (the only sync/async difference),
-then run one :data:`~langmem_sqlite.engine.Plan` with :meth:`Database.drive` or
-:meth:`Database.adrive`. This module holds the class and its sync API; :mod:`.async_api` its
-async twins, :mod:`.lifecycle` setup, TTL sweeping and closing.
+by default, PostgreSQL or MariaDB/MySQL by URL. `batch` and `abatch` validate the operations
+the same way (`prepared`), embed what needs embedding (the only sync/async difference),
+then run one [`Plan`][langmem_sqlite.engine.Plan] with
+[`Database.drive`][langmem_sqlite.engine.Database.drive] or
+[`Database.adrive`][langmem_sqlite.engine.Database.adrive]. This module holds the class and its sync
+API; `async_api` its async twins, `lifecycle` setup, TTL sweeping and closing.
 
-As in LangGraph's ``InMemoryStore``, the reads of a batch see the data as it was before the
+As in LangGraph's `InMemoryStore`, the reads of a batch see the data as it was before the
 batch's writes, and of several writes to one item in a batch the last wins.
 
-``get``/``aget``, ``put``/``aput`` (without an index) and ``search``/``asearch`` (without a
+`get`/`aget`, `put`/`aput` (without an index) and `search`/`asearch` (without a
 vector query) take shortcuts once the tables are known to be there: the same checks and the same
 SQL functions, without the batch's plan (see "shortcuts" below).
 """
@@ -79,33 +80,33 @@ def _nothing_more(_: Any) -> tuple[None, None]:
 
 
 class SQLStore(_AsyncAPI, _Lifecycle, _Preparing):
-    """LangGraph's ``BaseStore`` in SQL, with TTL and optional semantic search.
+    """LangGraph's `BaseStore` in SQL, with TTL and optional semantic search.
 
     Args:
-        connection: URL, path, ``Engine``, ``AsyncEngine`` or :class:`Database` (default:
-            ``$LANGMEM_SQLITE_URL`` or ``langmem.db``); engines are shared per URL with the
+        connection: URL, path, `Engine`, `AsyncEngine` or [`Database`][langmem_sqlite.Database]
+            (default: `$LANGMEM_SQLITE_URL` or `langmem.db`); engines are shared per URL with the
             conversation store and the checkpointer.
-        index: LangGraph ``IndexConfig`` (``embed``, ``dims``, ``fields``) to enable semantic
-            search; without it ``query`` is ignored, as in ``InMemoryStore``. Ranking is exact
-            by default; on PostgreSQL with pgvector, ``"ann_index_config": {"kind": "hnsw"}``
-            (optional ``m``, ``ef_construction``, ``ef_search``; needs ``dims``) ranks through
+        index: LangGraph `IndexConfig` (`embed`, `dims`, `fields`) to enable semantic
+            search; without it `query` is ignored, as in `InMemoryStore`. Ranking is exact
+            by default; on PostgreSQL with pgvector, `"ann_index_config": {"kind": "hnsw"}`
+            (optional `m`, `ef_construction`, `ef_search`; needs `dims`) ranks through
             an HNSW index instead, approximately, as LangGraph's PostgresStore does.
-        ttl: LangGraph ``TTLConfig``: ``default_ttl`` and ``sweep_interval_minutes`` in
-            minutes, ``refresh_on_read`` (default True), ``omit_expired`` (default **True**
+        ttl: LangGraph `TTLConfig`: `default_ttl` and `sweep_interval_minutes` in
+            minutes, `refresh_on_read` (default True), `omit_expired` (default **True**
             here: lapsed items are never returned, even before a sweep deletes them).
         table_prefix: prefix of the table names (shared with the other adapters).
         schema: PostgreSQL schema name.
-        pgvector: on PostgreSQL, rank with the pgvector extension: ``None`` (default) when
-            it is installed or can be created, ``True`` to require it, ``False`` never. Unless
-            ``index`` asks for an HNSW index, the ranking is exact either way, so the results
+        pgvector: on PostgreSQL, rank with the pgvector extension: `None` (default) when
+            it is installed or can be created, `True` to require it, `False` never. Unless
+            `index` asks for an HNSW index, the ranking is exact either way, so the results
             are the same.
         encryption_key: encrypt item values and their embeddings at rest (AES-GCM, a 16, 24
-            or 32 byte key, as the chat history's; needs the ``encryption`` extra): see
-            :mod:`langmem_sqlite.store.sealed` for what filters and vector search then do.
-        cipher: a :class:`~langmem_sqlite.crypto.MessageCipher`, instead of ``encryption_key``.
+            or 32 byte key, as the chat history's; needs the `encryption` extra): see
+            `langmem_sqlite.store.sealed` for what filters and vector search then do.
+        cipher: a [`MessageCipher`][langmem_sqlite.MessageCipher], instead of `encryption_key`.
 
     Namespaces are tuples of non-empty strings (any character but NUL, so labels with dots,
-    reachable through ``batch``, are stored as themselves); keys are strings of at most 255
+    reachable through `batch`, are stored as themselves); keys are strings of at most 255
     characters, compared byte for byte. Searches without a query return the most recently
     updated items first.
     """
@@ -214,7 +215,7 @@ class SQLStore(_AsyncAPI, _Lifecycle, _Preparing):
         )
 
     def _one_statement(self, batch: _Batch) -> bool:
-        """Whether the reads of ``batch`` are one statement (one get, or one search done in
+        """Whether the reads of `batch` are one statement (one get, or one search done in
         SQL without a vector query): SQLite then runs it without BEGIN and COMMIT."""
         if batch.lists or len(batch.gets) + len(batch.searches) != 1:
             return False
@@ -233,7 +234,7 @@ class SQLStore(_AsyncAPI, _Lifecycle, _Preparing):
         pgvector: bool,
         results: list[Result],
     ) -> list[int]:
-        """Fill ``results`` for the read operations; return the ids whose TTL to refresh."""
+        """Fill `results` for the read operations; return the ids whose TTL to refresh."""
         t = self.tables
         refresh: list[int] = []
         pairs = [(ns, k) for _, ns, k, _ in batch.gets]
@@ -310,8 +311,8 @@ class SQLStore(_AsyncAPI, _Lifecycle, _Preparing):
         )
 
     def _refreshes(self, refresh_ttl: bool | None) -> bool:
-        """Whether a read refreshes the TTL of what it returns (``refresh_ttl``, else the TTL
-        config's ``refresh_on_read``, else True: as LangGraph's stores)."""
+        """Whether a read refreshes the TTL of what it returns (`refresh_ttl`, else the TTL
+        config's `refresh_on_read`, else True: as LangGraph's stores)."""
         if refresh_ttl is not None:
             return refresh_ttl
         return bool((self.ttl_config or {}).get("refresh_on_read", True))
@@ -460,7 +461,7 @@ class SQLStore(_AsyncAPI, _Lifecycle, _Preparing):
         *,
         refresh_ttl: bool | None = None,
     ) -> Item | None:
-        """One item, or ``None`` (as ``BaseStore.get``; see the shortcuts above)."""
+        """One item, or `None` (as `BaseStore.get`; see the shortcuts above)."""
         shortcut = self._get_shortcut(namespace, key, refresh_ttl)
         if shortcut is None:
             return super().get(namespace, key, refresh_ttl=refresh_ttl)
@@ -475,7 +476,7 @@ class SQLStore(_AsyncAPI, _Lifecycle, _Preparing):
         *,
         ttl: float | NotProvided | None = NOT_PROVIDED,
     ) -> None:
-        """Store or replace one item (as ``BaseStore.put``; see the shortcuts above)."""
+        """Store or replace one item (as `BaseStore.put`; see the shortcuts above)."""
         shortcut = self._put_shortcut(namespace, key, value, index, ttl)
         if shortcut is None:
             super().put(namespace, key, value, index, ttl=ttl)
@@ -493,7 +494,7 @@ class SQLStore(_AsyncAPI, _Lifecycle, _Preparing):
         offset: int = 0,
         refresh_ttl: bool | None = None,
     ) -> list[SearchItem]:
-        """Items under ``namespace_prefix`` (as ``BaseStore.search``; see the shortcuts above)."""
+        """Items under `namespace_prefix` (as `BaseStore.search`; see the shortcuts above)."""
         shortcut = self._search_shortcut(
             namespace_prefix, query, filter, limit, offset, refresh_ttl
         )
@@ -529,7 +530,7 @@ class SQLStore(_AsyncAPI, _Lifecycle, _Preparing):
 
     @property
     def embeddings(self) -> Embeddings | None:
-        """The embeddings of the semantic index (``None`` without ``index``), as LangGraph's
+        """The embeddings of the semantic index (`None` without `index`), as LangGraph's
         stores expose them."""
         return self.index.embeddings if self.index is not None else None
 

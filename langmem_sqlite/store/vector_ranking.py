@@ -1,8 +1,8 @@
 """Vector search: items ranked by their best vector's score against the query.
 
 The (unit-length) vectors under the prefix are ranked exactly: with numpy after reading them
-(:func:`.vectors.rank_max_pool`), or in the database with pgvector (inner products grouped per
-item, cut at ``offset + limit`` when the filter is exact in SQL; through an HNSW or IVFFlat
+(`vectors.rank_max_pool`), or in the database with pgvector (inner products grouped per
+item, cut at `offset + limit` when the filter is exact in SQL; through an HNSW or IVFFlat
 index when the index config asks for one). Then only the best items are read. Both give the
 same items and scores (to float32 rounding).
 """
@@ -29,7 +29,7 @@ __all__ = ["NARROW_FROM", "vector_search"]
 
 
 _PG_OPS = {"cosine": "<=>", "inner_product": "<#>", "l2": "<->"}
-"""pgvector's distance operators (lower is nearer) for each ``distance_type``."""
+"""pgvector's distance operators (lower is nearer) for each `distance_type`."""
 
 
 def _score(distance: str, d: float) -> float:
@@ -52,7 +52,7 @@ def _scored(
     distance: str = "cosine",
 ) -> tuple[list[int], list[float]]:
     """Candidates with a vector, best score per item, best first (expiry checked later); with
-    pgvector (``pgv``) ranked in the database (:func:`_pg_ranking`)."""
+    pgvector (`pgv`) ranked in the database (`_pg_ranking`)."""
     items = t.store_items
     params = _params(conn.rules, q, now)
     if pgv is not None:  # every item under the prefix, best first (the filter is re-checked)
@@ -94,14 +94,14 @@ def _text(ns: Any) -> str:
 
 
 def _pg_distance(embedding: Any, distance: str, vector_type: Vector) -> Any:
-    """pgvector's distance of ``embedding`` to the query (parameter ``q``, of ``vector_type``)."""
+    """pgvector's distance of `embedding` to the query (parameter `q`, of `vector_type`)."""
     op = embedding.op(_PG_OPS[distance], return_type=sa.Float)
     return op(sa.bindparam("q", type_=vector_type))
 
 
 def _exact_distance(pgv: sa.Table, distance: str) -> Any:
     """The distance of the full-precision vectors, as the application ranks them: a zero
-    vector's cosine is 0 (pgvector's ``<=>`` gives NaN)."""
+    vector's cosine is 0 (pgvector's `<=>` gives NaN)."""
     d = _pg_distance(pgv.c.embedding, distance, Vector())
     if distance != "cosine":
         return d
@@ -115,10 +115,10 @@ def _pg_ranking(
     ann: ANN | None = None,
     distance: str = "cosine",
 ) -> tuple[Any, bool]:
-    """pgvector: ``(item_id, neg)`` per item matching the prefix and filter, best first, where
-    ``neg`` is the item's smallest distance (``distance``) to the query (parameter ``q``):
-    :func:`_score` turns it into the score :func:`.vectors.rank_max_pool` computes; and whether
-    the filter is exact in SQL. With ``ann``, only the ``candidates`` nearest vectors of the
+    """pgvector: `(item_id, neg)` per item matching the prefix and filter, best first, where
+    `neg` is the item's smallest distance (`distance`) to the query (parameter `q`):
+    `_score` turns it into the score `vectors.rank_max_pool` computes; and whether
+    the filter is exact in SQL. With `ann`, only the `candidates` nearest vectors of the
     whole table, through its index, are grouped and then tested (prefix, expiry, filter), as
     pgvector 0.6 would test them after its scan anyway. The nearest vectors are taken from the
     vectors alone so that the index is the only way to rank them: with the tests inside, a
@@ -158,21 +158,21 @@ def _pg_top(
     full: bool = False,
     distance: str = "cosine",
 ) -> list[ItemRow] | None:
-    """pgvector: the best ``want`` items with their rows, in one statement; None when the
-    filter is not exact in SQL (then :func:`_scored` ranks and Python re-checks).
+    """pgvector: the best `want` items with their rows, in one statement; None when the
+    filter is not exact in SQL (then `_scored` ranks and Python re-checks).
 
     Exact: every vector under the prefix is scored and grouped per item; without a filter,
-    from the vectors alone (:func:`_pg_first`), else (or with ``full``) joined with the items
-    first. With ``ann``, its
+    from the vectors alone (`_pg_first`), else (or with `full`) joined with the items
+    first. With `ann`, its
     index yields the nearest vectors (two per wanted item per field, as PostgresStore),
-    filtered afterwards; when that leaves fewer than ``want`` items because the scan ran dry
+    filtered afterwards; when that leaves fewer than `want` items because the scan ran dry
     (a selective prefix or filter), the exact ranking answers instead, so the approximation
     may reorder or swap near neighbours but never returns fewer items than match.
 
     The scan is not tried under a prefix holding too small a share of the store for the
-    ``ef_search`` nearest vectors to include ``want`` of its items (see :func:`_narrow`), nor
-    where it ran dry: both are decided once a minute per prefix, filter shape and ``want``
-    (in ``mode``), and such searches rank exactly at once instead of paying for a scan that
+    `ef_search` nearest vectors to include `want` of its items (see `_narrow`), nor
+    where it ran dry: both are decided once a minute per prefix, filter shape and `want`
+    (in `mode`), and such searches rank exactly at once instead of paying for a scan that
     finds too little (one user's namespace among 100 at 100,000 items: 7.1 ms with the scan,
     4.3 without). A prefix not decided yet takes its siblings' decision (same parent and
     depth), which its first exact search then replaces with its own, from the count of items
@@ -255,12 +255,12 @@ def _pg_top(
 
 
 def _pg_first(conn: Session, t: Tables, q: SearchQuery, distance: str = "cosine") -> Any:
-    """pgvector, exact, without a filter: the ``candidates`` best-ranked items by their vectors
-    under the prefix (the vectors' own ``ns``, without reading the items), then the live ones
-    of them (at most ``lim``) with their rows, each followed by its ``neg`` score and the
+    """pgvector, exact, without a filter: the `candidates` best-ranked items by their vectors
+    under the prefix (the vectors' own `ns`, without reading the items), then the live ones
+    of them (at most `lim`) with their rows, each followed by its `neg` score and the
     number of items ranked. Joining every item under the prefix before ranking read each of its
     items and probed the vectors' key once per item: 6.4 instead of 1.8 ms for one user's
-    1,000 items of 100,000. When lapsed items leave fewer than ``lim`` rows of more ranked,
+    1,000 items of 100,000. When lapsed items leave fewer than `lim` rows of more ranked,
     the caller ranks again with the join."""
     pgv, items = pgvector_table(t), t.store_items
     best = sa.func.min(_exact_distance(pgv, distance)).label("neg")
@@ -282,13 +282,13 @@ def _pg_first(conn: Session, t: Tables, q: SearchQuery, distance: str = "cosine"
 
 
 def _candidates(ann: ANN, want: int) -> int:
-    """The nearest vectors an index search of ``want`` items groups: two per wanted item per
+    """The nearest vectors an index search of `want` items groups: two per wanted item per
     embedded field (as PostgresStore), plus one."""
     return 2 * want * ann.per_item + 1
 
 
 def _ef_search(ann: ANN, want: int) -> int:
-    """pgvector's ``hnsw.ef_search`` for a search of ``want`` items: at least its candidates
+    """pgvector's `hnsw.ef_search` for a search of `want` items: at least its candidates
     (up to pgvector's limit of 1,000)."""
     return max(ann.ef_search, min(_candidates(ann, want), 1000))
 
@@ -304,7 +304,7 @@ def _remember(
 
 NARROW_FROM = 10_000
 """Items from which an HNSW search first asks the planner whether its prefix is too narrow for
-the index (see :func:`_narrow`): in a smaller store a scan that runs dry costs less than the
+the index (see `_narrow`): in a smaller store a scan that runs dry costs less than the
 question's round trip (measured at 1,000 items: 0.74 instead of 0.54 ms for a user's first
 search)."""
 
@@ -317,12 +317,12 @@ def _narrow(
     vectors: int,
     ef_search: int,
 ) -> bool:
-    """Whether ``prefix`` holds too small a share of the store for an HNSW scan: its
-    ``ef_search`` nearest vectors would hold fewer than ``vectors`` of the prefix's on average,
-    i.e. the planner expects fewer than ``rows * vectors / ef_search`` items under it
-    (``rows``: its estimate for the table; both from the statistics, without reading the
+    """Whether `prefix` holds too small a share of the store for an HNSW scan: its
+    `ef_search` nearest vectors would hold fewer than `vectors` of the prefix's on average,
+    i.e. the planner expects fewer than `rows * vectors / ef_search` items under it
+    (`rows`: its estimate for the table; both from the statistics, without reading the
     items). Not for the whole store, nor while the estimate is unknown or below
-    :data:`NARROW_FROM`: the scan is tried, and the exact ranking answers if it runs dry."""
+    `NARROW_FROM`: the scan is tried, and the exact ranking answers if it runs dry."""
     if not prefix or mode.rows < max(NARROW_FROM, 1):
         return False
     c = t.store_items.c
@@ -346,10 +346,10 @@ def vector_search(
     mode: PlanMode | None = None,
     distance: str = "cosine",
 ) -> list[ItemRow]:
-    """Items ranked by their best vector's score against ``query_vector`` (``distance``: see
-    :mod:`.vectors`), among those matching the prefix and filter; items without a vector
-    follow, unscored. With ``pgvector`` the database ranks (approximately, through the index
-    of ``ann``; ``mode`` keeps where that index is not worth scanning, see :func:`_pg_top`)."""
+    """Items ranked by their best vector's score against `query_vector` (`distance`: see
+    `vectors`), among those matching the prefix and filter; items without a vector
+    follow, unscored. With `pgvector` the database ranks (approximately, through the index
+    of `ann`; `mode` keeps where that index is not worth scanning, see `_pg_top`)."""
     want = q.offset + q.limit
     c = t.store_items.c
     top = None

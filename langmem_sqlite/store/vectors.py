@@ -1,24 +1,24 @@
 """Semantic search: which texts of a value get embedded, how vectors are stored and ranked.
 
-The index config is LangGraph's :class:`~langgraph.store.base.IndexConfig`, with the keys that
-LangGraph's stores add: ``embed`` (any LangChain ``Embeddings``, a sync or async function, or a
-provider string), ``dims``, ``fields`` (or ``SqliteStore``'s spelling ``text_fields``: JSON paths
-such as ``"text"``, ``"meta.title"``, ``"notes[*].body"``; ``"$"`` is the whole value), and
-``PostgresStore``'s ``distance_type`` and ``ann_index_config``. Any other key is an error.
+The index config is LangGraph's `IndexConfig`, with the keys that
+LangGraph's stores add: `embed` (any LangChain `Embeddings`, a sync or async function, or a
+provider string), `dims`, `fields` (or `SqliteStore`'s spelling `text_fields`: JSON paths
+such as `"text"`, `"meta.title"`, `"notes[*].body"`; `"$"` is the whole value), and
+`PostgresStore`'s `distance_type` and `ann_index_config`. Any other key is an error.
 
-``distance_type`` (default ``"cosine"``) gives the score as ``PostgresStore`` does: the cosine
-similarity, the inner product (``"inner_product"``) or minus the Euclidean distance (``"l2"``).
+`distance_type` (default `"cosine"`) gives the score as `PostgresStore` does: the cosine
+similarity, the inner product (`"inner_product"`) or minus the Euclidean distance (`"l2"`).
 Vectors are stored as their unit vector (float32 bytes) and their length, so every distance is
-computed exactly, in the application (numpy) or, on PostgreSQL with the ``vector`` extension, by
-pgvector in the database (see :mod:`.sql`); the scores agree to float32 rounding.
+computed exactly, in the application (numpy) or, on PostgreSQL with the `vector` extension, by
+pgvector in the database (see `sql`); the scores agree to float32 rounding.
 
-``ann_index_config`` (as ``PostgresStore``'s; needs ``dims``): ``kind`` ``"hnsw"`` (its default
-when the dict is given; ``m``, ``ef_construction``, and ``ef_search`` for searches),
-``"ivfflat"`` (``lists``, or ``nlist``, and ``probes`` for searches) or ``"flat"`` (no index:
-exact), ``vector_type`` ``"vector"`` or ``"halfvec"`` (half-precision index entries: a smaller
+`ann_index_config` (as `PostgresStore`'s; needs `dims`): `kind` `"hnsw"` (its default
+when the dict is given; `m`, `ef_construction`, and `ef_search` for searches),
+`"ivfflat"` (`lists`, or `nlist`, and `probes` for searches) or `"flat"` (no index:
+exact), `vector_type` `"vector"` or `"halfvec"` (half-precision index entries: a smaller
 index, and up to 4,000 dims; pgvector 0.7 or later). Only pgvector uses it: elsewhere the
 ranking is exact, with the same results. An HNSW or IVFFlat search is approximate (it may miss
-items that the exact ranking returns); without ``ann_index_config`` the ranking is exact.
+items that the exact ranking returns); without `ann_index_config` the ranking is exact.
 """
 
 from __future__ import annotations
@@ -46,7 +46,7 @@ __all__ = [
 ]
 
 DISTANCES = ("cosine", "l2", "inner_product")
-"""``distance_type`` values, as ``PostgresStore`` takes them."""
+"""`distance_type` values, as `PostgresStore` takes them."""
 
 
 def norms(vectors: Sequence[Sequence[float]]) -> list[float]:
@@ -74,7 +74,7 @@ def _tokens(path: str) -> list[str]:
 
 
 def from_blob(blob: bytes) -> np.ndarray:
-    """A vector stored by :func:`to_blobs`."""
+    """A vector stored by `to_blobs`."""
     return np.frombuffer(bytes(blob), dtype="<f4")
 
 
@@ -85,9 +85,9 @@ def rank_max_pool(
     lengths: Sequence[float | None] | None = None,
     distance: str = "cosine",
 ) -> tuple[list[int], list[float]]:
-    """The score of ``query`` against each stored vector (its unit vector's blob, concatenated,
-    and its length: ``None`` or missing for vectors stored before lengths were, taken as 1),
-    by ``distance``; the best per item id, best first."""
+    """The score of `query` against each stored vector (its unit vector's blob, concatenated,
+    and its length: `None` or missing for vectors stored before lengths were, taken as 1),
+    by `distance`; the best per item id, best first."""
     if not ids:
         return [], []
     matrix = np.frombuffer(blobs, dtype="<f4").reshape(len(ids), -1)
@@ -109,13 +109,13 @@ def _unit32(q: np.ndarray) -> np.ndarray:
 
 
 def unit(query: Sequence[float]) -> list[float]:
-    """``query`` scaled to unit length in float32, as the ranking uses it (zero stays zero):
+    """`query` scaled to unit length in float32, as the ranking uses it (zero stays zero):
     its inner product with a stored vector is their cosine."""
     return _unit32(np.asarray(query, dtype=np.float64)).tolist()  # type: ignore[no-any-return]
 
 
 def _cosine(q: np.ndarray, matrix: np.ndarray) -> np.ndarray:
-    """Cosine of ``q`` with unit-length (or zero) rows."""
+    """Cosine of `q` with unit-length (or zero) rows."""
     return (matrix @ _unit32(q)).astype(np.float64)
 
 
@@ -138,11 +138,11 @@ def best_first(
 
 @dataclass(frozen=True)
 class ANN:
-    """An approximate pgvector index over ``dims``-dimensional vectors (``ann_index_config``):
-    ``kind`` ``"hnsw"`` (``m`` links per node, ``ef_construction`` and ``ef_search`` candidate
-    lists when building and searching) or ``"ivfflat"`` (``lists`` clusters, ``probes`` of them
-    read per search; ``None``: pgvector's defaults), its entries of ``vector_type`` ``"vector"``
-    or ``"halfvec"``, for ``distance``. Built once per table and settings: changing them later
+    """An approximate pgvector index over `dims`-dimensional vectors (`ann_index_config`):
+    `kind` `"hnsw"` (`m` links per node, `ef_construction` and `ef_search` candidate
+    lists when building and searching) or `"ivfflat"` (`lists` clusters, `probes` of them
+    read per search; `None`: pgvector's defaults), its entries of `vector_type` `"vector"`
+    or `"halfvec"`, for `distance`. Built once per table and settings: changing them later
     builds another index (drop the old one to save its upkeep)."""
 
     kind: str
@@ -214,7 +214,7 @@ def _ann(config: Any, dims: int | None, fields: int, distance: str) -> ANN | Non
 @dataclass(frozen=True)
 class VectorIndex:
     """A validated index config: the embeddings, the fields to embed, the distance, and, for
-    PostgreSQL with pgvector, an optional approximate index (``ann``; None: exact ranking)."""
+    PostgreSQL with pgvector, an optional approximate index (`ann`; None: exact ranking)."""
 
     embeddings: Embeddings
     dims: int | None
@@ -224,15 +224,15 @@ class VectorIndex:
 
     @classmethod
     def from_config(cls, index: IndexConfig | dict[str, Any]) -> VectorIndex:
-        """Validate an ``index`` argument.
+        """Validate an `index` argument.
 
         Raises:
-            TypeError: not a dict, or ``embed`` missing.
-            ValueError: a key LangGraph's stores do not take, ``dims`` not a positive int,
-                ``fields``/``text_fields`` not a list of strings (or both, different), a
-                ``distance_type`` other than ``cosine``, ``l2`` or ``inner_product``, or a bad
-                ``ann_index_config`` (see the module doc; ``hnsw`` and ``ivfflat`` need
-                ``dims``).
+            TypeError: not a dict, or `embed` missing.
+            ValueError: a key LangGraph's stores do not take, `dims` not a positive int,
+                `fields`/`text_fields` not a list of strings (or both, different), a
+                `distance_type` other than `cosine`, `l2` or `inner_product`, or a bad
+                `ann_index_config` (see the module doc; `hnsw` and `ivfflat` need
+                `dims`).
         """
         if not isinstance(index, dict):
             raise TypeError(f"index: expected a dict (IndexConfig), got {type(index).__name__}")
@@ -258,8 +258,8 @@ class VectorIndex:
         return cls(ensure_embeddings(index["embed"]), dims, tuple(fields), ann, distance)
 
     def texts(self, value: dict[str, Any], fields: Sequence[str] | None) -> list[tuple[str, str]]:
-        """``(field label, text)`` pairs to embed for a value (``fields`` overrides the
-        config's); an array path yields one vector per element (``"path.0"``, ...)."""
+        """`(field label, text)` pairs to embed for a value (`fields` overrides the
+        config's); an array path yields one vector per element (`"path.0"`, ...)."""
         out: list[tuple[str, str]] = []
         for path in self.fields if fields is None else fields:
             tokens = path if path == "$" else _tokens(path)
@@ -296,7 +296,7 @@ class VectorIndex:
 
 
 def _fields(index: dict[str, Any]) -> list[str]:
-    """``fields``, or ``text_fields`` (``SqliteStore``'s name), default ``["$"]``; a string is
+    """`fields`, or `text_fields` (`SqliteStore`'s name), default `["$"]`; a string is
     one field, as LangGraph's stores take it."""
     given = {k: index[k] for k in ("fields", "text_fields") if index.get(k) is not None}
     if len(given) == 2 and _as_list(given["fields"]) != _as_list(given["text_fields"]):

@@ -26,8 +26,8 @@ _ROW = ("ns", "key", "value", "created_at", "updated_at", "ttl_us", "expires_at"
 
 @dataclass(frozen=True)
 class PutRow:
-    """One write: ``value=None`` deletes. ``vectors`` are ``(field, unit vector as float32
-    bytes, its length before scaling)``."""
+    """One write: `value=None` deletes. `vectors` are `(field, unit vector as float32
+    bytes, its length before scaling)`."""
 
     ns: str
     key: str
@@ -39,7 +39,7 @@ class PutRow:
 
 
 def refresh_ttl(conn: Session, t: Tables, ids: Sequence[int], now: int) -> None:
-    """Restart the TTL of the items ``ids`` (those that have one) from ``now``."""
+    """Restart the TTL of the items `ids` (those that have one) from `now`."""
     c = t.store_items.c
     stmt = conn.statement(
         ("refresh", t.key),
@@ -54,8 +54,8 @@ def refresh_ttl(conn: Session, t: Tables, ids: Sequence[int], now: int) -> None:
 
 
 def _upsert(conn: Session, t: Tables, rows: list[dict[str, Any]]) -> None:
-    """Insert or replace items by ``(ns, key)``: the dialect's upsert, the value bound as the
-    validation's JSON text (not serialized again; PostgreSQL casts it to ``jsonb``)."""
+    """Insert or replace items by `(ns, key)`: the dialect's upsert, the value bound as the
+    validation's JSON text (not serialized again; PostgreSQL casts it to `jsonb`)."""
     rules = conn.rules
     if len(rows) > 1:
         many = conn.statement(
@@ -97,7 +97,7 @@ def apply_puts(
     pgvector: bool,
     sealer: Sealer | None = None,
 ) -> None:
-    """Apply writes (the last per ``(ns, key)`` should be given once); with ``index``, replace
+    """Apply writes (the last per `(ns, key)` should be given once); with `index`, replace
     the vectors of every written item."""
     rules = conn.rules
     deletes = [(r.ns, r.key) for r in rows if r.value is None]

@@ -1,10 +1,10 @@
 """One object per kind of database: everything this package does differently per database.
 
-A dialect is a subclass of :class:`Dialect` in a module of its own, registered below with
-:func:`register`. Supporting a new database means writing that module (its engine settings,
+A dialect is a subclass of `Dialect` in a module of its own, registered below with
+`register`. Supporting a new database means writing that module (its engine settings,
 how a transaction starts, which errors are transient, its column types, upserts and the
-rules each feature asks for: :class:`Dialect` lists them all with their defaults) and adding
-it to :data:`_BUILTIN`.
+rules each feature asks for: `Dialect` lists them all with their defaults) and adding
+it to `_BUILTIN`.
 """
 
 from __future__ import annotations
@@ -35,7 +35,7 @@ _BY_NAME: dict[str, type[Dialect]] = {}
 
 
 def register(cls: type[Dialect]) -> type[Dialect]:
-    """Make ``cls`` the dialect of the SQLAlchemy dialect names it lists in ``names``."""
+    """Make `cls` the dialect of the SQLAlchemy dialect names it lists in `names`."""
     for name in cls.names:
         _BY_NAME[name] = cls
     return cls
@@ -47,8 +47,8 @@ for _cls in _BUILTIN:
 
 
 def driver_alias(drivername: str) -> str:
-    """The driver name a registered dialect gives ``drivername`` (``postgres`` ->
-    ``postgresql``), else ``drivername`` itself."""
+    """The driver name a registered dialect gives `drivername` (`postgres` ->
+    `postgresql`), else `drivername` itself."""
     for cls in registered():
         if drivername in cls.aliases:
             return cls.aliases[drivername]
@@ -61,13 +61,13 @@ def registered() -> tuple[type[Dialect], ...]:
 
 
 def dialect_named(name: str) -> type[Dialect]:
-    """The dialect class serving SQLAlchemy's dialect ``name``; the base rules for a name no
+    """The dialect class serving SQLAlchemy's dialect `name`; the base rules for a name no
     registered class serves (a SQLAlchemy dialect this package was not written for)."""
     return _BY_NAME.get(name, Dialect)
 
 
 def dialect_class(url: URL) -> type[Dialect]:
-    """The dialect class for a URL (``ValueError`` for a database this package does not know)."""
+    """The dialect class for a URL (`ValueError` for a database this package does not know)."""
     name = url.get_backend_name()
     cls = _BY_NAME.get(name)
     if cls is None:
@@ -77,5 +77,5 @@ def dialect_class(url: URL) -> type[Dialect]:
 
 
 def dialect_for(engine: Engine) -> Dialect:
-    """A dialect object for ``engine``."""
+    """A dialect object for `engine`."""
     return dialect_class(engine.url)(engine)

@@ -1,7 +1,7 @@
 """The base of the dialect objects: what every database kind must say about itself.
 
 SQLAlchemy's own dialects already turn statements into each database's SQL; a
-:class:`Dialect` of this package holds the few rules SQLAlchemy leaves to its users: how this
+`Dialect` of this package holds the few rules SQLAlchemy leaves to its users: how this
 package opens engines for that database (pools, connect timeouts, per-connection settings), how
 a transaction starts on the light path of the execution seam, and which driver errors are
 transient. Features ask the database's dialect object instead of comparing dialect names.
@@ -24,11 +24,11 @@ __all__ = ["Dialect", "Transaction"]
 
 DEFAULT_CONNECT_TIMEOUT_S = 3
 """Seconds a new connection to a database server may take before it fails (servers only;
-``connect_timeout`` in the URL's query or in ``engine_args["connect_args"]`` overrides it)."""
+`connect_timeout` in the URL's query or in `engine_args["connect_args"]` overrides it)."""
 
 
 class Transaction:
-    """How the seam ends what :meth:`Dialect.begin` started on one connection."""
+    """How the seam ends what `Dialect.begin` started on one connection."""
 
     __slots__ = ("commit", "restore_autocommit")
 
@@ -47,16 +47,16 @@ class Dialect:
     """
 
     names: ClassVar[tuple[str, ...]] = ()
-    """SQLAlchemy dialect names this class serves (``engine.dialect.name``)."""
+    """SQLAlchemy dialect names this class serves (`engine.dialect.name`)."""
     default_drivers: ClassVar[dict[str, str]] = {}
-    """Driver used for a URL that names none (``postgresql://`` -> ``postgresql+psycopg``)."""
+    """Driver used for a URL that names none (`postgresql://` -> `postgresql+psycopg`)."""
     sync_twins: ClassVar[dict[str, str]] = {}
-    """Async driver name -> the sync driver for the same database (a caller's ``AsyncEngine``
+    """Async driver name -> the sync driver for the same database (a caller's `AsyncEngine`
     gets a sync twin engine for the sync API)."""
     aliases: ClassVar[dict[str, str]] = {}
-    """Other spellings of the URL's driver name -> the one SQLAlchemy knows (``postgres://``)."""
+    """Other spellings of the URL's driver name -> the one SQLAlchemy knows (`postgres://`)."""
     extra: ClassVar[str | None] = None
-    """The package extra that installs the driver (``pip install 'langmem-sqlite[extra]'``)."""
+    """The package extra that installs the driver (`pip install 'langmem-sqlite[extra]'`)."""
 
     def __init__(self, engine: Engine) -> None:
         self.sa = engine.dialect
@@ -64,7 +64,7 @@ class Dialect:
 
     @property
     def name(self) -> str:
-        """``"sqlite"``, ``"postgresql"``, ``"mysql"`` or ``"mariadb"``."""
+        """`"sqlite"`, `"postgresql"`, `"mysql"` or `"mariadb"`."""
         return str(self.sa.name)
 
     def __repr__(self) -> str:
@@ -74,18 +74,18 @@ class Dialect:
 
     @classmethod
     def engine_kwargs(cls, url: URL) -> dict[str, Any]:
-        """``create_engine`` arguments this package uses for ``url`` (before the caller's)."""
+        """`create_engine` arguments this package uses for `url` (before the caller's)."""
         return {}
 
     @classmethod
     def driver_url(cls, url: URL) -> URL:
-        """``url`` less the query options this package reads itself (see :meth:`engine_kwargs`),
+        """`url` less the query options this package reads itself (see `engine_kwargs`),
         which the driver would not know."""
         return url
 
     @classmethod
     def is_private(cls, url: URL) -> bool:
-        """Whether each opening of ``url`` is a database of its own (SQLite's ``:memory:``): such
+        """Whether each opening of `url` is a database of its own (SQLite's `:memory:`): such
         databases are never shared between the objects that open them."""
         return False
 
@@ -97,13 +97,13 @@ class Dialect:
     def begin(
         self, dbapi_connection: Any, cursor: Any, write: bool, single: bool, transaction: bool
     ) -> Transaction:
-        """Start the work of one seam call on a pooled connection: a transaction (``write``:
-        one that will write; ``transaction``: a read that must be one transaction), or, for
-        ``single`` statements, whatever needs no transaction."""
+        """Start the work of one seam call on a pooled connection: a transaction (`write`:
+        one that will write; `transaction`: a read that must be one transaction), or, for
+        `single` statements, whatever needs no transaction."""
         return Transaction(commit=True)
 
     def end(self, dbapi_connection: Any, txn: Transaction) -> None:
-        """Put the connection back as :meth:`begin` found it (before it returns to the pool)."""
+        """Put the connection back as `begin` found it (before it returns to the pool)."""
 
     # -- what the database can hold -----------------------------------------------------------
 
@@ -112,7 +112,7 @@ class Dialect:
 
     @classmethod
     def file_path(cls, url: URL) -> str | None:
-        """The file that holds the database (an embedded one), else ``None``."""
+        """The file that holds the database (an embedded one), else `None`."""
         return None
 
     def max_statement_bytes(self, conn: Any) -> int | None:
@@ -120,11 +120,11 @@ class Dialect:
         return None
 
     def table_bytes(self, conn: Any, table: Table) -> int | None:
-        """Bytes on disk of ``table`` with its indexes, where the database tells."""
+        """Bytes on disk of `table` with its indexes, where the database tells."""
         return None
 
     def file_bytes(self, conn: Any) -> int | None:
-        """Bytes of the database's main file (an embedded database), else ``None``."""
+        """Bytes of the database's main file (an embedded database), else `None`."""
         return None
 
     # -- statements ----------------------------------------------------------------------------
@@ -133,7 +133,7 @@ class Dialect:
         return insert(table)
 
     def insert_ignore(self, table: Table, key: Sequence[str] | None = None) -> Insert:
-        """An ``INSERT`` of ``table`` that leaves a row whose ``key`` (the primary key unless
+        """An `INSERT` of `table` that leaves a row whose `key` (the primary key unless
         given) is there already as it is; other errors still raise."""
         ins = self._insert(table)
         return ins.on_conflict_do_nothing(index_elements=self._key(table, key))  # type: ignore[no-any-return]
@@ -141,8 +141,8 @@ class Dialect:
     def upsert(
         self, table: Table, update: Sequence[str], key: Sequence[str] | None = None
     ) -> Insert:
-        """An ``INSERT`` of ``table`` that, where a row with its ``key`` (the primary key unless
-        given) is there already, sets that row's ``update`` columns to the inserted values."""
+        """An `INSERT` of `table` that, where a row with its `key` (the primary key unless
+        given) is there already, sets that row's `update` columns to the inserted values."""
         ins = self._insert(table)
         return ins.on_conflict_do_update(  # type: ignore[no-any-return]
             index_elements=self._key(table, key),
@@ -156,13 +156,13 @@ class Dialect:
     # -- column types and indexes --------------------------------------------------------------
 
     text_as_bytes: ClassVar[bool] = False
-    """Whether ids and store namespaces are stored as their UTF-8 bytes (``VARBINARY``), so that
+    """Whether ids and store namespaces are stored as their UTF-8 bytes (`VARBINARY`), so that
     they compare and sort byte for byte where no text collation guarantees it (MySQL/MariaDB)."""
     id_order_collation: ClassVar[str | None] = None
-    """The collation under which text sorts in code point order (PostgreSQL: ``"C"``), where the
+    """The collation under which text sorts in code point order (PostgreSQL: `"C"`), where the
     database's default collation does not."""
     namespace_listing_index: ClassVar[bool] = False
-    """Whether the store keeps an index on ``(ns, updated_at, id)``, for a planner that reads
+    """Whether the store keeps an index on `(ns, updated_at, id)`, for a planner that reads
     one namespace's newest items through it (SQLite); servers do without it."""
     partial_expiry_index: ClassVar[bool] = False
     """Whether the store's expiry index holds only items with a TTL (a partial index the
@@ -171,28 +171,28 @@ class Dialect:
     @classmethod
     def column_types(cls) -> dict[str, Any]:
         """This database's own column types for the schema's generic kinds, by kind:
-        ``"long_text"``, ``"long_blob"``, ``"json"``, ``"big_int"``; a kind left out takes
-        SQLAlchemy's generic type (``Text``, ``LargeBinary``, ``JSON``, ``BigInteger``)."""
+        `"long_text"`, `"long_blob"`, `"json"`, `"big_int"`; a kind left out takes
+        SQLAlchemy's generic type (`Text`, `LargeBinary`, `JSON`, `BigInteger`)."""
         return {}
 
     # -- schema changes ------------------------------------------------------------------------
 
     @contextlib.contextmanager
     def migration_lock(self, conn: Connection, name: str, schema: str | None) -> Iterator[None]:
-        """Hold the database-wide lock ``name`` while schema changes run on ``conn`` (a
-        connection that commits as it goes), creating ``schema`` first where the database has
+        """Hold the database-wide lock `name` while schema changes run on `conn` (a
+        connection that commits as it goes), creating `schema` first where the database has
         schemas of its own. The base rule: the connection's write transaction is the lock."""
         yield
 
     # -- history (sessions and messages) ----------------------------------------------------
 
     deletes_sessions_by_subquery: ClassVar[bool] = True
-    """Whether the history deletes messages with ``... WHERE session_pk IN (SELECT id FROM
-    sessions WHERE ...)`` (False: it reads the sessions' ids first and deletes by lists of ids,
-    as MySQL/MariaDB's single-table ``DELETE`` does not turn such a subquery into a join)."""
+    """Whether the history deletes messages with `... WHERE session_pk IN (SELECT id FROM
+    sessions WHERE ...)` (False: it reads the sessions' ids first and deletes by lists of ids,
+    as MySQL/MariaDB's single-table `DELETE` does not turn such a subquery into a join)."""
 
     statement_bytes_limited: ClassVar[bool] = False
-    """Whether the server refuses a statement over :meth:`max_statement_bytes` by dropping the
+    """Whether the server refuses a statement over `max_statement_bytes` by dropping the
     connection (MySQL/MariaDB): appends measure their messages against it first."""
 
     statement_bytes_per_byte: ClassVar[int] = 1
@@ -203,7 +203,7 @@ class Dialect:
 
     checkpoint_single_autocommits: ClassVar[bool] = True
     """Whether a checkpoint operation of one statement (or reading only rows never updated in
-    place) may run without a transaction, where :meth:`begin` saves round trips by it
+    place) may run without a transaction, where `begin` saves round trips by it
     (PostgreSQL's autocommit). SQLite keeps its transaction: a snapshot costs nothing there."""
 
     checkpoint_put_in_one_statement: ClassVar[bool] = False
@@ -215,12 +215,12 @@ class Dialect:
     parts, appended in the same transaction."""
 
     def checkpoint_insert_new(self, table: Table) -> Insert:
-        """An ``INSERT`` of one row that keeps a row already there, whose row count is 1 only
-        if it inserted the row (else 0, or the error :meth:`checkpoint_duplicate` tells)."""
+        """An `INSERT` of one row that keeps a row already there, whose row count is 1 only
+        if it inserted the row (else 0, or the error `checkpoint_duplicate` tells)."""
         return self.insert_ignore(table)
 
     def checkpoint_duplicate(self, error: BaseException) -> bool:
-        """Whether ``error`` is :meth:`checkpoint_insert_new` meeting a row already there
+        """Whether `error` is `checkpoint_insert_new` meeting a row already there
         (that statement alone is undone; the transaction goes on)."""
         return False
 
@@ -228,8 +228,8 @@ class Dialect:
     def metadata_contains(
         cls, column: Any, filter: Mapping[str, str | int]
     ) -> list[ColumnElement[bool]]:
-        """SQL conditions that the JSON object in ``column`` holds each ``key: value`` of
-        ``filter`` (str keys, str or 64-bit int values): they may over-select, never drop a
+        """SQL conditions that the JSON object in `column` holds each `key: value` of
+        `filter` (str keys, str or 64-bit int values): they may over-select, never drop a
         match. Keys and values are bound as data, never spelled into a JSON path. The base
         rule: no condition (the caller's exact test decides)."""
         return []
@@ -241,39 +241,39 @@ class Dialect:
 
     def give_back_space(self, engine: Engine, full: bool) -> None:
         """Return the pages freed by deletes to the OS where the database keeps them in its
-        file (``full``: rewrite the whole file). The base rule: nothing to do."""
+        file (`full`: rewrite the whole file). The base rule: nothing to do."""
 
     # -- store (items, vectors, filters) ----------------------------------------------------------
 
     store_json: ClassVar[str] = "json_value"
-    """How the store's search filters read a JSON value in SQL: ``"json_value"`` (MySQL's and
-    MariaDB's ``JSON_VALUE``: compared as text or double, a superset re-checked in Python),
-    ``"json1"`` (SQLite's ``json_extract`` and ``json_type``) or ``"jsonb"`` (PostgreSQL's
+    """How the store's search filters read a JSON value in SQL: `"json_value"` (MySQL's and
+    MariaDB's `JSON_VALUE`: compared as text or double, a superset re-checked in Python),
+    `"json1"` (SQLite's `json_extract` and `json_type`) or `"jsonb"` (PostgreSQL's
     operators and containment)."""
     store_expiry_as_or: ClassVar[bool] = False
-    """Whether "not lapsed" is written ``expires_at IS NULL OR expires_at > :now`` (PostgreSQL,
+    """Whether "not lapsed" is written `expires_at IS NULL OR expires_at > :now` (PostgreSQL,
     whose planner estimates that from the column's statistics) rather than
-    ``COALESCE(expires_at, <never>) > :now`` (which no planner ANDs into a search through the
+    `COALESCE(expires_at, <never>) > :now` (which no planner ANDs into a search through the
     expiry index)."""
     store_newest_per_namespace: ClassVar[bool] = False
     """Whether a prefix search reads the prefix's own namespace and its sub-namespaces apart,
-    each newest first through the ``(ns, updated_at, id)`` index, and a broad prefix newest
-    first through ``(updated_at, id)`` (SQLite: it does not pick those plans by itself)."""
+    each newest first through the `(ns, updated_at, id)` index, and a broad prefix newest
+    first through `(updated_at, id)` (SQLite: it does not pick those plans by itself)."""
     store_custom_plans: ClassVar[bool] = False
     """Whether large stores' searches force plans made for their actual values (PostgreSQL's
-    ``plan_cache_mode``: a generic plan of a prepared statement cannot see what a prefix or a
+    `plan_cache_mode`: a generic plan of a prepared statement cannot see what a prefix or a
     filter selects)."""
     store_pgvector: ClassVar[bool] = False
     """Whether the database may have the pgvector extension (PostgreSQL)."""
 
     def json_from_text(self, bind: Any) -> Any:
         """A bound JSON text as the JSON column's value (the text itself where the column is
-        text; PostgreSQL casts it to ``jsonb``)."""
+        text; PostgreSQL casts it to `jsonb`)."""
         return bind
 
     def json_text(self, text: str) -> str:
         """JSON text as the JSON column stores it without changing a number (PostgreSQL: see
-        :func:`~.postgresql.jsonb_text`)."""
+        `jsonb_text`)."""
         return text
 
     def filter_number(self, value: int | float) -> int | float:
@@ -282,39 +282,39 @@ class Dialect:
         return float(value)
 
     def at_pairs(self, table: Table, columns: tuple[str, str]) -> Any:
-        """``(a, b)`` of ``table`` is one of the pairs of the parameters :meth:`pairs_params`
-        makes: a row-value ``IN`` list."""
+        """`(a, b)` of `table` is one of the pairs of the parameters `pairs_params`
+        makes: a row-value `IN` list."""
         a, b = (table.c[c] for c in columns)
         return tuple_(a, b).in_(bindparam("pairs", expanding=True))
 
     def pairs_params(self, pairs: Sequence[tuple[str, str]]) -> dict[str, Any]:
-        """The parameters of :meth:`at_pairs` for ``pairs``."""
+        """The parameters of `at_pairs` for `pairs`."""
         return {"pairs": list(pairs)}
 
     def upsert_arrays(
         self, table: Table, columns: Sequence[str], update: Sequence[str], key: Sequence[str]
     ) -> Insert | None:
         """An upsert of many rows in one statement, each column given as one list parameter
-        named as the column, or None where the driver's ``executemany`` is that already."""
+        named as the column, or None where the driver's `executemany` is that already."""
         return None
 
     # -- whole-database operations (copy, erasure, maintenance) ---------------------------------
 
     @contextlib.contextmanager
     def overwriting_deletes(self, session: Any) -> Iterator[None]:
-        """Within the block, rows deleted on ``session`` are overwritten where they were, where
-        the database can do so (SQLite's ``secure_delete``). The base rule: nothing to do."""
+        """Within the block, rows deleted on `session` are overwritten where they were, where
+        the database can do so (SQLite's `secure_delete`). The base rule: nothing to do."""
         yield
 
     def scrub(self, conn: Connection, vacuum: bool) -> bool | None:
         """After an erasure, on a connection that commits as it goes: leave no copy of deleted
-        rows in the database's files (SQLite: ``VACUUM`` if asked, then empty the write-ahead
-        log). ``True``: done; ``False``: a reader kept it from finishing (try again); ``None``:
+        rows in the database's files (SQLite: `VACUUM` if asked, then empty the write-ahead
+        log). `True`: done; `False`: a reader kept it from finishing (try again); `None`:
         nothing this package can do (a server, or a database in memory)."""
         return None
 
     def after_copy(self, session: Any, table: Table) -> None:
-        """What ``table`` needs once :func:`~langmem_sqlite.operations.copy.copy_database` wrote
+        """What `table` needs once [`copy_database`][langmem_sqlite.copy_database] wrote
         rows with their own ids into it (PostgreSQL: move its id sequence past them; MySQL,
         MariaDB and SQLite move their auto-increment counters themselves)."""
 
@@ -322,14 +322,14 @@ class Dialect:
     """Whether a copy fills this database's pgvector table of store vectors (PostgreSQL)."""
 
     server_catalog: ClassVar[tuple[str | None, str | None, str, str] | None] = None
-    """Where a server lists its databases, for ``create_database``: (the database a login
-    reaches to create another one, the catalog's schema, its table, its name column); ``None``
+    """Where a server lists its databases, for `create_database`: (the database a login
+    reaches to create another one, the catalog's schema, its table, its name column); `None`
     for an embedded database."""
 
     def create_database(self, url: URL) -> bool:
-        """Create the database ``url`` names on its server if it is not there (``CREATE
-        DATABASE``, from the database of ``server_catalog``): ``True`` if it was created,
-        ``False`` if it exists (or the database is embedded).
+        """Create the database `url` names on its server if it is not there (`CREATE
+        DATABASE`, from the database of `server_catalog`): `True` if it was created,
+        `False` if it exists (or the database is embedded).
 
         Raises:
             sqlalchemy.exc.DBAPIError: the server or its catalog cannot be reached.
@@ -364,9 +364,9 @@ class Dialect:
             engine.dispose()
 
     def table_names(self, session: Any, schema: str | None) -> set[str]:
-        """The tables of ``schema`` (default: the connection's own), read on a
-        :class:`~langmem_sqlite.engine.session.Session` (the base rule: the SQL standard's
-        ``information_schema``)."""
+        """The tables of `schema` (default: the connection's own), read on a
+        [`Session`][langmem_sqlite.engine.Session] (the base rule: the SQL standard's
+        `information_schema`)."""
         stmt = text(
             "SELECT table_name FROM information_schema.tables WHERE table_schema = "
             + (":schema" if schema else self.current_schema_sql)
@@ -375,12 +375,12 @@ class Dialect:
         return {str(r[0]) for r in rows}
 
     current_schema_sql: ClassVar[str] = "CURRENT_SCHEMA"
-    """SQL naming the connection's default schema (for :meth:`table_names`)."""
+    """SQL naming the connection's default schema (for `table_names`)."""
 
     # -- errors --------------------------------------------------------------------------------
 
     def fault(self, error: BaseException) -> Fault | None:
-        """The kind of transient failure ``error`` is, or None (not worth a retry).
+        """The kind of transient failure `error` is, or None (not worth a retry).
 
         The base rule: a connection SQLAlchemy (or the seam) found dead. Subclasses add their
         database's codes.
@@ -393,8 +393,8 @@ class Dialect:
         return None
 
     def reason(self, url: URL, error: BaseException, kind: Fault | None) -> str | None:
-        """Why ``error`` (of the kind ``kind``, None if not transient) keeps the database at
-        ``url`` from the user, in words for a message; None: the driver's first line says it."""
+        """Why `error` (of the kind `kind`, None if not transient) keeps the database at
+        `url` from the user, in words for a message; None: the driver's first line says it."""
         return None
 
     def broken(self, dbapi_connection: Any) -> bool:
@@ -409,5 +409,5 @@ class Dialect:
 
 
 def merge_connect_args(url: URL, defaults: dict[str, Any]) -> dict[str, Any]:
-    """``defaults`` for ``connect_args``, less what the URL's query already sets."""
+    """`defaults` for `connect_args`, less what the URL's query already sets."""
     return {k: v for k, v in defaults.items() if k not in url.query}

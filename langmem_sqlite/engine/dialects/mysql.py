@@ -19,11 +19,11 @@ __all__ = ["DEFAULT_READ_TIMEOUT_S", "MySQLDialect"]
 
 DEFAULT_READ_TIMEOUT_S = 3600
 """Seconds PyMySQL waits for the server's reply to one statement (and to send one), on engines
-the package makes; ``?read_timeout=N&write_timeout=N`` in the URL overrides them. An hour is far
+the package makes; `?read_timeout=N&write_timeout=N` in the URL overrides them. An hour is far
 above any one statement the package sends, even on a large database (a migration's
-``ALTER TABLE``, a ``forget-user`` or sweep ``DELETE``, a ``copy`` batch, the migration lock's
+`ALTER TABLE`, a `forget-user` or sweep `DELETE`, a `copy` batch, the migration lock's
 wait of 120 s), so it never cuts off legitimate work; it only ends the wait on a server that
-stopped answering mid-statement. The connection handshake is bounded by ``connect_timeout``."""
+stopped answering mid-statement. The connection handshake is bounded by `connect_timeout`."""
 
 #: MySQL/MariaDB error number -> kind of transient failure
 _ERRORS = {
@@ -41,17 +41,17 @@ _ERRORS = {
 }
 
 _IN_TRANSACTION = 1
-"""PyMySQL's ``SERVER_STATUS_IN_TRANS`` flag: the server reports an open transaction (the
+"""PyMySQL's `SERVER_STATUS_IN_TRANS` flag: the server reports an open transaction (the
 status comes with every reply, so reading it costs no round trip)."""
 
 
 def _connect_within_timeout(
     dialect: Any, _record: Any, cargs: tuple[Any, ...], cparams: dict[str, Any]
 ) -> Any:
-    """Open a PyMySQL connection whose handshake is bounded by ``connect_timeout``.
+    """Open a PyMySQL connection whose handshake is bounded by `connect_timeout`.
 
-    PyMySQL bounds the TCP connection by ``connect_timeout`` but reads the server's greeting
-    and the login replies with its ``read_timeout``: a server that accepts and never answers
+    PyMySQL bounds the TCP connection by `connect_timeout` but reads the server's greeting
+    and the login replies with its `read_timeout`: a server that accepts and never answers
     would hold the caller for the whole read timeout (forever without one). The connection is
     opened with the connect timeout as its read timeout, then given its own for statements.
     """
@@ -63,7 +63,7 @@ def _connect_within_timeout(
 
 def _reset_open_transaction(dbapi_connection: Any, record: Any, reset_state: Any) -> None:
     """The pool's reset of a connection it takes back (engines made by this package, which
-    turn SQLAlchemy's unconditional ``ROLLBACK`` off): roll back only what is still open.
+    turn SQLAlchemy's unconditional `ROLLBACK` off): roll back only what is still open.
 
     On a caller's engine, whose pool keeps its own reset, nothing is done here but for a
     PyMySQL connection left in a transaction; a driver that reports no status (an async
@@ -80,8 +80,8 @@ MIGRATION_LOCK_TIMEOUT_S = 120
 
 
 class MySQLDialect(Dialect):
-    """MySQL and MariaDB through PyMySQL (``asyncmy`` or ``aiomysql`` for a caller's
-    ``AsyncEngine``). ``name`` tells the two servers apart once connected."""
+    """MySQL and MariaDB through PyMySQL (`asyncmy` or `aiomysql` for a caller's
+    `AsyncEngine`). `name` tells the two servers apart once connected."""
 
     text_as_bytes = True
 
@@ -118,7 +118,7 @@ class MySQLDialect(Dialect):
             event.listen(engine, "do_connect", _connect_within_timeout)
 
     def max_statement_bytes(self, conn: Any) -> int | None:
-        """``max_allowed_packet`` (16 MiB by default on MariaDB), read once per database."""
+        """`max_allowed_packet` (16 MiB by default on MariaDB), read once per database."""
         if self._packet is None:
             self._packet = int(conn.execute(select(text("@@max_allowed_packet"))).scalar_one())
         return self._packet
@@ -134,7 +134,7 @@ class MySQLDialect(Dialect):
         return None if size is None else int(size)
 
     def insert_ignore(self, table: Table, key: Sequence[str] | None = None) -> Insert:
-        """``ON DUPLICATE KEY UPDATE`` of a key column to itself: unlike ``INSERT IGNORE``, it
+        """`ON DUPLICATE KEY UPDATE` of a key column to itself: unlike `INSERT IGNORE`, it
         does not also turn other errors (a value too long, a bad type) into warnings, and the
         server sends no warning for the duplicate."""
         ins = mysql.insert(table)
@@ -144,8 +144,8 @@ class MySQLDialect(Dialect):
     def upsert(
         self, table: Table, update: Sequence[str], key: Sequence[str] | None = None
     ) -> Insert:
-        """``ON DUPLICATE KEY UPDATE`` (MySQL decides by every unique key of the table, so
-        ``key`` must be the only one a new row can collide on)."""
+        """`ON DUPLICATE KEY UPDATE` (MySQL decides by every unique key of the table, so
+        `key` must be the only one a new row can collide on)."""
         ins = mysql.insert(table)
         return ins.on_duplicate_key_update({c: ins.inserted[c] for c in update})
 
@@ -156,7 +156,7 @@ class MySQLDialect(Dialect):
     @classmethod
     def engine_kwargs(cls, url: URL) -> dict[str, Any]:
         # No ROLLBACK each time a connection goes back to the pool: every unit of work ends its
-        # own transaction, and the pool's ``reset`` event (see :meth:`configure`) rolls back
+        # own transaction, and the pool's ``reset`` event (see `configure`) rolls back
         # only a connection whose server says a transaction is still open. A read is then two
         # round trips (the SELECT and its COMMIT) instead of three.
         return {
@@ -177,7 +177,7 @@ class MySQLDialect(Dialect):
 
     @contextlib.contextmanager
     def migration_lock(self, conn: Connection, name: str, schema: str | None) -> Iterator[None]:
-        """A named lock (``GET_LOCK``; DDL commits implicitly here, so the lock outlives each
+        """A named lock (`GET_LOCK`; DDL commits implicitly here, so the lock outlives each
         step and is released at the end)."""
         got = conn.execute(
             text("SELECT GET_LOCK(:n, :s)"), {"n": name, "s": MIGRATION_LOCK_TIMEOUT_S}
@@ -224,14 +224,14 @@ class MySQLDialect(Dialect):
 
     checkpoint_value_part: ClassVar[int | None] = 4 * 1024 * 1024
     """PyMySQL sends bytes escaped inside the SQL text (up to ~2.5x larger), and the server's
-    default ``max_allowed_packet`` is 16 MiB."""
+    default `max_allowed_packet` is 16 MiB."""
 
     def checkpoint_insert_new(self, table: Table) -> Insert:
-        """A plain ``INSERT``: a row already there fails it with "duplicate entry" (1062).
-        ``ON DUPLICATE KEY UPDATE``'s row count does not tell a skipped row from an inserted
-        one (SQLAlchemy's MySQL drivers count found rows), and ``INSERT IGNORE`` has the
+        """A plain `INSERT`: a row already there fails it with "duplicate entry" (1062).
+        `ON DUPLICATE KEY UPDATE`'s row count does not tell a skipped row from an inserted
+        one (SQLAlchemy's MySQL drivers count found rows), and `INSERT IGNORE` has the
         server send a warning per skipped row, which asyncmy logs after an extra
-        ``SHOW WARNINGS`` round trip."""
+        `SHOW WARNINGS` round trip."""
         return insert(table)
 
     def checkpoint_duplicate(self, error: BaseException) -> bool:
@@ -242,9 +242,9 @@ class MySQLDialect(Dialect):
     def metadata_contains(
         cls, column: Any, filter: Mapping[str, str | int]
     ) -> list[ColumnElement[bool]]:
-        """``JSON_CONTAINS(column, :candidate)`` per key, the candidate ``{key: value}`` made
+        """`JSON_CONTAINS(column, :candidate)` per key, the candidate `{key: value}` made
         by the column's own serializer: MariaDB compares strings as their escaped JSON text
-        (``JSON_OBJECT``'s "é" does not equal "\\u00e9"); ``JSON_CONTAINS`` of 1 matches 1.0."""
+        (`JSON_OBJECT`'s "é" does not equal "\\u00e9"); `JSON_CONTAINS` of 1 matches 1.0."""
         return [
             func.json_contains(column, literal({key: value}, column.type)) == 1
             for key, value in filter.items()

@@ -59,15 +59,15 @@ def _plain_number(match: re.Match[str]) -> str:
 
 
 def jsonb_dumps(value: Any) -> str:
-    """``json.dumps`` for PostgreSQL's ``JSONB``, which keeps numbers as ``numeric``: a float such
-    as ``3.9e16`` would come back as the integer ``39000000000000000``. Floats written with a
-    positive exponent are spelled out with a decimal point instead (``39000000000000000.0``),
-    which ``numeric`` keeps and JSON decoders read back as the same float."""
+    """`json.dumps` for PostgreSQL's `JSONB`, which keeps numbers as `numeric`: a float such
+    as `3.9e16` would come back as the integer `39000000000000000`. Floats written with a
+    positive exponent are spelled out with a decimal point instead (`39000000000000000.0`),
+    which `numeric` keeps and JSON decoders read back as the same float."""
     return jsonb_text(json.dumps(value))
 
 
 def jsonb_text(text: str) -> str:
-    """JSON text made safe for ``JSONB`` as :func:`jsonb_dumps` does (for text already made)."""
+    """JSON text made safe for `JSONB` as `jsonb_dumps` does (for text already made)."""
     if "e+" not in text:
         return text
     return _JSON_TOKEN.sub(_plain_number, text)
@@ -95,17 +95,17 @@ class PostgreSQLDialect(Dialect):
     """PostgreSQL through psycopg 3, directly or behind a transaction pooler.
 
     On a direct connection psycopg prepares a statement on the server once it has run it 5
-    times (its ``prepare_threshold``), which saves the server parsing and planning it again:
+    times (its `prepare_threshold`), which saves the server parsing and planning it again:
     a checkpoint read costs 40% less. Behind a transaction pooler (PgBouncer in
-    ``pool_mode = transaction``, and the hosted poolers that work this way) a prepared
+    `pool_mode = transaction`, and the hosted poolers that work this way) a prepared
     statement outlives the server connection it was made on, so it is never used there. A URL
-    is taken to point at a pooler when its port is one of :data:`POOLER_PORTS` or its host
-    names a pooler (``...-pooler...``); ``?prepare_threshold=none`` (or a count) in the URL
-    decides it explicitly, as does ``engine_args={"connect_args": {"prepare_threshold": ...}}``.
+    is taken to point at a pooler when its port is one of `POOLER_PORTS` or its host
+    names a pooler (`...-pooler...`); `?prepare_threshold=none` (or a count) in the URL
+    decides it explicitly, as does `engine_args={"connect_args": {"prepare_threshold": ...}}`.
 
     The package keeps no session state a pooler would lose or leak to other clients: settings
-    are made per transaction (``SET LOCAL``), locks are transaction locks
-    (``pg_advisory_xact_lock``), and nothing listens for notifications.
+    are made per transaction (`SET LOCAL`), locks are transaction locks
+    (`pg_advisory_xact_lock`), and nothing listens for notifications.
     """
 
     id_order_collation = "C"
@@ -138,7 +138,7 @@ class PostgreSQLDialect(Dialect):
 
     @classmethod
     def behind_pooler(cls, url: URL) -> bool:
-        """Whether ``url`` looks like a transaction pooler's (see the class documentation)."""
+        """Whether `url` looks like a transaction pooler's (see the class documentation)."""
         return url.port in POOLER_PORTS or "pooler" in (url.host or "").lower()
 
     @classmethod
@@ -225,7 +225,7 @@ class PostgreSQLDialect(Dialect):
     def metadata_contains(
         cls, column: Any, filter: Mapping[str, str | int]
     ) -> list[ColumnElement[bool]]:
-        """``column @> :filter``: JSONB containment of the whole filter (the index's operator)."""
+        """`column @> :filter`: JSONB containment of the whole filter (the index's operator)."""
         return [type_coerce(column, postgresql.JSONB).contains(dict(filter))]
 
     # -- store (items, vectors, filters) ----------------------------------------------------------
@@ -245,7 +245,7 @@ class PostgreSQLDialect(Dialect):
         return value  # bound as jsonb
 
     def at_pairs(self, table: Table, columns: tuple[str, str]) -> Any:
-        """The pairs as two text arrays: one statement text whatever their number (an ``IN``
+        """The pairs as two text arrays: one statement text whatever their number (an `IN`
         list of 500 pairs cost psycopg 3 ms to parse per call, and the server as much to plan);
         the first column compared in its collation, so that the index serves the lookup."""
         a, b = (table.c[c] for c in columns)
@@ -265,9 +265,9 @@ class PostgreSQLDialect(Dialect):
     def upsert_arrays(
         self, table: Table, columns: Sequence[str], update: Sequence[str], key: Sequence[str]
     ) -> Insert | None:
-        """One ``INSERT ... SELECT FROM unnest(...)`` (psycopg's ``executemany`` sends one
+        """One `INSERT ... SELECT FROM unnest(...)` (psycopg's `executemany` sends one
         statement per row: 20,000 puts of a burst of async calls were 20,000 statements).
-        Strings and JSON go as text arrays (JSON cast back to ``jsonb``)."""
+        Strings and JSON go as text arrays (JSON cast back to `jsonb`)."""
         arrays, picked = [], []
         for name in columns:
             kind = table.c[name].type
@@ -292,7 +292,7 @@ class PostgreSQLDialect(Dialect):
     server_catalog = ("postgres", None, "pg_database", "datname")
 
     def after_copy(self, session: Any, table: Table) -> None:
-        """Move the id sequence of ``table`` past its largest id (rows were given their ids)."""
+        """Move the id sequence of `table` past its largest id (rows were given their ids)."""
         column = table.autoincrement_column
         if column is None:
             return

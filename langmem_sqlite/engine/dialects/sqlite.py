@@ -58,25 +58,25 @@ truncated): at rest, a database costs its file plus at most this much log (and t
 when the last connection to the file closes)."""
 
 _SECURE_DELETE = {0: "OFF", 1: "ON", 2: "FAST"}
-"""``PRAGMA secure_delete`` values as read -> as set."""
+"""`PRAGMA secure_delete` values as read -> as set."""
 
 _CHECKPOINT_TRIES = 50
 """Times an erasure tries to empty the write-ahead log while readers keep it busy."""
 
 _BUSY = (5, 6)
-"""SQLite's primary result codes ``SQLITE_BUSY`` and ``SQLITE_LOCKED``."""
+"""SQLite's primary result codes `SQLITE_BUSY` and `SQLITE_LOCKED`."""
 
 _CANTOPEN = 14
-"""SQLite's ``SQLITE_CANTOPEN``."""
+"""SQLite's `SQLITE_CANTOPEN`."""
 
 
 def _on_connect(dbapi_conn: Any, _record: Any, *, wal: bool = True) -> None:
-    """Per-connection settings: WAL (unless ``wal`` is false), busy timeout, NORMAL sync,
+    """Per-connection settings: WAL (unless `wal` is false), busy timeout, NORMAL sync,
     foreign keys, the log's bounds.
 
-    Also hands transaction control to this package (``isolation_level = None``): the seam
-    and SQLAlchemy's ``begin`` event (:func:`_on_begin`) start transactions themselves, so
-    that writers start with ``BEGIN IMMEDIATE``.
+    Also hands transaction control to this package (`isolation_level = None`): the seam
+    and SQLAlchemy's `begin` event (`_on_begin`) start transactions themselves, so
+    that writers start with `BEGIN IMMEDIATE`.
     """
     dbapi_conn.isolation_level = None
     cur = dbapi_conn.cursor()
@@ -96,27 +96,27 @@ def _on_connect(dbapi_conn: Any, _record: Any, *, wal: bool = True) -> None:
 def _on_connect_reading(dbapi_conn: Any, record: Any) -> None:
     """A reading engine's connection (see
     [`reading_database`][langmem_sqlite.engine.reading_database]): the same settings, the
-    file's journal mode left as it is, and every write refused (``PRAGMA query_only``). Being
-    read-write, the last such connection to a file in WAL mode still removes the ``-wal`` and
-    ``-shm`` files when it closes."""
+    file's journal mode left as it is, and every write refused (`PRAGMA query_only`). Being
+    read-write, the last such connection to a file in WAL mode still removes the `-wal` and
+    `-shm` files when it closes."""
     _on_connect(dbapi_conn, record, wal=False)
     dbapi_conn.execute("PRAGMA query_only = ON")
 
 
 def _own_transactions(dbapi_conn: Any) -> None:
-    """Take transaction control back from ``sqlite3`` if a connection lost it: SQLAlchemy puts
-    the driver's ``isolation_level`` back to ``""`` when a connection used with the
-    ``AUTOCOMMIT`` option returns to the pool, and ``sqlite3`` would then open transactions of
+    """Take transaction control back from `sqlite3` if a connection lost it: SQLAlchemy puts
+    the driver's `isolation_level` back to `""` when a connection used with the
+    `AUTOCOMMIT` option returns to the pool, and `sqlite3` would then open transactions of
     its own before writes."""
     if dbapi_conn.isolation_level is not None:
         dbapi_conn.isolation_level = None
 
 
 def _on_begin(conn: Connection) -> None:
-    """Start a SQLAlchemy ``Connection``'s transaction: ``BEGIN IMMEDIATE`` for writers.
+    """Start a SQLAlchemy `Connection`'s transaction: `BEGIN IMMEDIATE` for writers.
 
-    A deferred transaction that reads and then writes can fail with ``SQLITE_BUSY`` without
-    waiting for ``busy_timeout``; taking the write lock up front makes writers queue instead.
+    A deferred transaction that reads and then writes can fail with `SQLITE_BUSY` without
+    waiting for `busy_timeout`; taking the write lock up front makes writers queue instead.
     """
     options = conn.get_execution_options()
     _own_transactions(conn.connection.dbapi_connection)
@@ -129,7 +129,7 @@ def _on_begin(conn: Connection) -> None:
 def _enable_auto_vacuum(conn: Connection) -> None:
     """Switch a new SQLite file to incremental auto-vacuum (a no-op once it holds data).
 
-    Runs as a step of its own (``VACUUM`` cannot run in a transaction), so async callers run it
+    Runs as a step of its own (`VACUUM` cannot run in a transaction), so async callers run it
     on the async engine instead of blocking their event loop.
     """
     conn.execution_options(isolation_level="AUTOCOMMIT")
@@ -147,14 +147,14 @@ def _enable_auto_vacuum(conn: Connection) -> None:
 
 
 def _code(error: Any) -> int | None:
-    """The primary result code of a ``sqlite3`` error (None on Python 3.10, which has none)."""
+    """The primary result code of a `sqlite3` error (None on Python 3.10, which has none)."""
     code = getattr(error, "sqlite_errorcode", None)
     return None if code is None else int(code) & 0xFF
 
 
 class SQLiteDialect(Dialect):
-    """SQLite through the standard library's ``sqlite3`` (``aiosqlite`` for a caller's
-    ``AsyncEngine``)."""
+    """SQLite through the standard library's `sqlite3` (`aiosqlite` for a caller's
+    `AsyncEngine`)."""
 
     namespace_listing_index = True
 
@@ -250,8 +250,8 @@ class SQLiteDialect(Dialect):
     def metadata_contains(
         cls, column: Any, filter: Mapping[str, str | int]
     ) -> list[ColumnElement[bool]]:
-        """``EXISTS (SELECT 1 FROM json_each(column) WHERE key = :key AND value = :value)`` per
-        key (``json_each`` reads ``true`` as 1: an over-selection the caller's test removes)."""
+        """`EXISTS (SELECT 1 FROM json_each(column) WHERE key = :key AND value = :value)` per
+        key (`json_each` reads `true` as 1: an over-selection the caller's test removes)."""
         conds: list[ColumnElement[bool]] = []
         for key, value in filter.items():
             k = literal(key, String())
@@ -271,9 +271,9 @@ class SQLiteDialect(Dialect):
         return None if self.file_path(url) is None else _enable_auto_vacuum
 
     def give_back_space(self, engine: Engine, full: bool) -> None:
-        """``PRAGMA incremental_vacuum`` (effective on files in incremental auto-vacuum mode,
-        see :meth:`checkpoint_file_setup`), or with ``full`` a ``VACUUM``, which also switches
-        an older file to that mode; then the write-ahead log is truncated. ``VACUUM``
+        """`PRAGMA incremental_vacuum` (effective on files in incremental auto-vacuum mode,
+        see `checkpoint_file_setup`), or with `full` a `VACUUM`, which also switches
+        an older file to that mode; then the write-ahead log is truncated. `VACUUM`
         rewrites the file and needs as much free disk space."""
         raw = engine.raw_connection()
         try:
@@ -298,8 +298,8 @@ class SQLiteDialect(Dialect):
         return value if type(value) is int and -(2**63) <= value < 2**63 else float(value)
 
     def at_pairs(self, table: Table, columns: tuple[str, str]) -> Any:
-        """The pairs as one JSON array, each looked up in the index on ``columns``: SQLite
-        uses no index for a row-value ``IN`` list and scans the table (16 ms per 500 pairs at
+        """The pairs as one JSON array, each looked up in the index on `columns`: SQLite
+        uses no index for a row-value `IN` list and scans the table (16 ms per 500 pairs at
         50,000 items)."""
         a, b = columns
         j = func.json_each(bindparam("pairs_json", type_=Text)).table_valued("value")
@@ -318,8 +318,8 @@ class SQLiteDialect(Dialect):
 
     @contextlib.contextmanager
     def overwriting_deletes(self, session: Any) -> Iterator[None]:
-        """``PRAGMA secure_delete = ON`` within the block (deleted rows are overwritten with
-        zeros in the pages they leave, also on builds without ``SQLITE_SECURE_DELETE``), and
+        """`PRAGMA secure_delete = ON` within the block (deleted rows are overwritten with
+        zeros in the pages they leave, also on builds without `SQLITE_SECURE_DELETE`), and
         the connection's setting back afterwards."""
         was = _SECURE_DELETE.get(int(session.exec_driver_sql("PRAGMA secure_delete").scalar()))
         session.exec_driver_sql("PRAGMA secure_delete = ON")
@@ -330,10 +330,10 @@ class SQLiteDialect(Dialect):
                 session.exec_driver_sql(f"PRAGMA secure_delete = {was}")
 
     def scrub(self, conn: Connection, vacuum: bool) -> bool | None:
-        """``VACUUM`` (if asked) rewrites the file, so that no free page or free space within a
-        page keeps a copy; ``PRAGMA wal_checkpoint(TRUNCATE)`` empties the write-ahead log
+        """`VACUUM` (if asked) rewrites the file, so that no free page or free space within a
+        page keeps a copy; `PRAGMA wal_checkpoint(TRUNCATE)` empties the write-ahead log
         (retried while a reader keeps it busy). Runs outside a transaction, on the pooled
-        DB-API connection; ``None`` for a database in memory."""
+        DB-API connection; `None` for a database in memory."""
         if self.is_private(conn.engine.url):
             return None
         cursor = conn.connection.dbapi_connection.cursor()  # type: ignore[union-attr]

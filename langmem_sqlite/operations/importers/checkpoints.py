@@ -1,9 +1,11 @@
-"""Any LangGraph checkpointer (``SqliteSaver`` files, ``PostgresSaver`` databases) -> SQLSaver.
+"""Any LangGraph checkpointer (`SqliteSaver` files, `PostgresSaver` databases) -> SQLSaver.
 
-The source is read through its own saver (``list`` per thread), so whatever it stores
+The source is read through its own saver (`list` per thread), so whatever it stores
 (inline values, blobs, writes) comes back as LangGraph objects; they are written with
-:meth:`SQLSaver.put` and :meth:`SQLSaver.put_writes` oldest first, each checkpoint with the
-channel versions that changed since its parent, exactly as a running graph writes them.
+[`SQLSaver.put`][langmem_sqlite.checkpoint.saver.SQLSaver.put] and
+[`SQLSaver.put_writes`][langmem_sqlite.checkpoint.saver.SQLSaver.put_writes] oldest first, each
+checkpoint with the channel versions that changed since its parent, exactly as a running graph
+writes them.
 """
 
 from __future__ import annotations
@@ -33,9 +35,9 @@ __all__ = [
 
 @contextmanager
 def open_sqlite_saver(path: str | Path) -> Iterator[BaseCheckpointSaver[Any]]:
-    """A ``SqliteSaver`` (langgraph-checkpoint-sqlite) reading an existing file: its
-    connection refuses writes (``PRAGMA query_only``), so the file keeps its bytes and journal
-    mode, and closing it leaves no ``-wal`` or ``-shm`` file.
+    """A `SqliteSaver` (langgraph-checkpoint-sqlite) reading an existing file: its
+    connection refuses writes (`PRAGMA query_only`), so the file keeps its bytes and journal
+    mode, and closing it leaves no `-wal` or `-shm` file.
 
     Raises:
         FileNotFoundError: no such file.
@@ -54,7 +56,7 @@ def open_sqlite_saver(path: str | Path) -> Iterator[BaseCheckpointSaver[Any]]:
 
 @contextmanager
 def open_postgres_saver(url: str) -> Iterator[BaseCheckpointSaver[Any]]:
-    """A ``PostgresSaver`` (langgraph-checkpoint-postgres) on ``postgresql://...``."""
+    """A `PostgresSaver` (langgraph-checkpoint-postgres) on `postgresql://...`."""
     from langgraph.checkpoint.postgres import PostgresSaver
 
     with PostgresSaver.from_conn_string(url.replace("postgresql+psycopg://", "postgresql://")) as s:
@@ -62,7 +64,7 @@ def open_postgres_saver(url: str) -> Iterator[BaseCheckpointSaver[Any]]:
 
 
 def source_thread_ids(source_db: Any, table: str = "checkpoints") -> list[str]:
-    """The thread ids in the anchor's ``checkpoints`` table (read with SQLAlchemy)."""
+    """The thread ids in the anchor's `checkpoints` table (read with SQLAlchemy)."""
     with source_connection(source_db) as conn:
         if not sa.inspect(conn).has_table(table):
             raise ValueError(
@@ -131,8 +133,8 @@ def _verify(target: SQLSaver, t: CheckpointTuple, metadata: Any) -> None:
 def _thread_user(
     tuples: Sequence[CheckpointTuple], user_id: str | None, user_key: str | None
 ) -> str | None:
-    """The user the imported thread belongs to: ``user_id``, else the newest value of
-    ``user_key`` in its checkpoints' metadata (``None``: leave the metadata as it is)."""
+    """The user the imported thread belongs to: `user_id`, else the newest value of
+    `user_key` in its checkpoints' metadata (`None`: leave the metadata as it is)."""
     if user_id is not None:
         return user_id
     if user_key is None:
@@ -159,29 +161,32 @@ def import_checkpoints(
     user_key: str | None = None,
     progress: bool = False,
 ) -> ImportReport:
-    """Copy ``thread_ids`` (every namespace, checkpoint and pending write) from ``source``.
+    """Copy `thread_ids` (every namespace, checkpoint and pending write) from `source`.
 
-    Checkpoints already in ``target`` are skipped (their writes are re-offered; first write
+    Checkpoints already in `target` are skipped (their writes are re-offered; first write
     wins), so the import can be re-run after an interruption. Every checkpoint is read back
-    from ``target`` and compared (values, metadata, pending writes). Both databases are
+    from `target` and compared (values, metadata, pending writes). Both databases are
     reached, and every thread is looked up, before anything is written.
 
     Args:
-        source: the saver to read (see :func:`open_sqlite_saver`, :func:`open_postgres_saver`).
+        source: the saver to read (see
+            [`open_sqlite_saver`][langmem_sqlite.operations.importers.open_sqlite_saver],
+            [`open_postgres_saver`][langmem_sqlite.operations.importers.open_postgres_saver]).
         target: where to import.
-        thread_ids: the threads to import (a list: a single id is ``[thread_id]``).
-        user_id: the user the imported threads belong to: written as the ``user_id`` key of
+        thread_ids: the threads to import (a list: a single id is `[thread_id]`).
+        user_id: the user the imported threads belong to: written as the `user_id` key of
             every checkpoint's metadata, as LangGraph does for a graph run with
-            ``configurable.user_id``, so that ``list_threads(metadata={"user_id": ...})`` and
-            ``langmem-sqlite users`` find them.
-        user_key: instead of ``user_id``, take each thread's user from this key of its
+            `configurable.user_id`, so that `list_threads(metadata={"user_id": ...})` and
+            `langmem-sqlite users` find them.
+        user_key: instead of `user_id`, take each thread's user from this key of its
             checkpoints' metadata (threads without it keep their metadata as it is).
         progress: show a progress bar (stderr).
 
     Raises:
-        TypeError: ``target`` is not a :class:`SQLSaver`, or ``thread_ids`` is a single string.
-        ValueError: both ``user_id`` and ``user_key``.
-        LookupError: a thread has no checkpoint in ``source``.
+        TypeError: `target` is not a [`SQLSaver`][langmem_sqlite.SQLSaver], or `thread_ids` is a
+            single string.
+        ValueError: both `user_id` and `user_key`.
+        LookupError: a thread has no checkpoint in `source`.
         ImportMismatchError: a checkpoint reads back different.
     """
     if not isinstance(target, SQLSaver):

@@ -1,4 +1,5 @@
-"""langchain-community ``SQLChatMessageHistory`` tables -> :class:`ConversationStore`."""
+"""langchain-community `SQLChatMessageHistory` tables ->
+[`ConversationStore`][langmem_sqlite.ConversationStore]."""
 
 from __future__ import annotations
 
@@ -15,7 +16,9 @@ from .report import ImportMismatchError, ImportReport, progress_bar, source_conn
 __all__ = ["MAX_BATCH_SIZE", "import_chat_history"]
 
 MAX_BATCH_SIZE = 100_000
-"""The largest ``batch_size`` of :func:`import_chat_history` (messages per transaction)."""
+"""The largest `batch_size` of
+[`import_chat_history`][langmem_sqlite.operations.importers.import_chat_history] (messages per
+transaction)."""
 
 
 def _reflect(conn: sa.Connection, table: str, session_column: str) -> sa.Table:
@@ -62,27 +65,27 @@ def import_chat_history(
     batch_size: int = 500,
     progress: bool = False,
 ) -> ImportReport:
-    """Copy every session of a ``SQLChatMessageHistory`` table into ``target``.
+    """Copy every session of a `SQLChatMessageHistory` table into `target`.
 
-    Messages are appended in the source's ``id`` order. A session already (partly) in the
+    Messages are appended in the source's `id` order. A session already (partly) in the
     target is checked against the source and only its missing tail is copied, so running again
     after an interruption resumes and running twice changes nothing. Every session is read back
     and compared after the copy.
 
     Args:
-        source: the source database: URL, SQLite path, ``Engine`` or ``Database``.
+        source: the source database: URL, SQLite path, `Engine` or `Database`.
         target: where to import.
-        table: the source table (langchain-community's default ``message_store``).
+        table: the source table (langchain-community's default `message_store`).
         session_column: its session column.
-        user_id: the user the imported sessions belong to in ``target`` (default: none).
+        user_id: the user the imported sessions belong to in `target` (default: none).
         batch_size: messages per read and per write transaction (1 to
-            :data:`MAX_BATCH_SIZE`).
+            `MAX_BATCH_SIZE`).
         progress: show a progress bar (stderr).
 
     Both databases are reached before anything is written or a progress bar is shown.
 
     Raises:
-        ValueError: ``batch_size`` out of range, no such table, or not a chat history table
+        ValueError: `batch_size` out of range, no such table, or not a chat history table
             (nothing is written).
         ImportMismatchError: a target session holds messages that differ from the source.
     """

@@ -22,13 +22,13 @@ class ImportMismatchError(ValueError):
 
 @dataclass
 class ImportReport:
-    """Counts of one import run; ``verified`` means every item was read back equal."""
+    """Counts of one import run; `verified` means every item was read back equal."""
 
     kind: str
     containers: int = 0
-    """Sessions or threads found in the source (see ``container``)."""
+    """Sessions or threads found in the source (see `container`)."""
     imported: int = 0
-    """Messages or checkpoints written by this run (see ``item``)."""
+    """Messages or checkpoints written by this run (see `item`)."""
     skipped: int = 0
     """Already present in the target (an earlier, possibly interrupted, run)."""
     writes: int = 0
@@ -38,13 +38,13 @@ class ImportReport:
     verified: bool = False
     details: dict[str, Any] = field(default_factory=dict)
     container: str = "sessions"
-    """What ``containers`` counts: ``"sessions"`` or ``"threads"``."""
+    """What `containers` counts: `"sessions"` or `"threads"`."""
     item: str = "messages"
-    """What ``imported`` and ``skipped`` count: ``"messages"`` or ``"checkpoints"``."""
+    """What `imported` and `skipped` count: `"messages"` or `"checkpoints"`."""
 
     def summary(self) -> str:
-        """One line for people, e.g. ``2 threads found, 7 checkpoints imported, 0 already
-        there, pending writes: 9 imported, 0 already present; verified by reading back``."""
+        """One line for people, e.g. `2 threads found, 7 checkpoints imported, 0 already
+        there, pending writes: 9 imported, 0 already present; verified by reading back`."""
 
         def count(n: int, plural: str) -> str:
             return f"{n} {plural[:-1] if n == 1 else plural}"
@@ -90,7 +90,7 @@ class _Bar:
 
 @contextmanager
 def progress_bar(label: str, total: int, show: bool) -> Iterator[Any]:
-    """A rich progress bar on stderr (or a no-op) with ``advance(n)``."""
+    """A rich progress bar on stderr (or a no-op) with `advance(n)`."""
     if not show:
         yield _NoBar()
         return
@@ -112,15 +112,15 @@ def source_name(conn: Any) -> str:
 
 @contextmanager
 def source_connection(source: Any) -> Iterator[Any]:
-    """A SQLAlchemy ``Connection`` reading ``source`` (a URL, a path, an ``Engine`` or a
+    """A SQLAlchemy `Connection` reading `source` (a URL, a path, an `Engine` or a
     [`Database`][langmem_sqlite.Database]) through
     [`reading_database`][langmem_sqlite.engine.reading_database]: a SQLite file keeps
     its journal mode and is never written. A source given as a URL or a path has its
     connections closed when the block ends, so that a SQLite file and its directory are left as
-    they were found (no ``-wal`` or ``-shm`` file).
+    they were found (no `-wal` or `-shm` file).
 
     Raises:
-        FileNotFoundError: ``source`` names a SQLite file that does not exist.
+        FileNotFoundError: `source` names a SQLite file that does not exist.
     """
     import os
 
