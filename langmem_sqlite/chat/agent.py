@@ -30,6 +30,7 @@ from langgraph.store.base import BaseStore, SearchItem
 from typing_extensions import NotRequired, TypedDict
 
 from ..context import ContextPolicy
+from ..engine.errors import DatabaseUnavailableError
 from ..memory import Memory
 from ..store import UserFacts, fact_tools
 from ..validation import check_id
@@ -156,13 +157,16 @@ class ChatSession:
 
         Raises:
             ValueError: `text` is empty.
-            Exception: the model's (or the database's) error, re-raised.
+            DatabaseUnavailableError: the database cannot be used (nothing was copied).
+            Exception: the model's error, re-raised.
         """
         if not isinstance(text, str) or not text.strip():
             raise ValueError("text: must be a non-empty string")
         before = len(self.messages())
         try:
             out = self.graph.invoke({"messages": [HumanMessage(text)]}, self.config)
+        except DatabaseUnavailableError:
+            raise  # the memory itself cannot be reached: nothing to copy
         except BaseException:
             # the checkpointer kept what the turn stored (the question at least): so do the
             # conversation tables, and the thread, `sessions` and `history` agree

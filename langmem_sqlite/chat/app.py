@@ -8,6 +8,7 @@ from collections.abc import Callable, Iterable
 from langchain_core.messages import AIMessage, BaseMessage, ToolMessage
 
 from ..context import ContextPolicy
+from ..engine.errors import DatabaseUnavailableError
 from ..memory import Memory
 from ..messages.counting import resolve_message_counter
 from .agent import SYSTEM_PROMPT, ChatSession, build_chat_graph
@@ -178,6 +179,7 @@ def run_lines(
     and the chat goes on: what was stored stays.
 
     Raises:
+        DatabaseUnavailableError: the database cannot be used (the chat ends).
         TypeError: `lines` is a single `str` (pass `text.splitlines()`).
     """
     if isinstance(lines, str):
@@ -204,6 +206,8 @@ def run_lines(
                 raise
             echo("(reply interrupted; the conversation so far is kept)")
             continue
+        except DatabaseUnavailableError:
+            raise  # without its memory the chat cannot go on
         except Exception as e:
             echo(f"error: no reply: {_reason(e)} (your message is kept)")
             continue
