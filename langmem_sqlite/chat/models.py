@@ -57,7 +57,8 @@ def choose_model(
         from langchain_openai import ChatOpenAI
     except ImportError as e:  # pragma: no cover - the openai extra is in the test extra
         raise ImportError(
-            'a real model needs langchain-openai: pip install "langmem-sqlite[openai]"'
+            'a real model needs langchain-openai: the package\'s "openai" extra '
+            '(pip install ".[openai]" in its checkout)'
         ) from e
     name = model or DEFAULT_MODEL
     kwargs: dict[str, Any] = {"model": name, "api_key": key or "not-needed"}

@@ -535,7 +535,7 @@ def _from_url(url: URL, engine_args: dict[str, Any], retry_seconds: float | None
         extra = cls.extra or url.get_backend_name()
         raise ImportError(
             f"connection: the driver for {url.drivername!r} is not installed: "
-            f"pip install 'langmem-sqlite[{extra}]' ({e})"
+            f"the package's {extra!r} extra (pip install '.[{extra}]' in its checkout; {e})"
         ) from e
     return Database(sync, retry_seconds=retry_seconds, owned=True)
 

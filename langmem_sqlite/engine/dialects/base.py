@@ -56,7 +56,7 @@ class Dialect:
     aliases: ClassVar[dict[str, str]] = {}
     """Other spellings of the URL's driver name -> the one SQLAlchemy knows (`postgres://`)."""
     extra: ClassVar[str | None] = None
-    """The package extra that installs the driver (`pip install 'langmem-sqlite[extra]'`)."""
+    """The package extra that installs the driver (`pip install ".[extra]"` in the package's checkout)."""
 
     def __init__(self, engine: Engine) -> None:
         self.sa = engine.dialect
