@@ -8,7 +8,6 @@ configs, versions and writes are checked before anything is written.
 from __future__ import annotations
 
 import math
-import time
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -30,7 +29,6 @@ __all__ = [
     "check_writes",
     "ckpt_config",
     "delta_names",
-    "now_ms",
     "record_values",
     "scope",
     "split_versions",
@@ -60,11 +58,6 @@ class ThreadInfo:
     """Checkpoints of the thread, all namespaces included."""
     metadata: dict[str, Any] | None
     """Scalar metadata of the thread's latest root checkpoint (`user_id`, `source`...)."""
-
-
-def now_ms() -> int:
-    """The time in ms since the epoch."""
-    return time.time_ns() // 1_000_000
 
 
 def version_text(version: Any, channel: str) -> str:

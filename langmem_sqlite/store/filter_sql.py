@@ -24,7 +24,7 @@ from ..engine.dialects import Dialect
 from ..engine.schema import Tables
 from ..engine.session import Session
 from . import namespaces
-from .filters import is_finite_json, is_operator_dict
+from .filters import is_finite_json, is_number, is_operator_dict
 from .rows import _live, _under
 from .sealed import Sealer
 
@@ -189,7 +189,7 @@ def _pg_condition(t: Tables, path: tuple[str, ...], op: str, v: Any, name: str) 
         return doc.op("@>")(operand), True
     if op == "$eq":
         return at.op("=")(operand), True
-    if op in _RANGES and _is_number(v):
+    if op in _RANGES and is_number(v):
         return sa.and_(at.op(_SQL_OP[op])(operand), sa.func.jsonb_typeof(at) == "number"), True
     return None, False
 
@@ -204,10 +204,6 @@ def _nested(path: tuple[str, ...], v: Any) -> Any:
     for name in reversed(path):
         v = {name: v}
     return v
-
-
-def _is_number(v: Any) -> bool:
-    return isinstance(v, int | float) and not isinstance(v, bool)
 
 
 _LABEL = re.compile(r'^[^"\\\x00-\x1f]{1,200}$')

@@ -62,11 +62,6 @@ class Lane(Generic[P]):
         """(future, operations or one operation, whether one)"""
         self.loop = asyncio.get_running_loop()
 
-    @property
-    def queued(self) -> int:
-        """Batches waiting for a slot."""
-        return len(self._queue)
-
     def enter(self) -> bool:
         """Take a slot for a call run as it is, if one is free and nothing waits; then
         `leave` must follow."""

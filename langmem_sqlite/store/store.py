@@ -38,12 +38,14 @@ from langgraph.store.base import (
     TTLConfig,
 )
 
+from .. import clock
 from ..crypto import MessageCipher, resolve_cipher
 from ..engine import Database, DatabaseLike, Plan, Step, get_database
 from ..engine.migrations import schema_plan
-from ..engine.schema import DEFAULT_PREFIX, Tables, get_tables
+from ..engine.schema import DEFAULT_PREFIX, ID_MAX_CHARS, Tables, get_tables
 from ..engine.session import Session
-from . import clock, namespaces
+from ..validation import check_text
+from . import namespaces
 from .async_api import Shortcut, _AsyncAPI
 from .checks import check_page, check_ttl_config, public_labels
 from .filter_sql import SearchQuery
@@ -344,7 +346,7 @@ class SQLStore(_AsyncAPI, _Lifecycle, _Preparing):
         ns = namespaces.encoded(namespace, allow_empty=True)
         if "." in ns:
             public_labels(namespace)
-        return ns, namespaces.check_text(str(key), "key")
+        return ns, check_text(str(key), "key", max_chars=ID_MAX_CHARS)
 
     def _get_shortcut_of(self, ns: str, k: str, refresh_ttl: bool | None) -> Shortcut[Item | None]:
         now = clock.now_us()
