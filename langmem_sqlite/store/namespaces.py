@@ -81,7 +81,7 @@ _KNOWN_LIMIT = 4096
 
 def encoded(namespace: Any, name: str = "namespace", *, allow_empty: bool = False) -> str:
     """`encode(check_namespace(namespace))`, remembered for the namespaces seen last (an app
-    reads and writes the same few namespaces over and over: a get then skips 10 µs of checks).
+    reads and writes the same few namespaces over and over: a get then skips the checks).
 
     Raises:
         TypeError, ValueError: as `check_namespace`.
