@@ -8,7 +8,10 @@ from __future__ import annotations
 import time
 from datetime import datetime, timedelta, timezone
 
-__all__ = ["dt", "now_ms", "now_us"]
+__all__ = ["DAY_MS", "dt", "now_ms", "now_us"]
+
+DAY_MS = 86_400_000
+"""One day in milliseconds."""
 
 _EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
 

@@ -36,7 +36,6 @@ from . import puts, reads, threads
 from .codec import dumps, loads
 from .meta import check_filter, json_copy, json_safe, matches, prefilter
 from .records import (
-    DAY_MS,
     DELETE_BATCH,
     MAX_IDLE_DAYS,
     NOT_IN_RECORD,
@@ -472,7 +471,7 @@ class SaverPlans(BaseCheckpointSaver[str]):
 
     def _idle_plan(self, days: float) -> Plan[int]:
         days = check_number(days, "days", low=0, high=MAX_IDLE_DAYS)
-        cutoff = clock.now_ms() - int(days * DAY_MS)
+        cutoff = clock.now_ms() - int(days * clock.DAY_MS)
         total = 0
         while True:
             ids = yield from self._op(threads.delete_idle_threads, cutoff, DELETE_BATCH, write=True)

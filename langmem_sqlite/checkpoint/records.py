@@ -20,7 +20,6 @@ from ..validation import check_id, check_list, check_text
 from .storage import key_hash
 
 __all__ = [
-    "DAY_MS",
     "DELETE_BATCH",
     "MAX_IDLE_DAYS",
     "NOT_IN_RECORD",
@@ -35,7 +34,6 @@ __all__ = [
     "version_text",
 ]
 
-DAY_MS = 86_400_000
 MAX_IDLE_DAYS = 100_000_000_000
 """The largest `days` of
 [`SQLSaver.delete_idle_threads`][langmem_sqlite.checkpoint.saver.SQLSaver.delete_idle_threads]: its

@@ -53,8 +53,6 @@ DEFAULT_MAX_MESSAGE_BYTES = 32 * 1024 * 1024
 """Largest serialized message accepted by default (MariaDB's default packet limit is 16 MiB
 per statement for a single value; raise `max_allowed_packet` there for larger messages)."""
 
-_DAY_MS = 86_400_000
-
 MAX_MESSAGE_TOKENS = 2**40
 """The largest token count a `token_counter` may give one message: a session's running
 total stays within a 64-bit integer up to 8 million such messages."""
@@ -76,7 +74,7 @@ def idle_cutoff(days: Any) -> int:
             [`MAX_DAYS`][langmem_sqlite.history.store.MAX_DAYS] (a `bool`, NaN and the infinities
             included); the message names `days` and the range.
     """
-    return clock.now_ms() - int(check_number(days, "days", low=0, high=MAX_DAYS) * _DAY_MS)
+    return clock.now_ms() - int(check_number(days, "days", low=0, high=MAX_DAYS) * clock.DAY_MS)
 
 
 class ConversationStore:
