@@ -1,14 +1,27 @@
-"""Where the package's data lives when the caller names no database (a light module: the
+"""Defaults and limits that the command line shares with the library (a light module: the
 command line reads it before loading anything else)."""
 
 from __future__ import annotations
 
 import os
 
-__all__ = ["DEFAULT_DATABASE", "default_connection"]
+__all__ = ["DEFAULT_DATABASE", "DEFAULT_PREFIX", "INT64_MAX", "MAX_DAYS", "default_connection"]
 
 DEFAULT_DATABASE = "langmem.db"
 """The SQLite file used when no connection is given and `$LANGMEM_SQLITE_URL` is not set."""
+
+DEFAULT_PREFIX = "langmem_"
+"""Table-name prefix used unless a `table_prefix` is given."""
+
+INT64_MAX = 2**63 - 1
+"""The largest integer every supported database stores (a signed 64-bit integer)."""
+
+MAX_DAYS = 100_000_000
+"""The largest `days` of
+[`ConversationStore.delete_sessions_older_than`][langmem_sqlite.history.store.ConversationStore.delete_sessions_older_than]
+and of the retention commands (about 270,000 years): `days` in milliseconds stays below 2**53,
+so a whole number of days is exact, and the cutoff fits the 64-bit integer every database
+stores."""
 
 
 def default_connection() -> str:

@@ -7,6 +7,7 @@ import uuid
 from collections.abc import Iterable, Mapping
 from typing import Any
 
+from .defaults import INT64_MAX
 from .engine.schema import ID_MAX_CHARS
 
 __all__ = [
@@ -20,9 +21,6 @@ __all__ = [
     "check_positive",
     "check_text",
 ]
-
-INT64_MAX = 2**63 - 1
-"""The largest integer every supported database stores (a signed 64-bit integer)."""
 
 IdLike = str | int | uuid.UUID
 """What users may pass as a user, session or thread id; stored as its `str`."""
@@ -42,20 +40,22 @@ def check_id(value: Any, name: str) -> str:
     text = str(value)
     if not text.strip():
         raise ValueError(f"{name}: must not be empty")
-    if len(text) > ID_MAX_CHARS:
-        raise ValueError(f"{name}: longer than {ID_MAX_CHARS} characters")
-    return check_text(text, name)
+    return check_text(text, name, max_chars=ID_MAX_CHARS)
 
 
-def check_text(value: Any, name: str) -> str:
-    """A `str` that every database stores as text: no NUL, no lone surrogates.
+def check_text(value: Any, name: str, *, max_chars: int | None = None) -> str:
+    """A `str` that every database stores as text: no NUL, no lone surrogates, and at most
+    `max_chars` characters if given (store keys and namespace labels take
+    `ID_MAX_CHARS`); empty and blank strings pass.
 
     Raises:
         TypeError: not a `str`.
-        ValueError: holds NUL characters or lone surrogates.
+        ValueError: longer than `max_chars`, or holds NUL characters or lone surrogates.
     """
     if not isinstance(value, str):
         raise TypeError(f"{name}: expected str, got {type(value).__name__}")
+    if max_chars is not None and len(value) > max_chars:
+        raise ValueError(f"{name}: longer than {max_chars} characters")
     if "\x00" in value:
         raise ValueError(f"{name}: must not contain NUL characters")
     try:

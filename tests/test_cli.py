@@ -460,10 +460,3 @@ def test_public_names_are_importable() -> None:
     assert set(langmem_sqlite.__all__) == set(langmem_sqlite._EXPORTS)
     with pytest.raises(AttributeError):
         _ = langmem_sqlite.nothing_here  # type: ignore[attr-defined]
-
-
-def test_default_prefix_matches_the_schema() -> None:
-    from langmem_sqlite.cli.base import DEFAULT_PREFIX
-    from langmem_sqlite.engine.schema import DEFAULT_PREFIX as SCHEMA_PREFIX
-
-    assert DEFAULT_PREFIX == SCHEMA_PREFIX

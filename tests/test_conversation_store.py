@@ -9,7 +9,7 @@ import pytest
 import sqlalchemy as sa
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, SystemMessage, ToolMessage
 
-from langmem_sqlite import ConversationStore
+from langmem_sqlite import ConversationStore, clock
 
 
 def turns(n: int, tag: str = "") -> list[BaseMessage]:
@@ -234,6 +234,16 @@ def test_retention(store: ConversationStore) -> None:
     with store.db.sync_engine.connect() as conn:
         n = conn.execute(sa.select(sa.func.count()).select_from(store.tables.messages)).scalar()
     assert n == 2  # the stale sessions' messages are gone too
+
+
+def test_retention_reads_the_package_clock(
+    store: ConversationStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    store.add_messages("s", turns(1))
+    later = clock.now_us() + 40 * 86_400_000_000
+    monkeypatch.setattr(clock, "now_us", lambda: later)
+    assert store.delete_sessions_older_than(30) == 1  # 40 days later by the one clock
+    assert store.list_sessions() == []
 
 
 def test_skip_existing_dedupes_by_id(store: ConversationStore) -> None:

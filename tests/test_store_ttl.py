@@ -1,6 +1,6 @@
 """SQLStore TTL: expiry, refresh on read, sweeping (on demand and in the background).
 
-The store's clock (``langmem_sqlite.store.clock.now_us``) is moved forward by the tests; the
+The package's clock (``langmem_sqlite.clock.now_us``) is moved forward by the tests; the
 databases are real.
 """
 
@@ -14,7 +14,7 @@ import sqlalchemy as sa
 from langchain_core.embeddings import DeterministicFakeEmbedding
 from langgraph.store.base import GetOp, InvalidNamespaceError, PutOp, SearchOp
 
-import langmem_sqlite.store.clock as store_clock
+import langmem_sqlite.clock as package_clock
 from langmem_sqlite import SQLStore
 from langmem_sqlite.engine import get_database
 from langmem_sqlite.engine.schema import get_tables
@@ -36,7 +36,7 @@ class Clock:
 @pytest.fixture
 def clock(monkeypatch: pytest.MonkeyPatch) -> Clock:
     c = Clock()
-    monkeypatch.setattr(store_clock, "now_us", c)
+    monkeypatch.setattr(package_clock, "now_us", c)
     return c
 
 

@@ -1,29 +1,12 @@
-"""How the checkpointer turns values into stored bytes and back: the saver's serializer, then
-zlib; and a refusal of what LangGraph's serializer would change silently.
+"""Checkpoint values to stored bytes and back: the saver's serializer, then zlib.
 
 Every value goes through `serde.dumps_typed` (so `EncryptedSerializer` and allowlists cover
-everything). Serialized values of 64 bytes or more are then deflated with a preset dictionary
-(`zdict`) when that saves at least a tenth; the stored type gets a `+zd` suffix and
-`loads` undoes it. Encrypted output does not compress and stays as it is. Rows of earlier
-versions read as before: without a suffix, or `+z` (zlib without a dictionary, from 64 or
-512 bytes up).
-
-Why a dictionary: most values are small (one message in a pending write or a list delta, a
-checkpoint's record) and each repeats the serializer's framing, which plain zlib has not seen
-yet: it saved 15-30% on them, the dictionary about 60%. Each call copies a compressor primed
-with the dictionary: 4-8 us up to 2 KiB, 10-13 us above (plain zlib's setup cost as much).
-Decompression stops at `MAX_VALUE_BYTES`, so a damaged or hostile row cannot make a read
-allocate without bound.
-
-LangGraph's `JsonPlusSerializer` packs with `OPT_REPLACE_SURROGATES`: a string holding a lone
-surrogate (`"a\\ud800b"`, e.g. from bytes decoded with `surrogateescape`) is stored as
-`"a?b"`, and the graph later reads a different value than it wrote. `dumps` serializes
-with the saver's serializer as usual and raises `ValueError` instead when a value would have
-been altered that way: nothing is written, and the caller learns which value was at fault.
-
-The check costs nothing for the common case: the plain serializer's output holds no `?` byte
-unless a `?` was in the data. Otherwise (and for serializers whose output cannot be inspected,
-such as `EncryptedSerializer`) the value is packed once more without the replacement option.
+everything); values of 64 bytes or more are deflated with a preset dictionary (`zdict`: small
+values repeat the serializer's framing) when that saves a tenth, marked by a `+zd` suffix on
+the stored type (`+z` rows, zlib without a dictionary, are read too). Decompression stops at
+`MAX_VALUE_BYTES`, so a damaged or hostile row cannot make a read allocate without bound.
+`dumps` refuses a string with a lone surrogate, which LangGraph's serializer would store
+altered (as `?`).
 """
 
 from __future__ import annotations
@@ -55,7 +38,7 @@ MAX_VALUE_BYTES = 2**31
 """Largest value a compressed row may expand to (2 GiB)."""
 # Deflate primed with the dictionary, copied for each value (cheaper than priming again). Values
 # up to 2 KiB take a 4 KiB window and a small hash, which the dictionary and the value fit in:
-# the same output size, and 4-8 us per value instead of 10-13.
+# the same output size, and a cheaper copy.
 _SMALL = 2048
 _PRIMED_SMALL = zlib.compressobj(6, zlib.DEFLATED, -12, 5, zlib.Z_DEFAULT_STRATEGY, ZDICT_V1)
 _PRIMED = zlib.compressobj(6, zlib.DEFLATED, -15, 8, zlib.Z_DEFAULT_STRATEGY, ZDICT_V1)

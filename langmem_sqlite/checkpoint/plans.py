@@ -27,6 +27,7 @@ from langgraph.checkpoint.base import (
 )
 from sqlalchemy import exc
 
+from .. import clock
 from ..engine import Database, Plan, Step
 from ..engine.migrations import schema_plan
 from ..engine.schema import ID_MAX_CHARS, Tables
@@ -35,7 +36,6 @@ from . import puts, reads, threads
 from .codec import dumps, loads
 from .meta import check_filter, json_copy, json_safe, matches, prefilter
 from .records import (
-    DAY_MS,
     DELETE_BATCH,
     MAX_IDLE_DAYS,
     NOT_IN_RECORD,
@@ -43,7 +43,6 @@ from .records import (
     check_writes,
     ckpt_config,
     delta_names,
-    now_ms,
     record_values,
     scope,
     split_versions,
@@ -293,7 +292,7 @@ class SaverPlans(BaseCheckpointSaver[str]):
             metadata=mdata,
             metadata_json=md_json,
             run_id=run_id,
-            created_at=now_ms(),
+            created_at=clock.now_ms(),
         )
         thread_md = md_json if s.ns == "" else None
         # one statement where the dialect sends a put at once (PostgreSQL, see
@@ -414,7 +413,7 @@ class SaverPlans(BaseCheckpointSaver[str]):
         dst = check_id(target_thread_id, "target_thread_id")
         if src == dst:
             raise ValueError("target_thread_id: must differ from source_thread_id")
-        yield from self._op(threads.copy_thread, src, dst, now_ms(), write=True)
+        yield from self._op(threads.copy_thread, src, dst, clock.now_ms(), write=True)
 
     def _delta_channels(self, row: Any) -> list[str]:
         metadata = self._loads(row.metadata_type, row.metadata)
@@ -472,7 +471,7 @@ class SaverPlans(BaseCheckpointSaver[str]):
 
     def _idle_plan(self, days: float) -> Plan[int]:
         days = check_number(days, "days", low=0, high=MAX_IDLE_DAYS)
-        cutoff = now_ms() - int(days * DAY_MS)
+        cutoff = clock.now_ms() - int(days * clock.DAY_MS)
         total = 0
         while True:
             ids = yield from self._op(threads.delete_idle_threads, cutoff, DELETE_BATCH, write=True)

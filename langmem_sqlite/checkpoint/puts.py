@@ -6,10 +6,8 @@ decides how they are sent (`checkpoint_put_in_one_statement`):
 
 - in one transaction, one after the other (SQLite, MariaDB/MySQL);
 - on PostgreSQL, as ONE statement whose data-modifying CTEs are those same inserts, run in
-  autocommit mode: one round trip instead of a transaction's BEGIN, statements and COMMIT.
-  Through a proxy adding 0.5 ms each way, a tiny put took 6.6-7.9 ms as one statement and
-  16.4-17.1 ms as a transaction, a chat turn's put 8.3-8.8 ms against 21.8-24.3 ms; on a
-  local server the two are within the noise of the commit's flush.
+  autocommit mode: one round trip instead of a transaction's BEGIN, statements and COMMIT,
+  which matters when the server is far away.
 
 `put_writes` is one statement. Upserts and inserts that keep an existing row are the dialect
 object's (`upsert`, `insert_ignore`, `checkpoint_insert_new`); a byte value larger than

@@ -8,7 +8,6 @@ configs, versions and writes are checked before anything is written.
 from __future__ import annotations
 
 import math
-import time
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -21,7 +20,6 @@ from ..validation import check_id, check_list, check_text
 from .storage import key_hash
 
 __all__ = [
-    "DAY_MS",
     "DELETE_BATCH",
     "MAX_IDLE_DAYS",
     "NOT_IN_RECORD",
@@ -30,14 +28,12 @@ __all__ = [
     "check_writes",
     "ckpt_config",
     "delta_names",
-    "now_ms",
     "record_values",
     "scope",
     "split_versions",
     "version_text",
 ]
 
-DAY_MS = 86_400_000
 MAX_IDLE_DAYS = 100_000_000_000
 """The largest `days` of
 [`SQLSaver.delete_idle_threads`][langmem_sqlite.checkpoint.saver.SQLSaver.delete_idle_threads]: its
@@ -60,11 +56,6 @@ class ThreadInfo:
     """Checkpoints of the thread, all namespaces included."""
     metadata: dict[str, Any] | None
     """Scalar metadata of the thread's latest root checkpoint (`user_id`, `source`...)."""
-
-
-def now_ms() -> int:
-    """The time in ms since the epoch."""
-    return time.time_ns() // 1_000_000
 
 
 def version_text(version: Any, channel: str) -> str:

@@ -1,37 +1,12 @@
-"""Linear storage of channel values: each value once, lists as deltas from an earlier version.
+"""Channel values stored once per version, lists as deltas, so that a long chat does not
+store each message once per checkpoint.
 
-A checkpoint references one stored value per channel *version* (versions are unique across
-forks, see `next_version`), so a channel that did not change is never written again.
-(Small scalars, None and the graph's input are kept in the checkpoint's own record instead,
-which costs less than a row: see `records.record_values`.) A `list` value (`messages`
-under `add_messages`, any append-only list) is stored as a *delta*: "the first `base_len`
-items of version `base_version` of this channel, then these items". A 200-turn chat therefore
-stores each message a few times instead of once per checkpoint.
-
-**Which version a delta is built on** (skip deltas, as in Subversion's FSFS): the versions of a
-list since its last full copy are numbered 1, 2, 3...; version `d` is a delta from version
-`d & (d - 1)` (`d` with its lowest set bit cleared, 0 being the full copy). Reading version
-`d` decodes the full copy and `popcount(d)` deltas (3 rows for a chat's 400 messages, at
-most 9 while `d < 256`), and a delta holds the items added since its base (on average
-`log2(d) / 2` times the items of one version). Once a list has doubled since its last full copy it
-is stored whole again, which bounds the full copies to about twice the items (a geometric series).
-
-**How the shared prefix is found**: from the items' serialized bytes, never from the objects.
-Every `put` of a list serializes each item (with the serializer inside an
-`EncryptedSerializer`: encryption is not deterministic) and takes a 16-byte SHA-256 digest of
-each; `ListCache` remembers, per `(thread, namespace, channel)`, the digests of the last
-version this process stored or read, with the versions its chain is built on. The new list's
-common prefix with it is where the digests first differ: exactly what a serializing saver would
-see, so a message changed in place (however deeply) is stored as changed. The cache holds
-immutable data only (`str`, `int`, `bytes`, tuples of them); it never holds an item. The
-digests are stored with the items in each row (inside the serialized, possibly encrypted,
-value), so a process that reads a thread can store its next version as a delta too. A miss
-costs a full copy, never a wrong value: a delta is written only if its base row still exists.
-
-Every stored byte goes through the saver's serializer (`serde.dumps_typed`), so encryption
-and msgpack allowlists cover channel values, deltas, checkpoints, metadata and writes alike.
-Reads decode every value afresh: nothing returned is shared with the cache, with another
-call's result, or with another checkpoint of the same result.
+A `list` value is stored as "the first `base_len` items of version `base_version`, then these
+items"; version `d` since the last full copy builds on version `d & (d - 1)` (skip deltas), so
+a read decodes at most `popcount(d) + 1` rows, and a list that doubled is stored whole again.
+The shared prefix is found from 16-byte digests of the serialized items (`ListCache` keeps the
+last ones per channel, never the items), so a message changed in place is stored as changed;
+a delta is written only if its base row still exists.
 """
 
 from __future__ import annotations

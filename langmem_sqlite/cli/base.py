@@ -18,12 +18,10 @@ from typing import Any
 import click
 
 from .. import __version__
+from ..defaults import DEFAULT_PREFIX, INT64_MAX
 from .output import err, out
 
 __all__ = [
-    "DEFAULT_PREFIX",
-    "INT64_MAX",
-    "MAX_DAYS",
     "FiniteRange",
     "cli",
     "count_range",
@@ -43,18 +41,6 @@ __all__ = [
     "with_options",
 ]
 
-DEFAULT_PREFIX = "langmem_"
-"""The default table prefix (`langmem_sqlite.engine.schema.DEFAULT_PREFIX`, without importing
-it)."""
-
-INT64_MAX = 2**63 - 1
-"""The largest integer every supported database stores (`langmem_sqlite.validation.INT64_MAX`,
-without importing it): the upper bound of counts given on the command line."""
-
-MAX_DAYS = 100_000_000
-"""The largest number of days the retention commands take
-(`langmem_sqlite.history.store.MAX_DAYS`, without importing it)."""
-
 
 class FiniteRange(click.FloatRange):
     """A `click.FloatRange` that also refuses `nan` (which no range comparison
@@ -71,7 +57,7 @@ class FiniteRange(click.FloatRange):
 
 class _AtLeast(click.IntRange):
     """A [`click.IntRange`][click.IntRange] with a lower bound only (its help reads
-    `x>=1`) that still refuses counts above [`INT64_MAX`][langmem_sqlite.cli.base.INT64_MAX]."""
+    `x>=1`) that still refuses counts above [`INT64_MAX`][langmem_sqlite.defaults.INT64_MAX]."""
 
     def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
         number = super().convert(value, param, ctx)
@@ -84,7 +70,7 @@ class _AtLeast(click.IntRange):
 
 def count_range(low: int = 1, high: int = INT64_MAX) -> click.IntRange:
     """An integer option from `low` to `high` (default: up to
-    [`INT64_MAX`][langmem_sqlite.cli.base.INT64_MAX], which the help leaves unsaid)."""
+    [`INT64_MAX`][langmem_sqlite.defaults.INT64_MAX], which the help leaves unsaid)."""
     return _AtLeast(min=low) if high == INT64_MAX else click.IntRange(min=low, max=high)
 
 

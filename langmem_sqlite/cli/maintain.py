@@ -8,9 +8,8 @@ from typing import Any
 
 import click
 
+from ..defaults import DEFAULT_PREFIX, MAX_DAYS
 from .base import (
-    DEFAULT_PREFIX,
-    MAX_DAYS,
     FiniteRange,
     cli,
     count_range,

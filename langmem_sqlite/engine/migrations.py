@@ -2,10 +2,10 @@
 applied automatically, once, safely.
 
 The first use of a set of tables in a process calls
-[`ensure_schema`][langmem_sqlite.engine.migrations.ensure_schema] (or
-[`aensure_schema`][langmem_sqlite.engine.migrations.aensure_schema]). It reads the recorded version
-without locking; only when something is missing does it take a database-wide lock, so that any
-number of processes starting together apply each migration exactly once:
+[`ensure_schema`][langmem_sqlite.engine.migrations.ensure_schema] (async callers drive its
+plan, `schema_plan`, with `adrive`). It reads the recorded version without locking; only when
+something is missing does it take a database-wide lock, so that any number of processes
+starting together apply each migration exactly once:
 
 * SQLite: the write lock (`BEGIN IMMEDIATE`); DDL is transactional.
 * PostgreSQL: `pg_advisory_xact_lock`; DDL is transactional.
@@ -17,7 +17,6 @@ number of processes starting together apply each migration exactly once:
 
 from __future__ import annotations
 
-import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -28,7 +27,6 @@ from sqlalchemy import (
     Table,
     and_,
     exc,
-    func,
     insert,
     inspect,
     select,
@@ -38,6 +36,7 @@ from sqlalchemy import (
 from sqlalchemy.engine import Connection
 from sqlalchemy.schema import CreateColumn, DropIndex
 
+from .. import clock
 from .database import Database, Plan, Step
 from .dialects import dialect_for, dialect_named
 from .schema import BigInt, IdString, Tables
@@ -48,8 +47,6 @@ __all__ = [
     "Migration",
     "SchemaNotReadyError",
     "SchemaTooNewError",
-    "aensure_schema",
-    "current_version",
     "ensure_schema",
 ]
 
@@ -261,13 +258,6 @@ def applied_versions(conn: Connection, t: Tables) -> set[int]:
     return {int(v) for v in conn.execute(select(t.migrations.c.version)).scalars()}
 
 
-def current_version(conn: Connection, t: Tables) -> int:
-    """The highest applied migration (raises if the version table does not exist)."""
-    return int(
-        conn.execute(select(func.coalesce(func.max(t.migrations.c.version), 0))).scalar_one()
-    )
-
-
 def _up_to_date(applied: set[int]) -> bool:
     """True if nothing is missing; raises if the database knows migrations this code does not."""
     unknown = applied - _KNOWN
@@ -303,7 +293,7 @@ def _migrate(conn: Connection, t: Tables) -> int:
             m.apply(conn, t)
             conn.execute(
                 insert(t.migrations).values(
-                    version=m.version, description=m.description, applied_at=int(time.time() * 1000)
+                    version=m.version, description=m.description, applied_at=clock.now_ms()
                 )
             )
         conn.commit()
@@ -359,8 +349,3 @@ def ensure_schema(db: Database, t: Tables) -> None:
         SchemaTooNewError: a newer langmem-sqlite migrated `db`.
     """
     db.drive(schema_plan(db, t))
-
-
-async def aensure_schema(db: Database, t: Tables) -> None:
-    """The async twin of [`ensure_schema`][langmem_sqlite.engine.migrations.ensure_schema]."""
-    await db.adrive(schema_plan(db, t))

@@ -39,6 +39,7 @@ from sqlalchemy.dialects.mysql import VARBINARY
 from sqlalchemy.engine import Dialect as SADialect
 from sqlalchemy.types import TypeDecorator
 
+from ..defaults import DEFAULT_PREFIX
 from .dialects import dialect_named, registered
 
 __all__ = [
@@ -50,9 +51,6 @@ __all__ = [
     "Tables",
     "get_tables",
 ]
-
-DEFAULT_PREFIX = "langmem_"
-"""Table-name prefix used unless a `table_prefix` is given."""
 
 ID_MAX_CHARS = 255
 """Longest user, session or thread id, in characters."""

@@ -12,15 +12,15 @@ with [`Database.drive`][langmem_sqlite.engine.Database.drive] and its `a`-prefix
 from __future__ import annotations
 
 import dataclasses
-import time
 from collections.abc import Sequence
 from typing import Any, TypeVar
 
 from langchain_core.messages import BaseMessage
 from sqlalchemy.exc import IntegrityError
 
+from .. import clock
 from ..crypto import MessageCipher, is_encrypted, resolve_cipher
-from ..defaults import DEFAULT_DATABASE, default_connection
+from ..defaults import DEFAULT_DATABASE, MAX_DAYS, default_connection
 from ..engine import Database, DatabaseLike, Plan, Step, get_database
 from ..engine.migrations import schema_plan
 from ..engine.schema import DEFAULT_PREFIX, Tables, get_tables
@@ -53,22 +53,11 @@ DEFAULT_MAX_MESSAGE_BYTES = 32 * 1024 * 1024
 """Largest serialized message accepted by default (MariaDB's default packet limit is 16 MiB
 per statement for a single value; raise `max_allowed_packet` there for larger messages)."""
 
-_DAY_MS = 86_400_000
-
 MAX_MESSAGE_TOKENS = 2**40
 """The largest token count a `token_counter` may give one message: a session's running
 total stays within a 64-bit integer up to 8 million such messages."""
 
-MAX_DAYS = 100_000_000
-"""The largest `days` of
-[`ConversationStore.delete_sessions_older_than`][langmem_sqlite.history.store.ConversationStore.delete_sessions_older_than]
-(about 270,000 years): `days` in milliseconds stays below 2**53, so a whole number of days is exact,
-and the cutoff fits the 64-bit integer every database stores."""
 _Info = TypeVar("_Info", SessionInfo, None)
-
-
-def _now_ms() -> int:
-    return time.time_ns() // 1_000_000
 
 
 def _text(value: Any, name: str) -> str | None:
@@ -85,7 +74,7 @@ def idle_cutoff(days: Any) -> int:
             [`MAX_DAYS`][langmem_sqlite.history.store.MAX_DAYS] (a `bool`, NaN and the infinities
             included); the message names `days` and the range.
     """
-    return _now_ms() - int(check_number(days, "days", low=0, high=MAX_DAYS) * _DAY_MS)
+    return clock.now_ms() - int(check_number(days, "days", low=0, high=MAX_DAYS) * clock.DAY_MS)
 
 
 class ConversationStore:
@@ -260,7 +249,7 @@ class ConversationStore:
             return 0
         if self.db.rules.statement_bytes_limited:
             yield from self._check_packet(rows)
-        now, append = _now_ms(), sql.Append()
+        now, append = clock.now_ms(), sql.Append()
         try:
             done = yield from self._op(
                 sql.add_messages, key, rows, now, None, append, dedupe, False, write=True
@@ -420,12 +409,12 @@ class ConversationStore:
     def clear(self, session_id: IdLike, *, user_id: IdLike | None = None) -> int:
         """Delete the session's messages (and summary), keep the session; return the count."""
         key = self.key(session_id, user_id)
-        return self.db.drive(self._op(sql.clear_session, key, _now_ms(), write=True))
+        return self.db.drive(self._op(sql.clear_session, key, clock.now_ms(), write=True))
 
     async def aclear(self, session_id: IdLike, *, user_id: IdLike | None = None) -> int:
         """Async [`clear`][langmem_sqlite.history.store.ConversationStore.clear]."""
         key = self.key(session_id, user_id)
-        return await self.db.adrive(self._op(sql.clear_session, key, _now_ms(), write=True))
+        return await self.db.adrive(self._op(sql.clear_session, key, clock.now_ms(), write=True))
 
     # -- sessions --------------------------------------------------------------------------------
 
@@ -527,7 +516,7 @@ class ConversationStore:
         """Store the session's summary record (JSON text), creating the session if needed."""
         key = self.key(session_id, user_id)
         sealed = self._seal(key, _text(summary, "summary"))
-        self.db.drive(self._op(sql.set_summary, key, sealed, _now_ms(), write=True))
+        self.db.drive(self._op(sql.set_summary, key, sealed, clock.now_ms(), write=True))
 
     async def aset_summary(
         self, session_id: IdLike, summary: str | None, *, user_id: IdLike | None = None
@@ -535,4 +524,4 @@ class ConversationStore:
         """Async [`set_summary`][langmem_sqlite.history.store.ConversationStore.set_summary]."""
         key = self.key(session_id, user_id)
         sealed = self._seal(key, _text(summary, "summary"))
-        await self.db.adrive(self._op(sql.set_summary, key, sealed, _now_ms(), write=True))
+        await self.db.adrive(self._op(sql.set_summary, key, sealed, clock.now_ms(), write=True))

@@ -35,6 +35,7 @@ from typing import Any
 
 from langchain_core.messages import AIMessage, BaseMessage
 
+from ..defaults import INT64_MAX
 from .checks import check_message_list
 from .encodings import (
     ENCODING_NAMES,
@@ -75,7 +76,6 @@ MessageCounter = Callable[[BaseMessage], int]
 """A per-message counter: `message -> int`."""
 
 _CACHE_LIMIT = 200_000
-_INT64_MAX = 2**63 - 1  # validation.INT64_MAX: the largest count accepted
 
 
 def _count_one(message: BaseMessage) -> int:
@@ -214,17 +214,17 @@ class TokenCounter:
 
 def _checked_count(value: Any) -> int:
     """A count a per-message function returned: an `int` from 0 to `INT64_MAX`."""
-    if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= _INT64_MAX:
+    if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= INT64_MAX:
         raise ValueError(
-            f"token_counter: returned {value!r}, expected an int from 0 to {_INT64_MAX:_}"
+            f"token_counter: returned {value!r}, expected an int from 0 to {INT64_MAX:_}"
         )
     return value
 
 
 def _check_int(value: Any, name: str) -> int:
     """`validation.check_int` from 0 (not imported: messages/ loads no database code)."""
-    if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= _INT64_MAX:
-        raise ValueError(f"{name}: expected an int from 0 to {_INT64_MAX:_}, got {value!r}")
+    if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= INT64_MAX:
+        raise ValueError(f"{name}: expected an int from 0 to {INT64_MAX:_}, got {value!r}")
     return value
 
 

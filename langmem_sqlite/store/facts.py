@@ -79,7 +79,8 @@ async def _arun(store: BaseStore, plan: StorePlan[T]) -> T:
         return done.value  # type: ignore[no-any-return]
 
 
-def _check_text(text: Any, name: str = "fact") -> str:
+def _fact_text(text: Any, name: str = "fact") -> str:
+    """A fact's text, whitespace collapsed: not empty, at most `MAX_FACT_CHARS` characters."""
     if not isinstance(text, str):
         raise TypeError(f"{name}: expected str, got {type(text).__name__}")
     cleaned = " ".join(text.split())
@@ -171,13 +172,13 @@ class UserFacts:
     # -- plans -------------------------------------------------------------------------------
 
     def _remember(self, text: str, key: str | None, source: str) -> StorePlan[str]:
-        fact = _check_text(text)
+        fact = _fact_text(text)
         key = check_id(key, "key") if key is not None else uuid.uuid4().hex
         yield [PutOp(self.namespace, key, {"fact": fact, "source": source})]
         return key
 
     def _update(self, key: str, text: str) -> StorePlan[bool]:
-        fact = _check_text(text)
+        fact = _fact_text(text)
         (item,) = yield [GetOp(self.namespace, check_id(key, "key"))]
         if item is None:
             return False
@@ -197,7 +198,7 @@ class UserFacts:
         return _rank(items)
 
     def _propose(self, candidates: Sequence[str], source: str) -> StorePlan[list[str]]:
-        texts = [_check_text(c, "candidates") for c in check_list(candidates, "candidates")]
+        texts = [_fact_text(c, "candidates") for c in check_list(candidates, "candidates")]
         known, waiting = yield [
             SearchOp(self.namespace, limit=10_000),
             SearchOp(self.pending_namespace, limit=10_000),

@@ -24,12 +24,21 @@ import math
 from collections.abc import Mapping
 from typing import Any
 
-__all__ = ["OPERATORS", "check_filter", "is_finite_json", "json_equal", "lookup", "matches"]
+__all__ = [
+    "OPERATORS",
+    "check_filter",
+    "is_finite_json",
+    "is_number",
+    "json_equal",
+    "lookup",
+    "matches",
+]
 
 OPERATORS = frozenset({"$eq", "$ne", "$gt", "$gte", "$lt", "$lte"})
 
 
-def _is_number(value: Any) -> bool:
+def is_number(value: Any) -> bool:
+    """Whether `value` is a JSON number: an `int` or `float`, not a `bool`."""
     return isinstance(value, int | float) and not isinstance(value, bool)
 
 
@@ -62,7 +71,7 @@ def check_filter(filter: Any, name: str = "filter") -> dict[str, Any] | None:
                         f"{', '.join(sorted(OPERATORS))}); operators cannot be mixed with fields"
                     )
                 if op not in ("$eq", "$ne") and not (
-                    _is_number(operand) or isinstance(operand, str)
+                    is_number(operand) or isinstance(operand, str)
                 ):
                     raise ValueError(f"{where}: {op} needs a number or a string, got {operand!r}")
         elif isinstance(condition, Mapping):
@@ -105,7 +114,7 @@ def json_equal(a: Any, b: Any) -> bool:
     """JSON equality (see the module docstring)."""
     if isinstance(a, bool) or isinstance(b, bool):
         return isinstance(a, bool) and isinstance(b, bool) and a == b
-    if _is_number(a) and _is_number(b):
+    if is_number(a) and is_number(b):
         return bool(a == b)
     if isinstance(a, list | tuple) and isinstance(b, list | tuple):
         return len(a) == len(b) and all(json_equal(x, y) for x, y in zip(a, b, strict=True))
@@ -117,7 +126,7 @@ def json_equal(a: Any, b: Any) -> bool:
 
 
 def _order(value: Any, op: str, operand: Any) -> bool:
-    comparable = (_is_number(value) and _is_number(operand)) or (
+    comparable = (is_number(value) and is_number(operand)) or (
         isinstance(value, str) and isinstance(operand, str)
     )
     if not comparable:

@@ -1,21 +1,12 @@
 """Concurrent async calls of one store: a few run at once, the rest queue and run as batches.
 
-`asyncio.gather` of 60,000 `aget`/`aput`/`asearch` calls would otherwise ask the
-connection pool for 60,000 connections at once, and the calls waiting longest would time out
-(SQLAlchemy's `QueuePool limit ... reached` after 30 s) while the database is healthy. A
-`Lane` lets `SLOTS` calls run at once, each as it was called; the calls that find
-every slot taken wait in a queue, and whoever frees a slot next runs everything queued (up to
-`MAX_OPS` operations) as one batch: one transaction for the reads, one for the writes, as
-LangGraph's `AsyncBatchedBaseStore` (behind `AsyncPostgresStore` and `AsyncSqliteStore`)
-batches the calls of one event-loop tick.
-
-Batching changes nothing a caller can observe beyond timing: each call gets its own result
-(equal reads of a batch are run once, and their values copied for each caller); a batch that
-fails is run again call by call, so that an error reaches only the call that caused it. As in
-one `abatch`, the reads of a batch see the data as it was before its writes, and of several
-writes to one item the last queued wins: concurrent calls have no order between them.
-
-One lane per store and event loop (an event loop's futures belong to it).
+A `Lane` lets `SLOTS` calls run at once, so that a burst of calls does not exhaust the
+connection pool; the calls that find every slot taken queue, and whoever frees a slot runs the
+queue (up to `MAX_OPS` operations) as one batch, as LangGraph's `AsyncBatchedBaseStore` does.
+Each call still gets its own result, and a failed batch is run again call by call, so that an
+error reaches only the call that caused it. As in one `abatch`, the reads of a batch see the
+data before its writes, and of several writes to one item the last queued wins. One lane per
+store and event loop.
 """
 
 from __future__ import annotations
@@ -61,11 +52,6 @@ class Lane(Generic[P]):
         self._queue: deque[tuple[asyncio.Future[Any], Any, bool]] = deque()
         """(future, operations or one operation, whether one)"""
         self.loop = asyncio.get_running_loop()
-
-    @property
-    def queued(self) -> int:
-        """Batches waiting for a slot."""
-        return len(self._queue)
 
     def enter(self) -> bool:
         """Take a slot for a call run as it is, if one is free and nothing waits; then

@@ -20,10 +20,10 @@ from typing import TYPE_CHECKING, Any
 from langgraph.store.base import TTLConfig
 from sqlalchemy.engine import URL
 
+from .. import clock
 from ..engine import Database, Plan, Step
 from ..engine.migrations import schema_plan
 from ..engine.schema import Tables
-from . import clock
 from .checks import check_sweep_minutes, check_timeout
 from .writes import sweep_expired
 

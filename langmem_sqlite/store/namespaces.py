@@ -16,9 +16,9 @@ from typing import Any
 from langgraph.store.base import InvalidNamespaceError
 
 from ..engine.schema import ID_MAX_CHARS, NAMESPACE_MAX_BYTES
-from ..validation import check_id
+from ..validation import check_text
 
-__all__ = ["check_namespace", "check_text", "decode", "encode", "encoded", "prefix_range"]
+__all__ = ["check_namespace", "decode", "encode", "encoded", "prefix_range"]
 
 _SEP = "\x01"
 _ESC = "\x02"
@@ -62,29 +62,12 @@ def check_namespace(
         if not label:
             raise InvalidNamespaceError(f"{name}: labels must not be empty, got {labels!r}")
         try:
-            check_text(label, name)
+            check_text(label, name, max_chars=ID_MAX_CHARS)
         except ValueError as e:
             raise InvalidNamespaceError(str(e)) from e
     if len(encode(labels).encode("utf-8")) > NAMESPACE_MAX_BYTES:
         raise InvalidNamespaceError(f"{name}: longer than {NAMESPACE_MAX_BYTES} bytes encoded")
     return labels
-
-
-def check_text(value: Any, name: str) -> str:
-    """A key or label: any `str` of at most 255 characters without NUL or lone surrogates;
-    unlike user and session ids, empty and blank strings are accepted (as LangGraph does).
-
-    Raises:
-        TypeError: not a `str`.
-        ValueError: too long, NUL, or a lone surrogate.
-    """
-    if not isinstance(value, str):
-        raise TypeError(f"{name}: expected str, got {type(value).__name__}")
-    if value.strip():
-        return check_id(value, name)
-    if len(value) > ID_MAX_CHARS:
-        raise ValueError(f"{name}: longer than {ID_MAX_CHARS} characters")
-    return value
 
 
 def encode(namespace: tuple[str, ...]) -> str:
@@ -98,7 +81,7 @@ _KNOWN_LIMIT = 4096
 
 def encoded(namespace: Any, name: str = "namespace", *, allow_empty: bool = False) -> str:
     """`encode(check_namespace(namespace))`, remembered for the namespaces seen last (an app
-    reads and writes the same few namespaces over and over: a get then skips 10 µs of checks).
+    reads and writes the same few namespaces over and over: a get then skips the checks).
 
     Raises:
         TypeError, ValueError: as `check_namespace`.

@@ -19,9 +19,11 @@ from langgraph.store.base import (
     SearchOp,
 )
 
+from ..clock import dt
+from ..engine.schema import ID_MAX_CHARS
+from ..validation import check_text
 from . import namespaces
 from .checks import check_match, check_max_depth, check_page, check_ttl_minutes, check_value
-from .clock import dt
 from .filter_sql import SearchQuery
 from .filters import check_filter
 from .rows import ItemRow
@@ -160,7 +162,7 @@ class _Preparing:
         """One validated operation (see `Prepared`)."""
         if isinstance(op, GetOp):
             ns = namespaces.encoded(op.namespace, allow_empty=True)
-            return ("g", ns, namespaces.check_text(op.key, "key"), op.refresh_ttl)
+            return ("g", ns, check_text(op.key, "key", max_chars=ID_MAX_CHARS), op.refresh_ttl)
         if isinstance(op, PutOp):
             return self._prepare_put(op)
         if isinstance(op, SearchOp):
@@ -175,7 +177,7 @@ class _Preparing:
 
     def _prepare_put(self, op: PutOp) -> Prepared:
         ns = namespaces.encoded(op.namespace)
-        key = namespaces.check_text(op.key, "key")
+        key = check_text(op.key, "key", max_chars=ID_MAX_CHARS)
         value, text = check_value(op.value, self._nul_ok)
         if self._sealer is not None and text is not None:
             text = self._sealer.seal(ns, key, text)

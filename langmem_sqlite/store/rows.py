@@ -59,19 +59,18 @@ def _live(t: Tables, omit_expired: bool, or_form: bool = False) -> ColumnElement
     """Not lapsed at the `now` parameter (`or_form`: the dialect's `store_expiry_as_or`).
 
     PostgreSQL's searches test `expires_at IS NULL OR expires_at > now`, which its planner
-    estimates from the column's statistics (the share of items without a TTL), where it takes
-    a third for a test of an expression: that third made a whole-store filtered search at
-    100,000 items sort the whole table (21 ms) instead of reading the newest items through the
-    `(updated_at, id)` index until it had enough (0.6 ms). Its expiry index holds only items
-    with a TTL (migration 6), so the `IS NULL` test cannot read the whole index either."""
+    estimates from the column's statistics (the share of items without a TTL); for a test of
+    an expression it guesses a third, which makes a large filtered search sort the whole
+    table instead of reading the newest items through the `(updated_at, id)` index. Its
+    expiry index holds only items with a TTL (migration 6), so the `IS NULL` test cannot read
+    the whole index either."""
     c = t.store_items.c
     if not omit_expired:
         return sa.true()
     if or_form:
         return sa.or_(c.expires_at.is_(None), c.expires_at > sa.bindparam("now", sa.BigInteger))
     # "NULL or later than now", written so that no planner ANDs the expiry index into a search
-    # (PostgreSQL did, reading every entry of the index for "expires_at IS NULL": 1.7 of 2.8 ms
-    # of a one-user search at 100,000 items)
+    # (which would read every entry of the index for "expires_at IS NULL")
     never = sa.literal(_NEVER, sa.BigInteger)
     return sa.func.coalesce(c.expires_at, never) > sa.bindparam("now", type_=sa.BigInteger)
 

@@ -122,9 +122,8 @@ def _pg_ranking(
     whole table, through its index, are grouped and then tested (prefix, expiry, filter), as
     pgvector 0.6 would test them after its scan anyway. The nearest vectors are taken from the
     vectors alone so that the index is the only way to rank them: with the tests inside, a
-    plan made without the values (PostgreSQL's generic plan, after five runs) ranked every
-    vector instead, 1.27-1.43 ms per whole-store search at 1,000 items against 0.86-1.01 with
-    the index."""
+    plan made without the values (PostgreSQL's generic plan, after five runs) would rank every
+    vector instead."""
     pgv, items = pgvector_table(t), t.store_items
     where, exact = _where(conn, t, q)
     if ann is None:
@@ -173,8 +172,7 @@ def _pg_top(
     `ef_search` nearest vectors to include `want` of its items (see `_narrow`), nor
     where it ran dry: both are decided once a minute per prefix, filter shape and `want`
     (in `mode`), and such searches rank exactly at once instead of paying for a scan that
-    finds too little (one user's namespace among 100 at 100,000 items: 7.1 ms with the scan,
-    4.3 without). A prefix not decided yet takes its siblings' decision (same parent and
+    finds too little. A prefix not decided yet takes its siblings' decision (same parent and
     depth), which its first exact search then replaces with its own, from the count of items
     it ranked: one question to the planner a minute for all users' namespaces, not one per
     user."""
@@ -258,9 +256,8 @@ def _pg_first(conn: Session, t: Tables, q: SearchQuery, distance: str = "cosine"
     """pgvector, exact, without a filter: the `candidates` best-ranked items by their vectors
     under the prefix (the vectors' own `ns`, without reading the items), then the live ones
     of them (at most `lim`) with their rows, each followed by its `neg` score and the
-    number of items ranked. Joining every item under the prefix before ranking read each of its
-    items and probed the vectors' key once per item: 6.4 instead of 1.8 ms for one user's
-    1,000 items of 100,000. When lapsed items leave fewer than `lim` rows of more ranked,
+    number of items ranked. Joining every item under the prefix before ranking would read each
+    of its items and probe the vectors' key once per item. When lapsed items leave fewer than `lim` rows of more ranked,
     the caller ranks again with the join."""
     pgv, items = pgvector_table(t), t.store_items
     best = sa.func.min(_exact_distance(pgv, distance)).label("neg")
@@ -305,8 +302,7 @@ def _remember(
 NARROW_FROM = 10_000
 """Items from which an HNSW search first asks the planner whether its prefix is too narrow for
 the index (see `_narrow`): in a smaller store a scan that runs dry costs less than the
-question's round trip (measured at 1,000 items: 0.74 instead of 0.54 ms for a user's first
-search)."""
+question's round trip."""
 
 
 def _narrow(

@@ -116,7 +116,8 @@ class Dialect:
         return None
 
     def max_statement_bytes(self, conn: Any) -> int | None:
-        """The largest statement the server takes, if it has a limit (read once)."""
+        """The largest statement the server takes, if it has a limit (a query: callers
+        remember it in [`Database.facts`][langmem_sqlite.engine.Database.facts])."""
         return None
 
     def table_bytes(self, conn: Any, table: Table) -> int | None:

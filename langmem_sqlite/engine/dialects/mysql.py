@@ -105,10 +105,6 @@ class MySQLDialect(Dialect):
     }
     extra: ClassVar[str | None] = "mysql"
 
-    def __init__(self, engine: Engine) -> None:
-        super().__init__(engine)
-        self._packet: int | None = None
-
     def configure(self, engine: Engine) -> None:
         if not event.contains(engine, "reset", _reset_open_transaction):
             event.listen(engine, "reset", _reset_open_transaction)
@@ -118,10 +114,8 @@ class MySQLDialect(Dialect):
             event.listen(engine, "do_connect", _connect_within_timeout)
 
     def max_statement_bytes(self, conn: Any) -> int | None:
-        """`max_allowed_packet` (16 MiB by default on MariaDB), read once per database."""
-        if self._packet is None:
-            self._packet = int(conn.execute(select(text("@@max_allowed_packet"))).scalar_one())
-        return self._packet
+        """`max_allowed_packet` (16 MiB by default on MariaDB)."""
+        return int(conn.execute(select(text("@@max_allowed_packet"))).scalar_one())
 
     def table_bytes(self, conn: Any, table: Table) -> int | None:
         size = conn.execute(

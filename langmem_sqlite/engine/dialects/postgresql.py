@@ -245,8 +245,8 @@ class PostgreSQLDialect(Dialect):
         return value  # bound as jsonb
 
     def at_pairs(self, table: Table, columns: tuple[str, str]) -> Any:
-        """The pairs as two text arrays: one statement text whatever their number (an `IN`
-        list of 500 pairs cost psycopg 3 ms to parse per call, and the server as much to plan);
+        """The pairs as two text arrays: one statement text whatever their number (a long
+        `IN` list costs the driver its parsing and the server its planning on every call);
         the first column compared in its collation, so that the index serves the lookup."""
         a, b = (table.c[c] for c in columns)
         arr = postgresql.ARRAY(Text)

@@ -299,8 +299,7 @@ class SQLiteDialect(Dialect):
 
     def at_pairs(self, table: Table, columns: tuple[str, str]) -> Any:
         """The pairs as one JSON array, each looked up in the index on `columns`: SQLite
-        uses no index for a row-value `IN` list and scans the table (16 ms per 500 pairs at
-        50,000 items)."""
+        uses no index for a row-value `IN` list and scans the table."""
         a, b = columns
         j = func.json_each(bindparam("pairs_json", type_=Text)).table_valued("value")
         found = table.alias("found")
