@@ -16,7 +16,7 @@ from langgraph.store.base import PutOp
 from langmem_sqlite import SQLStore
 from langmem_sqlite.engine import get_database
 from langmem_sqlite.engine.schema import get_tables
-from langmem_sqlite.engine.session import Session, StatementCache
+from langmem_sqlite.engine.session import Session, Statements
 from langmem_sqlite.store.filters import matches
 
 
@@ -505,13 +505,12 @@ def test_pgvector_hnsw_not_tried_under_a_narrow_prefix(
             conn.commit()
         ann._plans.checked = float("-inf")  # read the table's new estimate now
         asked: list[Any] = []
-        explain = Session.estimated_rows
 
-        def counted(self: Session, *args: Any) -> float:
-            asked.append(args[1])
-            return explain(self, *args)
+        def counted(conn: Any, cursor: Any, statement: str, params: Any, *rest: Any) -> None:
+            if statement.startswith("EXPLAIN"):
+                asked.append(params)
 
-        monkeypatch.setattr(Session, "estimated_rows", counted)
+        sa.event.listen(ann.db.sync_engine, "before_cursor_execute", counted)
         for ns, query, limit in (
             (("u", "small"), "note 3", 10),
             (("u", "small"), "fact 9", 5),
@@ -541,10 +540,9 @@ def test_pgvector_hnsw_not_tried_under_a_narrow_prefix(
             for p in (("u", "small"), ("u", "small"), ("u",))
         ]
         assert ann._plans.exact[(("u",), 2, (), 10)][0] is True
-        monkeypatch.setattr(Session, "estimated_rows", explain)
+        sa.event.remove(ann.db.sync_engine, "before_cursor_execute", counted)
         with ann.db.sync_engine.connect() as raw:  # the rule itself, on the statistics
-            cache = StatementCache(raw.dialect)
-            lite = Session(raw.connection, ann.db.rules, cache)  # type: ignore[arg-type]
+            lite = Session(raw, ann.db.rules, Statements(), False)
             mode = ann._plans
             assert q._narrow(lite, ann.tables, ("u", "small"), mode, 10, 40)
             # one vector wanted of the 100 nearest: about 2 of them are small's

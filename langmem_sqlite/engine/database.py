@@ -48,7 +48,7 @@ from sqlalchemy.pool import StaticPool
 
 from .dialects import Dialect, dialect_class, dialect_for, driver_alias
 from .retry import Attempts, Fault, default_retry_seconds
-from .session import StatementCache, checkout, work
+from .session import Statements, watch_disconnects, work
 
 __all__ = ["Database", "DatabaseLike", "Plan", "Step", "get_database", "reading_database"]
 
@@ -205,10 +205,8 @@ class Database:
         for engine in (sync_engine, async_engine.sync_engine if async_engine else None):
             if engine is not None:
                 self.rules.configure(engine)
-        self._statements = StatementCache(core.dialect)
-        self._astatements = (
-            StatementCache(async_engine.sync_engine.dialect) if async_engine is not None else None
-        )
+                watch_disconnects(engine)
+        self._statements = Statements()
         self.retry_seconds: float = (
             default_retry_seconds() if retry_seconds is None else float(retry_seconds)
         )
@@ -341,12 +339,13 @@ class Database:
             ):
                 self.reached = True
                 return fn(conn, *args)
-        engine = self.sync_engine
-        with self._taking(self._writers if write else self._turns, attempts):
-            raw = checkout(engine)
+        with (
+            self._taking(self._writers if write else self._turns, attempts),
+            self.sync_engine.connect() as conn,
+        ):
             self.reached = True
             return work(  # type: ignore[no-any-return]
-                raw, engine, self.rules, self._statements, fn, args, write, single, transaction
+                conn, self.rules, self._statements, fn, args, write, single, transaction
             )
 
     @contextlib.contextmanager
@@ -420,19 +419,19 @@ class Database:
         transaction: bool,
     ) -> T:
         engine = self._given_async
-        assert engine is not None and self._astatements is not None
+        assert engine is not None
         if own_transaction or schema:
             if write:
                 engine = engine.execution_options(langmem_write=True)
             async with engine.connect() if own_transaction else engine.begin() as conn:
                 self.reached = True
                 return await conn.run_sync(fn, *args)
-        core, rules, cache = engine.sync_engine, self.rules, self._astatements
+        rules, statements = self.rules, self._statements
 
         def on(conn: Connection) -> T:
             self.reached = True
             return work(  # type: ignore[no-any-return]
-                conn.connection, core, rules, cache, fn, args, write, single, transaction, False
+                conn, rules, statements, fn, args, write, single, transaction
             )
 
         async with engine.connect() as conn:

@@ -95,11 +95,11 @@ def use_custom_plans(conn: Session, t: Tables, mode: PlanMode) -> None:
         return
     clock = time.monotonic()
     if clock - mode.checked > _RECHECK_S:
-        name = conn.dialect.identifier_preparer.format_table(t.store_items)
+        name = conn.connection.dialect.identifier_preparer.format_table(t.store_items)
         size, rows = conn.execute(_TABLE_STATS, {"name": name}).first() or (0, -1.0)
         mode.custom, mode.checked = (size or 0) >= LARGE_ITEMS_TABLE, clock
         mode.rows = float(rows)
-    if not conn.rules.prepares_statements(conn.raw.dbapi_connection):
+    if not conn.rules.prepares_statements(conn.connection.connection.dbapi_connection):
         return  # no prepared statements (a transaction pooler): every plan is a custom one
     if conn.in_transaction:
         if mode.custom:
@@ -118,7 +118,7 @@ _DEFAULTS = {"plan_cache_mode": "auto"}
 def _set_on_connection(conn: Session, name: str, value: str) -> None:
     """Set a PostgreSQL setting for the session of this pooled connection, unless it already
     has `value`: its pool record remembers what was set (else the server's default)."""
-    info = conn.raw.info  # type: ignore[attr-defined]
+    info = conn.connection.info
     key = f"langmem_setting_{name}"
     if info.get(key, _DEFAULTS[name]) != value:
         conn.execute(_SET_CONFIG, {"name": name, "value": value})

@@ -9,6 +9,7 @@ same items and scores (to float32 rounding).
 
 from __future__ import annotations
 
+import json
 import time
 from typing import Any
 
@@ -60,7 +61,7 @@ def _scored(
             _shape(t, q, f"pgvector ranking {distance}"),
             lambda: _pg_ranking(conn, t, q, None, distance),
         )
-        pairs = conn.execute_raw(ranking[0], {**params, "q": _query32(query_vector)})
+        pairs = conn.execute(ranking[0], {**params, "q": _query32(query_vector)}).all()
         return [r[0] for r in pairs], [_score(distance, float(r[1])) for r in pairs]
     lengths = distance != "cosine"
 
@@ -77,7 +78,7 @@ def _scored(
         return stmt
 
     # Plain DBAPI tuples: building a Row per vector would cost more than the ranking.
-    pairs = conn.execute_raw(conn.statement(_shape(t, q, f"vectors {lengths}"), build), params)
+    pairs = conn.execute(conn.statement(_shape(t, q, f"vectors {lengths}"), build), params).all()
     if q.sealer is not None:
         opened, at = q.sealer.open_vector, 3 if lengths else 2
         blobs = [opened(_text(r[at]), r[0], _text(r[at + 1]), r[1]) for r in pairs]
@@ -327,7 +328,14 @@ def _narrow(
     )
     bounds = namespaces.prefix_range(prefix)
     assert bounds is not None
-    under = conn.estimated_rows(stmt, {"lo": bounds[0], "hi": bounds[1]})
+    compiled = stmt.compile(dialect=conn.connection.dialect)
+    explain = "EXPLAIN (FORMAT JSON) " + compiled.string
+    plan = conn.exec_driver_sql(
+        explain, compiled.construct_params({"lo": bounds[0], "hi": bounds[1]})
+    ).scalar()
+    if isinstance(plan, str | bytes):
+        plan = json.loads(plan)
+    under = float(plan[0]["Plan"]["Plan Rows"])
     return under * ef_search < mode.rows * vectors
 
 
