@@ -39,16 +39,17 @@ import weakref
 from collections.abc import Callable, Generator, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from typing import Any, NamedTuple, TypeVar
+from typing import Any, TypeVar
 
 from sqlalchemy import exc
 from sqlalchemy.engine import URL, Connection, Engine, create_engine, make_url
 from sqlalchemy.ext.asyncio import AsyncEngine
 from sqlalchemy.pool import StaticPool
 
+from .. import plans
 from .dialects import Dialect, dialect_class, dialect_for, driver_alias
 from .retry import Attempts, Fault, default_retry_seconds
-from .session import Statements, watch_disconnects, work
+from .session import Statements, Step, watch_disconnects, work
 
 __all__ = ["Database", "DatabaseLike", "Plan", "Step", "get_database", "reading_database"]
 
@@ -64,27 +65,6 @@ waits for another process's lock on a SQLite file), even past its retry deadline
 _WORKER_THREADS = 16
 """Worker threads per database for the async API: as many as a SQLite file's pool keeps, so
 that reads go on while writers wait for the file's lock."""
-
-
-class Step(NamedTuple):
-    """One unit of work of a [`Plan`][langmem_sqlite.engine.Plan]: `fn(session, *args)`."""
-
-    fn: Callable[..., Any]
-    args: tuple[Any, ...] = ()
-    write: bool = False
-    """The work writes (SQLite: it takes the write lock at its start)."""
-    own_transaction: bool = False
-    """`fn` takes a SQLAlchemy `Connection` in "commit as you go" mode and commits itself
-    (schema changes, `VACUUM`)."""
-    schema: bool = False
-    """`fn` inspects or changes the schema: it takes a SQLAlchemy `Connection` in a
-    transaction (for `inspect()` and savepoints) instead of a
-    [`Session`][langmem_sqlite.engine.Session]."""
-    single: bool = False
-    """`fn` runs one statement: it needs no transaction around it."""
-    transaction: bool = False
-    """`fn` only reads but must run as one transaction (PostgreSQL: settings made with
-    `SET LOCAL` last for the unit, also through a transaction pooler)."""
 
 
 Plan = Generator[Step, Any, T]
@@ -118,18 +98,6 @@ def _to_url(target: str | os.PathLike[str] | URL) -> URL:
     name = driver_alias(url.drivername)
     url = url.set(drivername=name)
     return url.set(drivername=dialect_class(url).default_drivers.get(name, name))
-
-
-class _Done(NamedTuple):
-    value: Any
-
-
-def _advance(plan: Plan[Any], result: Any, error: BaseException | None) -> Step | _Done:
-    """Feed a step's outcome into a plan; return its next step, or its result when finished."""
-    try:
-        return plan.throw(error) if error is not None else plan.send(result)
-    except StopIteration as stop:
-        return _Done(stop.value)
 
 
 _file_locks: dict[str, threading.RLock] = {}
@@ -308,45 +276,96 @@ class Database:
         deadlock) re-run the whole unit, connection checkout included, until the retry
         deadline (`retry`).
         """
+        step = Step(fn, args, write, own_transaction, schema, single, transaction)
+        return self.run_step(step)  # type: ignore[no-any-return]
+
+    async def arun(
+        self,
+        fn: Callable[..., T],
+        *args: Any,
+        write: bool = False,
+        own_transaction: bool = False,
+        schema: bool = False,
+        single: bool = False,
+        transaction: bool = False,
+    ) -> T:
+        """The async twin of [`run`][langmem_sqlite.engine.Database.run]: the same call, in one of
+        this database's worker threads (the event loop never blocks), or on the caller's
+        `AsyncEngine`.
+
+        A cancelled call stops waiting at once; a unit of work it started in a worker thread
+        still ends (committed or rolled back) there.
+        """
+        step = Step(fn, args, write, own_transaction, schema, single, transaction)
+        return await self.arun_step(step)  # type: ignore[no-any-return]
+
+    def run_step(self, step: Step) -> Any:
+        """Run one [`Step`][langmem_sqlite.engine.Step] (see
+        [`run`][langmem_sqlite.engine.Database.run])."""
         attempts = Attempts(self)
         while True:
             try:
-                return self._once(
-                    fn, args, write, own_transaction, schema, single, transaction, attempts
-                )
+                return self._once(step, attempts)
             except exc.DBAPIError as e:
                 time.sleep(attempts.pause(e))
 
-    def _once(
-        self,
-        fn: Callable[..., T],
-        args: tuple[Any, ...],
-        write: bool,
-        own_transaction: bool,
-        schema: bool,
-        single: bool,
-        transaction: bool,
-        attempts: Attempts,
-    ) -> T:
-        if own_transaction or schema:
-            engine = self._writer_sync if write else self.sync_engine
+    async def arun_step(self, step: Step) -> Any:
+        """The async twin of [`run_step`][langmem_sqlite.engine.Database.run_step]."""
+        if self._given_async is None:
+            call = functools.partial(self.run_step, step)
+            return await asyncio.get_running_loop().run_in_executor(self._worker_threads(), call)
+        attempts = Attempts(self)
+        while True:
+            try:
+                return await self._aonce(step)
+            except exc.DBAPIError as e:
+                await asyncio.sleep(attempts.pause(e))
+
+    def drive(self, plan: Plan[T]) -> T:
+        """Run a [`Plan`][langmem_sqlite.engine.Plan] synchronously and return its result."""
+        return plans.drive(plan, self.run_step)
+
+    async def adrive(self, plan: Plan[T]) -> T:
+        """Run a [`Plan`][langmem_sqlite.engine.Plan] with
+        [`arun_step`][langmem_sqlite.engine.Database.arun_step] and return its result."""
+        return await plans.adrive(plan, self.arun_step)
+
+    def _once(self, step: Step, attempts: Attempts) -> Any:
+        if step.own_transaction or step.schema:
+            engine = self._writer_sync if step.write else self.sync_engine
             assert engine is not None
             # a unit that commits as it goes may be long: it does not hold the writers' turn
-            turn = self._writers if write and not own_transaction else self._turns
+            turn = self._writers if step.write and not step.own_transaction else self._turns
             with (
                 self._taking(turn, attempts),
-                engine.connect() if own_transaction else engine.begin() as conn,
+                engine.connect() if step.own_transaction else engine.begin() as conn,
             ):
                 self.reached = True
-                return fn(conn, *args)
+                return step.fn(conn, *step.args)
         with (
-            self._taking(self._writers if write else self._turns, attempts),
+            self._taking(self._writers if step.write else self._turns, attempts),
             self.sync_engine.connect() as conn,
         ):
             self.reached = True
-            return work(  # type: ignore[no-any-return]
-                conn, self.rules, self._statements, fn, args, write, single, transaction
-            )
+            return work(conn, self.rules, self._statements, step)
+
+    async def _aonce(self, step: Step) -> Any:
+        engine = self._given_async
+        assert engine is not None
+        if step.own_transaction or step.schema:
+            if step.write:
+                engine = engine.execution_options(langmem_write=True)
+            async with engine.connect() if step.own_transaction else engine.begin() as conn:
+                self.reached = True
+                return await conn.run_sync(step.fn, *step.args)
+        rules, statements = self.rules, self._statements
+
+        def on(conn: Connection) -> Any:
+            self.reached = True
+            return work(conn, rules, statements, step)
+
+        async with engine.connect() as conn:
+            return await conn.run_sync(on)
 
     @contextlib.contextmanager
     def _taking(
@@ -369,121 +388,6 @@ class Database:
             self.busy = None  # the unit succeeded: nothing holds the file now
         finally:
             turn.release()
-
-    async def arun(
-        self,
-        fn: Callable[..., T],
-        *args: Any,
-        write: bool = False,
-        own_transaction: bool = False,
-        schema: bool = False,
-        single: bool = False,
-        transaction: bool = False,
-    ) -> T:
-        """The async twin of [`run`][langmem_sqlite.engine.Database.run]: the same call, in one of
-        this database's worker threads (the event loop never blocks), or on the caller's
-        `AsyncEngine`.
-
-        A cancelled call stops waiting at once; a unit of work it started in a worker thread
-        still ends (committed or rolled back) there.
-        """
-        if self._given_async is None:
-            call = functools.partial(
-                self.run,
-                fn,
-                *args,
-                write=write,
-                own_transaction=own_transaction,
-                schema=schema,
-                single=single,
-                transaction=transaction,
-            )
-            return await asyncio.get_running_loop().run_in_executor(self._worker_threads(), call)
-        attempts = Attempts(self)
-        while True:
-            try:
-                return await self._aonce(
-                    fn, args, write, own_transaction, schema, single, transaction
-                )
-            except exc.DBAPIError as e:
-                await asyncio.sleep(attempts.pause(e))
-
-    async def _aonce(
-        self,
-        fn: Callable[..., T],
-        args: tuple[Any, ...],
-        write: bool,
-        own_transaction: bool,
-        schema: bool,
-        single: bool,
-        transaction: bool,
-    ) -> T:
-        engine = self._given_async
-        assert engine is not None
-        if own_transaction or schema:
-            if write:
-                engine = engine.execution_options(langmem_write=True)
-            async with engine.connect() if own_transaction else engine.begin() as conn:
-                self.reached = True
-                return await conn.run_sync(fn, *args)
-        rules, statements = self.rules, self._statements
-
-        def on(conn: Connection) -> T:
-            self.reached = True
-            return work(  # type: ignore[no-any-return]
-                conn, rules, statements, fn, args, write, single, transaction
-            )
-
-        async with engine.connect() as conn:
-            return await conn.run_sync(on)
-
-    def run_step(self, step: Step) -> Any:
-        """Run one [`Step`][langmem_sqlite.engine.Step] of a plan with
-        [`run`][langmem_sqlite.engine.Database.run]."""
-        return self.run(
-            step.fn,
-            *step.args,
-            write=step.write,
-            own_transaction=step.own_transaction,
-            schema=step.schema,
-            single=step.single,
-            transaction=step.transaction,
-        )
-
-    async def arun_step(self, step: Step) -> Any:
-        """The async twin of [`run_step`][langmem_sqlite.engine.Database.run_step]."""
-        return await self.arun(
-            step.fn,
-            *step.args,
-            write=step.write,
-            own_transaction=step.own_transaction,
-            schema=step.schema,
-            single=step.single,
-            transaction=step.transaction,
-        )
-
-    def drive(self, plan: Plan[T]) -> T:
-        """Run a [`Plan`][langmem_sqlite.engine.Plan] synchronously and return its result."""
-        step = _advance(plan, None, None)
-        while isinstance(step, Step):
-            try:
-                step = _advance(plan, self.run_step(step), None)
-            except Exception as e:
-                step = _advance(plan, None, e)
-        return step.value  # type: ignore[no-any-return]
-
-    async def adrive(self, plan: Plan[T]) -> T:
-        """Run a [`Plan`][langmem_sqlite.engine.Plan] with
-        [`arun`][langmem_sqlite.engine.Database.arun] and return its result."""
-        step = _advance(plan, None, None)
-        while isinstance(step, Step):
-            try:
-                result = await self.arun_step(step)
-            except Exception as e:
-                step = _advance(plan, None, e)
-            else:
-                step = _advance(plan, result, None)
-        return step.value  # type: ignore[no-any-return]
 
     def _worker_threads(self) -> ThreadPoolExecutor:
         """The threads that run this database's async calls (made on first use, and again in

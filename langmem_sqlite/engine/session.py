@@ -12,18 +12,39 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable, Hashable, Mapping, Sequence
-from typing import Any
+from typing import Any, NamedTuple
 
 from sqlalchemy import event
 from sqlalchemy.engine import Connection, CursorResult, Engine, ExceptionContext
 
 from .dialects import Dialect, dialect_named
 
-__all__ = ["Session", "Statements", "watch_disconnects", "work"]
+__all__ = ["Session", "Statements", "Step", "watch_disconnects", "work"]
 
 STATEMENTS_KEPT = 2_000
 """Statements kept per engine by [`Session.statement`][langmem_sqlite.engine.Session.statement]
 (the oldest go first)."""
+
+
+class Step(NamedTuple):
+    """One unit of work of a [`Plan`][langmem_sqlite.engine.Plan]: `fn(session, *args)`."""
+
+    fn: Callable[..., Any]
+    args: tuple[Any, ...] = ()
+    write: bool = False
+    """The work writes (SQLite: it takes the write lock at its start)."""
+    own_transaction: bool = False
+    """`fn` takes a SQLAlchemy `Connection` in "commit as you go" mode and commits itself
+    (schema changes, `VACUUM`)."""
+    schema: bool = False
+    """`fn` inspects or changes the schema: it takes a SQLAlchemy `Connection` in a
+    transaction (for `inspect()` and savepoints) instead of a
+    [`Session`][langmem_sqlite.engine.Session]."""
+    single: bool = False
+    """`fn` runs one statement: it needs no transaction around it."""
+    transaction: bool = False
+    """`fn` only reads but must run as one transaction (PostgreSQL: settings made with
+    `SET LOCAL` last for the unit, also through a transaction pooler)."""
 
 
 class Statements:
@@ -84,22 +105,14 @@ class Session:
         return self.connection.exec_driver_sql(sql, params)
 
 
-def work(
-    connection: Connection,
-    rules: Dialect,
-    statements: Statements,
-    fn: Callable[..., Any],
-    args: tuple[Any, ...],
-    write: bool,
-    single: bool,
-    transaction: bool,
-) -> Any:
-    """Run `fn(session, *args)` as one unit of work on `connection`: the dialect object starts
-    it (`BEGIN IMMEDIATE` for SQLite writers, autocommit for PostgreSQL's single statements),
-    a success commits, a failure rolls back, and the connection is left as it was found."""
-    txn = rules.begin(connection, write, single, transaction)
+def work(connection: Connection, rules: Dialect, statements: Statements, step: Step) -> Any:
+    """Run `step.fn(session, *step.args)` as one unit of work on `connection`: the dialect
+    object prepares it (`BEGIN IMMEDIATE` for SQLite writers, autocommit for PostgreSQL's single
+    statements), a success commits, a failure rolls back, and the connection is left as it was
+    found."""
+    txn = rules.begin(connection, step.write, step.single, step.transaction)
     try:
-        result = fn(Session(connection, rules, statements, txn.commit), *args)
+        result = step.fn(Session(connection, rules, statements, txn.commit), *step.args)
         if connection.in_transaction():
             connection.commit()
         return result
