@@ -14,9 +14,7 @@ from langmem_sqlite.engine.schema import get_tables
 
 
 def _connection_id(conn: Session) -> int:
-    sql = (
-        "SELECT pg_backend_pid()" if conn.rules.name == "postgresql" else "SELECT CONNECTION_ID()"
-    )
+    sql = "SELECT pg_backend_pid()" if conn.rules.name == "postgresql" else "SELECT CONNECTION_ID()"
     return int(conn.execute(sa.text(sql)).scalar_one())
 
 
