@@ -1,18 +1,20 @@
 """The execution layer: databases, their dialect objects, the seam every statement goes through,
 and the one retry rule.
 
-* `database`: [`get_database`][langmem_sqlite.engine.get_database] turns a URL, a path or an
-  engine into a [`Database`][langmem_sqlite.engine.Database], which runs units of work (sync,
-  async, and plans of several units); [`reading_database`][langmem_sqlite.engine.reading_database]
-  opens one only to read it;
+* `opening`: [`get_database`][langmem_sqlite.engine.get_database] turns a URL, a path or an
+  engine into a [`Database`][langmem_sqlite.engine.Database];
+  [`reading_database`][langmem_sqlite.engine.reading_database] opens one only to read it;
+* `database`: the `Database`, which runs units of work (sync, async, and plans of several
+  units);
 * `session`: the [`Session`][langmem_sqlite.engine.Session] a storage function receives (a
   SQLAlchemy `Connection` and the database's rules);
 * `dialects`: one object per kind of database (SQLite, PostgreSQL, MySQL/MariaDB);
 * `retry`: which failures are retried, for how long, and the typed error after that.
 """
 
-from .database import Database, DatabaseLike, Plan, Step, get_database, reading_database
+from .database import Database, Plan, Step
 from .errors import DatabaseUnavailableError
+from .opening import DatabaseLike, get_database, reading_database
 from .retry import DEFAULT_RETRY_SECONDS, Fault
 from .session import Session
 
