@@ -74,7 +74,7 @@ class Session:
     Attributes:
         connection: SQLAlchemy's `Connection` (its `dialect`, `info` and events are
             SQLAlchemy's).
-        rules: this package's dialect object ([`Dialect`][langmem_sqlite.engine.dialects.Dialect]).
+        rules: this package's dialect object (`engine.dialects`: what differs between databases).
         in_transaction: whether the unit runs in a transaction (else each statement commits
             on its own, or it is a single read).
     """
