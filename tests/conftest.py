@@ -11,9 +11,12 @@ PgBouncer. A server that cannot be reached skips its tests locally, and FAILS th
 from __future__ import annotations
 
 import os
+import subprocess
 import sys
 import uuid
 from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
 
 import pytest
 import sqlalchemy as sa
@@ -33,6 +36,36 @@ REQUIRE_SERVERS = os.environ.get("CI", "").lower() == "true" or bool(
 )
 BACKENDS = ["sqlite", "postgres", "mariadb", "pgbouncer"]
 _SERVER_URLS = {"postgres": POSTGRES_URL, "mariadb": MARIADB_URL, "pgbouncer": PGBOUNCER_URL}
+
+CONSOLE_SCRIPT = str(Path(sys.executable).with_name("langmem-sqlite"))
+"""The installed console script of the Python running the tests."""
+
+NO_KEY = {k: v for k, v in os.environ.items() if k != "OPENAI_API_KEY"}
+"""The environment without a model API key (the chat then runs offline)."""
+
+
+def console(
+    *args: str,
+    input: str = "",
+    stdin: Any = None,
+    env: dict[str, str] | None = None,
+    cwd: os.PathLike[str] | None = None,
+) -> subprocess.CompletedProcess[str]:
+    """``langmem-sqlite ARGS``: the real console script in a new process, without an API key
+    (unless ``env`` gives one), ``input`` on its stdin (or the file ``stdin``). The timeout only
+    guards against a hang."""
+    feed: dict[str, Any] = {"stdin": stdin} if stdin is not None else {"input": input}
+    return subprocess.run(
+        [CONSOLE_SCRIPT, *args],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+        env={**NO_KEY, "COLUMNS": "200", **(env or {})},
+        cwd=cwd,
+        **feed,
+    )
+
 
 _reachable: dict[str, str | None] = {}
 

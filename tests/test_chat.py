@@ -5,16 +5,15 @@ from __future__ import annotations
 import http.server
 import io
 import json
-import os
 import re
 import socket
 import subprocess
-import sys
 import threading
 from pathlib import Path
 from typing import Any
 
 import pytest
+from conftest import CONSOLE_SCRIPT, NO_KEY, console
 from langchain_core.messages import AIMessage, HumanMessage, SystemMessage
 
 from langmem_sqlite import ConversationStore
@@ -25,31 +24,11 @@ SMALL = ["--max-tokens", "800", "--trigger-tokens", "300", "--offline"]
 chat_backends = pytest.mark.parametrize("backend", ["sqlite", "postgres"], indirect=True)
 
 
-NO_KEY = {k: v for k, v in os.environ.items() if k != "OPENAI_API_KEY"}
-
-
-def run_cli(
-    *args: str, script: str = "", env: dict[str, str] | None = None, cwd: Path | None = None
-) -> subprocess.CompletedProcess[str]:
-    """``langmem-sqlite ARGS`` in a new process without an API key (unless ``env`` gives one),
-    ``script`` on stdin."""
-    return subprocess.run(
-        [sys.executable, "-m", "langmem_sqlite", *args],
-        input=script,
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
-        env={**NO_KEY, **(env or {})},
-        cwd=cwd,
-    )
-
-
 def run_chat(
     *args: str, script: str = "", env: dict[str, str] | None = None, cwd: Path | None = None
 ) -> subprocess.CompletedProcess[str]:
-    """``langmem-sqlite chat ARGS``, run as `run_cli` runs it."""
-    return run_cli("chat", *args, script=script, env=env, cwd=cwd)
+    """``langmem-sqlite chat ARGS``, ``script`` on stdin."""
+    return console("chat", *args, input=script, env=env, cwd=cwd)
 
 
 def chat(db: str, prefix: str, script: str, *args: str) -> subprocess.CompletedProcess[str]:
@@ -370,11 +349,11 @@ def test_a_failing_model_costs_one_line_and_keeps_the_question(tmp_path: Path) -
     thread = [m.text for m in session.messages()]
     assert thread == ["hello", "and now?"]
     assert [m.text for m in ConversationStore(db).get_messages("main", user_id="me")] == thread
-    listed = run_cli("sessions", "--db", db, "--json")
+    listed = console("sessions", "--db", db, "--json")
     assert [(s["session_id"], s["message_count"]) for s in json.loads(listed.stdout)] == [
         ("main", 2)
     ]
-    shown = run_cli("history", "--db", db, "--user", "me", "main").stdout
+    shown = console("history", "--db", db, "--user", "me", "main").stdout
     assert "hello" in shown and "and now?" in shown
     # with a working model the conversation goes on after the unanswered questions
     third = run_chat("--db", db, "--offline", "--script", "-", script="I live in Oslo.\n")
@@ -443,8 +422,8 @@ def _spawn(db: str, state: Path, *args: str) -> object:
         "LINES": "50",
     }
     child = pexpect.spawn(
-        sys.executable,
-        ["-m", "langmem_sqlite", "chat", "--db", db, *args],
+        CONSOLE_SCRIPT,
+        ["chat", "--db", db, *args],
         env=env,
         encoding="utf-8",
         timeout=60,

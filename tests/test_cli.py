@@ -10,22 +10,13 @@ from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
+from conftest import console
 from langchain_core.messages import AIMessage, HumanMessage, messages_from_dict
 
 from langmem_sqlite import ConversationStore, SQLSaver
 from langmem_sqlite.chat import open_chat, run_lines
 from langmem_sqlite.cli import cli as cli_group
 from langmem_sqlite.cli import main
-
-
-def cli(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "langmem_sqlite", *args],
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
-    )
 
 
 def run(*args: str) -> str:
@@ -144,7 +135,7 @@ def test_prune_dry_run_then_real(populated: tuple[str, str]) -> None:
 
 
 def test_migrate(tmp_path: Path) -> None:
-    proc = cli("migrate", "--db", str(tmp_path / "m.db"))
+    proc = console("migrate", "--db", str(tmp_path / "m.db"))
     assert proc.returncode == 0, proc.stderr
     assert "schema at version" in proc.stdout
     doc = json.loads(run("migrate", "--db", str(tmp_path / "m.db"), "--json"))
@@ -153,7 +144,7 @@ def test_migrate(tmp_path: Path) -> None:
 
 def test_errors_are_one_line_in_a_real_process() -> None:
     for args in (["sessions", "--db", "postgresql://nobody@127.0.0.1:1/none"], ["sessions", "-x"]):
-        proc = cli(*args)
+        proc = console(*args)
         assert proc.returncode != 0, args
         assert "Traceback" not in proc.stderr, args
         assert len(proc.stderr.strip().splitlines()) == 1, (args, proc.stderr)
@@ -423,9 +414,9 @@ def test_chat_commands_say_what_they_do(tmp_path: Path) -> None:
 def test_version_and_bare_command() -> None:
     from langmem_sqlite import __version__
 
-    proc = cli("--version")
+    proc = console("--version")
     assert proc.returncode == 0 and proc.stdout == f"langmem-sqlite, version {__version__}\n"
-    proc = cli()
+    proc = console()
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.startswith("Usage: langmem-sqlite") and "copy" in proc.stdout
     assert proc.stderr == ""

@@ -15,14 +15,13 @@ import os
 import pty
 import sqlite3
 import subprocess
-import sys
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 import sqlalchemy as sa
-from conftest import MARIADB_URL, POSTGRES_URL, server_url
+from conftest import MARIADB_URL, POSTGRES_URL, console, server_url
 from langchain_core.messages import AIMessage, HumanMessage, message_to_dict
 
 from langmem_sqlite import ConversationStore
@@ -48,17 +47,6 @@ READERS = (
 """Every command that only reads (with arguments that find something in the tour's database)."""
 
 
-def cli(*args: str, **kw: object) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "langmem_sqlite", *args],
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
-        **kw,  # type: ignore[arg-type]
-    )
-
-
 def snapshot(directory: Path) -> dict[str, str]:
     """Every file in ``directory`` and the SHA-256 of its bytes."""
     return {
@@ -78,7 +66,7 @@ def tour_db(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A database the package made (WAL mode): the scripted chat of user ada, in a process of
     its own that has ended (no connection left open)."""
     path = tmp_path_factory.mktemp("tour") / "tour.db"
-    proc = cli("chat", "--tour", "--db", str(path))
+    proc = console("chat", "--tour", "--db", str(path))
     assert proc.returncode == 0, proc.stderr
     assert sorted(p.name for p in path.parent.iterdir()) == ["tour.db"]
     return path
@@ -101,7 +89,7 @@ def foreign_db(tmp_path: Path) -> Path:
 def test_reading_commands_leave_a_foreign_sqlite_file_as_found(foreign_db: Path) -> None:
     before = snapshot(foreign_db.parent)
     for args in READERS:
-        proc = cli(*args, "--db", str(foreign_db))
+        proc = console(*args, "--db", str(foreign_db))
         assert proc.returncode == 1, (args, proc.stdout)
         assert proc.stderr == (
             f"error: no langmem-sqlite tables with prefix 'langmem_' in {foreign_db}\n"
@@ -116,14 +104,14 @@ def test_reading_commands_leave_a_foreign_sqlite_file_as_found(foreign_db: Path)
 def test_reading_commands_leave_a_package_database_as_found(tour_db: Path) -> None:
     before = snapshot(tour_db.parent)
     for args in READERS:
-        proc = cli(*args, "--db", str(tour_db))
+        proc = console(*args, "--db", str(tour_db))
         assert proc.returncode == 0, (args, proc.stderr)
         assert snapshot(tour_db.parent) == before, args
 
 
 def test_a_prefix_without_tables_is_named_with_the_prefixes_there(tour_db: Path) -> None:
     before = snapshot(tour_db.parent)
-    proc = cli("users", "--db", str(tour_db), "--prefix", "typo_")
+    proc = console("users", "--db", str(tour_db), "--prefix", "typo_")
     assert proc.returncode == 1 and proc.stdout == ""
     assert proc.stderr == (
         f"error: no langmem-sqlite tables with prefix 'typo_' in {tour_db} "
@@ -161,7 +149,7 @@ def _server_tables(url: str) -> list[str]:
 
 def test_reading_commands_create_no_table_on_a_server(fresh_server_db: str) -> None:
     for args in (["users"], ["threads"], ["sessions"], ["stats"], ["vacuum"]):
-        proc = cli(*args, "--db", fresh_server_db)
+        proc = console(*args, "--db", fresh_server_db)
         assert proc.returncode == 1, (args, proc.stdout)
         assert "no langmem-sqlite tables with prefix 'langmem_' in " in proc.stderr, args
         assert len(proc.stderr.splitlines()) == 1, (args, proc.stderr)
@@ -198,7 +186,7 @@ def test_an_older_schema_is_not_migrated_by_a_reader(tmp_path: Path) -> None:
         conn.execute("DELETE FROM langmem_migrations WHERE version = 10")
     conn.close()
     before = snapshot(tmp_path)
-    proc = cli("sessions", "--db", str(path))
+    proc = console("sessions", "--db", str(path))
     assert proc.returncode == 1
     assert proc.stderr == (
         f"error: the langmem-sqlite tables with prefix 'langmem_' in {path} are at schema "
@@ -213,12 +201,12 @@ def test_copy_leaves_its_source_as_found_and_names_it_by_its_file(
 ) -> None:
     before = snapshot(tour_db.parent)
     target = tmp_path / "copy.db"
-    proc = cli("copy", "--from", str(tour_db), "--to", str(target), "--json")
+    proc = console("copy", "--from", str(tour_db), "--to", str(target), "--json")
     assert proc.returncode == 0, proc.stderr
     doc = json.loads(proc.stdout)
     assert (doc["source"], doc["target"]) == (str(tour_db), str(target))
     assert snapshot(tour_db.parent) == before
-    proc = cli("copy", "--from", str(tour_db), "--to", str(target))
+    proc = console("copy", "--from", str(tour_db), "--to", str(target))
     assert proc.returncode == 0, proc.stderr
     assert f"from {tour_db} to {target}; verified by reading back" in proc.stdout
     assert snapshot(tour_db.parent) == before
@@ -234,19 +222,19 @@ def test_copy_of_an_unknown_user_is_refused_and_creates_nothing(
     tour_db: Path, tmp_path: Path
 ) -> None:
     target = tmp_path / "nobody.db"
-    proc = cli("copy", "--from", str(tour_db), "--to", str(target), "--user", "nobody")
+    proc = console("copy", "--from", str(tour_db), "--to", str(target), "--user", "nobody")
     assert proc.returncode == 1
     assert proc.stderr == (
         f"error: nothing of user 'nobody' in {tour_db} (prefix 'langmem_'): nothing copied\n"
     )
     assert list(tmp_path.iterdir()) == []
-    proc = cli("copy", "--from", str(tour_db), "--to", str(target), "--user", "ada", "--json")
+    proc = console("copy", "--from", str(tour_db), "--to", str(target), "--user", "ada", "--json")
     assert proc.returncode == 0 and json.loads(proc.stdout)["copied"] > 0
 
 
 def _tour_copy(tour_db: Path, tmp_path: Path) -> Path:
     path = tmp_path / "mine.db"
-    assert cli("copy", "--from", str(tour_db), "--to", str(path)).returncode == 0
+    assert console("copy", "--from", str(tour_db), "--to", str(path)).returncode == 0
     return path
 
 
@@ -255,7 +243,7 @@ def test_forget_user_reports_an_unknown_user_and_does_nothing(
 ) -> None:
     path = _tour_copy(tour_db, tmp_path)
     before = snapshot(tmp_path)
-    proc = cli("forget-user", "nobody", "--db", str(path))
+    proc = console("forget-user", "nobody", "--db", str(path))
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout == f"nothing stored about user 'nobody' in {path}: nothing deleted\n"
     assert snapshot(tmp_path) == before  # no VACUUM either
@@ -266,7 +254,7 @@ def test_forget_user_asks_on_a_terminal_and_needs_yes_in_a_script(
 ) -> None:
     path = _tour_copy(tour_db, tmp_path)
     before = snapshot(tmp_path)
-    proc = cli("forget-user", "ada", "--db", str(path), stdin=subprocess.DEVNULL)
+    proc = console("forget-user", "ada", "--db", str(path), stdin=subprocess.DEVNULL)
     assert proc.returncode == 1
     assert proc.stderr == (
         "error: forget-user deletes user 'ada''s data for good: pass --yes to confirm "
@@ -278,7 +266,7 @@ def test_forget_user_asks_on_a_terminal_and_needs_yes_in_a_script(
         main, side = pty.openpty()
         try:
             os.write(main, answer)
-            return cli("forget-user", "ada", "--db", str(path), stdin=side)
+            return console("forget-user", "ada", "--db", str(path), stdin=side)
         finally:
             os.close(main)
             os.close(side)
@@ -293,7 +281,7 @@ def test_forget_user_asks_on_a_terminal_and_needs_yes_in_a_script(
     assert proc.returncode == 0, proc.stderr
     assert "deleted for user 'ada'" in proc.stdout
     assert ConversationStore(str(path)).list_sessions("ada") == []
-    proc = cli("forget-user", "ada", "--db", str(path), "--yes")
+    proc = console("forget-user", "ada", "--db", str(path), "--yes")
     assert proc.stdout.startswith("nothing stored about user 'ada'")
 
 
@@ -332,7 +320,7 @@ def test_imports_leave_their_source_as_found_and_a_failed_one_creates_nothing(
         (["sqlite-saver", str(tmp_path / "none.db")], f"no SQLite file at {tmp_path / 'none.db'}"),
         (["sqlite-saver", str(source), "--thread", "nosuch"], "no thread 'nosuch' in the source"),
     ):
-        proc = cli("import", *args, "--db", str(target))
+        proc = console("import", *args, "--db", str(target))
         assert proc.returncode == 1, args
         assert proc.stderr == f"error: {message}\n", args
         assert not target.exists(), args
@@ -348,17 +336,17 @@ def test_imports_leave_their_source_as_found_and_a_failed_one_creates_nothing(
         conn.execute("INSERT INTO message_store (session_id, message) VALUES ('s', ?)", (body,))
     conn.close()
     before = snapshot(source_dir)
-    proc = cli("import", "history", str(community), "--db", str(target))
+    proc = console("import", "history", str(community), "--db", str(target))
     assert proc.returncode == 0, proc.stderr
     assert "chat_history: 1 session found, 1 message imported" in proc.stdout
     assert snapshot(source_dir) == before
-    first = cli("import", "sqlite-saver", str(source), "--db", str(target))
+    first = console("import", "sqlite-saver", str(source), "--db", str(target))
     assert first.returncode == 0, first.stderr
     assert (
         "checkpoints: 1 thread found, 1 checkpoint imported, 0 already there, "
         "pending writes: 2 imported, 0 already present; verified by reading back"
     ) in first.stdout
-    again = cli("import", "sqlite-saver", str(source), "--db", str(target))
+    again = console("import", "sqlite-saver", str(source), "--db", str(target))
     assert (
         "0 checkpoints imported, 1 already there, pending writes: 0 imported, 2 already present"
     ) in again.stdout
@@ -373,29 +361,29 @@ def test_listings_keep_one_row_per_line_and_count_in_the_singular(tmp_path: Path
     store = ConversationStore(path)
     store.add_messages("s1", [HumanMessage("hi"), AIMessage("hello")], user_id="two\nlines")
     get_database(path).dispose()
-    proc = cli("sessions", "--db", path)
+    proc = console("sessions", "--db", path)
     assert proc.returncode == 0, proc.stderr
     rows = [line for line in proc.stdout.splitlines() if "s1" in line]
     assert len(rows) == 1 and "two\\x0alines" in rows[0]
     assert "title" not in proc.stdout  # no session has a title
     assert "+00:00" in rows[0]  # the time's zone, as facts show it
-    users = cli("users", "--db", path)
+    users = console("users", "--db", path)
     assert len([line for line in users.stdout.splitlines() if "lines" in line]) == 1
-    proc = cli("prune", "--older-than", "0", "--dry-run", "--db", path)
+    proc = console("prune", "--older-than", "0", "--dry-run", "--db", path)
     assert proc.stdout.splitlines()[0] == "would delete 1 session and 0 threads"
     out = tmp_path / "s1.md"
-    proc = cli("export", "s1", "--user", "two\nlines", "-o", str(out), "--db", path)
+    proc = console("export", "s1", "--user", "two\nlines", "-o", str(out), "--db", path)
     assert proc.stderr == f"wrote 2 messages to {out}\n"
     ConversationStore(path).rename_session("s1", "Greeting", user_id="two\nlines")
     get_database(path).dispose()
-    assert "Greeting" in cli("sessions", "--db", path).stdout
+    assert "Greeting" in console("sessions", "--db", path).stdout
 
 
 def test_hints_quote_values_for_the_shell(tmp_path: Path) -> None:
     path = str(tmp_path / "q.db")
     ConversationStore(path).add_messages("s", [HumanMessage("x")], user_id="ünï[c]ode")
     get_database(path).dispose()
-    proc = cli("history", "s", "--db", path)
+    proc = console("history", "s", "--db", path)
     assert proc.returncode == 1
     assert proc.stderr.endswith("have one: add --user 'ünï[c]ode'\n"), proc.stderr
 
@@ -409,7 +397,7 @@ def test_copy_creates_a_missing_server_database(
     url = f"{(POSTGRES_URL if backend == 'postgres' else MARIADB_URL).rsplit('/', 1)[0]}/{name}"
     admin = sa.create_engine(get_database(base).url, isolation_level="AUTOCOMMIT")
     try:
-        proc = cli("copy", "--from", str(tour_db), "--to", url, "--user", "ada", "--json")
+        proc = console("copy", "--from", str(tour_db), "--to", url, "--user", "ada", "--json")
         assert proc.returncode == 0, proc.stderr
         assert json.loads(proc.stdout)["copied"] > 0
         assert "langmem_sessions" in _server_tables(url)
@@ -429,7 +417,7 @@ def test_copy_says_when_the_login_may_not_create_the_database(tour_db: Path) -> 
     server = sa.make_url(POSTGRES_URL).set(username=role)
     url = server.set(database=f"{role}_db").render_as_string(hide_password=False)
     try:
-        proc = cli("copy", "--from", str(tour_db), "--to", url)
+        proc = console("copy", "--from", str(tour_db), "--to", url)
         assert proc.returncode == 1
         assert proc.stderr == (
             f"error: the database '{role}_db' does not exist on "

@@ -15,12 +15,10 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-import os
 import re
 import socket
 import sqlite3
 import subprocess
-import sys
 import threading
 import uuid
 from collections.abc import Callable, Iterator
@@ -30,7 +28,7 @@ from typing import Any
 
 import pytest
 import sqlalchemy as sa
-from conftest import MARIADB_URL, POSTGRES_URL, server_url
+from conftest import MARIADB_URL, POSTGRES_URL, console, server_url
 from langchain_core.messages import HumanMessage
 
 from langmem_sqlite import ConversationStore, SQLSaver, SQLStore
@@ -52,9 +50,10 @@ def _free_port() -> int:
 
 
 @contextlib.contextmanager
-def _peer(behaviour: str) -> Iterator[int]:
+def _peer(behaviour: str, close_after: float | None = None) -> Iterator[int]:
     """A TCP server on a free loopback port that accepts connections and then never answers
-    (``silent``) or resets them at once (``reset``)."""
+    (``silent``; closed after ``close_after`` seconds if given) or resets them at once
+    (``reset``)."""
     server = socket.socket()
     server.bind(("127.0.0.1", 0))
     server.listen(64)
@@ -73,6 +72,8 @@ def _peer(behaviour: str) -> Iterator[int]:
                     socket.SOL_SOCKET, socket.SO_LINGER, b"\x01\x00\x00\x00\x00\x00\x00\x00"
                 )
                 conn.close()
+            elif close_after is not None:
+                threading.Timer(close_after, conn.close).start()
             else:
                 held.append(conn)
 
@@ -86,18 +87,6 @@ def _peer(behaviour: str) -> Iterator[int]:
         for c in held:
             c.close()
         server.close()
-
-
-def _cli(*args: str, stdin: str = "", **env: str) -> subprocess.CompletedProcess[str]:
-    """The console script; the outer timeout only guards against a hang."""
-    return subprocess.run(
-        [sys.executable, "-m", "langmem_sqlite", *args],
-        input=stdin,
-        capture_output=True,
-        text=True,
-        timeout=120,
-        env={**os.environ, "COLUMNS": "200", **env},
-    )
 
 
 def _one_plain_line(proc: subprocess.CompletedProcess[str], *named: str) -> str:
@@ -189,46 +178,15 @@ def test_a_peer_that_never_answers_fails_within_the_connect_timeout(server: str)
 def test_the_cli_fails_with_one_line_when_a_server_never_answers(server: str) -> None:
     with _peer("silent") as port:
         url = SCHEMES[server].format(port=port).replace(":pw@", "@")
-        proc = _cli("users", "--db", url)
+        proc = console("users", "--db", url)
     _one_plain_line(proc, f"127.0.0.1:{port}/x", "cannot open the database")
 
 
 def test_the_cli_fails_fast_with_one_line() -> None:
     port = _free_port()
-    proc = _cli("sessions", "--db", SCHEMES["postgres"].format(port=port))
+    proc = console("sessions", "--db", SCHEMES["postgres"].format(port=port))
     line = _one_plain_line(proc, f"127.0.0.1:{port}", "cannot open the database")
     assert ":pw@" not in line
-
-
-def _silent_then_closed(seconds: float) -> Any:
-    """A peer that accepts, says nothing for ``seconds``, then closes the connection."""
-
-    @contextlib.contextmanager
-    def peer() -> Iterator[int]:
-        server = socket.socket()
-        server.bind(("127.0.0.1", 0))
-        server.listen(16)
-        stop = threading.Event()
-
-        def serve() -> None:
-            server.settimeout(0.1)
-            while not stop.is_set():
-                try:
-                    conn, _ = server.accept()
-                except OSError:
-                    continue
-                threading.Timer(seconds, conn.close).start()
-
-        thread = threading.Thread(target=serve, daemon=True)
-        thread.start()
-        try:
-            yield int(server.getsockname()[1])
-        finally:
-            stop.set()
-            thread.join(5)
-            server.close()
-
-    return peer()
 
 
 @pytest.mark.timeout(300)
@@ -237,7 +195,7 @@ def test_the_connect_timeout_is_set_in_the_url(server: str) -> None:
     """``?connect_timeout=N`` in the URL wins: a peer that closes after 4 s of silence times
     out with 2 s, and is seen closing with 10 s."""
     timed_out = {"postgres": "timeout expired", "mariadb": "timed out"}[server]
-    with _silent_then_closed(4) as port:
+    with _peer("silent", close_after=4) as port:
         base = SCHEMES[server].format(port=port)
         short = get_database(f"{base}?connect_timeout=2")
         with pytest.raises(DatabaseUnavailableError, match=timed_out):
@@ -287,7 +245,7 @@ def test_an_unknown_server_database_is_the_typed_error(make: Callable[[], str], 
     server_url("mariadb" if "mariadb" in make() else "postgres")
     with pytest.raises(DatabaseUnavailableError, match=f"cannot open the database .*{named}"):
         SQLStore(make(), table_prefix="ff_").get(("ns",), "k")
-    proc = _cli("users", "--db", make())
+    proc = console("users", "--db", make())
     _one_plain_line(proc, named)
 
 
@@ -300,7 +258,7 @@ def test_a_file_that_is_not_a_database_is_one_sentence(tmp_path: Path) -> None:
     with pytest.raises(DatabaseUnavailableError, match="not a database"):
         ConversationStore(str(notes)).get_messages("s")
     for command in (["users"], ["sessions"], ["history", "s"]):
-        _one_plain_line(_cli(*command, "--db", str(notes)), str(notes), "not a database")
+        _one_plain_line(console(*command, "--db", str(notes)), str(notes), "not a database")
     assert notes.read_text() == "shopping: milk, eggs\n"
 
 
@@ -308,7 +266,7 @@ def test_a_missing_directory_is_named(tmp_path: Path) -> None:
     target = tmp_path / "no" / "such" / "x.db"
     with pytest.raises(DatabaseUnavailableError, match=f"directory {tmp_path / 'no'}"):
         ConversationStore(str(target)).add_messages("s", [HumanMessage("x")])
-    proc = _cli("chat", "--db", str(target), "--offline", "--script", "-", stdin="hi\n")
+    proc = console("chat", "--db", str(target), "--offline", "--script", "-", input="hi\n")
     _one_plain_line(proc, str(target))
     assert not (tmp_path / "no").exists()
 
@@ -317,8 +275,8 @@ def test_debug_shows_the_traceback(tmp_path: Path) -> None:
     notes = tmp_path / "notes.txt"
     notes.write_text("not a database\n")
     for proc in (
-        _cli("--debug", "users", "--db", str(notes)),
-        _cli("users", "--db", str(notes), LANGMEM_SQLITE_DEBUG="1"),
+        console("--debug", "users", "--db", str(notes)),
+        console("users", "--db", str(notes), env={"LANGMEM_SQLITE_DEBUG": "1"}),
     ):
         assert proc.returncode == 1
         assert "Traceback" in proc.stderr and "DatabaseUnavailableError" in proc.stderr
@@ -384,18 +342,18 @@ def test_the_chat_says_it_waits_for_a_locked_file_then_gives_up(tmp_path: Path) 
     a line says it is waiting, then one sentence naming the file and the other process; the
     read-only commands keep working meanwhile."""
     path = tmp_path / "chat.db"
-    assert _cli("migrate", "--db", str(path)).returncode == 0
+    assert console("migrate", "--db", str(path)).returncode == 0
     with _write_locked(path):
-        reader = _cli("sessions", "--db", str(path))
-        chat = _cli(
+        reader = console("sessions", "--db", str(path))
+        chat = console(
             "chat",
             "--db",
             str(path),
             "--offline",
             "--script",
             "-",
-            stdin="hello\n",
-            LANGMEM_SQLITE_RETRY_SECONDS="3",
+            input="hello\n",
+            env={"LANGMEM_SQLITE_RETRY_SECONDS": "3"},
         )
     assert reader.returncode == 0, reader.stderr
     assert chat.returncode == 1
@@ -419,8 +377,8 @@ def test_sqlite_busy_waits_are_short_and_bounded_by_the_retry_loop(tmp_path: Pat
 
 def test_help_shows_at_least_not_the_int64_bound() -> None:
     for command, shown in ((["history"], "[x>=1]"), (["chat"], "[x>=200]")):
-        proc = _cli(*command, "--help")
+        proc = console(*command, "--help")
         assert shown in proc.stdout and "9223372036854775807" not in proc.stdout, proc.stdout
     for value in ("0", str(2**63)):
-        proc = _cli("history", "s", "--limit", value, "--db", "x.db")
+        proc = console("history", "s", "--limit", value, "--db", "x.db")
         assert proc.returncode == 2 and "--limit" in proc.stderr, proc.stderr
