@@ -277,14 +277,14 @@ def test_an_append_retried_after_its_commit_landed_is_not_written_twice(
     rows = store._rows([HumanMessage("once"), AIMessage("only once")], key)
     append = Append()
     # the first attempt commits, then (as far as the caller knows) fails: Database.run retries
-    done = store.db.run(sql.add_messages, store.tables, key, rows, 1, None, append, write=True)
+    done = store.db.run(sql.add_messages, store.tables, key, rows, 1, append, write=True)
     assert done == (2, 3)
-    again = store.db.run(sql.add_messages, store.tables, key, rows, 2, None, append, write=True)
+    again = store.db.run(sql.add_messages, store.tables, key, rows, 2, append, write=True)
     assert again == (2, 3)  # what the attempt that committed wrote
     assert store.get_session("s").message_count == 3  # type: ignore[union-attr]
     assert [m.content for m in store.get_messages("s")] == ["before", "once", "only once"]
     # a different append of the same messages is written again, as asked
-    store.db.run(sql.add_messages, store.tables, key, rows, 3, None, Append(), write=True)
+    store.db.run(sql.add_messages, store.tables, key, rows, 3, Append(), write=True)
     assert store.count_messages("s") == 5
 
 
@@ -346,7 +346,7 @@ def test_skip_existing_rechecks_under_the_lock(db_url: str, prefix: str) -> None
     rows = store._rows([HumanMessage("x", id="x"), AIMessage("y"), HumanMessage("z", id="z")], key)
     store.add_messages("s", [HumanMessage("x", id="x")], user_id="u")  # the other writer
     run = store.db.run
-    done = run(sql.add_messages, store.tables, key, rows, 1, None, Append(), True, write=True)
+    done = run(sql.add_messages, store.tables, key, rows, 1, Append(), True, write=True)
     assert done == (2, 3)
     assert [m.content for m in store.get_messages("s", user_id="u")] == ["x", "y", "z"]
     info = store.get_session("s", user_id="u")
@@ -367,11 +367,11 @@ def test_a_retried_skip_existing_append_reports_what_it_wrote(store: Conversatio
     store.add_messages("s", [HumanMessage("a", id="a")])
     append = Append()
     run = store.db.run
-    assert run(sql.add_messages, store.tables, key, rows, 1, None, append, True, write=True) == (
+    assert run(sql.add_messages, store.tables, key, rows, 1, append, True, write=True) == (
         1,
         2,
     )
-    assert run(sql.add_messages, store.tables, key, rows, 2, None, append, True, write=True) == (
+    assert run(sql.add_messages, store.tables, key, rows, 2, append, True, write=True) == (
         1,
         2,
     )
