@@ -269,8 +269,7 @@ def _pgvector_fill(
 ) -> TableCopy:
     """The rows the target's pgvector table lacks, made from the copied vectors."""
     from ..store.namespaces import prefix_range
-    from ..store.pgvector_schema import pgvector_table
-    from ..store.vectors import from_blob
+    from ..store.pgvector_schema import pgvector_table, vector_at_length
 
     pgv, sv = pgvector_table(tables), tables.store_vectors
     condition: Any = sa.true()
@@ -278,7 +277,7 @@ def _pgvector_fill(
         low, high = prefix_range((_USERS_NAMESPACE, user_id)) or ("", "")
         condition = sa.and_(sv.c.ns >= low, sv.c.ns < high)
     lacking = (
-        sa.select(sv.c.item_id, sv.c.field, sv.c.ns, sv.c.embedding)
+        sa.select(sv.c.item_id, sv.c.field, sv.c.ns, sv.c.embedding, sv.c.norm)
         .outerjoin(pgv, sa.and_(pgv.c.item_id == sv.c.item_id, pgv.c.field == sv.c.field))
         .where(pgv.c.item_id.is_(None), condition)
         .limit(batch_size)
@@ -286,8 +285,8 @@ def _pgvector_fill(
     copied = 0
     while rows := session.execute(lacking).all():
         values = [
-            {"item_id": i, "field": f, "ns": ns, "embedding": from_blob(blob).tolist()}
-            for i, f, ns, blob in rows
+            {"item_id": i, "field": f, "ns": ns, "embedding": vector_at_length(blob, norm)}
+            for i, f, ns, blob, norm in rows
         ]
         session.execute(sa.insert(pgv), values)
         copied += len(rows)
