@@ -903,35 +903,3 @@ def test_a_read_decodes_a_logarithmic_number_of_rows(db_url: str, prefix: str) -
         got.checkpoint["channel_values"]["messages"]
         == graph.get_state(cfg("log")).values["messages"]
     )
-
-
-def test_upgrade_drops_the_blobs_root_index(db_url: str, prefix: str) -> None:
-    """A database made before reads followed base versions has an index on the chain's root;
-    the upgrade drops it (writes no longer maintain it), and the saver reads its rows."""
-    from langmem_sqlite.engine.migrations import MIGRATIONS, ensure_schema
-    from langmem_sqlite.engine.schema import get_tables
-
-    dropped = next(m.version for m in MIGRATIONS if "root" in m.description)
-
-    saver = SQLSaver(db_url, table_prefix=prefix)
-    graph = chat_graph(saver)
-    graph.invoke({"messages": [HumanMessage("before the upgrade")]}, cfg("up"))
-    t = get_tables(prefix)
-    name = f"{prefix}checkpoint_blobs_root_ix"
-    b = t.checkpoint_blobs
-    old = sa.Index(name, b.c.thread_id, b.c.ns_hash, b.c.channel_hash, b.c.root_version)
-    b.indexes.discard(old)  # made on the database only, as the earlier schema did
-    with saver.db.sync_engine.begin() as conn:
-        old.create(conn)
-        conn.execute(sa.delete(t.migrations).where(t.migrations.c.version >= dropped))
-    saver.db.ready.clear()
-    ensure_schema(saver.db, t)
-
-    def indexes() -> set[str]:
-        with saver.db.sync_engine.connect() as conn:
-            return {i["name"] for i in sa.inspect(conn).get_indexes(b.name)}
-
-    assert name not in indexes()
-    assert name not in {i.name for i in b.indexes}
-    graph.invoke({"messages": [HumanMessage("after")]}, cfg("up"))
-    assert len(graph.get_state(cfg("up")).values["messages"]) == 4

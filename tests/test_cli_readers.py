@@ -183,14 +183,14 @@ def test_an_older_schema_is_not_migrated_by_a_reader(tmp_path: Path) -> None:
     ConversationStore(str(path)).list_sessions()
     get_database(str(path)).dispose()
     with sqlite3.connect(path) as conn:
-        conn.execute("DELETE FROM langmem_migrations WHERE version = 10")
+        conn.execute("DELETE FROM langmem_migrations WHERE version = 1")
     conn.close()
     before = snapshot(tmp_path)
     proc = console("sessions", "--db", str(path))
     assert proc.returncode == 1
     assert proc.stderr == (
         f"error: the langmem-sqlite tables with prefix 'langmem_' in {path} are at schema "
-        "version 9, this langmem-sqlite reads version 10: run `langmem-sqlite migrate` on it "
+        "version 0, this langmem-sqlite reads version 1: run `langmem-sqlite migrate` on it "
         "first\n"
     )
     assert snapshot(tmp_path) == before

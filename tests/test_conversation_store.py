@@ -277,14 +277,14 @@ def test_an_append_retried_after_its_commit_landed_is_not_written_twice(
     rows = store._rows([HumanMessage("once"), AIMessage("only once")], key)
     append = Append()
     # the first attempt commits, then (as far as the caller knows) fails: Database.run retries
-    done = store.db.run(sql.add_messages, store.tables, key, rows, 1, None, append, write=True)
+    done = store.db.run(sql.add_messages, store.tables, key, rows, 1, append, write=True)
     assert done == (2, 3)
-    again = store.db.run(sql.add_messages, store.tables, key, rows, 2, None, append, write=True)
+    again = store.db.run(sql.add_messages, store.tables, key, rows, 2, append, write=True)
     assert again == (2, 3)  # what the attempt that committed wrote
     assert store.get_session("s").message_count == 3  # type: ignore[union-attr]
     assert [m.content for m in store.get_messages("s")] == ["before", "once", "only once"]
     # a different append of the same messages is written again, as asked
-    store.db.run(sql.add_messages, store.tables, key, rows, 3, None, Append(), write=True)
+    store.db.run(sql.add_messages, store.tables, key, rows, 3, Append(), write=True)
     assert store.count_messages("s") == 5
 
 
@@ -346,7 +346,7 @@ def test_skip_existing_rechecks_under_the_lock(db_url: str, prefix: str) -> None
     rows = store._rows([HumanMessage("x", id="x"), AIMessage("y"), HumanMessage("z", id="z")], key)
     store.add_messages("s", [HumanMessage("x", id="x")], user_id="u")  # the other writer
     run = store.db.run
-    done = run(sql.add_messages, store.tables, key, rows, 1, None, Append(), True, write=True)
+    done = run(sql.add_messages, store.tables, key, rows, 1, Append(), True, write=True)
     assert done == (2, 3)
     assert [m.content for m in store.get_messages("s", user_id="u")] == ["x", "y", "z"]
     info = store.get_session("s", user_id="u")
@@ -367,102 +367,16 @@ def test_a_retried_skip_existing_append_reports_what_it_wrote(store: Conversatio
     store.add_messages("s", [HumanMessage("a", id="a")])
     append = Append()
     run = store.db.run
-    assert run(sql.add_messages, store.tables, key, rows, 1, None, append, True, write=True) == (
+    assert run(sql.add_messages, store.tables, key, rows, 1, append, True, write=True) == (
         1,
         2,
     )
-    assert run(sql.add_messages, store.tables, key, rows, 2, None, append, True, write=True) == (
+    assert run(sql.add_messages, store.tables, key, rows, 2, append, True, write=True) == (
         1,
         2,
     )
     assert [m.content for m in store.get_messages("s")] == ["a", "b"]
     assert store.count_messages("s") == 2
-
-
-def test_upgrade_keeps_duplicate_rows_and_adds_the_unique_key(db_url: str, prefix: str) -> None:
-    """A database made before migration 8 (a plain index on (session, message id), and
-    duplicates stored by racing appends) upgrades on first use: every row is kept and reads
-    return what they returned before; the later copies of an id lose it in the lookup column
-    only, and appends with ``skip_existing`` find the id."""
-    from langmem_sqlite.engine import get_database
-    from langmem_sqlite.engine.migrations import LATEST_VERSION
-    from langmem_sqlite.engine.schema import get_tables
-
-    db = get_database(db_url)
-    t = get_tables(prefix)
-    store = ConversationStore(db_url, table_prefix=prefix)
-    store.add_messages("s", [HumanMessage("q", id="1"), AIMessage("a", id="2")], user_id="u")
-    store.add_messages("other", [HumanMessage("q", id="1")], user_id="u")
-    unique, plain = f"{prefix}messages_session_msgid_uq", f"{prefix}messages_session_msgid_ix"
-    m = t.messages
-
-    def indexes() -> dict[str, bool]:
-        found = sa.inspect(db.sync_engine).get_indexes(m.name)
-        return {i["name"]: bool(i["unique"]) for i in found}
-
-    assert indexes().get(unique) is True and plain not in indexes()
-    # the schema as version 7 made it, with the copies a race between two appends stored
-    with db.sync_engine.begin() as conn:
-        next(i for i in m.indexes if i.name == unique).drop(conn)
-        conn.execute(sa.delete(t.migrations).where(t.migrations.c.version == 8))
-    shadow = sa.Table(
-        m.name,
-        sa.MetaData(),
-        sa.Column("session_pk"),
-        sa.Column("message_id"),
-        extend_existing=True,
-    )
-    old_index = sa.Index(plain, shadow.c.session_pk, shadow.c.message_id)
-    with db.sync_engine.begin() as conn:
-        old_index.create(conn)
-        first = conn.execute(sa.select(m).order_by(m.c.id)).mappings().all()[:2]
-        total = sum(r["token_count"] for r in first)
-        for i, row in enumerate([*first, first[0]]):  # q, a, q again, a again, q a third time
-            copy = {k: v for k, v in row.items() if k != "id"}
-            copy.update(seq=2 + i, tokens_before=total, write_token=None)
-            conn.execute(sa.insert(m).values(copy))
-            total += row["token_count"]
-        conn.execute(
-            sa.update(t.sessions)
-            .where(t.sessions.c.session_id == "s")
-            .values(message_count=5, token_total=total)
-        )
-    db.ready.discard(t.key)
-    assert indexes().get(plain) is False and unique not in indexes()
-    before = [(x.content, x.id) for x in store.get_messages("s", user_id="u")]
-    assert before == [("q", "1"), ("a", "2"), ("q", "1"), ("a", "2"), ("q", "1")]
-
-    again = ConversationStore(db_url, table_prefix=prefix)
-    assert [(x.content, x.id) for x in again.get_messages("s", user_id="u")] == before
-    window = again.get_token_window("s", 10_000, user_id="u")
-    assert [(x.content, x.id) for x in window] == before
-    assert indexes().get(unique) is True and plain not in indexes()
-    assert [i for _, i in _session_ids(again, "s")] == ["1", "2", None, None, None]
-    assert _session_ids(again, "other") == [(0, "1")]
-    assert (
-        again.add_messages(
-            "s",
-            [HumanMessage("q", id="1"), AIMessage("b", id="3")],
-            user_id="u",
-            skip_existing=True,
-        )
-        == 1
-    )
-    assert again.count_messages("s", user_id="u") == 6
-    with db.sync_engine.connect() as conn:
-        assert conn.execute(sa.select(sa.func.max(t.migrations.c.version))).scalar() == (
-            LATEST_VERSION
-        )
-
-
-def _session_ids(store: ConversationStore, session: str) -> list[tuple[int, str | None]]:
-    m, s = store.tables.messages.c, store.tables.sessions.c
-    pk = sa.select(s.id).where(s.session_id == session).scalar_subquery()
-    with store.db.sync_engine.connect() as conn:
-        rows = conn.execute(
-            sa.select(m.seq, m.message_id).where(m.session_pk == pk).order_by(m.seq)
-        )
-        return [(r[0], r[1]) for r in rows]
 
 
 def test_skip_existing_with_a_state_of_70_000_messages(db_url: str, prefix: str) -> None:

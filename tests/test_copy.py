@@ -253,15 +253,19 @@ def test_errors(tmp_path: Path) -> None:
         copy_database(str(tmp_path / "s.db"), str(tmp_path / "t.db"), user_id=" ")
 
 
-def test_copies_into_a_pgvector_database(tmp_path: Path, pgvector_url: str) -> None:
+@pytest.mark.parametrize("distance", ["cosine", "inner_product", "l2"])
+def test_copies_into_a_pgvector_database(tmp_path: Path, pgvector_url: str, distance: str) -> None:
+    """The copied vectors rank as the source's do, for every distance (the pgvector table holds
+    each vector at its own length, not the unit vector)."""
     prefix = f"v{uuid.uuid4().hex[:8]}_"
     source = f"sqlite:///{tmp_path}/source.db"
-    kv = SQLStore(source, table_prefix=prefix, index=INDEX)
+    index = {**INDEX, "distance_type": distance}
+    kv = SQLStore(source, table_prefix=prefix, index=index)
     for i in range(20):
         kv.put(("users", "ada", "notes"), f"k{i}", {"text": f"note {i}"})
     expected = [(i.key, i.score) for i in kv.search(("users",), query="note 7", limit=5)]
     # a store on the target made the pgvector table before the copy: the copy fills it
-    target = SQLStore(pgvector_url, table_prefix=prefix, index=INDEX)
+    target = SQLStore(pgvector_url, table_prefix=prefix, index=index)
     assert target.search(("users",), query="x") == []
     report = copy_database(source, pgvector_url, table_prefix=prefix)
     names = {t.table: t for t in report.tables}

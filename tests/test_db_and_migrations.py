@@ -19,6 +19,7 @@ from langgraph.checkpoint.base import empty_checkpoint
 from sqlalchemy.ext.asyncio import create_async_engine
 
 from langmem_sqlite import ConversationStore, SchemaTooNewError, SQLSaver, SQLStore, get_database
+from langmem_sqlite.engine import migrations, reading_database
 from langmem_sqlite.engine.migrations import LATEST_VERSION, MIGRATIONS, ensure_schema
 from langmem_sqlite.engine.schema import get_tables
 
@@ -220,20 +221,39 @@ def test_schema_too_new_is_refused(db_url: str, prefix: str) -> None:
         ConversationStore(db_url, table_prefix=prefix).get_messages("s")
 
 
-def test_upgrade_from_an_older_version(db_url: str, prefix: str) -> None:
-    """A database at version 1 (the first release) is brought up to date on first use."""
+def test_a_missing_migration_is_applied_once(
+    db_url: str, prefix: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A database behind this code gets the migrations it lacks on first use, each applied
+    once and recorded; readers of an older schema are refused until then."""
     db = get_database(db_url)
     t = get_tables(prefix)
-    ensure_schema(db, t)
-    with db.sync_engine.begin() as conn:
-        conn.execute(sa.delete(t.migrations).where(t.migrations.c.version > 1))
+    ConversationStore(db, table_prefix=prefix).add_messages("s", [HumanMessage("before")])
+    applied: list[str] = []
+
+    def add_title_index(conn: sa.Connection, tables: Any) -> None:
+        applied.append(tables.prefix)
+        sa.Index(f"{tables.prefix}test_title_ix", tables.sessions.c.title).create(conn)
+
+    later = migrations.Migration(LATEST_VERSION + 1, "test: sessions by title", add_title_index)
+    monkeypatch.setattr(migrations, "MIGRATIONS", [*MIGRATIONS, later])
     db.ready.discard(t.key)
-    store = ConversationStore(db_url, table_prefix=prefix)
-    store.add_messages("s", [HumanMessage("after upgrade")])
+    reader = reading_database(db_url)
+    try:
+        with pytest.raises(migrations.SchemaNotReadyError, match="migrate"):
+            ConversationStore(reader, table_prefix=prefix).get_messages("s")
+    finally:
+        reader.dispose()
+    store = ConversationStore(db, table_prefix=prefix)
+    store.add_messages("s", [HumanMessage("after")])
+    db.ready.discard(t.key)
+    assert [m.content for m in store.get_messages("s")] == ["before", "after"]
+    assert applied == [prefix]
     with db.sync_engine.connect() as conn:
-        assert (
-            conn.execute(sa.select(sa.func.max(t.migrations.c.version))).scalar() == LATEST_VERSION
-        )
+        versions = conn.execute(sa.select(t.migrations.c.version)).scalars().all()
+        indexes = {i["name"] for i in sa.inspect(conn).get_indexes(t.sessions.name)}
+    assert sorted(versions) == [*sorted(m.version for m in MIGRATIONS), later.version]
+    assert f"{prefix}test_title_ix" in indexes
 
 
 def _migrate_in_child(url: str, prefix: str, barrier: mp.synchronize.Barrier) -> None:  # type: ignore[name-defined]
@@ -480,146 +500,18 @@ def test_autocommit_connection_can_vacuum(tmp_path: Path) -> None:
         conn.exec_driver_sql("VACUUM")
 
 
-def test_upgrade_adds_the_write_token_column(db_url: str, prefix: str) -> None:
-    """A database made before migration 4 (messages without ``write_token``) gets the column on
-    first use, keeps its messages, and appends work."""
+def test_dialect_specific_indexes(db_url: str, prefix: str) -> None:
+    """The store's (ns, updated_at, id) index exists on SQLite only; on PostgreSQL its expiry
+    index holds only items with a TTL."""
     db = get_database(db_url)
     t = get_tables(prefix)
-    store = ConversationStore(db_url, table_prefix=prefix)
-    store.add_messages("s", [HumanMessage("old")])
-    table = db.sync_engine.dialect.identifier_preparer.format_table(t.messages)
-    with db.sync_engine.begin() as conn:
-        conn.execute(sa.text(f"ALTER TABLE {table} DROP COLUMN write_token"))
-        conn.execute(sa.delete(t.migrations).where(t.migrations.c.version == 4))
-    db.ready.discard(t.key)
-    columns = {c["name"] for c in sa.inspect(db.sync_engine).get_columns(t.messages.name)}
-    assert "write_token" not in columns
-    store.add_messages("s", [HumanMessage("new")])
-    columns = {c["name"] for c in sa.inspect(db.sync_engine).get_columns(t.messages.name)}
-    assert "write_token" in columns
-    assert [m.content for m in store.get_messages("s")] == ["old", "new"]
+    ensure_schema(db, t)
     with db.sync_engine.connect() as conn:
-        assert conn.execute(sa.select(sa.func.max(t.migrations.c.version))).scalar() == (
-            LATEST_VERSION
-        )
-
-
-def test_upgrade_adds_the_store_namespace_index(db_url: str, prefix: str) -> None:
-    """A database made before migration 5 gets the (ns, updated_at, id) index on first use
-    (SQLite only: servers do without it), and its items and searches are unchanged."""
-    db = get_database(db_url)
-    t = get_tables(prefix)
-    store = SQLStore(db_url, table_prefix=prefix)
-    store.put(("u", "1"), "a", {"v": 1})
-    store.put(("u", "1", "x"), "b", {"v": 2})
-    name = f"{prefix}store_items_ns_upd_ix"
-    index = next(i for i in t.store_items.indexes if i.name == name)
-
-    def names() -> set[str]:
-        return {i["name"] for i in sa.inspect(db.sync_engine).get_indexes(t.store_items.name)}
-
-    sqlite = db.dialect == "sqlite"
-    assert (name in names()) is sqlite
-    with db.sync_engine.begin() as conn:
-        if sqlite:
-            index.drop(conn)
-        conn.execute(sa.delete(t.migrations).where(t.migrations.c.version == 5))
-    db.ready.discard(t.key)
-    assert name not in names()
-    assert [i.key for i in SQLStore(db_url, table_prefix=prefix).search(("u", "1"))] == ["b", "a"]
-    assert (name in names()) is sqlite
-    with db.sync_engine.connect() as conn:
-        assert 5 in conn.execute(sa.select(t.migrations.c.version)).scalars().all()
-
-
-def test_upgrade_makes_the_expiry_index_partial_on_postgres(db_url: str, prefix: str) -> None:
-    """Migration 6: on PostgreSQL the store's expiry index holds only items with a TTL (an
-    index made before it held every item); elsewhere nothing changes. Items, TTL expiry and
-    searches work the same afterwards."""
-    import time
-
-    db = get_database(db_url)
-    t = get_tables(prefix)
-    store = SQLStore(db_url, table_prefix=prefix)
-    store.put(("u",), "kept", {"v": 1})
-    store.put(("u",), "lapses", {"v": 2}, ttl=0.001)
-    name = f"{prefix}store_items_expires_ix"
-    pg = db.dialect == "postgresql"
-
-    def definition() -> str:
-        with db.sync_engine.connect() as conn:
-            return str(
-                conn.execute(
-                    sa.text("SELECT indexdef FROM pg_indexes WHERE indexname = :n"), {"n": name}
-                ).scalar()
-            )
-
-    if pg:
-        assert "WHERE (expires_at IS NOT NULL)" in definition()
-        with db.sync_engine.begin() as conn:  # the index as versions before 6 made it
-            conn.execute(sa.text(f'DROP INDEX "{name}"'))
-            conn.execute(sa.text(f'CREATE INDEX "{name}" ON "{t.store_items.name}" (expires_at)'))
-            conn.execute(sa.delete(t.migrations).where(t.migrations.c.version == 6))
-        assert "WHERE" not in definition()
-        db.ready.discard(t.key)
-    time.sleep(0.1)
-    again = SQLStore(db_url, table_prefix=prefix)
-    assert [i.key for i in again.search(("u",))] == ["kept"]
-    if pg:
-        assert "WHERE (expires_at IS NOT NULL)" in definition()
-    with db.sync_engine.connect() as conn:
-        assert conn.execute(sa.select(sa.func.max(t.migrations.c.version))).scalar() == (
-            LATEST_VERSION
-        )
-
-
-def test_upgrade_adds_the_carried_writes_column(db_url: str, prefix: str) -> None:
-    """Migration 7 adds ``nulls`` to a writes table made before it: pending writes stored
-    before the upgrade read as they were, and new ones carry their writes of None."""
-    from langgraph.checkpoint.base import empty_checkpoint
-
-    from langmem_sqlite import SQLSaver
-
-    db = get_database(db_url)
-    t = get_tables(prefix)
-    saver = SQLSaver(db_url, table_prefix=prefix)
-    ckpt = empty_checkpoint()
-    ckpt["id"] = "c1"
-    cfg = saver.put({"configurable": {"thread_id": "t", "checkpoint_ns": ""}}, ckpt, {}, {})
-    table = db.sync_engine.dialect.identifier_preparer.format_table(t.checkpoint_writes)
-    with db.sync_engine.begin() as conn:
-        conn.execute(sa.text(f"ALTER TABLE {table} DROP COLUMN nulls"))
-        conn.execute(sa.delete(t.migrations).where(t.migrations.c.version == 7))
-        # a row as versions before 7 wrote a write of None
-        conn.execute(
-            sa.insert(t.checkpoint_writes).values(
-                thread_id="t",
-                ns_hash="d41d8cd98f00b204e9800998ecf8427e",
-                checkpoint_id="c1",
-                task_hash="0" * 32,
-                idx=0,
-                task_id="old",
-                task_path="",
-                channel="branch:to:a",
-                type="null",
-                value=b"",
-            )
-        )
-    db.ready.discard(t.key)
-    db.ready.discard(("checkpointer", t.key))
-
-    def columns() -> set[str]:
-        return {c["name"] for c in sa.inspect(db.sync_engine).get_columns(t.checkpoint_writes.name)}
-
-    assert "nulls" not in columns()
-    again = SQLSaver(db_url, table_prefix=prefix)
-    again.put_writes(cfg, [("messages", ["hi"]), ("branch:to:a", None)], "new")
-    assert "nulls" in columns()
-    got = again.get_tuple(cfg)
-    assert got is not None and got.pending_writes == [
-        ("new", "messages", ["hi"]),
-        ("new", "branch:to:a", None),
-        ("old", "branch:to:a", None),
-    ]
-    with db.sync_engine.connect() as conn:
-        assert 7 in conn.execute(sa.select(t.migrations.c.version)).scalars().all()
+        found = {i["name"] for i in sa.inspect(conn).get_indexes(t.store_items.name)}
+        if db.dialect == "postgresql":
+            definition = conn.execute(
+                sa.text("SELECT indexdef FROM pg_indexes WHERE indexname = :n"),
+                {"n": f"{prefix}store_items_expires_ix"},
+            ).scalar()
+            assert "WHERE (expires_at IS NOT NULL)" in str(definition)
+    assert (f"{prefix}store_items_ns_upd_ix" in found) is (db.dialect == "sqlite")

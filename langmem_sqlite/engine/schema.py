@@ -1,15 +1,15 @@
 """The schema: every table of the package in one `MetaData`.
 
 Tables are SQLAlchemy Core objects built once per `(table_prefix, schema)` by
-[`get_tables`][langmem_sqlite.store.store.get_tables]. Their column types are portable: long text
-and blobs hold 100 MB on every dialect (`LONGTEXT`/`LONGBLOB` on MySQL/MariaDB, whose `TEXT`/`BLOB`
-stop at 64 KiB), and ids are compared byte for byte everywhere (MySQL/MariaDB store them as
-`VARBINARY` so that `"UserA"`, `"usera"` and `"usera "` are three different ids) and stay indexable.
+[`get_tables`][langmem_sqlite.engine.schema.get_tables]. Their column types are portable: long
+text and blobs hold 100 MB on every dialect (`LONGTEXT`/`LONGBLOB` on MySQL/MariaDB, whose
+`TEXT`/`BLOB` stop at 64 KiB), and ids are compared byte for byte everywhere (MySQL/MariaDB
+store them as `VARBINARY` so that `"UserA"`, `"usera"` and `"usera "` are three different ids)
+and stay indexable.
 
-A database records the schema versions it has in the `<prefix>migrations` table;
-[`langmem_sqlite.engine.migrations`][langmem_sqlite.engine.migrations] holds the ordered list of
-schema changes and applies the missing ones. A new table or column is declared here, with a
-migration appended there; a released migration is never edited.
+The `<prefix>migrations` table records the schema versions a database has
+([`langmem_sqlite.engine.migrations`][langmem_sqlite.engine.migrations]): a new table or column
+is declared here, with a migration appended there.
 """
 
 from __future__ import annotations
@@ -82,11 +82,8 @@ BigInt = _typed(BigInteger(), "big_int")
 
 class _OrderedText(TypeDecorator[str]):
     """Text compared and sorted in code point order on every database: stored as UTF-8 bytes
-    where the dialect says so (`text_as_bytes`), else as text (under
-    `id_order_collation` where the dialect names one). Where the value
-    passes through unchanged no conversion function is called per value (SQLAlchemy would
-    otherwise call `process_bind_param` and `process_result_value` for every parameter and
-    row)."""
+    where the dialect says so (`text_as_bytes`), else as text (under `id_order_collation`
+    where the dialect names one)."""
 
     impl: Any = Text
     cache_ok = True
@@ -107,16 +104,6 @@ class _OrderedText(TypeDecorator[str]):
         if self.code_point_order and rules.id_order_collation is not None:
             plain.collation = rules.id_order_collation
         return dialect.type_descriptor(plain)
-
-    def bind_processor(self, dialect: SADialect) -> Any:
-        if dialect_named(dialect.name).text_as_bytes:
-            return super().bind_processor(dialect)
-        return self.load_dialect_impl(dialect).bind_processor(dialect)
-
-    def result_processor(self, dialect: SADialect, coltype: Any) -> Any:
-        if dialect_named(dialect.name).text_as_bytes:
-            return super().result_processor(dialect, coltype)
-        return self.load_dialect_impl(dialect).result_processor(dialect, coltype)
 
     def process_bind_param(self, value: str | None, dialect: SADialect) -> Any:
         if value is not None and dialect_named(dialect.name).text_as_bytes:
@@ -269,12 +256,12 @@ def _build(prefix: str, schema: str | None) -> Tables:
         Column("tokens_before", BigInteger, nullable=False),
         Column("created_at", BigInteger, nullable=False),
         # Random token of the append that wrote this row (its first row only): an append retried
-        # after a lost COMMIT finds it and does not write twice (migration 4).
+        # after a lost COMMIT finds it and does not write twice.
         Column("write_token", String(32), nullable=True),
         UniqueConstraint("session_pk", "seq", name=f"{prefix}messages_session_seq_uq"),
         Index(f"{prefix}messages_session_tokens_ix", "session_pk", "tokens_before"),
         # A message id names at most one row of a session: the check of skip_existing and the
-        # insert cannot race (migration 8). NULLs (no id, or a repeated one) are not compared.
+        # insert cannot race. NULLs (no id, or a repeated one) are not compared.
         Index(f"{prefix}messages_session_msgid_uq", "session_pk", "message_id", unique=True),
         **opts,
     )

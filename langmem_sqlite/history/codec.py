@@ -26,15 +26,7 @@ from decimal import Decimal
 from typing import Any
 
 import orjson
-from langchain_core.messages import (
-    AIMessage,
-    BaseMessage,
-    HumanMessage,
-    SystemMessage,
-    ToolMessage,
-    message_to_dict,
-    messages_from_dict,
-)
+from langchain_core.messages import BaseMessage, message_to_dict, messages_from_dict
 
 __all__ = [
     "STORABLE_TYPES",
@@ -202,75 +194,8 @@ def _encode(message: BaseMessage) -> str:
     return text
 
 
-_FAST: dict[str, type[BaseMessage]] = {
-    "human": HumanMessage,
-    "ai": AIMessage,
-    "system": SystemMessage,
-    "tool": ToolMessage,
-}
-_FAST_FIELDS = {name: frozenset(cls.model_fields) for name, cls in _FAST.items()}
-_USAGE_KEYS = frozenset({"input_tokens", "output_tokens", "total_tokens"})
-_USAGE_DETAILS = frozenset({"input_token_details", "output_token_details"})
-
-
-def _is_int(value: Any) -> bool:
-    return isinstance(value, int) and not isinstance(value, bool)
-
-
-def _usage_ok(usage: Any) -> bool:
-    """`usage_metadata` as `UsageMetadata` validation would accept it (or `None`)."""
-    if usage is None:
-        return True
-    if not isinstance(usage, dict) or not usage.keys() >= _USAGE_KEYS:
-        return False
-    for k, v in usage.items():
-        if k in _USAGE_KEYS:
-            if not _is_int(v):
-                return False
-        elif k not in _USAGE_DETAILS or not (
-            isinstance(v, dict) and all(_is_int(n) for n in v.values())
-        ):
-            return False
-    return True
-
-
-def _fast_ok(kind: str, fields: dict[str, Any]) -> bool:
-    """Whether `fields` are values pydantic validation would keep unchanged, so that
-    `model_construct` cannot build a malformed message from a hostile row (anything else
-    goes through validation)."""
-    content = fields["content"]
-    return (
-        (
-            isinstance(content, str)
-            or (isinstance(content, list) and all(isinstance(c, str | dict) for c in content))
-        )
-        and isinstance(fields["additional_kwargs"], dict)
-        and isinstance(fields["response_metadata"], dict)
-        and (fields["name"] is None or isinstance(fields["name"], str))
-        and (fields["id"] is None or isinstance(fields["id"], str))
-        and (
-            kind != "ai"
-            or (
-                fields["tool_calls"] == []
-                and fields["invalid_tool_calls"] == []
-                and _usage_ok(fields["usage_metadata"])
-            )
-        )
-        and (
-            kind != "tool"
-            or (
-                isinstance(fields["tool_call_id"], str) and fields["status"] in ("success", "error")
-            )
-        )
-    )
-
-
 def decode_message(body: str | bytes) -> BaseMessage:
     """Rebuild a message from its stored JSON text.
-
-    The common message types are rebuilt without re-running pydantic validation when the stored
-    data has exactly their fields (as `message_to_dict` wrote it): that halves the cost of a
-    long read. Anything else goes through `messages_from_dict`.
 
     Raises:
         ValueError: the text is not a stored message.
@@ -283,16 +208,6 @@ def decode_message(body: str | bytes) -> BaseMessage:
                 data = orjson.loads(body)
             except orjson.JSONDecodeError:  # lone surrogates as \u escapes: the slow parser
                 data = json.loads(body)
-        kind = data["type"]
-        fields = data["data"]
-        if (
-            kind in _FAST
-            and isinstance(fields, dict)
-            and fields.keys() == _FAST_FIELDS[kind]
-            and fields["type"] == kind
-            and _fast_ok(kind, fields)
-        ):
-            return _FAST[kind].model_construct(**fields)
         return messages_from_dict([data])[0]
     except (ValueError, TypeError, KeyError, AttributeError, IndexError, RecursionError) as e:
         # a hostile or corrupted row: whatever the parser or pydantic tripped on, one error type

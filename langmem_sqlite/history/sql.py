@@ -1,12 +1,10 @@
 """The SQL of the conversation store: sessions and their messages.
 
-Every function here takes a [`Session`][langmem_sqlite.engine.Session] (one unit of work of
-the execution seam) and the [`Tables`][langmem_sqlite.store.rows.Tables] to use. They are written
-once and run by [`Database.run`][langmem_sqlite.engine.Database.run] (sync) or
-[`Database.arun`][langmem_sqlite.engine.Database.arun] (async), on the seam's
-[`Session`][langmem_sqlite.engine.Session]. Statements are built once per engine and set of tables
-([`Session.statement`][langmem_sqlite.engine.Session.statement]), with bound parameters only; what
-differs between databases comes from the session's dialect object (`session.rules`).
+Every function here takes a [`Session`][langmem_sqlite.engine.Session] and the
+[`Tables`][langmem_sqlite.engine.schema.Tables] to use, and runs as one unit of work of
+[`Database.run`][langmem_sqlite.engine.Database.run] or `arun`. Statements are built once per
+engine and set of tables ([`Session.statement`][langmem_sqlite.engine.Session.statement]), with
+bound parameters only; what differs between databases comes from `session.rules`.
 """
 
 from __future__ import annotations
@@ -14,7 +12,7 @@ from __future__ import annotations
 import json
 import uuid
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from typing import Any, NamedTuple
 
 from sqlalchemy import and_, bindparam, delete, func, insert, select, update
@@ -38,7 +36,6 @@ __all__ = [
     "existing_message_ids",
     "get_session",
     "list_sessions",
-    "max_statement_bytes",
     "read_messages",
     "read_token_window",
     "rename_session",
@@ -109,7 +106,6 @@ class _Statements:
         self.after_bump = select(s.id, s.message_count, s.token_total).where(match)
         self.insert = insert(t.messages)
         in_session = and_(m.session_pk == pk, m.seq <= bindparam("k_max_seq"))
-        self.read_all = select(m.seq, m.body).where(in_session).order_by(m.seq)
         self.read_after = (
             select(m.seq, m.body).where(in_session, m.seq > bindparam("k_after")).order_by(m.seq)
         )
@@ -142,11 +138,6 @@ class _Statements:
         self.known_ids = select(m.message_id).where(
             m.session_pk == pk, m.message_id.in_(bindparam("k_ids", expanding=True))
         )
-        # inside an append, once the session row is locked (its primary key known)
-        self.known_ids_at = select(m.message_id).where(
-            m.session_pk == bindparam("k_pk"),
-            m.message_id.in_(bindparam("k_ids", expanding=True)),
-        )
         self.unbump = (
             update(t.sessions)
             .where(s.id == bindparam("k_pk"))
@@ -169,9 +160,9 @@ class _Statements:
         )
         self.rename = update(t.sessions).where(match).values(title=bindparam("k_title"))
         self.set_summary = update(t.sessions).where(match).values(summary=bindparam("k_summary"))
-        self.session = select(t.sessions).where(match)
-        order = (s.updated_at.desc(), s.id.desc())
-        listing = select(t.sessions).order_by(*order)
+        info = select(*(s[f.name] for f in fields(SessionInfo)))
+        self.session = info.where(match)
+        listing = info.order_by(s.updated_at.desc(), s.id.desc())
         listing = listing.limit(bindparam("k_limit")).offset(bindparam("k_offset"))
         self.list_all = listing
         self.list_user = listing.where(s.user_id == bindparam("k_user"))
@@ -182,22 +173,19 @@ class _Statements:
         self.user_messages = (
             select(func.count()).select_from(user_sessions).where(s.user_id == bindparam("k_user"))
         )
-        # Sessions deleted by a condition: the one session, those idle since a time (of every
-        # user or of one), or a user's.
+        # The sessions to delete, by a condition: the one session, those idle since a time (of
+        # every user or of one), or a user's.
         idle = s.updated_at < bindparam("k_cutoff")
-        self.deletes: dict[str, tuple[Any, Any, Any]] = {}
-        for name, where in (
-            ("session", match),
-            ("idle", idle),
-            ("idle_user", and_(idle, s.user_id == bindparam("k_user"))),
-            ("user", s.user_id == bindparam("k_user")),
-        ):
-            pks = select(s.id).where(where)
-            self.deletes[name] = (
-                pks,
-                delete(t.messages).where(m.session_pk.in_(pks)),
-                delete(t.sessions).where(where),
+        user = s.user_id == bindparam("k_user")
+        self.doomed = {
+            name: select(s.id).where(where)
+            for name, where in (
+                ("session", match),
+                ("idle", idle),
+                ("idle_user", and_(idle, user)),
+                ("user", user),
             )
+        }
         self.delete_messages_of = delete(t.messages).where(
             m.session_pk.in_(bindparam("k_ids", expanding=True))
         )
@@ -270,125 +258,95 @@ class Appended(NamedTuple):
 _IN_CHUNK = 30_000  # ids per IN list: PostgreSQL binds 65,535 parameters a statement, SQLite 32,766
 
 
-def _ids_in(session: Session, stmt: Any, params: dict[str, Any], ids: Sequence[str]) -> set[str]:
-    """The message ids `stmt` finds among `ids` (bound as `k_ids`, a chunk at a time)."""
-    known = set[str]()
-    for i in range(0, len(ids), _IN_CHUNK):
-        chunk = list(ids[i : i + _IN_CHUNK])
-        known.update(session.execute(stmt, {**params, "k_ids": chunk}).scalars())
-    return known
-
-
 def add_messages(
     session: Session,
     t: Tables,
     key: SessionKey,
     rows: Sequence[MessageRow],
     now: int,
-    metadata: dict[str, Any] | None = None,
     append: Append | None = None,
     skip_existing: bool = False,
-    read_ids: bool = True,
 ) -> Appended:
     """Append `rows` to the session (created if missing).
 
     One session update reserves the positions and locks the session row (SQLite: the
     transaction holds the write lock from its start), so appends to one session take turns;
-    then one executemany insert writes the messages. A message id names at most one row of a
-    session (the unique key on `(session_pk, message_id)`): with `skip_existing`, a message
-    whose id the session holds, or that repeats an earlier id of `rows`, is left out; without
-    it, every message is appended, and a repeated id is kept in the stored message but not in
-    the `message_id` column (which names the first message that carried it). Positions stay
-    contiguous and in the order of `rows`.
-
-    `read_ids` reads the session's ids under the lock to do so. Without it, only repeats
-    within `rows` are handled, and an id the session holds makes the insert fail with
-    `IntegrityError` (nothing is written): the caller then tries again
-    with `read_ids`, which costs a read only when needed. With `append`, a repeated attempt
-    of the same append that finds it already stored writes nothing (see `Append`).
+    the session's ids among those of `rows` are read under that lock, then one executemany
+    insert writes the messages. A message id names at most one row of a session (the unique
+    key on `(session_pk, message_id)`): with `skip_existing`, a message whose id the session
+    holds, or that repeats an earlier id of `rows`, is left out; without it, every message is
+    appended, and a repeated id is kept in the stored message but not in the `message_id`
+    column (which names the first message that carried it). Positions stay contiguous and in
+    the order of `rows`. With `append`, a repeated attempt of the same append that finds it
+    already stored writes nothing (see `Append`).
     """
-    retry = False
-    if append is not None and rows:
-        append.tries += 1
-        retry = append.tries > 1
+    st = _statements(session, t)
     tokens = sum(r.token_count for r in rows)
     got = _bump(session, t, key, len(rows), tokens, now)
     if got is None:
-        _create_session(session, t, key, now, metadata=metadata)
+        _create_session(session, t, key, now)
         got = _bump(session, t, key, len(rows), tokens, now)
-    pk, count_after, tokens_after = got
-    st = _statements(session, t)
-    if retry:
-        assert append is not None
-        if session.execute(st.token_row, {"k_pk": pk, "k_token": append.token}).first():
+    pk, count, total = got
+    if append is not None:
+        append.tries += 1
+        mine = {"k_pk": pk, "k_token": append.token}
+        if append.tries > 1 and session.execute(st.token_row, mine).first():
             # the earlier attempt committed: give back the positions just reserved
             session.execute(st.unbump, {"k_pk": pk, "k_n": len(rows), "k_tokens": tokens})
-            return Appended(append.written, int(count_after) - len(rows))
-    known: set[str] = set()
-    if read_ids:
-        ids = [r.message_id for r in rows if r.message_id is not None]
-        known = _ids_in(session, st.known_ids_at, {"k_pk": pk}, ids) if ids else known
+            return Appended(append.written, int(count) - len(rows))
+    known = existing_message_ids(session, t, key, [r.message_id for r in rows if r.message_id])
     kept: list[tuple[MessageRow, str | None]] = []
     for r in rows:
         mid = r.message_id
-        if mid is not None and mid in known:
+        if mid in known:
             if skip_existing:
                 continue
             mid = None  # stored again, found under its first copy
         elif mid is not None:
             known.add(mid)
         kept.append((r, mid))
+    kept_tokens = sum(r.token_count for r, _ in kept)
     if len(kept) < len(rows):
-        dropped = len(rows) - len(kept)
-        dropped_tokens = tokens - sum(r.token_count for r, _ in kept)
-        session.execute(st.unbump, {"k_pk": pk, "k_n": dropped, "k_tokens": dropped_tokens})
-        count_after -= dropped
-        tokens_after -= dropped_tokens
-        tokens -= dropped_tokens
+        left_out = {"k_pk": pk, "k_n": len(rows) - len(kept), "k_tokens": tokens - kept_tokens}
+        session.execute(st.unbump, left_out)
+        count -= len(rows) - len(kept)
+        total -= tokens - kept_tokens
     if append is not None:
         append.written = len(kept)
-    if kept:
-        seq = count_after - len(kept)
-        before = tokens_after - tokens
-        params: list[dict[str, Any]] = []
-        for r, mid in kept:
-            params.append(
-                {
-                    "session_pk": pk,
-                    "seq": seq,
-                    "type": r.type,
-                    "message_id": mid,
-                    "content_text": r.content_text,
-                    "body": r.body,
-                    "token_count": r.token_count,
-                    "tokens_before": before,
-                    "created_at": now,
-                    "write_token": append.token if append is not None and not params else None,
-                }
-            )
-            seq += 1
-            before += r.token_count
+    seq, before = count - len(kept), total - kept_tokens
+    params: list[dict[str, Any]] = []
+    for r, mid in kept:
+        params.append(
+            {
+                "session_pk": pk,
+                "seq": seq,
+                "type": r.type,
+                "message_id": mid,
+                "content_text": r.content_text,
+                "body": r.body,
+                "token_count": r.token_count,
+                "tokens_before": before,
+                "created_at": now,
+                "write_token": append.token if append is not None and not params else None,
+            }
+        )
+        seq += 1
+        before += r.token_count
+    if params:
         session.execute(st.insert, params)
-    return Appended(len(kept), int(count_after))
+    return Appended(len(kept), int(count))
 
 
 def read_messages(
-    session: Session,
-    t: Tables,
-    key: SessionKey,
-    limit: int | None = None,
-    max_seq: int | None = None,
+    session: Session, t: Tables, key: SessionKey, limit: int | None, max_seq: int | None = None
 ) -> list[tuple[int, str]]:
-    """`(seq, body)` of the session's messages in order; the last `limit` if given.
-
-    `max_seq` hides messages added after a snapshot.
-    """
+    """`(seq, body)` of the session's messages in order; the last `limit` if given (`max_seq`
+    hides messages added after a snapshot)."""
     st = _statements(session, t)
     params = _params(key, k_max_seq=_NO_MAX if max_seq is None else max_seq)
     if limit is None:
-        return [(r[0], r[1]) for r in session.execute(st.read_all, params)]
-    rows = session.execute(st.read_last, {**params, "k_limit": limit}).all()
-    return [(r[0], r[1]) for r in reversed(rows)]
+        return session.execute(st.read_after, {**params, "k_after": -1}).all()
+    return session.execute(st.read_last, {**params, "k_limit": limit}).all()[::-1]
 
 
 def read_after_summary(
@@ -400,8 +358,7 @@ def read_after_summary(
     one) bounds the read, so its cost follows what is not yet summarized, not the history.
     """
     st = _statements(session, t)
-    found = session.execute(st.summary, _params(key)).all()
-    summary = found[0][0] if found else None
+    summary = session.execute(st.summary, _params(key)).scalar()
     after = -1
     if summary:
         try:
@@ -411,7 +368,7 @@ def read_after_summary(
         if not -1 <= after < _NO_MAX:
             after = -1  # no position of this session: read everything
     params = _params(key, k_max_seq=_NO_MAX if max_seq is None else max_seq, k_after=after)
-    return summary, [(r[0], r[1]) for r in session.execute(st.read_after, params)]
+    return summary, session.execute(st.read_after, params).all()
 
 
 def read_token_window(
@@ -421,18 +378,20 @@ def read_token_window(
     sum to at most `budget`; found through the `tokens_before` index, not by a scan."""
     st = _statements(session, t)
     if max_seq is None:
-        rows = session.execute(st.window, _params(key, k_budget=budget)).all()
-    else:
-        params = _params(key, k_budget=budget, k_max_seq=max_seq)
-        rows = session.execute(st.window_snapshot, params).all()
-    return [(r[0], r[1], r[2], r[3]) for r in rows]
+        return session.execute(st.window, _params(key, k_budget=budget)).all()
+    params = _params(key, k_budget=budget, k_max_seq=max_seq)
+    return session.execute(st.window_snapshot, params).all()
 
 
 def existing_message_ids(
     session: Session, t: Tables, key: SessionKey, message_ids: Sequence[str]
 ) -> set[str]:
-    """Which of `message_ids` the session already holds."""
-    return _ids_in(session, _statements(session, t).known_ids, _params(key), message_ids)
+    """Which of `message_ids` the session already holds (read a chunk of ids at a time)."""
+    st, known = _statements(session, t), set[str]()
+    for i in range(0, len(message_ids), _IN_CHUNK):
+        chunk = list(message_ids[i : i + _IN_CHUNK])
+        known.update(session.execute(st.known_ids, _params(key, k_ids=chunk)).scalars())
+    return known
 
 
 def clear_session(session: Session, t: Tables, key: SessionKey, now: int) -> int:
@@ -444,14 +403,10 @@ def clear_session(session: Session, t: Tables, key: SessionKey, now: int) -> int
 
 
 def _delete_sessions(session: Session, t: Tables, which: str, params: dict[str, Any]) -> int:
-    """Delete the sessions `which` (a condition of `_Statements`) selects, and their
-    messages (explicitly: SQLite may run without foreign keys)."""
-    pks, messages, sessions = _statements(session, t).deletes[which]
-    if session.rules.deletes_sessions_by_subquery:
-        session.execute(messages, params)
-        return int(session.execute(sessions, params).rowcount)
+    """Delete the sessions `which` (a condition of `_Statements.doomed`) selects, and their
+    messages (explicitly: SQLite may run without foreign keys), by lists of their ids."""
     st = _statements(session, t)
-    ids = [r[0] for r in session.execute(pks, params)]
+    ids = session.execute(st.doomed[which], params).scalars().all()
     deleted = 0
     for i in range(0, len(ids), _ID_CHUNK):
         chunk = {"k_ids": ids[i : i + _ID_CHUNK]}
@@ -469,27 +424,21 @@ def delete_idle_sessions(
     session: Session, t: Tables, cutoff: int, user_id: str | None = None
 ) -> int:
     """Delete sessions last active before `cutoff` (ms); return how many."""
-    if user_id is None:
-        return _delete_sessions(session, t, "idle", {"k_cutoff": cutoff})
-    return _delete_sessions(session, t, "idle_user", {"k_cutoff": cutoff, "k_user": user_id})
+    which = "idle" if user_id is None else "idle_user"
+    return _delete_sessions(session, t, which, {"k_cutoff": cutoff, "k_user": user_id})
 
 
 def user_counts(session: Session, t: Tables, user_id: str) -> tuple[int, int, int]:
     """A user's `(sessions, messages, summaries)`."""
     st = _statements(session, t)
     sessions, summaries = session.execute(st.user_sessions, {"k_user": user_id}).one()
-    messages = session.execute(st.user_messages, {"k_user": user_id}).scalar_one()
+    messages = session.execute(st.user_messages, {"k_user": user_id}).scalar()
     return int(sessions), int(messages), int(summaries)
 
 
 def delete_user(session: Session, t: Tables, user_id: str) -> tuple[int, int, int]:
-    """Delete every session of `user_id` (messages, titles, summaries); return what
-    `user_counts` counted.
-
-    Where the database can (SQLite's `secure_delete`), the deleted rows are overwritten in
-    the pages they leave before the transaction commits (see
-    `overwriting_deletes`).
-    """
+    """Delete every session of `user_id` (messages, titles, summaries), overwriting the
+    deleted rows where the database can (`overwriting_deletes`); return `user_counts`."""
     counts = user_counts(session, t, user_id)
     if not counts[0]:
         return counts
@@ -506,27 +455,15 @@ def rename_session(session: Session, t: Tables, key: SessionKey, title: str | No
 
 def set_summary(
     session: Session, t: Tables, key: SessionKey, summary: str | None, now: int
-) -> bool:
+) -> None:
     """Store the running-summary record (JSON text) on the session row, creating the session."""
     st = _statements(session, t)
-    if session.execute(st.set_summary, _params(key, k_summary=summary)).rowcount:
-        return True
-    _create_session(session, t, key, now, summary=summary)
-    return True
+    if not session.execute(st.set_summary, _params(key, k_summary=summary)).rowcount:
+        _create_session(session, t, key, now, summary=summary)
 
 
 def _info(row: Any) -> SessionInfo:
-    return SessionInfo(
-        user_id=row.user_id or None,
-        session_id=row.session_id,
-        title=row.title,
-        created_at=int(row.created_at),
-        updated_at=int(row.updated_at),
-        message_count=int(row.message_count),
-        token_total=int(row.token_total),
-        metadata=row.metadata,
-        summary=row.summary,
-    )
+    return SessionInfo(row[0] or None, *row[1:])  # "" stands for "no user"
 
 
 def get_session(session: Session, t: Tables, key: SessionKey) -> SessionInfo | None:
@@ -552,11 +489,4 @@ def list_sessions(
 
 def count_messages(session: Session, t: Tables, key: SessionKey) -> int:
     """Number of messages in the session (from the session row)."""
-    found = session.execute(_statements(session, t).count, _params(key)).all()
-    return int(found[0][0] or 0) if found else 0
-
-
-def max_statement_bytes(session: Session) -> int | None:
-    """The server's largest statement in bytes, where it has such a limit (MySQL/MariaDB's
-    `max_allowed_packet`)."""
-    return session.rules.max_statement_bytes(session)
+    return int(session.execute(_statements(session, t).count, _params(key)).scalar() or 0)

@@ -1,12 +1,9 @@
 """`ConversationStore`: per-user, per-session message history in SQL, sync and async.
 
-The storage core of the package. It does not depend on `langchain_core.chat_history` (which
-langchain-core deprecates for 2.0): [`SQLChatMessageHistory`][langmem_sqlite.SQLChatMessageHistory]
-is a thin adapter over it, and LangGraph nodes use it directly.
-
-Every operation is written once as a [`Plan`][langmem_sqlite.engine.Plan]; the sync method runs it
-with [`Database.drive`][langmem_sqlite.engine.Database.drive] and its `a`-prefixed twin with
-[`Database.adrive`][langmem_sqlite.engine.Database.adrive].
+[`SQLChatMessageHistory`][langmem_sqlite.SQLChatMessageHistory] is a thin adapter over it, and
+LangGraph nodes use it directly. Every operation is written once as a
+[`Plan`][langmem_sqlite.engine.Plan]; the sync method runs it with
+[`Database.drive`][langmem_sqlite.engine.Database.drive], its `a`-prefixed twin with `adrive`.
 """
 
 from __future__ import annotations
@@ -16,7 +13,6 @@ from collections.abc import Sequence
 from typing import Any, TypeVar
 
 from langchain_core.messages import BaseMessage
-from sqlalchemy.exc import IntegrityError
 
 from .. import clock
 from ..crypto import MessageCipher, is_encrypted, resolve_cipher
@@ -61,8 +57,7 @@ _Info = TypeVar("_Info", SessionInfo, None)
 
 
 def _text(value: Any, name: str) -> str | None:
-    """A title or summary: `str` or `None`, without NUL or lone surrogates (which no
-    database stores as text)."""
+    """A title or summary: `str` or `None`, without NUL or lone surrogates."""
     return None if value is None else check_text(value, name)
 
 
@@ -138,9 +133,9 @@ class ConversationStore:
         """Inverse of `_seal`; `ValueError` for an encrypted value without the key."""
         if stored is None:
             return None
+        if self.cipher is None and is_encrypted(stored):
+            raise ValueError("stored value is encrypted: give the store its encryption_key")
         if self.cipher is None:
-            if is_encrypted(stored):
-                raise ValueError("stored value is encrypted: give the store its encryption_key")
             return stored
         return self.cipher.decrypt(stored, f"{key.user_id}\x00{key.session_id}".encode())
 
@@ -159,10 +154,7 @@ class ConversationStore:
         rows = []
         for message in messages:
             body = encode_message(message)
-            # UTF-8 takes 1 to 4 bytes a character: encode only when the cap could be reached
-            size = len(body)
-            if size * 4 > self.max_message_bytes:
-                size = len(body.encode("utf-8", "surrogatepass"))
+            size = len(body.encode("utf-8", "surrogatepass"))
             if size > self.max_message_bytes:
                 raise ValueError(
                     f"messages: a {message.type} message serializes to {size} bytes, over "
@@ -233,51 +225,34 @@ class ConversationStore:
         self, key: SessionKey, messages: Sequence[BaseMessage], dedupe: bool
     ) -> Plan[int]:
         rows = self._rows(messages, key)
-        if dedupe:
+        ids = [r.message_id for r in rows if r.message_id]
+        if dedupe and ids:
             # A read without the write lock leaves out what is already stored (a LangGraph node
-            # sends its whole state); the append checks the rest again under the lock.
-            ids = [r.message_id for r in rows if r.message_id]
-            seen = (yield from self._op(sql.existing_message_ids, key, ids)) if ids else set()
-            fresh, kept = set(), []
-            for r in rows:
-                if r.message_id is None or (r.message_id not in seen and r.message_id not in fresh):
-                    kept.append(r)
-                    if r.message_id:
-                        fresh.add(r.message_id)
-            rows = kept
+            # sends its whole state), so that a step adding nothing takes no write lock; the
+            # append checks the rest again under the lock.
+            seen = yield from self._op(sql.existing_message_ids, key, ids)
+            rows = [r for r in rows if r.message_id not in seen]
         if not rows:
             return 0
         if self.db.rules.statement_bytes_limited:
             yield from self._check_packet(rows)
         now, append = clock.now_ms(), sql.Append()
-        try:
-            done = yield from self._op(
-                sql.add_messages, key, rows, now, None, append, dedupe, False, write=True
-            )
-        except IntegrityError:
-            # The unique key refused an id the session holds (stored by another writer since
-            # the read above, or repeated without skip_existing); nothing was written. Again,
-            # reading the session's ids under the lock (an error now is not about ids).
-            done = yield from self._op(
-                sql.add_messages, key, rows, now, None, append, dedupe, True, write=True
-            )
+        done = yield from self._op(sql.add_messages, key, rows, now, append, dedupe, write=True)
         return int(done.written)
 
     def _check_packet(self, rows: Sequence[MessageRow]) -> Plan[None]:
-        """A server that refuses a statement over its size limit by dropping the connection
-        (MySQL/MariaDB's `max_allowed_packet`, 16 MiB by default): refuse such a message
-        with a clear error before writing."""
+        """Refuse a message over the statement size limit of a server that drops the
+        connection on one (MySQL/MariaDB's `max_allowed_packet`) with a clear error."""
         limit = self.db.facts.get("max_allowed_packet")
         if limit is None:
-            limit = yield Step(sql.max_statement_bytes, single=True)
+            limit = yield Step(self.db.rules.max_statement_bytes, single=True)
             self.db.facts["max_allowed_packet"] = limit
         if limit is None:
             return
         per_byte = self.db.rules.statement_bytes_per_byte
-        for r in rows:
-            # bytes a row takes in the statement, with room for escaping and the other columns
-            text_bytes = len(r.body.encode("utf-8", "surrogatepass")) + len(r.content_text.encode())
-            size = per_byte * text_bytes
+        for r in rows:  # with room for escaping and the other columns
+            text = r.body.encode("utf-8", "surrogatepass") + r.content_text.encode()
+            size = per_byte * len(text)
             if size + 4096 > limit:
                 raise ValueError(
                     f"messages: a {r.type} message needs about {size} bytes in one statement, "
@@ -318,11 +293,8 @@ class ConversationStore:
     def get_token_window(
         self, session_id: IdLike, max_tokens: int, *, user_id: IdLike | None = None
     ) -> list[BaseMessage]:
-        """The longest recent run of messages whose stored token counts fit `max_tokens`.
-
-        Computed in SQL from the counts stored at write time (the whole session is never
-        loaded). The window never starts on a tool result whose call was cut off.
-        """
+        """The longest recent run of messages whose stored token counts fit `max_tokens`,
+        selected in SQL, never starting on a tool result whose call was cut off."""
         plan = self._window_plan(self.key(session_id, user_id), max_tokens)
         return [m for _, m in self.db.drive(plan)]
 

@@ -1,45 +1,28 @@
 """Copy a langmem-sqlite database to another one, between any two dialects.
 
-[`copy_database`][langmem_sqlite.operations.copy.copy_database] copies every table of
-`langmem_sqlite.engine.schema` (sessions, messages, checkpoints, blobs, writes, threads, store
-items and vectors, and so the facts kept in the store), and fills the PostgreSQL target's
-pgvector table where it has one. It knows no table by name but the checkpoints table (to find a
-user's threads): it walks the schema's tables in foreign-key order, so a table or column added
-by a later migration is copied with no change here.
+[`copy_database`][langmem_sqlite.operations.copy.copy_database] walks every table of
+`langmem_sqlite.engine.schema` in foreign-key order (so a table or column added by a later
+migration is copied with no change here), and fills the PostgreSQL target's pgvector table
+where it has one. Each table is read in pages of `batch_size` rows in primary-key order
+(keyset paging), each page written in one target transaction and read back to compare. A row
+whose key the target already holds is not written again and must be equal to the source's
+([`CopyMismatchError`][langmem_sqlite.operations.copy.CopyMismatchError] otherwise), so a
+second run copies nothing and an interrupted one resumes.
 
-* **Streaming**: each table is read in pages of `batch_size` rows in primary-key order
-  (keyset paging: `WHERE pk > last ORDER BY pk LIMIT n`), each page written in one target
-  transaction.
-* **Idempotent and resumable**: a row whose primary key the target already holds is not
-  written again; it must be equal to the source's (else
-  [`CopyMismatchError`][langmem_sqlite.operations.copy.CopyMismatchError], and nothing is
-  overwritten). A second run copies nothing; an interrupted one resumes.
-* **Verified**: every page is read back from the target and compared, column by column, with
-  the source rows.
-* **Per user** (`user_id`): the rows of tables with a `user_id` column, of tables with a
-  `thread_id` column whose thread is that user's (`langmem_sqlite.operations.ownership`: any
-  checkpoint's metadata names the user; checkpoints of an encrypting saver, whose metadata has
-  no JSON copy, name no one here), of tables with a store namespace column `ns` under
-  `("users", user_id)` (where [`UserFacts`][langmem_sqlite.store.UserFacts] keeps facts),
-  and of tables whose foreign key points at such rows. A table with none of these is not per
-  user and is left out (the report says so). A user the source knows nothing of is refused
-  before the target is touched.
+With `user_id`, only that user's rows go: tables with a `user_id` column, tables with a
+`thread_id` whose thread is the user's ([`ownership`][langmem_sqlite.operations.ownership]),
+store rows under `("users", user_id)`, and rows whose foreign key points at such rows; other
+tables are left out (the report says so).
 
-The source is only read (a SQLite file keeps its bytes and journal mode, and no `-wal` or
-`-shm` file is left beside it) and must be at this package's schema version; the target is
-created or migrated first (`langmem_sqlite.engine.migrations`), and a missing database on a
-server is created where the login may. Copy from a database no application is writing to: a row
-changed in the source after an earlier run is reported as a mismatch.
-
-Rows keep their primary keys, so surrogate ids (sessions, messages, store items) are the same
-in the target; on PostgreSQL the id sequences are moved past the copied ids afterwards.
+The source is only read (a SQLite file is left as found) and must be at this package's schema
+version; the target is created or migrated first, its database created on its server where the
+login may. Rows keep their primary keys; on PostgreSQL the id sequences are moved past them.
 """
 
 from __future__ import annotations
 
 import asyncio
 from collections.abc import Callable, Iterator, Sequence
-from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -49,17 +32,11 @@ from sqlalchemy.engine import Connection
 from ..engine import Database, DatabaseLike, get_database
 from ..engine.dialects import dialect_for
 from ..engine.errors import DatabaseUnavailableError
-from ..engine.migrations import (
-    LATEST_VERSION,
-    MIGRATIONS,
-    SchemaTooNewError,
-    applied_versions,
-    ensure_schema,
-)
+from ..engine.migrations import LATEST_VERSION, applied_versions, ensure_schema, up_to_date
 from ..engine.schema import DEFAULT_PREFIX, Tables, get_tables
 from ..engine.session import Session
 from ..validation import check_id, check_positive
-from .importers.report import source_connection, source_name
+from .importers.report import progress_bar, source_connection, source_name
 from .ownership import users_by_thread
 
 __all__ = [
@@ -160,18 +137,12 @@ def _everything(table: sa.Table) -> list[Any] | None:
     return [sa.true()]
 
 
-def _user_threads(conn: Connection, tables: Tables, user_id: str) -> list[str]:
-    """The threads that are `user_id`'s by the rule of
-    [`ownership`][langmem_sqlite.operations.ownership] (any checkpoint naming the user), from the
-    metadata's JSON copy, streamed."""
-    named = users_by_thread(conn.execution_options(yield_per=1000), tables)
-    return sorted(tid for tid, users in named.items() if user_id in users)
-
-
 def _user_scope(conn: Connection, tables: Tables, user_id: str) -> Scope:
     from ..store.namespaces import prefix_range
 
-    threads = _user_threads(conn, tables, user_id)
+    # the user's threads by the rule of `ownership`, from the metadata's JSON copy, streamed
+    named = users_by_thread(conn.execution_options(yield_per=1000), tables)
+    threads = sorted(tid for tid, users in named.items() if user_id in users)
     low, high = prefix_range((_USERS_NAMESPACE, user_id)) or ("", "")
     memo: dict[str, list[Any] | None] = {}
 
@@ -212,10 +183,6 @@ def _plain(value: Any) -> Any:
     return bytes(value) if isinstance(value, memoryview | bytearray) else value
 
 
-def _row(mapping: Any, names: Sequence[str]) -> dict[str, Any]:
-    return {n: _plain(mapping[n]) for n in names}
-
-
 def _key_filter(table: sa.Table, keys: Sequence[tuple[Any, ...]]) -> Any:
     pk = list(table.primary_key.columns)
     if len(pk) == 1:
@@ -235,7 +202,7 @@ def _pages(
         if last is not None:
             after = pk[0] > last[0] if len(pk) == 1 else sa.tuple_(*pk) > sa.tuple_(*last)
             stmt = stmt.where(after)
-        rows = [_row(r, names) for r in conn.execute(stmt).mappings()]
+        rows = [{n: _plain(r[n]) for n in names} for r in conn.execute(stmt).mappings()]
         if not rows:
             return
         yield rows
@@ -297,71 +264,58 @@ def _page_into(db: Database, table: sa.Table, rows: list[dict[str, Any]]) -> tup
 # -- the target's pgvector table (PostgreSQL) ----------------------------------------------------
 
 
-def _pgvector_ready(conn: Connection, tables: Tables, source_had: bool) -> str | None:
-    """A schema change: the PostgreSQL target's pgvector table of the vectors, made (and filled
-    from the stored vectors, as the store makes it) if the source had one and the extension is
-    available. `"made"`, `"present"`, or `None` when the target has none."""
-    from ..store.pgvector_schema import enable_pgvector, pgvector_table
-
-    pgv = pgvector_table(tables)
-    if sa.inspect(conn).has_table(pgv.name, schema=tables.schema):
-        return "present"
-    if source_had and enable_pgvector(conn, tables):
-        return "made"
-    return None
-
-
 def _pgvector_fill(
     session: Session, tables: Tables, user_id: str | None, batch_size: int
 ) -> TableCopy:
     """The rows the target's pgvector table lacks, made from the copied vectors."""
     from ..store.namespaces import prefix_range
-    from ..store.pgvector_schema import pgvector_table
-    from ..store.vectors import from_blob
+    from ..store.pgvector_schema import pgvector_table, vector_at_length
 
-    pgv = pgvector_table(tables)
-    sv = tables.store_vectors
+    pgv, sv = pgvector_table(tables), tables.store_vectors
     condition: Any = sa.true()
     if user_id is not None:
         low, high = prefix_range((_USERS_NAMESPACE, user_id)) or ("", "")
         condition = sa.and_(sv.c.ns >= low, sv.c.ns < high)
-    report = TableCopy(pgv.name)
     lacking = (
-        sa.select(sv.c.item_id, sv.c.field, sv.c.ns, sv.c.embedding)
+        sa.select(sv.c.item_id, sv.c.field, sv.c.ns, sv.c.embedding, sv.c.norm)
         .outerjoin(pgv, sa.and_(pgv.c.item_id == sv.c.item_id, pgv.c.field == sv.c.field))
         .where(pgv.c.item_id.is_(None), condition)
         .limit(batch_size)
     )
-    insert = sa.insert(pgv)
+    copied = 0
     while rows := session.execute(lacking).all():
         values = [
-            {"item_id": i, "field": f, "ns": ns, "embedding": from_blob(blob).tolist()}
-            for i, f, ns, blob in rows
+            {"item_id": i, "field": f, "ns": ns, "embedding": vector_at_length(blob, norm)}
+            for i, f, ns, blob, norm in rows
         ]
-        session.execute(insert, values)
-        report.copied += len(rows)
-    report.verified = True
-    report.note = "filled from the copied vectors"
-    return report
+        session.execute(sa.insert(pgv), values)
+        copied += len(rows)
+    return TableCopy(pgv.name, copied=copied, verified=True, note="filled from the copied vectors")
 
 
 def _pgvector_copy(
     db: Database, tables: Tables, user_id: str | None, batch_size: int, source_had: bool
 ) -> TableCopy | None:
-    """The PostgreSQL target's pgvector copy of the vectors (`None`: it has none)."""
-    from ..store.pgvector_schema import pgvector_table
+    """The PostgreSQL target's pgvector copy of the vectors (`None`: it has none): made (and
+    filled from the stored vectors, as the store makes it) if the source had one and the
+    extension is available, else filled with the rows it lacks."""
+    from ..store.pgvector_schema import enable_pgvector, pgvector_table
 
     if not db.rules.copies_pgvector:
         return None
-    ready = db.run(_pgvector_ready, tables, source_had, write=True, schema=True)
-    if ready is None:
-        return None
-    if ready == "made":  # made, and filled from the vectors
-        name = pgvector_table(tables).name
+    name = pgvector_table(tables).name
+
+    def ready(conn: Connection) -> str | None:
+        if sa.inspect(conn).has_table(name, schema=tables.schema):
+            return "present"
+        return "made" if source_had and enable_pgvector(conn, tables) else None
+
+    state = db.run(ready, write=True, schema=True)
+    if state == "made":
         return TableCopy(name, note="made and filled from the copied vectors")
-    return db.run(  # type: ignore[no-any-return]
-        _pgvector_fill, tables, user_id, batch_size, write=True
-    )
+    if state == "present":
+        return db.run(_pgvector_fill, tables, user_id, batch_size, write=True)  # type: ignore[no-any-return]
+    return None
 
 
 # -- the copy -----------------------------------------------------------------------------------
@@ -393,13 +347,7 @@ def _check_version(conn: Connection, tables: Tables) -> None:
             f"source: no langmem-sqlite tables with prefix {tables.prefix!r} in {source_name(conn)}"
         )
     applied = applied_versions(conn, tables)
-    known = {m.version for m in MIGRATIONS}
-    if applied - known:
-        raise SchemaTooNewError(
-            f"source: migrated by a newer langmem-sqlite (migrations {sorted(applied - known)}): "
-            "upgrade the package"
-        )
-    if applied != known:
+    if not up_to_date(applied, "source"):
         raise ValueError(
             f"source: schema at version {max(applied, default=0)}, this langmem-sqlite writes "
             f"{LATEST_VERSION}: run `langmem-sqlite migrate --db SOURCE` first"
@@ -495,24 +443,24 @@ def copy_database(
 
             name = pgvector_table(src_tables).name
             source_has_pgvector = sa.inspect(src).has_table(name, schema=src_tables.schema)
-        with _progress(progress) as bar:
-            for table, dst, conditions in plan:
-                entry = TableCopy(table.name)
-                report.tables.append(entry)
-                if conditions is None:
-                    entry.note = "not per user: left out"
-                    continue
-                task = bar.add(table.name, totals[table.name])
+        for table, dst, conditions in plan:
+            entry = TableCopy(table.name)
+            report.tables.append(entry)
+            if conditions is None:
+                entry.note = "not per user: left out"
+                continue
+            with progress_bar(table.name, totals[table.name] or 1, progress) as bar:
+                bar.advance(0 if totals[table.name] else 1)  # an empty table: a full bar
                 for condition in conditions:
                     for rows in _pages(src, table, condition, batch_size):
                         copied, present = _page_into(db, dst, rows)
                         entry.rows += len(rows)
                         entry.copied += copied
                         entry.present += present
-                        bar.advance(task, len(rows))
-                if entry.copied:
-                    db.run(db.rules.after_copy, dst, write=True)
-                entry.verified = True
+                        bar.advance(len(rows))
+            if entry.copied:
+                db.run(db.rules.after_copy, dst, write=True)
+            entry.verified = True
         filled = _pgvector_copy(db, dst_tables, user_id, batch_size, source_has_pgvector)
         if filled is not None:
             report.tables.append(filled)
@@ -547,33 +495,3 @@ async def acopy_database(
         batch_size=batch_size,
         progress=progress,
     )
-
-
-class _Bars:
-    """One rich progress bar per table on stderr, or nothing."""
-
-    def __init__(self, progress: Any) -> None:
-        self.progress = progress
-
-    def add(self, label: str, total: int) -> Any:
-        if self.progress is None:
-            return None
-        if not total:  # an empty table: a full bar, not 0% forever
-            return self.progress.add_task(label, total=1, completed=1)
-        return self.progress.add_task(label, total=total)
-
-    def advance(self, task: Any, n: int) -> None:
-        if self.progress is not None:
-            self.progress.advance(task, n)
-
-
-@contextmanager
-def _progress(show: bool) -> Iterator[_Bars]:
-    if not show:
-        yield _Bars(None)
-        return
-    from rich.console import Console
-    from rich.progress import Progress
-
-    with Progress(console=Console(stderr=True)) as progress:
-        yield _Bars(progress)

@@ -23,8 +23,8 @@ the write-ahead log. PostgreSQL and MariaDB keep deleted rows' bytes in their fi
 own vacuum or purge reuses the space (and in their WAL, redo logs, binary logs and backups):
 see the README.
 
-The operation is written once as a generator of calls (`_Job`); the sync function runs
-each call's sync half, the async one awaits its async half.
+The operation is written once as a plan of calls (`_Job`, see `langmem_sqlite.plans`); the
+sync function runs each call's sync half, the async one awaits its async half.
 """
 
 from __future__ import annotations
@@ -42,6 +42,7 @@ from ..engine.migrations import schema_plan
 from ..engine.schema import DEFAULT_PREFIX, Tables, get_tables
 from ..engine.session import Session
 from ..history import sql
+from ..plans import adrive, drive
 from ..validation import IdLike, check_id
 from .ownership import THREAD_USER_KEYS, threads_named, user_filters
 
@@ -124,6 +125,14 @@ class _Call(NamedTuple):
 _Job = Generator[_Call, Any, T]
 
 
+def _sync(call: _Call) -> Any:
+    return call.sync()
+
+
+def _async(call: _Call) -> Awaitable[Any]:
+    return call.async_()
+
+
 def _twin(obj: Any, name: str, *args: Any, **kwargs: Any) -> _Call:
     """`obj.name(...)` and `obj.aname(...)`."""
     return _Call(
@@ -149,24 +158,6 @@ def _listed(saver: SQLSaver, filter: dict[str, Any]) -> list[Any]:
 
 async def _alisted(saver: SQLSaver, filter: dict[str, Any]) -> list[Any]:
     return [x async for x in saver.alist(None, filter=filter)]
-
-
-def _run(job: _Job[T]) -> T:
-    try:
-        call = next(job)
-        while True:
-            call = job.send(call.sync())
-    except StopIteration as done:
-        return done.value  # type: ignore[no-any-return]
-
-
-async def _arun(job: _Job[T]) -> T:
-    try:
-        call = next(job)
-        while True:
-            call = job.send(await call.async_())
-    except StopIteration as done:
-        return done.value  # type: ignore[no-any-return]
 
 
 # -- checkpointer threads ---------------------------------------------------------------------
@@ -210,7 +201,7 @@ def threads_of_user(
     Raises:
         ValueError, TypeError: `user_id` is not a valid id.
     """
-    found, _ = _run(_find_threads(saver, saver.db, check_id(user_id, "user_id"), keys))
+    found, _ = drive(_find_threads(saver, saver.db, check_id(user_id, "user_id"), keys), _sync)
     return found  # type: ignore[no-any-return]
 
 
@@ -432,7 +423,7 @@ def forget_user(
     Raises:
         ValueError, TypeError: a bad argument (nothing is deleted).
     """
-    return _run(
+    return drive(
         _job(
             target,
             user_id,
@@ -445,7 +436,8 @@ def forget_user(
             vacuum,
             saver,
             store,
-        )
+        ),
+        _sync,
     )
 
 
@@ -464,7 +456,7 @@ async def aforget_user(
     store: SQLStore | None = None,
 ) -> ForgetReport:
     """Async [`forget_user`][langmem_sqlite.forget_user] (the same steps, on the async APIs)."""
-    return await _arun(
+    return await adrive(
         _job(
             target,
             user_id,
@@ -477,5 +469,6 @@ async def aforget_user(
             vacuum,
             saver,
             store,
-        )
+        ),
+        _async,
     )

@@ -186,11 +186,6 @@ class Dialect:
 
     # -- history (sessions and messages) ----------------------------------------------------
 
-    deletes_sessions_by_subquery: ClassVar[bool] = True
-    """Whether the history deletes messages with `... WHERE session_pk IN (SELECT id FROM
-    sessions WHERE ...)` (False: it reads the sessions' ids first and deletes by lists of ids,
-    as MySQL/MariaDB's single-table `DELETE` does not turn such a subquery into a join)."""
-
     statement_bytes_limited: ClassVar[bool] = False
     """Whether the server refuses a statement over `max_statement_bytes` by dropping the
     connection (MySQL/MariaDB): appends measure their messages against it first."""

@@ -211,7 +211,6 @@ class MySQLDialect(Dialect):
 
     # -- history (sessions and messages) ----------------------------------------------------
 
-    deletes_sessions_by_subquery: ClassVar[bool] = False
     statement_bytes_limited: ClassVar[bool] = True
     statement_bytes_per_byte: ClassVar[int] = 2
 
