@@ -276,11 +276,10 @@ def test_search_orders_by_most_recent_and_pages_consistently(store: SQLStore) ->
     assert store.search(("s",), limit=0) == []
 
 
-def test_search_shortcut_matches_batch(store: SQLStore) -> None:
-    """Once the tables are known, ``search`` skips ``batch`` (SQLStore.search): same results,
-    same refusals as a SearchOp through ``batch``."""
+def test_search_matches_batch(store: SQLStore) -> None:
+    """``search`` gives the results of a SearchOp through ``batch``, and refuses what
+    BaseStore.search refuses."""
     _fill(store)
-    assert store._pgvector is not None and store.tables.key in store.db.ready  # the shortcut
     cases: list[dict[str, Any]] = [
         {},
         {"filter": {"even": True}, "limit": 4, "offset": 2},
@@ -318,12 +317,11 @@ def test_search_shortcut_matches_batch(store: SQLStore) -> None:
         store.search(("s",), query=3)  # type: ignore[arg-type]
 
 
-def test_put_shortcut_matches_basestore(db_url: str, prefix: str) -> None:
-    """Once the tables are known, ``put`` skips the batch plan (SQLStore.put): the same checks
-    as BaseStore.put, the TTL config's default, and the item written."""
+def test_put_checks_as_basestore(db_url: str, prefix: str) -> None:
+    """``put``: the same checks as BaseStore.put, the TTL config's default, and the item
+    written."""
     store = SQLStore(db_url, table_prefix=prefix, ttl={"default_ttl": 5})
-    store.put(("p",), "first", {"v": 0})  # the first call goes through batch
-    assert store._pgvector is not None and store.tables.key in store.db.ready
+    store.put(("p",), "first", {"v": 0})
     store.put(("p", "q"), 7, {"v": 1})  # type: ignore[arg-type]
     store.put(("p", "q"), "forever", {"v": 2}, ttl=None)
     store.put(("p", "q"), "7", {"v": 3}, index=False)  # last write wins

@@ -180,3 +180,10 @@ def public_labels(namespace: Any) -> None:
         raise InvalidNamespaceError(
             f"Invalid namespace {tuple(namespace)!r}: labels cannot contain periods ('.')"
         )
+
+
+def public_namespace(namespace: Any, name: str = "namespace", *, allow_empty: bool = True) -> None:
+    """The checks of `batch` on a namespace given to `get`, `put` or `search` (their errors
+    first), and what `BaseStore` refuses on top of them (see `public_labels`)."""
+    if "." in namespaces.encoded(namespace, name, allow_empty=allow_empty):
+        public_labels(namespace)

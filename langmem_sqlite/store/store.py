@@ -10,10 +10,8 @@ API; `async_api` its async twins, `lifecycle` setup, TTL sweeping and closing.
 
 As in LangGraph's `InMemoryStore`, the reads of a batch see the data as it was before the
 batch's writes, and of several writes to one item in a batch the last wins.
-
-`get`/`aget`, `put`/`aput` (without an index) and `search`/`asearch` (without a
-vector query) take shortcuts once the tables are known to be there: the same checks and the same
-SQL functions, without the batch's plan (see "shortcuts" below).
+`get`, `put`, `search` and their async twins are `BaseStore`'s: one operation through
+`batch`/`abatch`, as in LangGraph's stores.
 """
 
 from __future__ import annotations
@@ -21,18 +19,16 @@ from __future__ import annotations
 import asyncio
 import threading
 import weakref
-from collections.abc import Iterable, Mapping
-from typing import Any, Literal, TypeVar
+from collections.abc import Iterable
+from typing import Any, Literal
 
 from langchain_core.embeddings import Embeddings
 from langgraph.store.base import (
     NOT_PROVIDED,
     IndexConfig,
-    InvalidNamespaceError,
     Item,
     NotProvided,
     Op,
-    PutOp,
     Result,
     SearchItem,
     TTLConfig,
@@ -42,14 +38,10 @@ from .. import clock
 from ..crypto import MessageCipher, resolve_cipher
 from ..engine import Database, DatabaseLike, Plan, Step, get_database
 from ..engine.migrations import schema_plan
-from ..engine.schema import DEFAULT_PREFIX, ID_MAX_CHARS, Tables, get_tables
+from ..engine.schema import DEFAULT_PREFIX, Tables, get_tables
 from ..engine.session import Session
-from ..validation import check_text
-from . import namespaces
-from .async_api import Shortcut, _AsyncAPI
-from .checks import check_page, check_ttl_config, public_labels
-from .filter_sql import SearchQuery
-from .filters import check_filter
+from .async_api import _AsyncAPI
+from .checks import check_ttl_config, public_namespace
 from .lane import Lane
 from .lifecycle import _Lifecycle
 from .pgvector_schema import enable_pgvector
@@ -63,22 +55,16 @@ from .prepared import (
     _search_item,
     _shape_namespaces,
 )
-from .reads import get_item, get_items, list_namespaces
+from .reads import get_items, list_namespaces
 from .rows import CHUNK, ItemRow
 from .sealed import Sealer
-from .search_plan import PlanMode, search_items, search_now, use_custom_plans
+from .search_plan import PlanMode, search_items, use_custom_plans
 from .vector_ranking import vector_search
 from .vectors import ANN, VectorIndex, norms, to_blobs
 from .writes import PutRow, apply_puts
 from .writes import refresh_ttl as refresh_ttls
 
 __all__ = ["SQLStore"]
-
-T = TypeVar("T")
-
-
-def _nothing_more(_: Any) -> tuple[None, None]:
-    return None, None
 
 
 class SQLStore(_AsyncAPI, _Lifecycle, _Preparing):
@@ -312,176 +298,28 @@ class SQLStore(_AsyncAPI, _Lifecycle, _Preparing):
             single=len(ids) <= CHUNK,
         )
 
-    def _refreshes(self, refresh_ttl: bool | None) -> bool:
-        """Whether a read refreshes the TTL of what it returns (`refresh_ttl`, else the TTL
-        config's `refresh_on_read`, else True: as LangGraph's stores)."""
-        if refresh_ttl is not None:
-            return refresh_ttl
-        return bool((self.ttl_config or {}).get("refresh_on_read", True))
-
-    # -- shortcuts: get, put and search without batch's plan --------------------------------
-    #
-    # Once the tables are known to be there, a single get, a put without an index to embed for,
-    # and a search without a vector query skip batch's preparation and plan: the same checks,
-    # then one statement on the light lane, and a second one to refresh TTLs when needed. Each
-    # shortcut validates its arguments at once and returns that statement with what turns its
-    # result into the answer (and the refresh step, if any): the sync method runs them, its
-    # async twin awaits them. None means "take BaseStore's path".
-
-    def _ready(self) -> bool:
-        return self._pgvector is not None and self.tables.key in self.db.ready
-
-    def _get_shortcut(
-        self, namespace: tuple[str, ...], key: str, refresh_ttl: bool | None
-    ) -> Shortcut[Item | None] | None:
-        found = self._get_args(namespace, key)
-        return None if found is None else self._get_shortcut_of(*found, refresh_ttl)
-
-    def _get_args(self, namespace: tuple[str, ...], key: str) -> tuple[str, str] | None:
-        """The validated (encoded namespace, key) of a get, once the schema is there."""
-        if not self._ready():
-            return None
-        ns = namespaces.encoded(namespace, allow_empty=True)
-        if "." in ns:
-            public_labels(namespace)
-        return ns, check_text(str(key), "key", max_chars=ID_MAX_CHARS)
-
-    def _get_shortcut_of(self, ns: str, k: str, refresh_ttl: bool | None) -> Shortcut[Item | None]:
-        now = clock.now_us()
-
-        def finish(row: ItemRow | None) -> tuple[Item | None, Step | None]:
-            if row is None:
-                return None, None
-            refresh = row.ttl_us is not None and self._refreshes(refresh_ttl)
-            return _get_item(row), self._refresh_step([row.id], now) if refresh else None
-
-        args = (self.tables, ns, k, now, self.omit_expired, self._sealer)
-        return get_item, args, False, True, finish
-
-    def _put_shortcut(
-        self,
-        namespace: tuple[str, ...],
-        key: str,
-        value: Mapping[str, Any],
-        index: Literal[False] | list[str] | None,
-        ttl: float | NotProvided | None,
-    ) -> Shortcut[None] | None:
-        put = self._put_prepared(namespace, key, value, index, ttl)
-        if put is None:
-            return None
-        return self._put_shortcut_of(put)
-
-    def _put_shortcut_of(self, put: Prepared) -> Shortcut[None]:
-        step = self._puts_step(_Batch.build([put]), [], clock.now_us(), False)
-        return step.fn, step.args, True, step.single, _nothing_more
-
-    def _put_prepared(
-        self,
-        namespace: tuple[str, ...],
-        key: str,
-        value: Mapping[str, Any],
-        index: Literal[False] | list[str] | None,
-        ttl: float | NotProvided | None,
-    ) -> Prepared | None:
-        """A validated put without vectors to embed, once the schema is there (else None)."""
-        if self.index is not None or not self._ready():
-            return None
-        namespaces.encoded(namespace)
-        public_labels(namespace)
-        if namespace[0] == "langgraph":
-            raise InvalidNamespaceError(
-                f'Root label for namespace cannot be "langgraph". Got: {namespace}'
-            )
-        minutes = (
-            (self.ttl_config or {}).get("default_ttl") if isinstance(ttl, NotProvided) else ttl
-        )
-        return self._prepare_put(PutOp(namespace, str(key), value, index=index, ttl=minutes))
-
-    def _search_shortcut(
-        self,
-        namespace_prefix: tuple[str, ...],
-        query: str | None,
-        filter: dict[str, Any] | None,
-        limit: int,
-        offset: int,
-        refresh_ttl: bool | None,
-    ) -> Shortcut[list[SearchItem]] | None:
-        search = self._search_args(namespace_prefix, query, filter, limit, offset)
-        return None if search is None else self._search_shortcut_of(search, refresh_ttl)
-
-    def _search_args(
-        self,
-        namespace_prefix: tuple[str, ...],
-        query: str | None,
-        filter: dict[str, Any] | None,
-        limit: int,
-        offset: int,
-    ) -> SearchQuery | None:
-        """A validated search without a vector query, once the schema is there."""
-        if not self._ready() or (
-            query is not None and (self.index is not None or not isinstance(query, str))
-        ):
-            return None
-        ns = namespaces.encoded(namespace_prefix, "namespace_prefix", allow_empty=True)
-        if "." in ns:
-            public_labels(namespace_prefix)
-        return SearchQuery(
-            tuple(namespace_prefix),
-            check_filter(filter),
-            check_page(limit, "limit"),
-            check_page(offset, "offset"),
-            self.omit_expired,
-            self._sealer,
-        )
-
-    def _search_shortcut_of(
-        self, search: SearchQuery, refresh_ttl: bool | None
-    ) -> Shortcut[list[SearchItem]]:
-        now = clock.now_us()
-
-        def finish(rows: list[ItemRow]) -> tuple[list[SearchItem], Step | None]:
-            ids = sorted({r.id for r in rows if r.ttl_us is not None})
-            more = self._refresh_step(ids, now) if ids and self._refreshes(refresh_ttl) else None
-            return [_search_item(r) for r in rows], more
-
-        one = not search.filter  # see _one_statement
-        return search_now, (self.tables, search, now, self._plans), False, one, finish
-
-    def _run(self, shortcut: Shortcut[T]) -> T:
-        fn, args, write, single, finish = shortcut
-        answer, more = finish(self.db.run(fn, *args, write=write, single=single))
-        if more is not None:
-            self.db.run_step(more)
-        return answer
+    # get, put and search are BaseStore's (one operation through batch), after the namespace
+    # checks of batch, so that their errors are the same through either
 
     def get(
-        self,
-        namespace: tuple[str, ...],
-        key: str,
-        *,
-        refresh_ttl: bool | None = None,
+        self, namespace: tuple[str, ...], key: str, *, refresh_ttl: bool | None = None
     ) -> Item | None:
-        """One item, or `None` (as `BaseStore.get`; see the shortcuts above)."""
-        shortcut = self._get_shortcut(namespace, key, refresh_ttl)
-        if shortcut is None:
-            return super().get(namespace, key, refresh_ttl=refresh_ttl)
-        return self._run(shortcut)
+        """One item, or `None` (as `BaseStore.get`)."""
+        public_namespace(namespace)
+        return super().get(namespace, key, refresh_ttl=refresh_ttl)
 
     def put(
         self,
         namespace: tuple[str, ...],
         key: str,
-        value: Mapping[str, Any],
+        value: dict[str, Any],
         index: Literal[False] | list[str] | None = None,
         *,
         ttl: float | NotProvided | None = NOT_PROVIDED,
     ) -> None:
-        """Store or replace one item (as `BaseStore.put`; see the shortcuts above)."""
-        shortcut = self._put_shortcut(namespace, key, value, index, ttl)
-        if shortcut is None:
-            super().put(namespace, key, value, index, ttl=ttl)
-            return
-        self._run(shortcut)
+        """Store or replace one item (as `BaseStore.put`)."""
+        public_namespace(namespace, allow_empty=False)
+        super().put(namespace, key, value, index, ttl=ttl)
 
     def search(
         self,
@@ -494,20 +332,16 @@ class SQLStore(_AsyncAPI, _Lifecycle, _Preparing):
         offset: int = 0,
         refresh_ttl: bool | None = None,
     ) -> list[SearchItem]:
-        """Items under `namespace_prefix` (as `BaseStore.search`; see the shortcuts above)."""
-        shortcut = self._search_shortcut(
-            namespace_prefix, query, filter, limit, offset, refresh_ttl
+        """Items under `namespace_prefix` (as `BaseStore.search`)."""
+        public_namespace(namespace_prefix, "namespace_prefix")
+        return super().search(
+            namespace_prefix,
+            query=query,
+            filter=filter,
+            limit=limit,
+            offset=offset,
+            refresh_ttl=refresh_ttl,
         )
-        if shortcut is None:
-            return super().search(
-                namespace_prefix,
-                query=query,
-                filter=filter,
-                limit=limit,
-                offset=offset,
-                refresh_ttl=refresh_ttl,
-            )
-        return self._run(shortcut)
 
     def batch(self, ops: Iterable[Op]) -> list[Result]:
         """Run store operations (Get, Put, Search, ListNamespaces) and return their results."""
