@@ -564,44 +564,11 @@ def test_library_code_never_touches_the_garbage_collector(store: SQLStore) -> No
     assert len(store.search(("g",), limit=1000)) == 200
 
 
-def test_postgres_plans_searches_per_call_only_on_large_stores(
-    backend: str, db_url: str, prefix: str, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """PostgreSQL: a small store's searches may use cached generic plans (plan_cache_mode
-    auto); once the items table is large, each search is planned for its values. The choice is
-    re-checked every minute and set on the connection only when it changes."""
-    if backend != "postgres":
-        pytest.skip("PostgreSQL only")
-    from langmem_sqlite.store import search_plan as store_sql
-
-    store = SQLStore(
-        db_url, table_prefix=prefix, engine_args={"pool_size": 1, "max_overflow": 0}
-    )  # one pooled connection: the setting is seen on it afterwards
-    store.put(("u",), "a", {"tag": "x"})
-
-    def mode_after_search() -> str:
-        assert [i.key for i in store.search(("u",), filter={"tag": "x"})] == ["a"]
-        store.batch([SearchOp(("u",), {"tag": "x"})])  # the batch path too
-        with store.db.sync_engine.connect() as conn:
-            return str(conn.execute(sa.text("SHOW plan_cache_mode")).scalar())
-
-    try:
-        assert mode_after_search() == "auto" and store._plans.custom is False
-        monkeypatch.setattr(store_sql, "LARGE_ITEMS_TABLE", 1)  # any table is large now
-        assert mode_after_search() == "auto"  # not re-checked within the minute
-        store._plans.checked -= 61
-        assert mode_after_search() == "force_custom_plan" and store._plans.custom is True
-    finally:
-        store.db.dispose()
-
-
-def test_sqlite_reads_a_broad_prefix_newest_first(
-    backend: str, db_url: str, prefix: str, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """SQLite reads a prefix holding many items through the recency index, a small one through
-    the namespace index: both give the same pages (namespace and sub-namespaces, filters,
-    offsets, lapsed items), sync and batch alike."""
-    from langmem_sqlite.store import search_plan as store_sql
+def test_prefix_search_pages_newest_first(db_url: str, prefix: str) -> None:
+    """A prefix's own namespace and its sub-namespaces give one newest-first order (SQLite
+    reads and merges them apart, see store.searches._newest_under): pages with filters,
+    offsets and lapsed items, sync and batch alike."""
+    from langmem_sqlite.store.filters import matches
 
     store = SQLStore(db_url, table_prefix=prefix)
     ops: list[Any] = []
@@ -621,38 +588,15 @@ def test_sqlite_reads_a_broad_prefix_newest_first(
         {"filter": {"n": {"$gte": 9}, "tag": "t2"}, "limit": 50, "offset": 0},
         {"filter": {"n": 99}, "limit": 10, "offset": 0},
     ]
-
-    def pages(prefixes: list[tuple[str, ...]]) -> list[Any]:
-        store._plans.broad.clear()
-        out = []
-        for p in prefixes:
-            for kw in searches:
-                found = store.search(p, **kw)
-                batched = store.batch([SearchOp(p, kw["filter"], kw["limit"], kw["offset"])])[0]
-                assert [i.key for i in found] == [i.key for i in batched]
-                out.append([(i.namespace, i.key) for i in found])
-        return out
-
-    prefixes = [("org",), ("org", "u3"), ("org", "u3", "deep")]
-    monkeypatch.setattr(store_sql, "BROAD_PREFIX", 10**9)
-    narrow = pages(prefixes)
-    monkeypatch.setattr(store_sql, "BROAD_PREFIX", 20)
-    broad = pages(prefixes)
-    assert broad == narrow and sum(map(len, narrow)) > 40
-    assert all(i[0] != ("orgx",) for page in narrow for i in page)
-    assert not any(int(i[1][1:]) % 11 == 0 for page in narrow for i in page)  # lapsed
-    if backend == "sqlite":  # broad: at least BROAD_PREFIX items in sub-namespaces
-        assert store._plans.broad[()][0] is True  # the store: 301 items
-        assert store._plans.broad[("org",)][0] is True
-        # "deep" holds 20 to 30 items, but ("org", "u3") holds a seventh of the newest items:
-        # reading newest first would skip six items for each of its own
-        counted = store.db.run(store_sql._count_under, store.tables, ("org", "u3"))
-        assert counted >= 20
-        assert store._plans.broad[("org", "u3")][0] is False
-        assert store._plans.broad[("org", "u3", "deep")][0] is False  # no sub-namespace
-        monkeypatch.setattr(store_sql, "BROAD_PREFIX", 302)
-        store._plans.broad.clear()
-        store.search(("org",))
-        assert store._plans.broad == {(): (False, store._plans.broad[()][1])}  # no count per prefix
-    else:
-        assert store._plans.broad == {}
+    newest = [op for op in reversed(ops) if op.ttl is None]  # one batch: newest = last written
+    for p in [("org",), ("org", "u3"), ("org", "u3", "deep")]:
+        for kw in searches:
+            found = store.search(p, **kw)
+            batched = store.batch([SearchOp(p, kw["filter"], kw["limit"], kw["offset"])])[0]
+            assert [i.key for i in found] == [i.key for i in batched]
+            want = [
+                op.key
+                for op in newest
+                if op.namespace[: len(p)] == p and matches(op.value, kw["filter"])
+            ]
+            assert [i.key for i in found] == want[kw["offset"] : kw["offset"] + kw["limit"]]

@@ -1,7 +1,7 @@
 """Search filters in SQL: each leaf condition of a filter becomes a SQL condition that never
 rejects an item `filters.matches` accepts, flagged exact when it also never accepts one
 that `filters.matches` rejects. When the whole filter is exact, LIMIT/OFFSET go to the
-database; otherwise candidates are re-checked in Python (see `search_plan`).
+database; otherwise candidates are re-checked in Python (see `searches`).
 
 How a database reads JSON is its dialect's `store_json`: PostgreSQL's `jsonb` operators,
 SQLite's `json_extract`/`json_type`, MySQL's `JSON_VALUE`. Statements are kept by the

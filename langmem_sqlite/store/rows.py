@@ -88,10 +88,3 @@ def _under(column: Any, prefix: tuple[str, ...]) -> ColumnElement[bool]:
 def _ordered(t: Tables) -> tuple[Any, Any]:
     c = t.store_items.c
     return c.updated_at.desc(), c.id.desc()
-
-
-def _strictly_under(column: Any, prefix: tuple[str, ...]) -> list[Any]:
-    if not prefix:
-        return []
-    lo, hi = sa.bindparam("lo", type_=column.type), sa.bindparam("hi", type_=column.type)
-    return [column > lo, column < hi]

@@ -58,7 +58,7 @@ from .prepared import (
 from .reads import get_items, list_namespaces
 from .rows import CHUNK, ItemRow
 from .sealed import Sealer
-from .search_plan import PlanMode, search_items, use_custom_plans
+from .searches import search_items
 from .vector_ranking import vector_search
 from .vectors import ANN, VectorIndex, norms, to_blobs
 from .writes import PutRow, apply_puts
@@ -136,7 +136,6 @@ class SQLStore(_AsyncAPI, _Lifecycle, _Preparing):
         # a jsonb column cannot hold NUL; ciphertext has none
         self._nul_ok = self.db.rules.text_holds_nul or self._sealer is not None
         self._pgvector: bool | None = None
-        self._plans = PlanMode()
         self._sweeper: threading.Thread | None = None
         self._stop = threading.Event()
         self._atask: asyncio.Task[None] | None = None
@@ -235,8 +234,6 @@ class SQLStore(_AsyncAPI, _Lifecycle, _Preparing):
                 handed.add(row.id)
                 if refresh_ttl and row.ttl_us is not None:
                     refresh.append(row.id)
-        if batch.searches:
-            use_custom_plans(conn, t, self._plans)
         done: dict[Any, list[ItemRow]] = {}  # equal searches of a batch run once
         firsts: dict[Any, int] = {}
         for i, query, text, refresh_ttl in batch.searches:
@@ -245,7 +242,7 @@ class SQLStore(_AsyncAPI, _Lifecycle, _Preparing):
             again = rows is not None
             if rows is None:
                 rows = done[same] = (
-                    search_items(conn, t, query, now, self._plans)
+                    search_items(conn, t, query, now)
                     if text is None
                     else vector_search(
                         conn,
@@ -255,7 +252,6 @@ class SQLStore(_AsyncAPI, _Lifecycle, _Preparing):
                         now,
                         pgvector,
                         self._ann(pgvector),
-                        self._plans,
                         self.index.distance,  # type: ignore[union-attr]
                     )
                 )

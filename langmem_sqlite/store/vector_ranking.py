@@ -9,7 +9,6 @@ same items and scores (to float32 rounding).
 
 from __future__ import annotations
 
-import time
 from typing import Any
 
 import numpy as np
@@ -17,15 +16,14 @@ import sqlalchemy as sa
 
 from ..engine.schema import Tables
 from ..engine.session import Session
-from . import namespaces
 from .filter_sql import SearchQuery, _params, _shape, _where
 from .filters import matches
 from .pgvector_schema import Vector, ann_index_name, pgvector_table
 from .rows import ItemRow, _columns, _item, _live, _ordered, _under
-from .search_plan import _RECHECK_S, _SET_LOCAL, PlanMode, _paged
+from .searches import _paged
 from .vectors import ANN, rank_max_pool
 
-__all__ = ["NARROW_FROM", "vector_search"]
+__all__ = ["vector_search"]
 
 
 _PG_OPS = {"cosine": "<=>", "inner_product": "<#>", "l2": "<->"}
@@ -60,13 +58,13 @@ def _scored(
             _shape(t, q, f"pgvector ranking {distance}"),
             lambda: _pg_ranking(conn, t, q, None, distance),
         )
-        pairs = conn.execute_raw(ranking[0], {**params, "q": _query32(query_vector)})
+        pairs = conn.execute(ranking[0], {**params, "q": _query32(query_vector)}).all()
         return [r[0] for r in pairs], [_score(distance, float(r[1])) for r in pairs]
     lengths = distance != "cosine"
 
     def build() -> Any:
         v = t.store_vectors
-        # The raw driver bytes (no per-row result processing: this can be every vector stored).
+        # the driver's bytes as they are (no result processing: this can be every vector stored)
         raw = sa.type_coerce(v.c.embedding, sa.types.NullType())
         extra = [v.c.norm] if lengths else []
         if q.sealer is not None:
@@ -76,8 +74,7 @@ def _scored(
             stmt = stmt.join(items, items.c.id == v.c.item_id).where(*_where(conn, t, q)[0])
         return stmt
 
-    # Plain DBAPI tuples: building a Row per vector would cost more than the ranking.
-    pairs = conn.execute_raw(conn.statement(_shape(t, q, f"vectors {lengths}"), build), params)
+    pairs = conn.execute(conn.statement(_shape(t, q, f"vectors {lengths}"), build), params).all()
     if q.sealer is not None:
         opened, at = q.sealer.open_vector, 3 if lengths else 2
         blobs = [opened(_text(r[at]), r[0], _text(r[at + 1]), r[1]) for r in pairs]
@@ -153,7 +150,6 @@ def _pg_top(
     now: int,
     want: int,
     ann: ANN | None,
-    mode: PlanMode | None = None,
     full: bool = False,
     distance: str = "cosine",
 ) -> list[ItemRow] | None:
@@ -162,42 +158,12 @@ def _pg_top(
 
     Exact: every vector under the prefix is scored and grouped per item; without a filter,
     from the vectors alone (`_pg_first`), else (or with `full`) joined with the items
-    first. With `ann`, its
-    index yields the nearest vectors (two per wanted item per field, as PostgresStore),
-    filtered afterwards; when that leaves fewer than `want` items because the scan ran dry
-    (a selective prefix or filter), the exact ranking answers instead, so the approximation
-    may reorder or swap near neighbours but never returns fewer items than match.
-
-    The scan is not tried under a prefix holding too small a share of the store for the
-    `ef_search` nearest vectors to include `want` of its items (see `_narrow`), nor
-    where it ran dry: both are decided once a minute per prefix, filter shape and `want`
-    (in `mode`), and such searches rank exactly at once instead of paying for a scan that
-    finds too little. A prefix not decided yet takes its siblings' decision (same parent and
-    depth), which its first exact search then replaces with its own, from the count of items
-    it ranked: one question to the planner a minute for all users' namespaces, not one per
-    user."""
+    first. With `ann`, its index yields the nearest vectors (two per wanted item per field, as
+    PostgresStore), filtered afterwards; when that leaves fewer than `want` items (the scan ran
+    dry under a selective prefix or filter), the exact ranking answers instead, so the
+    approximation may reorder or swap near neighbours but never returns fewer items than
+    match."""
     items = t.store_items
-    plan = (q.prefix, q.shape, want)
-    # siblings (same parent, same depth: other users' namespaces) are alike: one EXPLAIN a
-    # minute serves them all, until a prefix's own search says otherwise
-    kin = (q.prefix[:-1], len(q.prefix), q.shape, want) if q.prefix else None
-    hnsw, guessed = ann, False
-    if ann is not None and mode is not None:
-        clock = time.monotonic()
-        known = mode.exact.get(plan)
-        if known is None or clock - known[1] >= _RECHECK_S:
-            known = mode.exact.get(kin) if kin is not None else None
-            if known is None or clock - known[1] >= _RECHECK_S:
-                vectors = want * ann.per_item
-                narrow = _narrow(conn, t, q.prefix, mode, vectors, _ef_search(ann, want))
-                known = _remember(mode.exact, plan, narrow)
-                if kin is not None:
-                    _remember(mode.exact, kin, narrow)
-            else:
-                guessed = True
-        if known[0]:
-            ann = None
-
     first = ann is None and not q.filter and not full
 
     def build() -> tuple[Any, bool]:
@@ -224,32 +190,25 @@ def _pg_top(
         if len(rows) < want and (not rows or rows[0][8] > candidates):
             # lapsed items among the candidates: rank every item (joined with the items)
             return _pg_top(conn, t, q, query_vector, now, want, None, full=True, distance=distance)
-        if guessed and rows and hnsw is not None and mode is not None:
-            # narrow as its siblings? The items just ranked tell (as _narrow's estimate would)
-            vectors = want * hnsw.per_item
-            narrow = rows[0][8] * _ef_search(hnsw, want) < mode.rows * vectors
-            _remember(mode.exact, plan, narrow)
         return [_item(r, _score(distance, r[7])) for r in rows]
     if ann is not None:
         params["candidates"] = _candidates(ann, want)
         # an HNSW scan yields at most ef_search vectors, an IVFFlat one reads `probes` lists:
         # set for this transaction only (the store runs such searches as one)
         if ann.kind == "hnsw":
-            conn.execute(
-                _SET_LOCAL, {"name": "hnsw.ef_search", "value": str(_ef_search(ann, want))}
-            )
+            setting = ("hnsw.ef_search", _ef_search(ann, want))
         else:
-            conn.execute(_SET_LOCAL, {"name": "ivfflat.probes", "value": str(ann.probes)})
+            setting = ("ivfflat.probes", ann.probes)
+        conn.execute(_SET_LOCAL, {"name": setting[0], "value": str(setting[1])})
     found = [_item(r, _score(distance, r[7])) for r in conn.execute(stmt, params)]
     if ann is not None and len(found) < want:
         # the index scan ran dry (ef_search, then the filter) or its vectors were of fewer
         # items: rank exactly, so that a search never returns fewer items than match
-        if mode is not None:
-            _remember(mode.exact, plan, True)
-            if kin is not None:  # and its siblings' scans would likely run dry too
-                _remember(mode.exact, kin, True)
         return _pg_top(conn, t, q, query_vector, now, want, None, distance=distance)
     return found
+
+
+_SET_LOCAL = sa.select(sa.func.set_config(sa.bindparam("name"), sa.bindparam("value"), True))
 
 
 def _pg_first(conn: Session, t: Tables, q: SearchQuery, distance: str = "cosine") -> Any:
@@ -290,47 +249,6 @@ def _ef_search(ann: ANN, want: int) -> int:
     return max(ann.ef_search, min(_candidates(ann, want), 1000))
 
 
-def _remember(
-    known: dict[tuple[Any, ...], tuple[bool, float]], key: tuple[Any, ...], value: bool
-) -> tuple[bool, float]:
-    if len(known) >= 1024:
-        known.clear()
-    known[key] = entry = (value, time.monotonic())
-    return entry
-
-
-NARROW_FROM = 10_000
-"""Items from which an HNSW search first asks the planner whether its prefix is too narrow for
-the index (see `_narrow`): in a smaller store a scan that runs dry costs less than the
-question's round trip."""
-
-
-def _narrow(
-    conn: Session,
-    t: Tables,
-    prefix: tuple[str, ...],
-    mode: PlanMode,
-    vectors: int,
-    ef_search: int,
-) -> bool:
-    """Whether `prefix` holds too small a share of the store for an HNSW scan: its
-    `ef_search` nearest vectors would hold fewer than `vectors` of the prefix's on average,
-    i.e. the planner expects fewer than `rows * vectors / ef_search` items under it
-    (`rows`: its estimate for the table; both from the statistics, without reading the
-    items). Not for the whole store, nor while the estimate is unknown or below
-    `NARROW_FROM`: the scan is tried, and the exact ranking answers if it runs dry."""
-    if not prefix or mode.rows < max(NARROW_FROM, 1):
-        return False
-    c = t.store_items.c
-    stmt = conn.statement(
-        ("under_prefix", t.key), lambda: sa.select(c.id).where(_under(c.ns, prefix))
-    )
-    bounds = namespaces.prefix_range(prefix)
-    assert bounds is not None
-    under = conn.estimated_rows(stmt, {"lo": bounds[0], "hi": bounds[1]})
-    return under * ef_search < mode.rows * vectors
-
-
 def vector_search(
     conn: Session,
     t: Tables,
@@ -339,18 +257,17 @@ def vector_search(
     now: int,
     pgvector: bool = False,
     ann: ANN | None = None,
-    mode: PlanMode | None = None,
     distance: str = "cosine",
 ) -> list[ItemRow]:
     """Items ranked by their best vector's score against `query_vector` (`distance`: see
     `vectors`), among those matching the prefix and filter; items without a vector
     follow, unscored. With `pgvector` the database ranks (approximately, through the index
-    of `ann`; `mode` keeps where that index is not worth scanning, see `_pg_top`)."""
+    of `ann`, see `_pg_top`)."""
     want = q.offset + q.limit
     c = t.store_items.c
     top = None
     if pgvector:
-        top = _pg_top(conn, t, q, query_vector, now, want, ann, mode, distance=distance)
+        top = _pg_top(conn, t, q, query_vector, now, want, ann, distance=distance)
     if top is not None:
         kept = top
         ids: list[int] = []
