@@ -1,8 +1,8 @@
 """The async API of [`SQLStore`][langmem_sqlite.SQLStore]: the same validation, statements
 and plans as the sync API ([`store`][langmem_sqlite.store.store]), run with
 [`Database.arun`][langmem_sqlite.engine.Database.arun] and
-[`Database.adrive`][langmem_sqlite.engine.Database.adrive]; concurrent calls of one store share a
-`Lane`."""
+[`Database.adrive`][langmem_sqlite.engine.Database.adrive]; concurrent calls of one store are
+bounded by a semaphore."""
 
 from __future__ import annotations
 
@@ -23,8 +23,7 @@ from langgraph.store.base import (
 
 from ..engine import Database, Plan
 from .checks import public_namespace
-from .lane import Lane
-from .prepared import Prepared, _Batch
+from .prepared import _Batch
 from .vectors import VectorIndex
 
 __all__: list[str] = []
@@ -36,12 +35,11 @@ class _AsyncAPI(BaseStore):
 
     db: Database
     index: VectorIndex | None
-    _lanes: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, Lane[Prepared]]
-    _last_lane: Lane[Prepared] | None
+    _semaphores: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, asyncio.Semaphore]
 
     if TYPE_CHECKING:  # what the sync API provides (see .store)
 
-        def _prepare_op(self, op: Op) -> Prepared: ...
+        def _prepare(self, ops: Iterable[Op]) -> _Batch: ...
 
         def _plan(
             self, batch: _Batch, doc_vectors: list[list[float]], query_vectors: list[list[float]]
@@ -91,24 +89,27 @@ class _AsyncAPI(BaseStore):
 
     async def abatch(self, ops: Iterable[Op]) -> list[Result]:
         """Async [`batch`][langmem_sqlite.store.store.SQLStore.batch] (same plan, on the async
-        engine; concurrent calls queue and run together, see `lane`)."""
-        return await self._lane().run([self._prepare_op(op) for op in ops])
+        engine; at most `SLOTS` calls of one store run at once per event loop, the others
+        wait for a slot)."""
+        prepared = self._prepare(ops)
+        async with self._slots():
+            vectors = (
+                await self.index.aembed(prepared.texts, prepared.queries)
+                if self.index
+                else ([], [])
+            )
+            return await self.db.adrive(self._plan(prepared, *vectors))
 
-    def _lane(self) -> Lane[Prepared]:
-        """This store's lane on the running event loop."""
+    def _slots(self) -> asyncio.Semaphore:
+        """This store's slots on the running event loop (a semaphore serves one loop)."""
         loop = asyncio.get_running_loop()
-        lane = self._last_lane
-        if lane is not None and lane.loop is loop:
-            return lane
-        lane = self._lanes.get(loop)
-        if lane is None:
-            lane = self._lanes[loop] = Lane(self._abatch_prepared)
-        self._last_lane = lane
-        return lane
+        slots = self._semaphores.get(loop)
+        if slots is None:
+            slots = self._semaphores[loop] = asyncio.Semaphore(SLOTS)
+        return slots
 
-    async def _abatch_prepared(self, items: list[Prepared]) -> list[Result]:
-        prepared = _Batch.build(items)
-        vectors = (
-            await self.index.aembed(prepared.texts, prepared.queries) if self.index else ([], [])
-        )
-        return await self.db.adrive(self._plan(prepared, *vectors))
+
+SLOTS = 8
+"""Calls of one store running at once per event loop: well within the pools (SQLite's 16
+worker threads, a server's 10 + 22 connections) shared with the other adapters, so that a
+burst of calls never waits for a pooled connection past its timeout."""

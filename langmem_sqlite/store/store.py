@@ -42,11 +42,9 @@ from ..engine.schema import DEFAULT_PREFIX, Tables, get_tables
 from ..engine.session import Session
 from .async_api import _AsyncAPI
 from .checks import check_ttl_config, public_namespace
-from .lane import Lane
 from .lifecycle import _Lifecycle
 from .pgvector_schema import enable_pgvector
 from .prepared import (
-    Prepared,
     _Batch,
     _copy_item,
     _get_item,
@@ -139,10 +137,9 @@ class SQLStore(_AsyncAPI, _Lifecycle, _Preparing):
         self._sweeper: threading.Thread | None = None
         self._stop = threading.Event()
         self._atask: asyncio.Task[None] | None = None
-        self._lanes: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, Lane[Prepared]] = (
-            weakref.WeakKeyDictionary()
-        )
-        self._last_lane: Lane[Prepared] | None = None
+        self._semaphores: weakref.WeakKeyDictionary[
+            asyncio.AbstractEventLoop, asyncio.Semaphore
+        ] = weakref.WeakKeyDictionary()
         self._astop: asyncio.Event | None = None
 
     # -- the plan (sync and async) -------------------------------------------------------------
