@@ -545,13 +545,13 @@ def test_library_code_never_touches_the_garbage_collector(store: SQLStore) -> No
     import gc
 
     seen: list[bool] = []
-    real = store._prepare
+    real = store._preparer.batch
 
     def spy(ops: Any) -> Any:
         seen.append(gc.isenabled())
         return real(ops)
 
-    store._prepare = spy  # type: ignore[method-assign]
+    store._preparer.batch = spy  # type: ignore[method-assign]
     assert gc.isenabled()
     store.batch([PutOp(("g",), f"k{i}", {"i": i}) for i in range(100)])
     assert seen == [True] and gc.isenabled()

@@ -1,5 +1,5 @@
 """Many concurrent async calls: SQLStore runs a few of them at once (a semaphore around the
-pool, see ``store/async_api.py``), so that a burst of ``asyncio.gather`` calls completes with
+pool, see ``store/store.py``), so that a burst of ``asyncio.gather`` calls completes with
 correct results and never exhausts the pool, on SQLite, PostgreSQL and MariaDB."""
 
 from __future__ import annotations

@@ -175,7 +175,7 @@ def test_postgres_ranks_with_pgvector_only_where_installed(
         has_ext = conn.execute(
             sa.text("SELECT 1 FROM pg_extension WHERE extname='vector'")
         ).scalar()
-    assert store._pgvector is bool(has_ext)
+    assert store._plans.pgvector is bool(has_ext)
 
 
 @pytest.mark.skipif(
@@ -244,7 +244,7 @@ def test_pgvector_ranks_as_the_application_does(pgvector_url: str) -> None:
         for i in range(0, 240, 19):
             for store in (in_sql, in_app):
                 store.delete(("v",), f"k{i}")
-        assert in_sql._pgvector is True and in_app._pgvector is False
+        assert in_sql._plans.pgvector is True and in_app._plans.pgvector is False
         assert _vector_table_rows(pgvector_url, names[0]) > 200
 
         def scores(store: SQLStore, prefix: tuple[str, ...]) -> dict[Any, float | None]:
@@ -311,7 +311,7 @@ def test_pgvector_outside_the_search_path_falls_back(pgvector_url: str) -> None:
         store.put(("u",), "a", {"text": "food"})
         store.put(("u",), "b", {"text": "music"})
         assert [i.key for i in store.search(("u",), query="music")] == ["b", "a"]
-        assert store._pgvector is False
+        assert store._plans.pgvector is False
     finally:
         get_database(url.render_as_string(hide_password=False)).dispose()
         with admin.connect() as conn:
@@ -554,7 +554,7 @@ def test_pgvector_exact_search_with_lapsed_candidates(pgvector_url: str) -> None
                 + [PutOp(("u", "b"), f"other{i}", {"text": "tea"}) for i in range(10)]
             )
         time.sleep(0.1)
-        assert in_sql._pgvector is True
+        assert in_sql._plans.pgvector is True
         for prefix, limit in [(("u", "a"), 5), (("u", "a"), 30), (("u",), 12), ((), 45)]:
             got = in_sql.search(prefix, query="tea", limit=limit)
             want = in_app.search(prefix, query="tea", limit=limit)

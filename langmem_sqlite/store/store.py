@@ -2,22 +2,20 @@
 
 Same database, engines and migrations as the conversation history and the checkpointer: SQLite
 by default, PostgreSQL or MariaDB/MySQL by URL. `batch` and `abatch` validate the operations
-the same way (`prepared`), embed what needs embedding (the only sync/async difference),
-then run one [`Plan`][langmem_sqlite.engine.Plan] with
+the same way ([`Preparer`][langmem_sqlite.store.prepared.Preparer]), embed what needs embedding
+(the only sync/async difference), then drive one plan of
+[`StorePlans`][langmem_sqlite.store.plans.StorePlans] with
 [`Database.drive`][langmem_sqlite.engine.Database.drive] or
-[`Database.adrive`][langmem_sqlite.engine.Database.adrive]. This module holds the class and its sync
-API; `async_api` its async twins, `lifecycle` setup, TTL sweeping and closing.
-
-As in LangGraph's `InMemoryStore`, the reads of a batch see the data as it was before the
-batch's writes, and of several writes to one item in a batch the last wins.
-`get`, `put`, `search` and their async twins are `BaseStore`'s: one operation through
-`batch`/`abatch`, as in LangGraph's stores.
+[`Database.adrive`][langmem_sqlite.engine.Database.adrive]. `get`, `put`, `search` and their
+async twins are `BaseStore`'s: one operation through `batch` or `abatch`. Concurrent async calls
+of one store are bounded by a semaphore per event loop (`SLOTS`), so that a burst of them never
+waits for a pooled connection past its timeout.
 """
 
 from __future__ import annotations
 
 import asyncio
-import threading
+import os
 import weakref
 from collections.abc import Iterable
 from typing import Any, Literal
@@ -25,6 +23,7 @@ from typing import Any, Literal
 from langchain_core.embeddings import Embeddings
 from langgraph.store.base import (
     NOT_PROVIDED,
+    BaseStore,
     IndexConfig,
     Item,
     NotProvided,
@@ -33,39 +32,27 @@ from langgraph.store.base import (
     SearchItem,
     TTLConfig,
 )
+from sqlalchemy.engine import URL
 
-from .. import clock
 from ..crypto import MessageCipher, resolve_cipher
-from ..engine import Database, DatabaseLike, Plan, Step, get_database
-from ..engine.migrations import schema_plan
+from ..engine import Database, DatabaseLike, get_database
 from ..engine.schema import DEFAULT_PREFIX, Tables, get_tables
-from ..engine.session import Session
-from .async_api import _AsyncAPI
-from .checks import check_ttl_config, public_namespace
-from .lifecycle import _Lifecycle
-from .pgvector_schema import enable_pgvector
-from .prepared import (
-    _Batch,
-    _copy_item,
-    _get_item,
-    _literal_prefix,
-    _Preparing,
-    _search_item,
-    _shape_namespaces,
-)
-from .reads import get_items, list_namespaces
-from .rows import CHUNK, ItemRow
+from .checks import check_timeout, check_ttl_config, public_namespace
+from .plans import StorePlans
+from .prepared import Preparer
 from .sealed import Sealer
-from .searches import search_items
-from .vector_ranking import vector_search
-from .vectors import ANN, VectorIndex, norms, to_blobs
-from .writes import PutRow, apply_puts
-from .writes import refresh_ttl as refresh_ttls
+from .sweeper import Sweeper
+from .twins import awaitable_from_coroutines
+from .vectors import VectorIndex
 
-__all__ = ["SQLStore"]
+__all__ = ["SLOTS", "SQLStore"]
+
+SLOTS = 8
+"""Async calls of one store running at once per event loop: well within the pools (SQLite's
+16 worker threads, a server's 10 + 22 connections) shared with the other adapters."""
 
 
-class SQLStore(_AsyncAPI, _Lifecycle, _Preparing):
+class SQLStore(BaseStore):
     """LangGraph's `BaseStore` in SQL, with TTL and optional semantic search.
 
     Args:
@@ -124,175 +111,47 @@ class SQLStore(_AsyncAPI, _Lifecycle, _Preparing):
         self.omit_expired = bool((self.ttl_config or {}).get("omit_expired", True))
         if pgvector is not None and not isinstance(pgvector, bool):
             raise TypeError("pgvector: expected None, True or False")
-        self._pgvector_wanted = pgvector
         self.cipher = resolve_cipher(encryption_key, cipher)
-        self._sealer = Sealer(self.cipher) if self.cipher is not None else None
-        if self._sealer is not None and pgvector:
+        sealer = Sealer(self.cipher) if self.cipher is not None else None
+        if sealer is not None and pgvector:
             raise ValueError(
                 "pgvector: True cannot rank encrypted vectors (its copy would be plaintext)"
             )
         # a jsonb column cannot hold NUL; ciphertext has none
-        self._nul_ok = self.db.rules.text_holds_nul or self._sealer is not None
-        self._pgvector: bool | None = None
-        self._sweeper: threading.Thread | None = None
-        self._stop = threading.Event()
-        self._atask: asyncio.Task[None] | None = None
-        self._semaphores: weakref.WeakKeyDictionary[
-            asyncio.AbstractEventLoop, asyncio.Semaphore
-        ] = weakref.WeakKeyDictionary()
-        self._astop: asyncio.Event | None = None
-
-    # -- the plan (sync and async) -------------------------------------------------------------
-
-    def _ann(self, pgvector: bool) -> ANN | None:
-        return self.index.ann if pgvector and self.index is not None else None
-
-    def _pgvector_plan(self) -> Plan[bool]:
-        if self._pgvector is None:
-            enabled = False
-            if (
-                self.index is not None
-                and self._pgvector_wanted is not False
-                and self._sealer is None
-                and self.db.rules.store_pgvector
-            ):
-                enabled = yield Step(
-                    enable_pgvector, (self.tables, self.index.ann), write=True, schema=True
-                )
-            if self._pgvector_wanted and not enabled:
-                raise RuntimeError(
-                    "pgvector: True needs PostgreSQL with the 'vector' extension available"
-                )
-            self._pgvector = enabled
-        return self._pgvector
-
-    def _plan(
-        self, batch: _Batch, doc_vectors: list[list[float]], query_vectors: list[list[float]]
-    ) -> Plan[list[Result]]:
-        yield from schema_plan(self.db, self.tables)
-        pgvector = yield from self._pgvector_plan()
-        results: list[Result] = [None] * batch.size
-        now = clock.now_us()
-        if batch.gets or batch.searches or batch.lists:
-            refresh = yield self._read_step(batch, query_vectors, now, pgvector, results)
-            if refresh:
-                yield self._refresh_step(refresh, now)
-        if batch.puts:
-            yield self._puts_step(batch, doc_vectors, now, pgvector)
-        return results
-
-    def _puts_step(
-        self, batch: _Batch, doc_vectors: list[list[float]], now: int, pgvector: bool
-    ) -> Step:
-        vectors = iter(zip(to_blobs(doc_vectors), norms(doc_vectors), strict=True))
-        rows = [
-            PutRow(ns, key, value, ttl_us, tuple((f, *next(vectors)) for f, _ in texts), text)
-            for (ns, key), (value, ttl_us, text, texts) in batch.puts.items()
-        ]
-        # one item without vectors to replace is one statement: no BEGIN/COMMIT on a server
-        one = len(rows) == 1 and (rows[0].value is None or self.index is None)
-        return Step(
-            apply_puts,
-            (self.tables, rows, now, self.index is not None, pgvector, self._sealer),
-            write=True,
-            single=one,
+        nul_ok = self.db.rules.text_holds_nul or sealer is not None
+        self._preparer = Preparer(self.index, self.omit_expired, nul_ok, sealer)
+        self._plans = StorePlans(
+            self.db, self.tables, self.index, self.omit_expired, sealer, pgvector
+        )
+        minutes = (self.ttl_config or {}).get("sweep_interval_minutes")
+        self._sweeper = Sweeper(self.sweep_ttl, self.asweep_ttl, minutes)
+        self._slots: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, asyncio.Semaphore] = (
+            weakref.WeakKeyDictionary()
         )
 
-    def _one_statement(self, batch: _Batch) -> bool:
-        """Whether the reads of `batch` are one statement (one get, or one search done in
-        SQL without a vector query): SQLite then runs it without BEGIN and COMMIT."""
-        if batch.lists or len(batch.gets) + len(batch.searches) != 1:
-            return False
-        if batch.gets:
-            return True
-        _, query, text, _ = batch.searches[0]
-        # a filter may be re-checked page by page: those pages read one snapshot
-        return text is None and not query.filter
+    def batch(self, ops: Iterable[Op]) -> list[Result]:
+        """Run store operations (Get, Put, Search, ListNamespaces) and return their results."""
+        batch = self._preparer.batch(ops)
+        vectors = self.index.embed(batch.texts, batch.queries) if self.index else ([], [])
+        return self.db.drive(self._plans.batch(batch, *vectors))
 
-    def _read(
-        self,
-        conn: Session,
-        batch: _Batch,
-        queries: dict[str, list[float]],
-        now: int,
-        pgvector: bool,
-        results: list[Result],
-    ) -> list[int]:
-        """Fill `results` for the read operations; return the ids whose TTL to refresh."""
-        t = self.tables
-        refresh: list[int] = []
-        pairs = [(ns, k) for _, ns, k, _ in batch.gets]
-        found = get_items(conn, t, pairs, now, self.omit_expired, self._sealer)
-        handed: set[int] = set()
-        for i, ns, key, refresh_ttl in batch.gets:
-            row = found.get((ns, key))
-            if row is not None:
-                results[i] = _get_item(row, row.id in handed)
-                handed.add(row.id)
-                if refresh_ttl and row.ttl_us is not None:
-                    refresh.append(row.id)
-        done: dict[Any, list[ItemRow]] = {}  # equal searches of a batch run once
-        firsts: dict[Any, int] = {}
-        for i, query, text, refresh_ttl in batch.searches:
-            same = (query.prefix, repr(query.filter), query.limit, query.offset, text)
-            rows = done.get(same)
-            again = rows is not None
-            if rows is None:
-                rows = done[same] = (
-                    search_items(conn, t, query, now)
-                    if text is None
-                    else vector_search(
-                        conn,
-                        t,
-                        query,
-                        queries[text],
-                        now,
-                        pgvector,
-                        self._ann(pgvector),
-                        self.index.distance,  # type: ignore[union-attr]
-                    )
-                )
-            if again:  # another caller's copy of the same items (their times shared: immutable)
-                first = results[firsts[same]]
-                results[i] = [_copy_item(item) for item in first]  # type: ignore[arg-type,union-attr]
+    async def abatch(self, ops: Iterable[Op]) -> list[Result]:
+        """Async [`batch`][langmem_sqlite.store.store.SQLStore.batch] (the same plan, on the
+        async engine; at most `SLOTS` calls of one store run at once per event loop)."""
+        batch = self._preparer.batch(ops)
+        loop = asyncio.get_running_loop()
+        slots = self._slots.get(loop)
+        if slots is None:  # a semaphore serves one event loop
+            slots = self._slots[loop] = asyncio.Semaphore(SLOTS)
+        async with slots:
+            if self.index is None:
+                vectors: tuple[list[list[float]], ...] = ([], [])
             else:
-                firsts[same] = i
-                results[i] = [_search_item(r) for r in rows]
-            if refresh_ttl:
-                refresh.extend(r.id for r in rows if r.ttl_us is not None)
-        for i, op in batch.lists:
-            found_ns = list_namespaces(conn, t, _literal_prefix(op), now, self.omit_expired)
-            results[i] = _shape_namespaces(op, found_ns)
-        return sorted(set(refresh))
+                vectors = await self.index.aembed(batch.texts, batch.queries)
+            return await self.db.adrive(self._plans.batch(batch, *vectors))
 
-    def _read_step(
-        self,
-        batch: _Batch,
-        query_vectors: list[list[float]],
-        now: int,
-        pgvector: bool,
-        results: list[Result],
-    ) -> Step:
-        queries = dict(zip(batch.queries, query_vectors, strict=True))
-        return Step(
-            self._read,
-            (batch, queries, now, pgvector, results),
-            single=self._one_statement(batch),
-            # an index scan's settings (hnsw.ef_search, ivfflat.probes) are SET LOCAL
-            transaction=bool(queries) and self._ann(pgvector) is not None,
-        )
-
-    def _refresh_step(self, ids: list[int], now: int) -> Step:
-        # one UPDATE (up to CHUNK ids): no BEGIN/COMMIT on a server
-        return Step(
-            refresh_ttls,
-            (self.tables, ids, now),
-            write=True,
-            single=len(ids) <= CHUNK,
-        )
-
-    # get, put and search are BaseStore's (one operation through batch), after the namespace
-    # checks of batch, so that their errors are the same through either
+    # get, put and search (and their async twins) are BaseStore's, after the namespace checks
+    # of batch, so that their errors are the same through either
 
     def get(
         self, namespace: tuple[str, ...], key: str, *, refresh_ttl: bool | None = None
@@ -300,6 +159,13 @@ class SQLStore(_AsyncAPI, _Lifecycle, _Preparing):
         """One item, or `None` (as `BaseStore.get`)."""
         public_namespace(namespace)
         return super().get(namespace, key, refresh_ttl=refresh_ttl)
+
+    async def aget(
+        self, namespace: tuple[str, ...], key: str, *, refresh_ttl: bool | None = None
+    ) -> Item | None:
+        """Async [`get`][langmem_sqlite.store.store.SQLStore.get]."""
+        public_namespace(namespace)
+        return await super().aget(namespace, key, refresh_ttl=refresh_ttl)
 
     def put(
         self,
@@ -313,6 +179,19 @@ class SQLStore(_AsyncAPI, _Lifecycle, _Preparing):
         """Store or replace one item (as `BaseStore.put`)."""
         public_namespace(namespace, allow_empty=False)
         super().put(namespace, key, value, index, ttl=ttl)
+
+    async def aput(
+        self,
+        namespace: tuple[str, ...],
+        key: str,
+        value: dict[str, Any],
+        index: Literal[False] | list[str] | None = None,
+        *,
+        ttl: float | NotProvided | None = NOT_PROVIDED,
+    ) -> None:
+        """Async [`put`][langmem_sqlite.store.store.SQLStore.put]."""
+        public_namespace(namespace, allow_empty=False)
+        await super().aput(namespace, key, value, index, ttl=ttl)
 
     def search(
         self,
@@ -336,12 +215,112 @@ class SQLStore(_AsyncAPI, _Lifecycle, _Preparing):
             refresh_ttl=refresh_ttl,
         )
 
-    def batch(self, ops: Iterable[Op]) -> list[Result]:
-        """Run store operations (Get, Put, Search, ListNamespaces) and return their results."""
-        ops = list(ops)
-        prepared = self._prepare(ops)
-        vectors = self.index.embed(prepared.texts, prepared.queries) if self.index else ([], [])
-        return self.db.drive(self._plan(prepared, *vectors))
+    async def asearch(
+        self,
+        namespace_prefix: tuple[str, ...],
+        /,
+        *,
+        query: str | None = None,
+        filter: dict[str, Any] | None = None,
+        limit: int = 10,
+        offset: int = 0,
+        refresh_ttl: bool | None = None,
+    ) -> list[SearchItem]:
+        """Async [`search`][langmem_sqlite.store.store.SQLStore.search]."""
+        public_namespace(namespace_prefix, "namespace_prefix")
+        return await super().asearch(
+            namespace_prefix,
+            query=query,
+            filter=filter,
+            limit=limit,
+            offset=offset,
+            refresh_ttl=refresh_ttl,
+        )
+
+    # -- lifecycle: the sync methods return their async twin's awaitable to a coroutine, as
+    # LangGraph's async stores have them (see .twins)
+
+    @awaitable_from_coroutines("asetup")
+    def setup(self) -> None:
+        """Create or migrate the tables now (otherwise done on first use). From a coroutine:
+        an awaitable of [`asetup`][langmem_sqlite.store.store.SQLStore.asetup], as
+        `await AsyncPostgresStore.setup()`."""
+        self.db.drive(self._plans.setup())
+
+    async def asetup(self) -> None:
+        """Async [`setup`][langmem_sqlite.store.store.SQLStore.setup]."""
+        await self.db.adrive(self._plans.setup())
+
+    @awaitable_from_coroutines("asweep_ttl")
+    def sweep_ttl(self) -> int:
+        """Delete every item whose TTL has lapsed (and its vectors); return how many (from a
+        coroutine: an awaitable of that number, as `AsyncPostgresStore.sweep_ttl`)."""
+        return self.db.drive(self._plans.sweep())
+
+    async def asweep_ttl(self) -> int:
+        """Async [`sweep_ttl`][langmem_sqlite.store.store.SQLStore.sweep_ttl]."""
+        return await self.db.adrive(self._plans.sweep())
+
+    @awaitable_from_coroutines("astart_ttl_sweeper")
+    def start_ttl_sweeper(self, sweep_interval_minutes: float | None = None) -> Any:
+        """Sweep in a daemon thread every `sweep_interval_minutes` (default: the TTL config's
+        `sweep_interval_minutes`, else 5) until
+        [`stop_ttl_sweeper`][langmem_sqlite.store.store.SQLStore.stop_ttl_sweeper]; idempotent;
+        returns the thread. From a coroutine: an awaitable of
+        [`astart_ttl_sweeper`][langmem_sqlite.store.store.SQLStore.astart_ttl_sweeper]'s task
+        instead."""
+        return self._sweeper.start(sweep_interval_minutes)
+
+    async def astart_ttl_sweeper(
+        self, sweep_interval_minutes: float | None = None
+    ) -> asyncio.Task[None]:
+        """Sweep in a task of the running event loop every `sweep_interval_minutes` until
+        [`astop_ttl_sweeper`][langmem_sqlite.store.store.SQLStore.astop_ttl_sweeper] (or the task is
+        cancelled); idempotent. Returns the task, as `AsyncSqliteStore.start_ttl_sweeper` and
+        `AsyncPostgresStore.start_ttl_sweeper`."""
+        return self._sweeper.astart(sweep_interval_minutes)
+
+    @awaitable_from_coroutines("astop_ttl_sweeper")
+    def stop_ttl_sweeper(self, timeout: float | None = None) -> bool:
+        """Stop the background sweeper; True once it has stopped (or was not running). From a
+        coroutine: an awaitable of
+        [`astop_ttl_sweeper`][langmem_sqlite.store.store.SQLStore.astop_ttl_sweeper]."""
+        return self._sweeper.stop(check_timeout(timeout))
+
+    async def astop_ttl_sweeper(self, timeout: float | None = None) -> bool:
+        """Stop the sweepers (task and thread); True once they have stopped (or were not
+        running), False if `timeout` seconds passed first."""
+        return await self._sweeper.astop(check_timeout(timeout))
+
+    def close(self) -> None:
+        """Stop the sweepers (the shared engines stay open for other adapters)."""
+        self._sweeper.stop(None)
+
+    async def aclose(self) -> None:
+        """Async [`close`][langmem_sqlite.store.store.SQLStore.close]."""
+        await self._sweeper.astop(None)
+
+    @classmethod
+    def from_conn_string(cls, conn_string: str | os.PathLike[str] | URL, **kwargs: Any) -> _Opened:
+        """A store on `conn_string` (a URL or a path; `":memory:"`), as a context manager
+        for `with` and `async with`, like the `from_conn_string` of LangGraph's stores.
+
+        `kwargs` go to [`SQLStore`][langmem_sqlite.SQLStore] (`index`, `ttl`, `table_prefix`...). On
+        exit the sweepers stop and the pooled connections of the store's database are closed (its
+        engines are shared per URL: another adapter on the same URL opens new ones on its next
+        call).
+
+        Raises:
+            TypeError: `conn_string` is an engine or a [`Database`][langmem_sqlite.Database] (pass
+                those to [`SQLStore`][langmem_sqlite.SQLStore] itself: they are the caller's to
+                dispose).
+        """
+        if not isinstance(conn_string, str | os.PathLike | URL):
+            raise TypeError(
+                "conn_string: expected a URL or a path, got "
+                f"{type(conn_string).__name__} (give engines to SQLStore(...) directly)"
+            )
+        return _Opened(cls(conn_string, **kwargs))
 
     def __enter__(self) -> SQLStore:
         return self
@@ -363,3 +342,27 @@ class SQLStore(_AsyncAPI, _Lifecycle, _Preparing):
 
     def __repr__(self) -> str:
         return f"SQLStore({self.db.url!r}, table_prefix={self.tables.prefix!r})"
+
+
+class _Opened:
+    """What [`SQLStore.from_conn_string`][langmem_sqlite.store.store.SQLStore.from_conn_string]
+    returns: the store, for `with` and `async with`; on exit its sweepers stop and its database's
+    pooled connections close."""
+
+    def __init__(self, store: SQLStore) -> None:
+        self.store = store
+
+    def __enter__(self) -> SQLStore:
+        return self.store
+
+    def __exit__(self, *exc: object) -> None:
+        self.store.close()
+        self.store.db.dispose()
+
+    async def __aenter__(self) -> SQLStore:
+        return self.store
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.store.aclose()
+        await self.store.db.adispose()
+        self.store.db.dispose()
