@@ -10,14 +10,14 @@ import sqlalchemy as sa
 
 from ..engine.schema import Tables
 from ..engine.session import Session
-from .filter_sql import SearchQuery, _params, _shape, _where
+from .filter_sql import SearchQuery, search_params, search_where, statement_key
 from .filters import matches
-from .rows import ItemRow, _columns, _item, _ordered
+from .rows import ItemRow, item_columns, item_row, newest_first
 
 __all__ = ["search_items"]
 
 
-def _paged(
+def matching_pages(
     conn: Session,
     key: Hashable,
     stmt: Any,
@@ -35,13 +35,14 @@ def _paged(
     )
     if exact:
         return [
-            _item(r, None, q.sealer) for r in conn.execute(paged, {**params, "lim": want, "off": 0})
+            item_row(r, None, q.sealer)
+            for r in conn.execute(paged, {**params, "lim": want, "off": 0})
         ]
     kept: list[ItemRow] = []
     start, size = 0, max(want, 100)
     while len(kept) < want:
         rows = conn.execute(paged, {**params, "lim": size, "off": start}).all()
-        found = (_item(r, None, q.sealer) for r in rows)
+        found = (item_row(r, None, q.sealer) for r in rows)
         kept.extend(item for item in found if matches(item.value, q.filter))
         if len(rows) < size:
             break
@@ -57,21 +58,21 @@ def search_items(conn: Session, t: Tables, q: SearchQuery, now: int) -> list[Ite
     stops at `offset + limit` matches instead of reading and sorting every item under it."""
 
     def build() -> tuple[Any, bool]:
-        where, exact = _where(conn, t, q)
+        where, exact = search_where(conn, t, q)
         if exact and q.prefix and conn.rules.store_newest_per_namespace:
             return _newest_under(t, where[1:]), exact
-        stmt = sa.select(*_columns(t)).where(*where).order_by(*_ordered(t))
+        stmt = sa.select(*item_columns(t)).where(*where).order_by(*newest_first(t))
         if exact:
             stmt = stmt.limit(sa.bindparam("lim")).offset(sa.bindparam("off"))
         return stmt, exact
 
-    key = _shape(t, q, "search")
+    key = statement_key(t, q, "search")
     stmt, exact = conn.statement(key, build)
-    params = _params(conn.rules, q, now)
+    params = search_params(conn.rules, q, now)
     if exact:
         page = {"lim": q.limit, "off": q.offset, "want": q.limit + q.offset}
-        return [_item(r, None, q.sealer) for r in conn.execute(stmt, {**params, **page})]
-    return _paged(conn, key, stmt, params, q, q.offset + q.limit, exact)[q.offset :]
+        return [item_row(r, None, q.sealer) for r in conn.execute(stmt, {**params, **page})]
+    return matching_pages(conn, key, stmt, params, q, q.offset + q.limit, exact)[q.offset :]
 
 
 def _newest_under(t: Tables, conditions: list[Any]) -> Any:
@@ -86,7 +87,7 @@ def _newest_under(t: Tables, conditions: list[Any]) -> Any:
     c = t.store_items.c
 
     def newest(*where: Any) -> Any:
-        part = sa.select(*_columns(t)).where(*where, *conditions).order_by(*_ordered(t))
+        part = sa.select(*item_columns(t)).where(*where, *conditions).order_by(*newest_first(t))
         return sa.select(*part.limit(sa.bindparam("want")).subquery().c)
 
     lo, hi = sa.bindparam("lo", type_=c.ns.type), sa.bindparam("hi", type_=c.ns.type)

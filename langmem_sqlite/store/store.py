@@ -2,9 +2,8 @@
 
 Same database, engines and migrations as the conversation history and the checkpointer: SQLite
 by default, PostgreSQL or MariaDB/MySQL by URL. `batch` and `abatch` validate the operations
-the same way ([`Preparer`][langmem_sqlite.store.prepared.Preparer]), embed what needs embedding
-(the only sync/async difference), then drive one plan of
-[`StorePlans`][langmem_sqlite.store.plans.StorePlans] with
+the same way (`prepared.Preparer`), embed what needs embedding (the only sync/async
+difference), then drive one plan of `plans.StorePlans` with
 [`Database.drive`][langmem_sqlite.engine.Database.drive] or
 [`Database.adrive`][langmem_sqlite.engine.Database.adrive]. `get`, `put`, `search` and their
 async twins are `BaseStore`'s: one operation through `batch` or `abatch`. Concurrent async calls

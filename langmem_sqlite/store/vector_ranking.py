@@ -16,11 +16,11 @@ import sqlalchemy as sa
 
 from ..engine.schema import Tables
 from ..engine.session import Session
-from .filter_sql import SearchQuery, _params, _shape, _where
+from .filter_sql import SearchQuery, search_params, search_where, statement_key
 from .filters import matches
 from .pgvector_schema import Vector, ann_index_name, pgvector_table
-from .rows import ItemRow, _columns, _item, _live, _ordered, _under
-from .searches import _paged
+from .rows import ItemRow, item_columns, item_row, newest_first, not_lapsed, within_prefix
+from .searches import matching_pages
 from .vectors import ANN, rank_max_pool
 
 __all__ = ["vector_search"]
@@ -52,10 +52,10 @@ def _scored(
     """Candidates with a vector, best score per item, best first (expiry checked later); with
     pgvector (`pgv`) ranked in the database (`_pg_ranking`)."""
     items = t.store_items
-    params = _params(conn.rules, q, now)
+    params = search_params(conn.rules, q, now)
     if pgv is not None:  # every item under the prefix, best first (the filter is re-checked)
         ranking = conn.statement(
-            _shape(t, q, f"pgvector ranking {distance}"),
+            statement_key(t, q, f"pgvector ranking {distance}"),
             lambda: _pg_ranking(conn, t, q, None, distance),
         )
         pairs = conn.execute(ranking[0], {**params, "q": _query32(query_vector)}).all()
@@ -69,12 +69,14 @@ def _scored(
         extra = [v.c.norm] if lengths else []
         if q.sealer is not None:
             extra += [v.c.ns, v.c.field]
-        stmt = sa.select(v.c.item_id, raw, *extra).where(_under(v.c.ns, q.prefix))
+        stmt = sa.select(v.c.item_id, raw, *extra).where(within_prefix(v.c.ns, q.prefix))
         if q.filter:  # narrow in SQL with the item's value
-            stmt = stmt.join(items, items.c.id == v.c.item_id).where(*_where(conn, t, q)[0])
+            stmt = stmt.join(items, items.c.id == v.c.item_id).where(*search_where(conn, t, q)[0])
         return stmt
 
-    pairs = conn.execute(conn.statement(_shape(t, q, f"vectors {lengths}"), build), params).all()
+    pairs = conn.execute(
+        conn.statement(statement_key(t, q, f"vectors {lengths}"), build), params
+    ).all()
     if q.sealer is not None:
         opened, at = q.sealer.open_vector, 3 if lengths else 2
         blobs = [opened(_text(r[at]), r[0], _text(r[at + 1]), r[1]) for r in pairs]
@@ -122,7 +124,7 @@ def _pg_ranking(
     plan made without the values (PostgreSQL's generic plan, after five runs) would rank every
     vector instead."""
     pgv, items = pgvector_table(t), t.store_items
-    where, exact = _where(conn, t, q)
+    where, exact = search_where(conn, t, q)
     if ann is None:
         neg = _exact_distance(pgv, distance)
         joined = sa.select(pgv.c.item_id).join(items, items.c.id == pgv.c.item_id).where(*where)
@@ -172,17 +174,17 @@ def _pg_top(
         top, exact = _pg_ranking(conn, t, q, ann, distance)
         ranked = top.limit(sa.bindparam("lim")).subquery()
         stmt = (
-            sa.select(*_columns(t), ranked.c.neg)
+            sa.select(*item_columns(t), ranked.c.neg)
             .join_from(ranked, items, items.c.id == ranked.c.item_id)
             .order_by(ranked.c.neg, ranked.c.item_id)
         )
         return stmt, exact
 
     what = "pgvector first" if first else "pgvector" if ann is None else ann_index_name(t, ann)
-    stmt, exact = conn.statement(_shape(t, q, f"{what} {distance}"), build)
+    stmt, exact = conn.statement(statement_key(t, q, f"{what} {distance}"), build)
     if not exact:
         return None
-    params = {**_params(conn.rules, q, now), "q": _query32(query_vector)}
+    params = {**search_params(conn.rules, q, now), "q": _query32(query_vector)}
     params["lim"] = want
     if first:
         params["candidates"] = candidates = 2 * want + 8
@@ -190,7 +192,7 @@ def _pg_top(
         if len(rows) < want and (not rows or rows[0][8] > candidates):
             # lapsed items among the candidates: rank every item (joined with the items)
             return _pg_top(conn, t, q, query_vector, now, want, None, full=True, distance=distance)
-        return [_item(r, _score(distance, r[7])) for r in rows]
+        return [item_row(r, _score(distance, r[7])) for r in rows]
     if ann is not None:
         params["candidates"] = _candidates(ann, want)
         # an HNSW scan yields at most ef_search vectors, an IVFFlat one reads `probes` lists:
@@ -200,7 +202,7 @@ def _pg_top(
         else:
             setting = ("ivfflat.probes", ann.probes)
         conn.execute(_SET_LOCAL, {"name": setting[0], "value": str(setting[1])})
-    found = [_item(r, _score(distance, r[7])) for r in conn.execute(stmt, params)]
+    found = [item_row(r, _score(distance, r[7])) for r in conn.execute(stmt, params)]
     if ann is not None and len(found) < want:
         # the index scan ran dry (ef_search, then the filter) or its vectors were of fewer
         # items: rank exactly, so that a search never returns fewer items than match
@@ -222,16 +224,16 @@ def _pg_first(conn: Session, t: Tables, q: SearchQuery, distance: str = "cosine"
     best = sa.func.min(_exact_distance(pgv, distance)).label("neg")
     ranked = (
         sa.select(pgv.c.item_id, best, sa.func.count().over().label("ranked"))
-        .where(_under(pgv.c.ns, q.prefix))
+        .where(within_prefix(pgv.c.ns, q.prefix))
         .group_by(pgv.c.item_id)
         .order_by(best, pgv.c.item_id)
         .limit(sa.bindparam("candidates"))
         .subquery()
     )
     return (
-        sa.select(*_columns(t), ranked.c.neg, ranked.c.ranked)
+        sa.select(*item_columns(t), ranked.c.neg, ranked.c.ranked)
         .join_from(ranked, items, items.c.id == ranked.c.item_id)
-        .where(*_where(conn, t, q)[0])
+        .where(*search_where(conn, t, q)[0])
         .order_by(ranked.c.neg, ranked.c.item_id)
         .limit(sa.bindparam("lim"))
     )
@@ -278,8 +280,8 @@ def vector_search(
     step = max(2 * want, 50) if q.filter else want  # rows to read per round
     stmt = conn.statement(
         ("by_ids", t.key, q.omit_expired),
-        lambda: sa.select(*_columns(t)).where(
-            c.id.in_(sa.bindparam("ids", expanding=True)), _live(t, q.omit_expired)
+        lambda: sa.select(*item_columns(t)).where(
+            c.id.in_(sa.bindparam("ids", expanding=True)), not_lapsed(t, q.omit_expired)
         ),
     )
     for i in range(0, len(ids), max(step, 1)):
@@ -287,7 +289,7 @@ def vector_search(
             break
         chunk = dict(zip(ids[i : i + step], scores[i : i + step], strict=True))
         rows = conn.execute(stmt, {"ids": list(chunk), "now": now})
-        by_id = {r[0]: _item(r, chunk[r[0]], q.sealer) for r in rows}
+        by_id = {r[0]: item_row(r, chunk[r[0]], q.sealer) for r in rows}
         kept.extend(
             by_id[item_id]
             for item_id in chunk
@@ -297,12 +299,12 @@ def vector_search(
 
         def build() -> tuple[Any, bool]:
             has_vector = sa.exists().where(t.store_vectors.c.item_id == c.id)
-            where, exact = _where(conn, t, q)
-            stmt = sa.select(*_columns(t)).where(*where, ~has_vector).order_by(*_ordered(t))
+            where, exact = search_where(conn, t, q)
+            stmt = sa.select(*item_columns(t)).where(*where, ~has_vector).order_by(*newest_first(t))
             return stmt, exact
 
-        key = _shape(t, q, "unscored")
+        key = statement_key(t, q, "unscored")
         stmt, exact = conn.statement(key, build)
-        params = _params(conn.rules, q, now)
-        kept.extend(_paged(conn, key, stmt, params, q, want - len(kept), exact))
+        params = search_params(conn.rules, q, now)
+        kept.extend(matching_pages(conn, key, stmt, params, q, want - len(kept), exact))
     return kept[q.offset : want]

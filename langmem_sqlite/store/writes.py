@@ -13,7 +13,7 @@ from sqlalchemy.engine import Connection
 
 from ..engine.schema import Tables
 from ..engine.session import Session
-from .pgvector_schema import _raw, pgvector_table
+from .pgvector_schema import pgvector_table, raw_vector
 from .rows import CHUNK
 from .sealed import Sealer
 
@@ -167,7 +167,7 @@ def _replace_vectors(
                 "item_id": v["item_id"],
                 "field": v["field"],
                 "ns": v["ns"],
-                "embedding": _raw(v["embedding"], v["norm"]),
+                "embedding": raw_vector(v["embedding"], v["norm"]),
             }
             for v in vectors
         ]
