@@ -172,7 +172,7 @@ class StorePlans:
             same = (query.prefix, repr(query.filter), query.limit, query.offset, text)
             rows = done.get(same)
             if rows is not None:  # another caller's copy of the same items
-                results[i] = [copied(item) for item in results[firsts[same]]]  # type: ignore[union-attr]
+                results[i] = [copied(item) for item in results[firsts[same]]]  # type: ignore[arg-type,union-attr]
             else:
                 rows = done[same] = (
                     search_items(conn, t, query, now)

@@ -16,7 +16,7 @@ from __future__ import annotations
 import asyncio
 import os
 import weakref
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from typing import Any, Literal
 
 from langchain_core.embeddings import Embeddings
@@ -170,7 +170,7 @@ class SQLStore(BaseStore):
         self,
         namespace: tuple[str, ...],
         key: str,
-        value: dict[str, Any],
+        value: Mapping[str, Any],
         index: Literal[False] | list[str] | None = None,
         *,
         ttl: float | NotProvided | None = NOT_PROVIDED,
@@ -183,7 +183,7 @@ class SQLStore(BaseStore):
         self,
         namespace: tuple[str, ...],
         key: str,
-        value: dict[str, Any],
+        value: Mapping[str, Any],
         index: Literal[False] | list[str] | None = None,
         *,
         ttl: float | NotProvided | None = NOT_PROVIDED,
