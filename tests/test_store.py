@@ -346,7 +346,7 @@ def test_put_checks_as_basestore(db_url: str, prefix: str) -> None:
 
 def test_search_merges_a_namespace_and_its_sub_namespaces_newest_first(store: SQLStore) -> None:
     """A prefix search reads the prefix's own namespace and its sub-namespaces apart (see
-    store.search_plan._newest_under); the merged pages must be the newest-first order of both."""
+    store.searches._newest_under); the merged pages must be the newest-first order of both."""
     spaces = [("u",), ("u", "x"), ("u", "x", "y"), ("u", "z"), ("v",), ("u0",)]
     for i in range(48):
         store.put(spaces[i % len(spaces)], f"k{i:02d}", {"i": i, "even": i % 2 == 0})
