@@ -27,8 +27,8 @@ from langchain_core.messages import AIMessage, HumanMessage, message_to_dict
 
 from langmem_sqlite import ConversationStore
 from langmem_sqlite.engine import get_database
-from langmem_sqlite.engine.database import reading_database
 from langmem_sqlite.engine.migrations import SchemaNotReadyError, ensure_schema
+from langmem_sqlite.engine.opening import reading_database
 from langmem_sqlite.engine.schema import get_tables
 from langmem_sqlite.operations.copy import copy_database
 

@@ -51,7 +51,9 @@ def test_connections_say_whether_they_prepare() -> None:
     pooled = get_database(server_url("pgbouncer"))
     option = get_database(POSTGRES_URL + "?prepare_threshold=none")
     for db, prepares in ((direct, True), (pooled, False), (option, False)):
-        got = db.run(lambda c: c.rules.prepares_statements(c.raw.dbapi_connection))
+        got = db.run(
+            lambda c: c.rules.prepares_statements(c.connection.connection.dbapi_connection)
+        )
         assert got is prepares, db.safe_url()
 
 

@@ -15,7 +15,7 @@ from langgraph.checkpoint.base import empty_checkpoint
 from langgraph.graph import START, MessagesState, StateGraph
 
 from langmem_sqlite import ConversationStore, SQLSaver, SQLStore
-from langmem_sqlite.engine.database import Database
+from langmem_sqlite.engine.database import Database, Step
 
 
 class _Dropped(Exception):
@@ -27,15 +27,15 @@ def drops_after_commit(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[str]]:
     """Every writing unit of work commits, then fails once as if the connection dropped before
     its result arrived (a lost connection, which the retry rule re-runs)."""
     original = Database._once
-    seen: set[int] = set()
+    seen: dict[int, Step] = {}  # holds each step, so that its id is never reused
     retried: list[str] = []
 
-    def once(self: Database, fn: Any, args: tuple[Any, ...], write: bool, *rest: Any) -> Any:
-        result = original(self, fn, args, write, *rest)
-        key = id(args)
-        if write and key not in seen:
-            seen.add(key)
-            retried.append(getattr(fn, "__name__", repr(fn)))
+    # private: the one place where a unit of work has committed and its result not yet returned
+    def once(self: Database, step: Step, attempts: Any) -> Any:
+        result = original(self, step, attempts)
+        if step.write and id(step) not in seen:
+            seen[id(step)] = step
+            retried.append(getattr(step.fn, "__name__", repr(step.fn)))
             raise sa.exc.OperationalError(
                 "COMMIT", None, _Dropped("connection lost"), connection_invalidated=True
             )

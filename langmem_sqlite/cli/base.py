@@ -166,8 +166,8 @@ def database(db: str | None, prefix: str, *, write: bool = False) -> Any:
             tables that are there), or a schema of another version.
     """
     from ..engine import get_database
-    from ..engine.database import reading_database
     from ..engine.migrations import SchemaNotReadyError, SchemaTooNewError, ensure_schema
+    from ..engine.opening import reading_database
     from ..engine.schema import get_tables
 
     target = readable_url(db)

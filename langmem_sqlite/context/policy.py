@@ -32,6 +32,7 @@ from langgraph.store.base import BaseStore, Item
 from ..messages.checks import check_message_list, check_messages
 from ..messages.counting import TokenCounter, resolve_message_counter
 from ..messages.encodings import is_openai_model
+from ..plans import adrive, drive
 from ..store.facts import UserFacts
 from ..validation import INT64_MAX
 from .facts import FactsSource, latest_question, render_facts
@@ -49,7 +50,6 @@ from .summarizing import (
     aguard,
     guard,
     largest,
-    resume,
 )
 from .summary import (
     DEFAULT_SUMMARY_INSTRUCTIONS,
@@ -448,10 +448,7 @@ class ContextPolicy(SummaryUpdates):
                 progress (tool results shortened), cannot fit; nothing was summarized.
         """
         plan = self._plan(messages, summary, facts)
-        step = resume(plan, None)
-        while isinstance(step, SummarizerRequest):
-            step = resume(plan, guard(self.summarizer.invoke, step.prompt))
-        return step
+        return drive(plan, lambda request: guard(self.summarizer.invoke, request.prompt))
 
     async def aprepare(
         self,
@@ -463,10 +460,7 @@ class ContextPolicy(SummaryUpdates):
         """Async [`prepare`][langmem_sqlite.context.ContextPolicy.prepare] (the summarizer is
         awaited)."""
         plan = self._plan(messages, summary, facts)
-        step = resume(plan, None)
-        while isinstance(step, SummarizerRequest):
-            step = resume(plan, await aguard(self.summarizer.ainvoke(step.prompt)))
-        return step
+        return await adrive(plan, lambda request: aguard(self.summarizer.ainvoke(request.prompt)))
 
 
 def _nothing() -> list[BaseMessage]:

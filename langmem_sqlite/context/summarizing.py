@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from collections.abc import Generator, Sequence
 from dataclasses import dataclass
-from typing import Any, TypeVar
+from typing import Any
 
 from langchain_core.messages import BaseMessage, SystemMessage
 
@@ -33,9 +33,8 @@ from .summary import (
 )
 from .trimming import _close, _Meter, _plain_text, turn_start
 
-__all__ = ["SummarizerRequest", "SummaryUpdates", "aguard", "guard", "largest", "resume"]
+__all__ = ["SummarizerRequest", "SummaryUpdates", "aguard", "guard", "largest"]
 
-T = TypeVar("T")
 
 _CHUNK_MARKER = "\n[...the rest of this part was too long for one summarizer call]"
 _SQUEEZED = " [... {n} more characters]"
@@ -242,13 +241,6 @@ def largest(n: int, ok: Any) -> int:
         else:
             hi = mid - 1
     return lo
-
-
-def resume(plan: Generator[SummarizerRequest, Any, T], reply: Any) -> SummarizerRequest | T:
-    try:
-        return plan.send(reply)
-    except StopIteration as done:
-        return done.value  # type: ignore[no-any-return]
 
 
 def guard(fn: Any, arg: Any) -> Any:

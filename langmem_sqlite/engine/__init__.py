@@ -1,20 +1,22 @@
 """The execution layer: databases, their dialect objects, the seam every statement goes through,
 and the one retry rule.
 
-* `database`: [`get_database`][langmem_sqlite.engine.get_database] turns a URL, a path or an
-  engine into a [`Database`][langmem_sqlite.engine.Database], which runs units of work (sync,
-  async, and plans of several units); [`reading_database`][langmem_sqlite.engine.reading_database]
-  opens one only to read it;
-* `session`: the [`Session`][langmem_sqlite.engine.Session] a storage function receives, and the
-  one bounded cache of compiled statements;
+* `opening`: [`get_database`][langmem_sqlite.engine.get_database] turns a URL, a path or an
+  engine into a [`Database`][langmem_sqlite.engine.Database];
+  [`reading_database`][langmem_sqlite.engine.reading_database] opens one only to read it;
+* `database`: the `Database`, which runs units of work (sync, async, and plans of several
+  units);
+* `session`: the [`Session`][langmem_sqlite.engine.Session] a storage function receives (a
+  SQLAlchemy `Connection` and the database's rules);
 * `dialects`: one object per kind of database (SQLite, PostgreSQL, MySQL/MariaDB);
 * `retry`: which failures are retried, for how long, and the typed error after that.
 """
 
-from .database import Database, DatabaseLike, Plan, Step, get_database, reading_database
+from .database import Database, Plan, Step
 from .errors import DatabaseUnavailableError
+from .opening import DatabaseLike, get_database, reading_database
 from .retry import DEFAULT_RETRY_SECONDS, Fault
-from .session import Result, Session
+from .session import Session
 
 __all__ = [
     "DEFAULT_RETRY_SECONDS",
@@ -23,7 +25,6 @@ __all__ = [
     "DatabaseUnavailableError",
     "Fault",
     "Plan",
-    "Result",
     "Session",
     "Step",
     "get_database",

@@ -1,28 +1,11 @@
-"""Databases: one place that turns "where is the database" into an engine, and runs work on it.
+"""A [`Database`][langmem_sqlite.Database]: an engine, its dialect object, and the running of work
+on it.
 
-Every adapter in the package (chat history, checkpointer, store) goes through
-[`get_database`][langmem_sqlite.get_database], which accepts
-
-* a URL string (`"sqlite:///memory.db"`, `"postgresql://..."`, `"mariadb://..."`),
-* a plain path (`"memory.db"` becomes a SQLite file; `":memory:"` a private in-memory
-  database),
-* a SQLAlchemy `Engine`, or
-* a SQLAlchemy `AsyncEngine`,
-
-and returns a [`Database`][langmem_sqlite.Database]. Databases are shared per URL or engine, so
-building a history object per request (as `RunnableWithMessageHistory` does) never creates a new
-pool; an in-memory SQLite database is the one exception: each opening is a database of its own, as
-`sqlite3.connect(":memory:")` is.
-
-Each storage operation is written once, as a function of a
-[`Session`][langmem_sqlite.engine.Session] (or, for schema changes, of a SQLAlchemy `Connection`).
-[`Database.run`][langmem_sqlite.engine.Database.run] runs it as one unit of work, retried by the one
-rule of `retry`; [`Database.arun`][langmem_sqlite.engine.Database.arun] runs the very same call in
-one of the database's worker threads, so the event loop never blocks; on a caller's `AsyncEngine` it
-runs the function on that engine's connection through SQLAlchemy's `run_sync` instead. Operations of
-several transactions are [`Plan`][langmem_sqlite.engine.Plan] objects, driven by
-[`Database.drive`][langmem_sqlite.engine.Database.drive] and
-[`Database.adrive`][langmem_sqlite.engine.Database.adrive].
+A storage operation is a function of a [`Session`][langmem_sqlite.engine.Session], written once:
+[`Database.run`][langmem_sqlite.engine.Database.run] runs it as one unit of work under the retry
+rule; [`Database.arun`][langmem_sqlite.engine.Database.arun] runs the same call in a worker thread,
+or on a caller's `AsyncEngine` through `run_sync`. Operations of several units are
+[`Plan`][langmem_sqlite.engine.Plan]s, driven by `drive` and `adrive`.
 """
 
 from __future__ import annotations
@@ -38,24 +21,22 @@ import time
 import weakref
 from collections.abc import Callable, Generator, Iterator
 from concurrent.futures import ThreadPoolExecutor
-from pathlib import Path
-from typing import Any, NamedTuple, TypeVar
+from typing import Any, TypeVar
 
 from sqlalchemy import exc
-from sqlalchemy.engine import URL, Connection, Engine, create_engine, make_url
+from sqlalchemy.engine import URL, Connection, Engine
 from sqlalchemy.ext.asyncio import AsyncEngine
 from sqlalchemy.pool import StaticPool
 
-from .dialects import Dialect, dialect_class, dialect_for, driver_alias
+from .. import plans
+from .dialects import Dialect, dialect_for
 from .retry import Attempts, Fault, default_retry_seconds
-from .session import StatementCache, checkout, work
+from .session import Statements, Step, watch_disconnects, work
 
-__all__ = ["Database", "DatabaseLike", "Plan", "Step", "get_database", "reading_database"]
+__all__ = ["Database", "Plan", "Step"]
 
 T = TypeVar("T")
 
-DatabaseLike = str | os.PathLike[str] | URL | Engine | AsyncEngine
-"""Anything [`get_database`][langmem_sqlite.get_database] accepts."""
 
 _SHORTEST_TURN_WAIT = 1.0
 """Seconds a call waits at least for its turn among this process's writers (as long as one try
@@ -64,27 +45,6 @@ waits for another process's lock on a SQLite file), even past its retry deadline
 _WORKER_THREADS = 16
 """Worker threads per database for the async API: as many as a SQLite file's pool keeps, so
 that reads go on while writers wait for the file's lock."""
-
-
-class Step(NamedTuple):
-    """One unit of work of a [`Plan`][langmem_sqlite.engine.Plan]: `fn(session, *args)`."""
-
-    fn: Callable[..., Any]
-    args: tuple[Any, ...] = ()
-    write: bool = False
-    """The work writes (SQLite: it takes the write lock at its start)."""
-    own_transaction: bool = False
-    """`fn` takes a SQLAlchemy `Connection` in "commit as you go" mode and commits itself
-    (schema changes, `VACUUM`)."""
-    schema: bool = False
-    """`fn` inspects or changes the schema: it takes a SQLAlchemy `Connection` in a
-    transaction (for `inspect()` and savepoints) instead of a
-    [`Session`][langmem_sqlite.engine.Session]."""
-    single: bool = False
-    """`fn` runs one statement: it needs no transaction around it."""
-    transaction: bool = False
-    """`fn` only reads but must run as one transaction (PostgreSQL: settings made with
-    `SET LOCAL` last for the unit, also through a transaction pooler)."""
 
 
 Plan = Generator[Step, Any, T]
@@ -97,39 +57,6 @@ step's result (or has its exception thrown in).
 [`Database.adrive`][langmem_sqlite.engine.Database.adrive] with
 [`Database.arun`][langmem_sqlite.engine.Database.arun].
 """
-
-
-def _to_url(target: str | os.PathLike[str] | URL) -> URL:
-    if isinstance(target, URL):
-        url = target
-    else:
-        text = os.fspath(target)
-        if not text or not text.strip():
-            raise ValueError("connection: empty database URL or path")
-        if "://" not in text:
-            # a plain path: a SQLite file (":memory:" stays in memory)
-            if text == ":memory:":
-                return make_url("sqlite://")
-            return make_url("sqlite:///" + str(Path(text).expanduser().absolute()))
-        try:
-            url = make_url(text)
-        except exc.ArgumentError as e:
-            raise ValueError(f"connection: not a database URL: {text!r}") from e
-    name = driver_alias(url.drivername)
-    url = url.set(drivername=name)
-    return url.set(drivername=dialect_class(url).default_drivers.get(name, name))
-
-
-class _Done(NamedTuple):
-    value: Any
-
-
-def _advance(plan: Plan[Any], result: Any, error: BaseException | None) -> Step | _Done:
-    """Feed a step's outcome into a plan; return its next step, or its result when finished."""
-    try:
-        return plan.throw(error) if error is not None else plan.send(result)
-    except StopIteration as stop:
-        return _Done(stop.value)
 
 
 _file_locks: dict[str, threading.RLock] = {}
@@ -205,10 +132,8 @@ class Database:
         for engine in (sync_engine, async_engine.sync_engine if async_engine else None):
             if engine is not None:
                 self.rules.configure(engine)
-        self._statements = StatementCache(core.dialect)
-        self._astatements = (
-            StatementCache(async_engine.sync_engine.dialect) if async_engine is not None else None
-        )
+                watch_disconnects(engine)
+        self._statements = Statements()
         self.retry_seconds: float = (
             default_retry_seconds() if retry_seconds is None else float(retry_seconds)
         )
@@ -310,44 +235,96 @@ class Database:
         deadlock) re-run the whole unit, connection checkout included, until the retry
         deadline (`retry`).
         """
+        step = Step(fn, args, write, own_transaction, schema, single, transaction)
+        return self.run_step(step)  # type: ignore[no-any-return]
+
+    async def arun(
+        self,
+        fn: Callable[..., T],
+        *args: Any,
+        write: bool = False,
+        own_transaction: bool = False,
+        schema: bool = False,
+        single: bool = False,
+        transaction: bool = False,
+    ) -> T:
+        """The async twin of [`run`][langmem_sqlite.engine.Database.run]: the same call, in one of
+        this database's worker threads (the event loop never blocks), or on the caller's
+        `AsyncEngine`.
+
+        A cancelled call stops waiting at once; a unit of work it started in a worker thread
+        still ends (committed or rolled back) there.
+        """
+        step = Step(fn, args, write, own_transaction, schema, single, transaction)
+        return await self.arun_step(step)  # type: ignore[no-any-return]
+
+    def run_step(self, step: Step) -> Any:
+        """Run one [`Step`][langmem_sqlite.engine.Step] (see
+        [`run`][langmem_sqlite.engine.Database.run])."""
         attempts = Attempts(self)
         while True:
             try:
-                return self._once(
-                    fn, args, write, own_transaction, schema, single, transaction, attempts
-                )
+                return self._once(step, attempts)
             except exc.DBAPIError as e:
                 time.sleep(attempts.pause(e))
 
-    def _once(
-        self,
-        fn: Callable[..., T],
-        args: tuple[Any, ...],
-        write: bool,
-        own_transaction: bool,
-        schema: bool,
-        single: bool,
-        transaction: bool,
-        attempts: Attempts,
-    ) -> T:
-        if own_transaction or schema:
-            engine = self._writer_sync if write else self.sync_engine
+    async def arun_step(self, step: Step) -> Any:
+        """The async twin of [`run_step`][langmem_sqlite.engine.Database.run_step]."""
+        if self._given_async is None:
+            call = functools.partial(self.run_step, step)
+            return await asyncio.get_running_loop().run_in_executor(self._worker_threads(), call)
+        attempts = Attempts(self)
+        while True:
+            try:
+                return await self._aonce(step)
+            except exc.DBAPIError as e:
+                await asyncio.sleep(attempts.pause(e))
+
+    def drive(self, plan: Plan[T]) -> T:
+        """Run a [`Plan`][langmem_sqlite.engine.Plan] synchronously and return its result."""
+        return plans.drive(plan, self.run_step)
+
+    async def adrive(self, plan: Plan[T]) -> T:
+        """Run a [`Plan`][langmem_sqlite.engine.Plan] with
+        [`arun_step`][langmem_sqlite.engine.Database.arun_step] and return its result."""
+        return await plans.adrive(plan, self.arun_step)
+
+    def _once(self, step: Step, attempts: Attempts) -> Any:
+        if step.own_transaction or step.schema:
+            engine = self._writer_sync if step.write else self.sync_engine
             assert engine is not None
             # a unit that commits as it goes may be long: it does not hold the writers' turn
-            turn = self._writers if write and not own_transaction else self._turns
+            turn = self._writers if step.write and not step.own_transaction else self._turns
             with (
                 self._taking(turn, attempts),
-                engine.connect() if own_transaction else engine.begin() as conn,
+                engine.connect() if step.own_transaction else engine.begin() as conn,
             ):
                 self.reached = True
-                return fn(conn, *args)
-        engine = self.sync_engine
-        with self._taking(self._writers if write else self._turns, attempts):
-            raw = checkout(engine)
+                return step.fn(conn, *step.args)
+        with (
+            self._taking(self._writers if step.write else self._turns, attempts),
+            self.sync_engine.connect() as conn,
+        ):
             self.reached = True
-            return work(  # type: ignore[no-any-return]
-                raw, engine, self.rules, self._statements, fn, args, write, single, transaction
-            )
+            return work(conn, self.rules, self._statements, step)
+
+    async def _aonce(self, step: Step) -> Any:
+        engine = self._given_async
+        assert engine is not None
+        if step.own_transaction or step.schema:
+            if step.write:
+                engine = engine.execution_options(langmem_write=True)
+            async with engine.connect() if step.own_transaction else engine.begin() as conn:
+                self.reached = True
+                return await conn.run_sync(step.fn, *step.args)
+        rules, statements = self.rules, self._statements
+
+        def on(conn: Connection) -> Any:
+            self.reached = True
+            return work(conn, rules, statements, step)
+
+        async with engine.connect() as conn:
+            return await conn.run_sync(on)
 
     @contextlib.contextmanager
     def _taking(
@@ -370,121 +347,6 @@ class Database:
             self.busy = None  # the unit succeeded: nothing holds the file now
         finally:
             turn.release()
-
-    async def arun(
-        self,
-        fn: Callable[..., T],
-        *args: Any,
-        write: bool = False,
-        own_transaction: bool = False,
-        schema: bool = False,
-        single: bool = False,
-        transaction: bool = False,
-    ) -> T:
-        """The async twin of [`run`][langmem_sqlite.engine.Database.run]: the same call, in one of
-        this database's worker threads (the event loop never blocks), or on the caller's
-        `AsyncEngine`.
-
-        A cancelled call stops waiting at once; a unit of work it started in a worker thread
-        still ends (committed or rolled back) there.
-        """
-        if self._given_async is None:
-            call = functools.partial(
-                self.run,
-                fn,
-                *args,
-                write=write,
-                own_transaction=own_transaction,
-                schema=schema,
-                single=single,
-                transaction=transaction,
-            )
-            return await asyncio.get_running_loop().run_in_executor(self._worker_threads(), call)
-        attempts = Attempts(self)
-        while True:
-            try:
-                return await self._aonce(
-                    fn, args, write, own_transaction, schema, single, transaction
-                )
-            except exc.DBAPIError as e:
-                await asyncio.sleep(attempts.pause(e))
-
-    async def _aonce(
-        self,
-        fn: Callable[..., T],
-        args: tuple[Any, ...],
-        write: bool,
-        own_transaction: bool,
-        schema: bool,
-        single: bool,
-        transaction: bool,
-    ) -> T:
-        engine = self._given_async
-        assert engine is not None and self._astatements is not None
-        if own_transaction or schema:
-            if write:
-                engine = engine.execution_options(langmem_write=True)
-            async with engine.connect() if own_transaction else engine.begin() as conn:
-                self.reached = True
-                return await conn.run_sync(fn, *args)
-        core, rules, cache = engine.sync_engine, self.rules, self._astatements
-
-        def on(conn: Connection) -> T:
-            self.reached = True
-            return work(  # type: ignore[no-any-return]
-                conn.connection, core, rules, cache, fn, args, write, single, transaction, False
-            )
-
-        async with engine.connect() as conn:
-            return await conn.run_sync(on)
-
-    def run_step(self, step: Step) -> Any:
-        """Run one [`Step`][langmem_sqlite.engine.Step] of a plan with
-        [`run`][langmem_sqlite.engine.Database.run]."""
-        return self.run(
-            step.fn,
-            *step.args,
-            write=step.write,
-            own_transaction=step.own_transaction,
-            schema=step.schema,
-            single=step.single,
-            transaction=step.transaction,
-        )
-
-    async def arun_step(self, step: Step) -> Any:
-        """The async twin of [`run_step`][langmem_sqlite.engine.Database.run_step]."""
-        return await self.arun(
-            step.fn,
-            *step.args,
-            write=step.write,
-            own_transaction=step.own_transaction,
-            schema=step.schema,
-            single=step.single,
-            transaction=step.transaction,
-        )
-
-    def drive(self, plan: Plan[T]) -> T:
-        """Run a [`Plan`][langmem_sqlite.engine.Plan] synchronously and return its result."""
-        step = _advance(plan, None, None)
-        while isinstance(step, Step):
-            try:
-                step = _advance(plan, self.run_step(step), None)
-            except Exception as e:
-                step = _advance(plan, None, e)
-        return step.value  # type: ignore[no-any-return]
-
-    async def adrive(self, plan: Plan[T]) -> T:
-        """Run a [`Plan`][langmem_sqlite.engine.Plan] with
-        [`arun`][langmem_sqlite.engine.Database.arun] and return its result."""
-        step = _advance(plan, None, None)
-        while isinstance(step, Step):
-            try:
-                result = await self.arun_step(step)
-            except Exception as e:
-                step = _advance(plan, None, e)
-            else:
-                step = _advance(plan, result, None)
-        return step.value  # type: ignore[no-any-return]
 
     def _worker_threads(self) -> ThreadPoolExecutor:
         """The threads that run this database's async calls (made on first use, and again in
@@ -515,125 +377,3 @@ class Database:
         """The async twin of [`dispose`][langmem_sqlite.engine.Database.dispose] (a caller's
         `AsyncEngine` is left to its owner)."""
         await asyncio.get_running_loop().run_in_executor(None, self.dispose)
-
-
-_registry: dict[Any, Database] = {}
-_registry_lock = threading.Lock()
-
-
-def _from_url(url: URL, engine_args: dict[str, Any], retry_seconds: float | None) -> Database:
-    cls = dialect_class(url)
-    kwargs = cls.engine_kwargs(url)
-    given = dict(engine_args)
-    if "connect_args" in given:  # the caller's connect arguments win, one by one
-        given["connect_args"] = {**kwargs.get("connect_args", {}), **given["connect_args"]}
-    try:
-        sync = create_engine(cls.driver_url(url), **{**kwargs, **given})
-    except exc.NoSuchModuleError as e:
-        raise ValueError(f"connection: unknown database kind {url.drivername!r}") from e
-    except ImportError as e:
-        extra = cls.extra or url.get_backend_name()
-        raise ImportError(
-            f"connection: the driver for {url.drivername!r} is not installed: "
-            f"the package's {extra!r} extra (pip install '.[{extra}]' in its checkout; {e})"
-        ) from e
-    return Database(sync, retry_seconds=retry_seconds, owned=True)
-
-
-def _from_async_engine(engine: AsyncEngine, retry_seconds: float | None) -> Database:
-    url = engine.url
-    cls = dialect_class(url)
-    sync_name = cls.sync_twins.get(url.drivername)
-    if sync_name is None or cls.is_private(url):
-        return Database(None, engine, retry_seconds=retry_seconds)
-    surl = url.set(drivername=sync_name)
-    sync = create_engine(cls.driver_url(surl), **cls.engine_kwargs(surl))
-    return Database(sync, engine, retry_seconds=retry_seconds)
-
-
-def get_database(
-    connection: DatabaseLike | Database,
-    *,
-    engine_args: dict[str, Any] | None = None,
-    retry_seconds: float | None = None,
-) -> Database:
-    """Return the [`Database`][langmem_sqlite.Database] for a URL, a path, an Engine or an
-    AsyncEngine.
-
-    Calling it again with the same URL (and arguments) or engine returns the same object, and
-    so the same connection pools; an in-memory SQLite database (`":memory:"`,
-    `"sqlite://"`) is new at every call: private to the object that asked for it.
-
-    Args:
-        connection: where the database is.
-        engine_args: arguments for `create_engine` (URLs only; `connect_args` are merged
-            with the package's, e.g. `{"connect_args": {"connect_timeout": 10}}`).
-        retry_seconds: how long calls retry transient failures (default 30 s, or
-            `$LANGMEM_SQLITE_RETRY_SECONDS`).
-
-    Raises:
-        ValueError: `connection` is empty, not a database URL, or `retry_seconds` is out
-            of range.
-        TypeError: `connection` is of an unsupported type.
-    """
-    if isinstance(connection, Database):
-        return connection
-    if retry_seconds is not None and (
-        isinstance(retry_seconds, bool)
-        or not isinstance(retry_seconds, int | float)
-        or not 0 <= retry_seconds <= 86_400
-    ):
-        raise ValueError(f"retry_seconds: expected seconds from 0 to 86400, got {retry_seconds!r}")
-    if isinstance(connection, AsyncEngine):
-        key: Any = ("async", id(connection.sync_engine), retry_seconds)
-        build: Callable[[], Database] = lambda: _from_async_engine(connection, retry_seconds)  # noqa: E731
-    elif isinstance(connection, Engine):
-        key = ("sync", id(connection), retry_seconds)
-        build = lambda: Database(connection, retry_seconds=retry_seconds)  # noqa: E731
-    elif isinstance(connection, str | os.PathLike | URL):
-        url = _to_url(connection)
-        extra = dict(engine_args or {})
-        if dialect_class(url).is_private(url):
-            return _from_url(url, extra, retry_seconds)
-        key = (
-            "url",
-            url.render_as_string(hide_password=False),
-            repr(sorted(extra.items())),
-            retry_seconds,
-        )
-        build = lambda: _from_url(url, extra, retry_seconds)  # noqa: E731
-    else:
-        raise TypeError(
-            "connection: expected a URL, a path, an Engine or an AsyncEngine, "
-            f"got {type(connection).__name__}"
-        )
-    with _registry_lock:
-        db = _registry.get(key)
-        if db is None or (key[0] != "url" and not _alive(db, connection)):  # type: ignore[arg-type]
-            db = _registry[key] = build()
-        return db
-
-
-def reading_database(connection: DatabaseLike | Database) -> Database:
-    """The [`Database`][langmem_sqlite.engine.Database] for `connection` opened only to
-    read it: the package's tables are checked, never created or migrated (a missing or older
-    schema raises [`SchemaNotReadyError`][langmem_sqlite.engine.migrations.SchemaNotReadyError]),
-    and a SQLite file keeps its journal mode while its connections refuse every write. Once its
-    connections are closed ([`Database.dispose`][langmem_sqlite.engine.Database.dispose], or
-    at exit) a SQLite file is left as it was found, without `-wal` or `-shm` files.
-
-    An `Engine`, an `AsyncEngine` or a `Database` is returned as
-    [`get_database`][langmem_sqlite.engine.get_database] returns it (its owner configured it).
-    """
-    if isinstance(connection, str | os.PathLike | URL):
-        return get_database(
-            connection, engine_args={"execution_options": {"langmem_reading": True}}
-        )
-    return get_database(connection)
-
-
-def _alive(db: Database, engine: Engine | AsyncEngine) -> bool:
-    # id() of a garbage-collected engine can be reused; make sure the entry is that engine.
-    if isinstance(engine, AsyncEngine):
-        return db._given_async is engine
-    return db._sync is engine

@@ -234,7 +234,7 @@ def _bump(session: Session, t: Tables, key: SessionKey, n: int, tokens: int, now
     """Reserve `n` positions in the session; return (pk, count_after, tokens_after) or None."""
     st = _statements(session, t)
     params = _params(key, k_n=n, k_tokens=tokens, k_now=now)
-    if session.dialect.update_returning:
+    if session.connection.dialect.update_returning:
         return session.execute(st.bump_returning, params).first()
     if session.execute(st.bump, params).rowcount == 0:
         return None
@@ -320,7 +320,7 @@ def add_messages(
     st = _statements(session, t)
     if retry:
         assert append is not None
-        if session.execute_raw(st.token_row, {"k_pk": pk, "k_token": append.token}):
+        if session.execute(st.token_row, {"k_pk": pk, "k_token": append.token}).first():
             # the earlier attempt committed: give back the positions just reserved
             session.execute(st.unbump, {"k_pk": pk, "k_n": len(rows), "k_tokens": tokens})
             return Appended(append.written, int(count_after) - len(rows))
@@ -386,8 +386,8 @@ def read_messages(
     st = _statements(session, t)
     params = _params(key, k_max_seq=_NO_MAX if max_seq is None else max_seq)
     if limit is None:
-        return [(r[0], r[1]) for r in session.execute_raw(st.read_all, params)]
-    rows = session.execute_raw(st.read_last, {**params, "k_limit": limit})
+        return [(r[0], r[1]) for r in session.execute(st.read_all, params)]
+    rows = session.execute(st.read_last, {**params, "k_limit": limit}).all()
     return [(r[0], r[1]) for r in reversed(rows)]
 
 
@@ -400,7 +400,7 @@ def read_after_summary(
     one) bounds the read, so its cost follows what is not yet summarized, not the history.
     """
     st = _statements(session, t)
-    found = session.execute_raw(st.summary, _params(key))
+    found = session.execute(st.summary, _params(key)).all()
     summary = found[0][0] if found else None
     after = -1
     if summary:
@@ -411,7 +411,7 @@ def read_after_summary(
         if not -1 <= after < _NO_MAX:
             after = -1  # no position of this session: read everything
     params = _params(key, k_max_seq=_NO_MAX if max_seq is None else max_seq, k_after=after)
-    return summary, [(r[0], r[1]) for r in session.execute_raw(st.read_after, params)]
+    return summary, [(r[0], r[1]) for r in session.execute(st.read_after, params)]
 
 
 def read_token_window(
@@ -421,10 +421,10 @@ def read_token_window(
     sum to at most `budget`; found through the `tokens_before` index, not by a scan."""
     st = _statements(session, t)
     if max_seq is None:
-        rows = session.execute_raw(st.window, _params(key, k_budget=budget))
+        rows = session.execute(st.window, _params(key, k_budget=budget)).all()
     else:
         params = _params(key, k_budget=budget, k_max_seq=max_seq)
-        rows = session.execute_raw(st.window_snapshot, params)
+        rows = session.execute(st.window_snapshot, params).all()
     return [(r[0], r[1], r[2], r[3]) for r in rows]
 
 
@@ -451,7 +451,7 @@ def _delete_sessions(session: Session, t: Tables, which: str, params: dict[str, 
         session.execute(messages, params)
         return int(session.execute(sessions, params).rowcount)
     st = _statements(session, t)
-    ids = [r[0] for r in session.execute_raw(pks, params)]
+    ids = [r[0] for r in session.execute(pks, params)]
     deleted = 0
     for i in range(0, len(ids), _ID_CHUNK):
         chunk = {"k_ids": ids[i : i + _ID_CHUNK]}
@@ -477,8 +477,8 @@ def delete_idle_sessions(
 def user_counts(session: Session, t: Tables, user_id: str) -> tuple[int, int, int]:
     """A user's `(sessions, messages, summaries)`."""
     st = _statements(session, t)
-    sessions, summaries = session.execute_raw(st.user_sessions, {"k_user": user_id})[0]
-    messages = session.execute_raw(st.user_messages, {"k_user": user_id})[0][0]
+    sessions, summaries = session.execute(st.user_sessions, {"k_user": user_id}).one()
+    messages = session.execute(st.user_messages, {"k_user": user_id}).scalar_one()
     return int(sessions), int(messages), int(summaries)
 
 
@@ -552,7 +552,7 @@ def list_sessions(
 
 def count_messages(session: Session, t: Tables, key: SessionKey) -> int:
     """Number of messages in the session (from the session row)."""
-    found = session.execute_raw(_statements(session, t).count, _params(key))
+    found = session.execute(_statements(session, t).count, _params(key)).all()
     return int(found[0][0] or 0) if found else 0
 
 

@@ -3,7 +3,7 @@
 SQLAlchemy's own dialects already turn statements into each database's SQL; a
 `Dialect` of this package holds the few rules SQLAlchemy leaves to its users: how this
 package opens engines for that database (pools, connect timeouts, per-connection settings), how
-a transaction starts on the light path of the execution seam, and which driver errors are
+a unit of work starts, and which driver errors are
 transient. Features ask the database's dialect object instead of comparing dialect names.
 """
 
@@ -95,14 +95,13 @@ class Dialect:
     # -- the seam's transactions --------------------------------------------------------------
 
     def begin(
-        self, dbapi_connection: Any, cursor: Any, write: bool, single: bool, transaction: bool
+        self, connection: Connection, write: bool, single: bool, transaction: bool
     ) -> Transaction:
-        """Start the work of one seam call on a pooled connection: a transaction (`write`:
-        one that will write; `transaction`: a read that must be one transaction), or, for
-        `single` statements, whatever needs no transaction."""
+        """Prepare `connection` for one unit of work: one that will write (`write`), a read
+        that must be one transaction (`transaction`), or one statement (`single`)."""
         return Transaction(commit=True)
 
-    def end(self, dbapi_connection: Any, txn: Transaction) -> None:
+    def end(self, connection: Connection, txn: Transaction) -> None:
         """Put the connection back as `begin` found it (before it returns to the pool)."""
 
     # -- what the database can hold -----------------------------------------------------------
@@ -398,7 +397,8 @@ class Dialect:
         `url` from the user, in words for a message; None: the driver's first line says it."""
         return None
 
-    def broken(self, dbapi_connection: Any) -> bool:
+    @classmethod
+    def broken(cls, dbapi_connection: Any) -> bool:
         """Whether the driver says its connection is gone (for disconnects whose message
         SQLAlchemy's dialect does not know)."""
         return False

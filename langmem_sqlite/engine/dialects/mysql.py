@@ -205,7 +205,8 @@ class MySQLDialect(Dialect):
             return args[1]
         return None
 
-    def broken(self, dbapi_connection: Any) -> bool:
+    @classmethod
+    def broken(cls, dbapi_connection: Any) -> bool:
         return getattr(dbapi_connection, "open", True) is False
 
     # -- history (sessions and messages) ----------------------------------------------------

@@ -165,25 +165,26 @@ class PostgreSQLDialect(Dialect):
         }
 
     def begin(
-        self, dbapi_connection: Any, cursor: Any, write: bool, single: bool, transaction: bool
+        self, connection: Connection, write: bool, single: bool, transaction: bool
     ) -> Transaction:
         if (single or not write) and not transaction:
             # A read, or a write of one statement, needs no BEGIN and COMMIT round trips (at
-            # PostgreSQL's READ COMMITTED each statement sees its own snapshot anyway). The
-            # driver's ``autocommit`` attribute, not the engine's isolation level: two setter
-            # calls, and the engine stays as it was for the caller's own connections.
-            if dbapi_connection.autocommit:
+            # READ COMMITTED each statement sees its own snapshot anyway): the driver's
+            # autocommit for this unit, the engine's isolation level left as it is.
+            dbapi = connection.connection.dbapi_connection
+            if dbapi.autocommit:  # type: ignore[union-attr]
                 return Transaction(commit=False)
-            dbapi_connection.autocommit = True
+            dbapi.autocommit = True  # type: ignore[union-attr]
             return Transaction(commit=False, restore_autocommit=False)
-        if dbapi_connection.autocommit:
-            dbapi_connection.autocommit = False
+        dbapi = connection.connection.dbapi_connection
+        if dbapi.autocommit:  # type: ignore[union-attr]
+            dbapi.autocommit = False  # type: ignore[union-attr]
             return Transaction(commit=True, restore_autocommit=True)
         return Transaction(commit=True)
 
-    def end(self, dbapi_connection: Any, txn: Transaction) -> None:
+    def end(self, connection: Connection, txn: Transaction) -> None:
         if txn.restore_autocommit is not None:
-            dbapi_connection.autocommit = txn.restore_autocommit
+            connection.connection.dbapi_connection.autocommit = txn.restore_autocommit  # type: ignore[union-attr]
 
     @contextlib.contextmanager
     def migration_lock(self, conn: Connection, name: str, schema: str | None) -> Iterator[None]:
@@ -209,7 +210,8 @@ class PostgreSQLDialect(Dialect):
             return Fault.CONNECT
         return None
 
-    def broken(self, dbapi_connection: Any) -> bool:
+    @classmethod
+    def broken(cls, dbapi_connection: Any) -> bool:
         return getattr(dbapi_connection, "closed", False) is True
 
     def prepares_statements(self, dbapi_connection: Any) -> bool:

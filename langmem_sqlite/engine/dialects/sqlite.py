@@ -209,12 +209,10 @@ class SQLiteDialect(Dialect):
             event.listen(engine, "begin", _on_begin)
 
     def begin(
-        self, dbapi_connection: Any, cursor: Any, write: bool, single: bool, transaction: bool
+        self, connection: Connection, write: bool, single: bool, transaction: bool
     ) -> Transaction:
-        _own_transactions(dbapi_connection)
-        if single and not write and not transaction:
-            return Transaction(commit=False)  # one statement reads a consistent snapshot
-        cursor.execute("BEGIN IMMEDIATE" if write else "BEGIN")
+        if write:  # read by `_on_begin`: BEGIN IMMEDIATE
+            connection.execution_options(langmem_write=True)
         return Transaction(commit=True)
 
     def fault(self, error: BaseException) -> Fault | None:

@@ -126,7 +126,7 @@ def source_connection(source: Any) -> Iterator[Any]:
 
     from sqlalchemy.engine import URL
 
-    from ...engine.database import reading_database
+    from ...engine.opening import reading_database
 
     opened = isinstance(source, str | os.PathLike | URL)
     db = reading_database(source)
