@@ -72,7 +72,8 @@ def get_items(
     )
     for i in range(0, len(unique), CHUNK):
         params = {**rules.pairs_params(unique[i : i + CHUNK]), "now": now}
-        for row in conn.execute(stmt, params):
+        rows: Sequence[Any] = conn.execute(stmt, params).all()
+        for row in rows:
             out[(row[1], row[2])] = item_row(row, None, sealer)
     return out
 

@@ -9,6 +9,7 @@ same items and scores (to float32 rounding).
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
@@ -58,8 +59,10 @@ def _scored(
             statement_key(t, q, f"pgvector ranking {distance}"),
             lambda: _pg_ranking(conn, t, q, None, distance),
         )
-        pairs = conn.execute(ranking[0], {**params, "q": _query32(query_vector)}).all()
-        return [r[0] for r in pairs], [_score(distance, float(r[1])) for r in pairs]
+        ranked: Sequence[Any] = conn.execute(
+            ranking[0], {**params, "q": _query32(query_vector)}
+        ).all()
+        return [r[0] for r in ranked], [_score(distance, float(r[1])) for r in ranked]
     lengths = distance != "cosine"
 
     def build() -> Any:
@@ -74,7 +77,7 @@ def _scored(
             stmt = stmt.join(items, items.c.id == v.c.item_id).where(*search_where(conn, t, q)[0])
         return stmt
 
-    pairs = conn.execute(
+    pairs: Sequence[Any] = conn.execute(
         conn.statement(statement_key(t, q, f"vectors {lengths}"), build), params
     ).all()
     if q.sealer is not None:
@@ -188,7 +191,7 @@ def _pg_top(
     params["lim"] = want
     if first:
         params["candidates"] = candidates = 2 * want + 8
-        rows = conn.execute(stmt, params).all()
+        rows: Sequence[Any] = conn.execute(stmt, params).all()
         if len(rows) < want and (not rows or rows[0][8] > candidates):
             # lapsed items among the candidates: rank every item (joined with the items)
             return _pg_top(conn, t, q, query_vector, now, want, None, full=True, distance=distance)
@@ -202,7 +205,8 @@ def _pg_top(
         else:
             setting = ("ivfflat.probes", ann.probes)
         conn.execute(_SET_LOCAL, {"name": setting[0], "value": str(setting[1])})
-    found = [item_row(r, _score(distance, r[7])) for r in conn.execute(stmt, params)]
+    ranked: Sequence[Any] = conn.execute(stmt, params).all()
+    found = [item_row(r, _score(distance, r[7])) for r in ranked]
     if ann is not None and len(found) < want:
         # the index scan ran dry (ef_search, then the filter) or its vectors were of fewer
         # items: rank exactly, so that a search never returns fewer items than match

@@ -83,7 +83,8 @@ def _ids(conn: Session, t: Tables, pairs: list[tuple[str, str]]) -> dict[tuple[s
         lambda: sa.select(c.id, c.ns, c.key).where(rules.at_pairs(t.store_items, _PAIR)),
     )
     for i in range(0, len(pairs), CHUNK):
-        for item_id, ns, key in conn.execute(stmt, rules.pairs_params(pairs[i : i + CHUNK])):
+        found: Sequence[Any] = conn.execute(stmt, rules.pairs_params(pairs[i : i + CHUNK])).all()
+        for item_id, ns, key in found:
             out[(ns, key)] = item_id
     return out
 
