@@ -276,11 +276,10 @@ def test_search_orders_by_most_recent_and_pages_consistently(store: SQLStore) ->
     assert store.search(("s",), limit=0) == []
 
 
-def test_search_shortcut_matches_batch(store: SQLStore) -> None:
-    """Once the tables are known, ``search`` skips ``batch`` (SQLStore.search): same results,
-    same refusals as a SearchOp through ``batch``."""
+def test_search_matches_batch(store: SQLStore) -> None:
+    """``search`` gives the results of a SearchOp through ``batch``, and refuses what
+    BaseStore.search refuses."""
     _fill(store)
-    assert store._pgvector is not None and store.tables.key in store.db.ready  # the shortcut
     cases: list[dict[str, Any]] = [
         {},
         {"filter": {"even": True}, "limit": 4, "offset": 2},
@@ -318,12 +317,11 @@ def test_search_shortcut_matches_batch(store: SQLStore) -> None:
         store.search(("s",), query=3)  # type: ignore[arg-type]
 
 
-def test_put_shortcut_matches_basestore(db_url: str, prefix: str) -> None:
-    """Once the tables are known, ``put`` skips the batch plan (SQLStore.put): the same checks
-    as BaseStore.put, the TTL config's default, and the item written."""
+def test_put_checks_as_basestore(db_url: str, prefix: str) -> None:
+    """``put``: the same checks as BaseStore.put, the TTL config's default, and the item
+    written."""
     store = SQLStore(db_url, table_prefix=prefix, ttl={"default_ttl": 5})
-    store.put(("p",), "first", {"v": 0})  # the first call goes through batch
-    assert store._pgvector is not None and store.tables.key in store.db.ready
+    store.put(("p",), "first", {"v": 0})
     store.put(("p", "q"), 7, {"v": 1})  # type: ignore[arg-type]
     store.put(("p", "q"), "forever", {"v": 2}, ttl=None)
     store.put(("p", "q"), "7", {"v": 3}, index=False)  # last write wins
@@ -348,7 +346,7 @@ def test_put_shortcut_matches_basestore(db_url: str, prefix: str) -> None:
 
 def test_search_merges_a_namespace_and_its_sub_namespaces_newest_first(store: SQLStore) -> None:
     """A prefix search reads the prefix's own namespace and its sub-namespaces apart (see
-    store.search_plan._newest_under); the merged pages must be the newest-first order of both."""
+    store.searches._newest_under); the merged pages must be the newest-first order of both."""
     spaces = [("u",), ("u", "x"), ("u", "x", "y"), ("u", "z"), ("v",), ("u0",)]
     for i in range(48):
         store.put(spaces[i % len(spaces)], f"k{i:02d}", {"i": i, "even": i % 2 == 0})
@@ -547,13 +545,13 @@ def test_library_code_never_touches_the_garbage_collector(store: SQLStore) -> No
     import gc
 
     seen: list[bool] = []
-    real = store._prepare
+    real = store._preparer.batch
 
     def spy(ops: Any) -> Any:
         seen.append(gc.isenabled())
         return real(ops)
 
-    store._prepare = spy  # type: ignore[method-assign]
+    store._preparer.batch = spy  # type: ignore[method-assign]
     assert gc.isenabled()
     store.batch([PutOp(("g",), f"k{i}", {"i": i}) for i in range(100)])
     assert seen == [True] and gc.isenabled()
@@ -566,44 +564,11 @@ def test_library_code_never_touches_the_garbage_collector(store: SQLStore) -> No
     assert len(store.search(("g",), limit=1000)) == 200
 
 
-def test_postgres_plans_searches_per_call_only_on_large_stores(
-    backend: str, db_url: str, prefix: str, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """PostgreSQL: a small store's searches may use cached generic plans (plan_cache_mode
-    auto); once the items table is large, each search is planned for its values. The choice is
-    re-checked every minute and set on the connection only when it changes."""
-    if backend != "postgres":
-        pytest.skip("PostgreSQL only")
-    from langmem_sqlite.store import search_plan as store_sql
-
-    store = SQLStore(
-        db_url, table_prefix=prefix, engine_args={"pool_size": 1, "max_overflow": 0}
-    )  # one pooled connection: the setting is seen on it afterwards
-    store.put(("u",), "a", {"tag": "x"})
-
-    def mode_after_search() -> str:
-        assert [i.key for i in store.search(("u",), filter={"tag": "x"})] == ["a"]
-        store.batch([SearchOp(("u",), {"tag": "x"})])  # the batch path too
-        with store.db.sync_engine.connect() as conn:
-            return str(conn.execute(sa.text("SHOW plan_cache_mode")).scalar())
-
-    try:
-        assert mode_after_search() == "auto" and store._plans.custom is False
-        monkeypatch.setattr(store_sql, "LARGE_ITEMS_TABLE", 1)  # any table is large now
-        assert mode_after_search() == "auto"  # not re-checked within the minute
-        store._plans.checked -= 61
-        assert mode_after_search() == "force_custom_plan" and store._plans.custom is True
-    finally:
-        store.db.dispose()
-
-
-def test_sqlite_reads_a_broad_prefix_newest_first(
-    backend: str, db_url: str, prefix: str, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """SQLite reads a prefix holding many items through the recency index, a small one through
-    the namespace index: both give the same pages (namespace and sub-namespaces, filters,
-    offsets, lapsed items), sync and batch alike."""
-    from langmem_sqlite.store import search_plan as store_sql
+def test_prefix_search_pages_newest_first(db_url: str, prefix: str) -> None:
+    """A prefix's own namespace and its sub-namespaces give one newest-first order (SQLite
+    reads and merges them apart, see store.searches._newest_under): pages with filters,
+    offsets and lapsed items, sync and batch alike."""
+    from langmem_sqlite.store.filters import matches
 
     store = SQLStore(db_url, table_prefix=prefix)
     ops: list[Any] = []
@@ -623,38 +588,15 @@ def test_sqlite_reads_a_broad_prefix_newest_first(
         {"filter": {"n": {"$gte": 9}, "tag": "t2"}, "limit": 50, "offset": 0},
         {"filter": {"n": 99}, "limit": 10, "offset": 0},
     ]
-
-    def pages(prefixes: list[tuple[str, ...]]) -> list[Any]:
-        store._plans.broad.clear()
-        out = []
-        for p in prefixes:
-            for kw in searches:
-                found = store.search(p, **kw)
-                batched = store.batch([SearchOp(p, kw["filter"], kw["limit"], kw["offset"])])[0]
-                assert [i.key for i in found] == [i.key for i in batched]
-                out.append([(i.namespace, i.key) for i in found])
-        return out
-
-    prefixes = [("org",), ("org", "u3"), ("org", "u3", "deep")]
-    monkeypatch.setattr(store_sql, "BROAD_PREFIX", 10**9)
-    narrow = pages(prefixes)
-    monkeypatch.setattr(store_sql, "BROAD_PREFIX", 20)
-    broad = pages(prefixes)
-    assert broad == narrow and sum(map(len, narrow)) > 40
-    assert all(i[0] != ("orgx",) for page in narrow for i in page)
-    assert not any(int(i[1][1:]) % 11 == 0 for page in narrow for i in page)  # lapsed
-    if backend == "sqlite":  # broad: at least BROAD_PREFIX items in sub-namespaces
-        assert store._plans.broad[()][0] is True  # the store: 301 items
-        assert store._plans.broad[("org",)][0] is True
-        # "deep" holds 20 to 30 items, but ("org", "u3") holds a seventh of the newest items:
-        # reading newest first would skip six items for each of its own
-        counted = store.db.run(store_sql._count_under, store.tables, ("org", "u3"))
-        assert counted >= 20
-        assert store._plans.broad[("org", "u3")][0] is False
-        assert store._plans.broad[("org", "u3", "deep")][0] is False  # no sub-namespace
-        monkeypatch.setattr(store_sql, "BROAD_PREFIX", 302)
-        store._plans.broad.clear()
-        store.search(("org",))
-        assert store._plans.broad == {(): (False, store._plans.broad[()][1])}  # no count per prefix
-    else:
-        assert store._plans.broad == {}
+    newest = [op for op in reversed(ops) if op.ttl is None]  # one batch: newest = last written
+    for p in [("org",), ("org", "u3"), ("org", "u3", "deep")]:
+        for kw in searches:
+            found = store.search(p, **kw)
+            batched = store.batch([SearchOp(p, kw["filter"], kw["limit"], kw["offset"])])[0]
+            assert [i.key for i in found] == [i.key for i in batched]
+            want = [
+                op.key
+                for op in newest
+                if op.namespace[: len(p)] == p and matches(op.value, kw["filter"])
+            ]
+            assert [i.key for i in found] == want[kw["offset"] : kw["offset"] + kw["limit"]]

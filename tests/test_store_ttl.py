@@ -139,12 +139,11 @@ def test_bad_ttls(db_url: str, prefix: str) -> None:
     assert store.batch([GetOp(("t",), "k")]) == [None]
 
 
-async def test_async_shortcuts_match_abatch(db_url: str, prefix: str, clock: Clock) -> None:
-    """aget, aput and asearch take the same shortcuts as their sync twins once the tables are
-    known: same answers as SearchOp/GetOp through abatch, same refusals, TTLs refreshed."""
+async def test_async_calls_match_abatch(db_url: str, prefix: str, clock: Clock) -> None:
+    """aget, aput and asearch: same answers as SearchOp/GetOp through abatch, same refusals,
+    TTLs refreshed."""
     store = SQLStore(db_url, table_prefix=prefix, ttl={"default_ttl": 10})
     await store.abatch([PutOp(("a",), "seed", {"i": -1})])
-    assert store._ready()
     for i in range(12):
         await store.aput(("a", f"g{i % 2}"), f"k{i}", {"i": i, "even": i % 2 == 0})
     for prefix_, flt in [(("a",), None), (("a", "g1"), {"i": {"$gt": 4}}), ((), {"even": True})]:

@@ -16,7 +16,6 @@ from langgraph.store.base import PutOp
 from langmem_sqlite import SQLStore
 from langmem_sqlite.engine import get_database
 from langmem_sqlite.engine.schema import get_tables
-from langmem_sqlite.engine.session import Session, Statements
 from langmem_sqlite.store.filters import matches
 
 
@@ -176,7 +175,7 @@ def test_postgres_ranks_with_pgvector_only_where_installed(
         has_ext = conn.execute(
             sa.text("SELECT 1 FROM pg_extension WHERE extname='vector'")
         ).scalar()
-    assert store._pgvector is bool(has_ext)
+    assert store._plans.pgvector is bool(has_ext)
 
 
 @pytest.mark.skipif(
@@ -245,7 +244,7 @@ def test_pgvector_ranks_as_the_application_does(pgvector_url: str) -> None:
         for i in range(0, 240, 19):
             for store in (in_sql, in_app):
                 store.delete(("v",), f"k{i}")
-        assert in_sql._pgvector is True and in_app._pgvector is False
+        assert in_sql._plans.pgvector is True and in_app._plans.pgvector is False
         assert _vector_table_rows(pgvector_url, names[0]) > 200
 
         def scores(store: SQLStore, prefix: tuple[str, ...]) -> dict[Any, float | None]:
@@ -312,7 +311,7 @@ def test_pgvector_outside_the_search_path_falls_back(pgvector_url: str) -> None:
         store.put(("u",), "a", {"text": "food"})
         store.put(("u",), "b", {"text": "music"})
         assert [i.key for i in store.search(("u",), query="music")] == ["b", "a"]
-        assert store._pgvector is False
+        assert store._plans.pgvector is False
     finally:
         get_database(url.render_as_string(hide_password=False)).dispose()
         with admin.connect() as conn:
@@ -396,7 +395,6 @@ def test_pgvector_hnsw_index_on_request(pgvector_url: str) -> None:
         # 50 items, beyond the server's default ef_search of 40: the index scan itself fills
         # them (ef_search raised for the search), so no exact ranking had to take over ...
         assert len(tuned.search(("u",), query="fact 9", limit=50)) == 50
-        assert not any(decided for decided, _ in tuned._plans.exact.values())
         # ... and the setting was the search's transaction's only (SET LOCAL): nothing stays on
         # the connection that a transaction pooler would hand to another client
         with tuned.db.sync_engine.connect() as conn:
@@ -427,71 +425,10 @@ def test_pgvector_hnsw_index_on_request(pgvector_url: str) -> None:
         _drop(pgvector_url, [prefix])
 
 
-def test_pgvector_hnsw_skips_a_scan_that_ran_dry(
-    pgvector_url: str, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """When the HNSW scan's nearest vectors leave too few items (here: nearly all items have
-    lapsed), the exact ranking answers. The store remembers that for a minute, per prefix and
-    filter shape, and then ranks exactly at once: the index is not scanned again until the
-    minute is over."""
-    import time
-
-    import langmem_sqlite.store.vector_ranking as q
-
-    prefix = f"d{uuid.uuid4().hex[:8]}_"
-    base: Any = {"dims": 16, "embed": DeterministicFakeEmbedding(size=16), "fields": ["text"]}
-    ann = _one_backend_hnsw(pgvector_url, prefix, base)
-    exact = SQLStore(pgvector_url, table_prefix=prefix, index=base)
-
-    def scans() -> int:
-        return _flushed_scans(ann, pgvector_url, prefix)
-
-    def same(query: str) -> None:
-        got = ann.search(("u",), query=query, limit=10)
-        want = exact.search(("u",), query=query, limit=10)
-        assert len(got) == 10
-        assert [(i.key, round(i.score or 0, 5)) for i in got] == [
-            (i.key, round(i.score or 0, 5)) for i in want
-        ]
-
-    try:
-        ann.batch([PutOp(("u", f"g{i % 3}"), f"k{i}", {"text": f"fact {i}"}) for i in range(3000)])
-        _analyze(pgvector_url, prefix)  # as autovacuum would
-        ann.batch(  # then all but 12 items lapse
-            [
-                PutOp(("u", f"g{i % 3}"), f"k{i}", {"text": f"fact {i}"}, ttl=0.001)
-                for i in range(12, 3000)
-            ]
-        )
-        time.sleep(0.1)
-        start = scans()
-        same("fact 9")  # the scan finds lapsed items, too few remain: exact ranking
-        first = scans()
-        assert first == start + 1
-        for query in ("fact 1", "fact 2000", "zzz"):
-            same(query)  # exact at once: no scan
-        monkeypatch.setattr(q, "_RECHECK_S", 0.0)  # a minute later: the index is tried again
-        same("fact 5")
-        assert scans() == first + 1
-        same("fact 6")
-        assert scans() == first + 2
-    finally:
-        ann.db.dispose()
-        _drop(pgvector_url, [prefix])
-
-
-def test_pgvector_hnsw_not_tried_under_a_narrow_prefix(
-    pgvector_url: str, monkeypatch: pytest.MonkeyPatch
-) -> None:
+def test_pgvector_hnsw_under_a_narrow_prefix(pgvector_url: str) -> None:
     """A namespace holding too small a share of the store for the index's ``ef_search``
-    nearest vectors to include the items asked for is ranked exactly without the index
-    (decided from the planner's statistics, once a minute per prefix); a namespace holding
-    most of the store, and the whole store, use the index."""
-    import langmem_sqlite.store.vector_ranking as q
-    from langmem_sqlite.store import namespaces
-
-    monkeypatch.setattr(q, "NARROW_FROM", 1000)  # the rule from 1,000 items (10,000 by default)
-
+    nearest vectors to include the items asked for still gets the exact store's answer (the
+    exact ranking takes over when the scan runs dry), sync and async."""
     prefix = f"n{uuid.uuid4().hex[:8]}_"
     base: Any = {"dims": 16, "embed": DeterministicFakeEmbedding(size=16), "fields": ["text"]}
     hnsw = {**base, "ann_index_config": {"kind": "hnsw"}}
@@ -500,17 +437,6 @@ def test_pgvector_hnsw_not_tried_under_a_narrow_prefix(
     try:
         ann.batch([PutOp(("u", "big"), f"b{i}", {"text": f"fact {i}"}) for i in range(2000)])
         ann.batch([PutOp(("u", "small"), f"s{i}", {"text": f"note {i}"}) for i in range(40)])
-        with get_database(pgvector_url).sync_engine.connect() as conn:  # as autovacuum would
-            conn.execute(sa.text(f'ANALYZE "{prefix}store_items"'))
-            conn.commit()
-        ann._plans.checked = float("-inf")  # read the table's new estimate now
-        asked: list[Any] = []
-
-        def counted(conn: Any, cursor: Any, statement: str, params: Any, *rest: Any) -> None:
-            if statement.startswith("EXPLAIN"):
-                asked.append(params)
-
-        sa.event.listen(ann.db.sync_engine, "before_cursor_execute", counted)
         for ns, query, limit in (
             (("u", "small"), "note 3", 10),
             (("u", "small"), "fact 9", 5),
@@ -519,48 +445,16 @@ def test_pgvector_hnsw_not_tried_under_a_narrow_prefix(
         ):
             got = ann.search(ns, query=query, limit=limit)
             assert len(got) == limit
-            if ns == ("u", "small"):  # ranked exactly: the exact store's answer
+            if ns == ("u", "small"):
                 assert [(i.key, round(i.score or 0, 5)) for i in got] == [
                     (i.key, round(i.score or 0, 5))
                     for i in exact.search(ns, query=query, limit=limit)
                 ]
-        assert 2000 <= ann._plans.rows <= 2100
-        decided = {(k[0], k[2]): e[0] for k, e in ann._plans.exact.items() if len(k) == 3}
-        # 40 of 2,040 items: the 40 nearest vectors hold about 0.8 of them, fewer than 10 or 5
-        assert decided == {
-            (("u", "small"), 10): True,
-            (("u", "small"), 5): True,
-            (("u", "big"), 10): False,
-            (("u",), 10): False,
-        }
-        # "big" took its sibling's decision (no question to the planner), ranked exactly once,
-        # and its own count of items replaced that decision
-        assert [a["lo"] for a in asked] == [
-            namespaces.prefix_range(p)[0]  # type: ignore[index]
-            for p in (("u", "small"), ("u", "small"), ("u",))
-        ]
-        assert ann._plans.exact[(("u",), 2, (), 10)][0] is True
-        sa.event.remove(ann.db.sync_engine, "before_cursor_execute", counted)
-        with ann.db.sync_engine.connect() as raw:  # the rule itself, on the statistics
-            lite = Session(raw, ann.db.rules, Statements(), False)
-            mode = ann._plans
-            assert q._narrow(lite, ann.tables, ("u", "small"), mode, 10, 40)
-            # one vector wanted of the 100 nearest: about 2 of them are small's
-            assert not q._narrow(lite, ann.tables, ("u", "small"), mode, 1, 100)
-            assert not q._narrow(lite, ann.tables, ("u", "big"), mode, 10, 40)
-            assert not q._narrow(lite, ann.tables, (), mode, 10, 40)
-            unknown = q.PlanMode()  # no estimate yet: the index is tried
-            assert not q._narrow(lite, ann.tables, ("u", "small"), unknown, 10, 40)
-            monkeypatch.setattr(q, "NARROW_FROM", 2100)  # a store too small to ask
-            assert not q._narrow(lite, ann.tables, ("u", "small"), mode, 10, 40)
-        monkeypatch.setattr(q, "NARROW_FROM", 1000)
 
-        async def asearch() -> list[Any]:  # the same question on the async driver
+        async def asearch() -> list[Any]:
             fresh = SQLStore(pgvector_url, table_prefix=prefix, index=hnsw)
             try:
-                got = await fresh.asearch(("u", "small"), query="note 3", limit=10)
-                assert fresh._plans.exact[(("u", "small"), (), 10)][0] is True
-                return got
+                return await fresh.asearch(("u", "small"), query="note 3", limit=10)
             finally:
                 await fresh.db.adispose()
 
@@ -660,7 +554,7 @@ def test_pgvector_exact_search_with_lapsed_candidates(pgvector_url: str) -> None
                 + [PutOp(("u", "b"), f"other{i}", {"text": "tea"}) for i in range(10)]
             )
         time.sleep(0.1)
-        assert in_sql._pgvector is True
+        assert in_sql._plans.pgvector is True
         for prefix, limit in [(("u", "a"), 5), (("u", "a"), 30), (("u",), 12), ((), 45)]:
             got = in_sql.search(prefix, query="tea", limit=limit)
             want = in_app.search(prefix, query="tea", limit=limit)
@@ -763,29 +657,6 @@ def test_pgvector_table_without_namespaces_is_upgraded(pgvector_url: str) -> Non
         stores[0].put(("u", "g9"), "new", {"text": "fact 7"})  # writes fill the column too
         assert flat.search(("u", "g9"), query="fact 7")[0].key == "new"
     finally:
-        _drop(pgvector_url, [prefix])
-
-
-def test_pgvector_hnsw_dry_scan_spares_the_siblings(pgvector_url: str) -> None:
-    """A scan that ran dry under one user's namespace is not tried under another user's (same
-    parent, same depth) within the minute: those rank exactly at once, with the same results."""
-    prefix = f"s{uuid.uuid4().hex[:8]}_"
-    base: Any = {"dims": 16, "embed": DeterministicFakeEmbedding(size=16), "fields": ["text"]}
-    ann = _one_backend_hnsw(pgvector_url, prefix, base)
-    exact = SQLStore(pgvector_url, table_prefix=prefix, index=base)
-    try:
-        ann.batch([PutOp(("w",), f"w{i}", {"text": f"fact {i}"}) for i in range(2000)])
-        for user in ("a", "b", "c"):
-            ann.batch([PutOp(("u", user), f"{user}{i}", {"text": f"fact {i}"}) for i in range(12)])
-        _analyze(pgvector_url, prefix)  # as autovacuum would
-        start = _flushed_scans(ann, pgvector_url, prefix)
-        for user in ("a", "b", "c"):
-            got = ann.search(("u", user), query="fact 7", limit=10)
-            want = exact.search(("u", user), query="fact 7", limit=10)
-            assert [i.key for i in got] == [i.key for i in want]
-        assert _flushed_scans(ann, pgvector_url, prefix) == start + 1  # a's scan only
-    finally:
-        ann.db.dispose()
         _drop(pgvector_url, [prefix])
 
 

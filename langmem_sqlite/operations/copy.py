@@ -269,7 +269,7 @@ def _pgvector_fill(
 ) -> TableCopy:
     """The rows the target's pgvector table lacks, made from the copied vectors."""
     from ..store.namespaces import prefix_range
-    from ..store.pgvector_schema import pgvector_table, vector_at_length
+    from ..store.pgvector_schema import pgvector_table, raw_vector
 
     pgv, sv = pgvector_table(tables), tables.store_vectors
     condition: Any = sa.true()
@@ -285,7 +285,7 @@ def _pgvector_fill(
     copied = 0
     while rows := session.execute(lacking).all():
         values = [
-            {"item_id": i, "field": f, "ns": ns, "embedding": vector_at_length(blob, norm)}
+            {"item_id": i, "field": f, "ns": ns, "embedding": raw_vector(blob, norm)}
             for i, f, ns, blob, norm in rows
         ]
         session.execute(sa.insert(pgv), values)

@@ -29,7 +29,7 @@ __all__ = [
     "check_ttl_config",
     "check_ttl_minutes",
     "check_value",
-    "public_labels",
+    "public_namespace",
 ]
 
 TTL_MAX_MINUTES = 100_000_000_000
@@ -171,12 +171,11 @@ def check_match(condition: Any) -> MatchCondition:
     return MatchCondition(condition.match_type, path)
 
 
-def public_labels(namespace: Any) -> None:
-    """What `BaseStore.get` refuses on top of `namespaces.check_namespace`: labels with
-    a period (as LangGraph's stores do)."""
-    if isinstance(namespace, tuple | list) and any(
-        isinstance(label, str) and "." in label for label in namespace
-    ):
+def public_namespace(namespace: Any, name: str = "namespace", *, allow_empty: bool = True) -> None:
+    """The checks of `batch` on a namespace given to `get`, `put` or `search` (their errors
+    first), and what `BaseStore` refuses on top of them: labels with a period, as LangGraph's
+    stores do (`batch` stores such labels as they are)."""
+    if "." in namespaces.encoded(namespace, name, allow_empty=allow_empty):
         raise InvalidNamespaceError(
             f"Invalid namespace {tuple(namespace)!r}: labels cannot contain periods ('.')"
         )

@@ -12,8 +12,8 @@ better to remember less than to remember wrong.
   those facts into the system message before the model call.
 * [`fact_tools`][langmem_sqlite.store.fact_tools] -- `remember_fact`, `update_fact` and
   `forget_fact` tools.
-* [`extract_candidate_facts`][langmem_sqlite.store.extract_candidate_facts] -- ask a chat model for
-  candidate facts (kept pending).
+* [`extract_candidate_facts`][langmem_sqlite.store.extract_candidate_facts] (in `extraction`)
+  -- ask a chat model for candidate facts (kept pending).
 
 Each operation is written once as a generator of store operations, run with `store.batch` by
 the sync method and `store.abatch` by its `a`-prefixed twin.
@@ -21,11 +21,9 @@ the sync method and `store.abatch` by its `a`-prefixed twin.
 
 from __future__ import annotations
 
-import json
 import re
 import uuid
 from collections.abc import Callable, Generator, Mapping, Sequence
-from datetime import datetime
 from typing import Any, TypeVar
 
 from langchain_core.messages import BaseMessage, HumanMessage, RemoveMessage, SystemMessage
@@ -39,15 +37,7 @@ from ..messages.counting import resolve_message_counter
 from ..validation import IdLike, check_id, check_int, check_list, check_positive, check_text
 from .checks import PAGE_MAX
 
-__all__ = [
-    "EXTRACTION_PROMPT",
-    "UserFacts",
-    "aextract_candidate_facts",
-    "extract_candidate_facts",
-    "fact_tools",
-    "facts_hook",
-    "with_facts",
-]
+__all__ = ["MAX_FACT_CHARS", "UserFacts", "fact_tools", "facts_hook", "with_facts"]
 
 T = TypeVar("T")
 
@@ -98,12 +88,7 @@ def _same(a: str, b: str) -> bool:
 def _rank(items: Sequence[SearchItem]) -> list[SearchItem]:
     """Most relevant first (scored before unscored), then most recently updated."""
     return sorted(
-        items,
-        key=lambda i: (
-            i.score is None,
-            -(i.score or 0.0),
-            -datetime.timestamp(i.updated_at),
-        ),
+        items, key=lambda i: (i.score is None, -(i.score or 0.0), -i.updated_at.timestamp())
     )
 
 
@@ -488,53 +473,3 @@ def fact_tools(
         (forget_fact, aforget_fact),
     ]
     return [StructuredTool.from_function(func=f, coroutine=af) for f, af in pairs]
-
-
-EXTRACTION_PROMPT = (
-    "You extract lasting facts a user states about themselves (name, how to address them, "
-    "diet, preferences, answer style, location, profession) from a conversation. Only "
-    "facts the user said explicitly and that will matter in future conversations; never "
-    "guesses, never facts about other people, never one-off requests. Write each fact as a "
-    "short sentence about 'the user'. Reply with ONLY a JSON array of strings; reply [] if "
-    "there is nothing certain."
-)
-"""The system prompt of
-[`extract_candidate_facts`][langmem_sqlite.store.extract_candidate_facts]."""
-
-
-def _extraction_input(messages: Sequence[BaseMessage]) -> list[BaseMessage]:
-    lines = [
-        f"{m.type}: {m.text}"
-        for m in check_messages(messages)
-        if m.type in ("human", "ai") and m.text
-    ]
-    return [SystemMessage(EXTRACTION_PROMPT), HumanMessage("\n".join(lines))]
-
-
-def _parse_candidates(reply: BaseMessage) -> list[str]:
-    """The strings of a JSON array reply; anything else yields nothing."""
-    text = reply.text.strip()
-    fenced = re.fullmatch(r"```(?:json)?\s*(.*?)\s*```", text, re.DOTALL)
-    try:
-        data = json.loads(fenced.group(1) if fenced else text)
-    except ValueError:
-        return []
-    if not isinstance(data, list):
-        return []
-    out = []
-    for entry in data:
-        if isinstance(entry, str) and entry.strip() and len(entry) <= MAX_FACT_CHARS:
-            out.append(" ".join(entry.split()))
-    return out
-
-
-def extract_candidate_facts(model: Any, messages: Sequence[BaseMessage]) -> list[str]:
-    """Ask a chat model for candidate facts in `messages`; pass them to
-    [`UserFacts.propose`][langmem_sqlite.store.facts.UserFacts.propose] to keep them pending until
-    confirmed."""
-    return _parse_candidates(model.invoke(_extraction_input(messages)))
-
-
-async def aextract_candidate_facts(model: Any, messages: Sequence[BaseMessage]) -> list[str]:
-    """Async [`extract_candidate_facts`][langmem_sqlite.store.extract_candidate_facts]."""
-    return _parse_candidates(await model.ainvoke(_extraction_input(messages)))

@@ -1,7 +1,7 @@
 """Search filters in SQL: each leaf condition of a filter becomes a SQL condition that never
 rejects an item `filters.matches` accepts, flagged exact when it also never accepts one
 that `filters.matches` rejects. When the whole filter is exact, LIMIT/OFFSET go to the
-database; otherwise candidates are re-checked in Python (see `search_plan`).
+database; otherwise candidates are re-checked in Python (see `searches`).
 
 How a database reads JSON is its dialect's `store_json`: PostgreSQL's `jsonb` operators,
 SQLite's `json_extract`/`json_type`, MySQL's `JSON_VALUE`. Statements are kept by the
@@ -25,7 +25,7 @@ from ..engine.schema import Tables
 from ..engine.session import Session
 from . import namespaces
 from .filters import is_finite_json, is_number, is_operator_dict
-from .rows import _live, _under
+from .rows import not_lapsed, within_prefix
 from .sealed import Sealer
 
 __all__ = ["SearchQuery", "prefilter"]
@@ -51,13 +51,6 @@ class SearchQuery:
         leaves = tuple(_conditions(self.filter or {}))
         object.__setattr__(self, "leaves", leaves)
         object.__setattr__(self, "shape", tuple((p, op, _kind(v)) for p, op, v in leaves))
-
-
-# Each leaf condition becomes a SQL condition that never rejects an item filters.matches
-# accepts, and is flagged exact when it also never accepts one that matches() rejects. When the
-# whole filter is exact, LIMIT/OFFSET go to the database; otherwise candidates are re-checked.
-# Statements are cached by the filter's shape (fields, operators, kinds of values); the values
-# are bound parameters ``f0``, ``f1``...
 
 
 def _conditions(filter: dict[str, Any], path: tuple[str, ...] = ()) -> Iterator[Any]:
@@ -183,7 +176,7 @@ def _pg_condition(t: Tables, path: tuple[str, ...], op: str, v: Any, name: str) 
             return sa.and_(bound, sa.func.jsonb_typeof(at) == "number"), False
         return None, False
     if _contained(op, v) and not _dotted(path):
-        # value @> {"a": {"b": v}} (the parameter, see _params): for a scalar, exactly JSON
+        # value @> {"a": {"b": v}} (the parameter, see search_params): for a scalar, exactly JSON
         # equality at that path (arrays contain scalars only at the top level), and cheaper
         # for the server than extracting and comparing
         return doc.op("@>")(operand), True
@@ -310,7 +303,7 @@ def prefilter(conn: Session, t: Tables, q: SearchQuery) -> tuple[list[Any], bool
     return conn.statement(("filter", t.key, q.shape), build)  # type: ignore[no-any-return]
 
 
-def _params(rules: Dialect, q: SearchQuery, now: int) -> dict[str, Any]:
+def search_params(rules: Dialect, q: SearchQuery, now: int) -> dict[str, Any]:
     """Bound values for the statements built from `q` (prefix bounds, now, filter values)."""
     params: dict[str, Any] = {"now": now}
     jsonb = rules.store_json == "jsonb"
@@ -329,15 +322,15 @@ def _params(rules: Dialect, q: SearchQuery, now: int) -> dict[str, Any]:
     return params
 
 
-def _where(conn: Session, t: Tables, q: SearchQuery) -> tuple[list[Any], bool]:
+def search_where(conn: Session, t: Tables, q: SearchQuery) -> tuple[list[Any], bool]:
     """The conditions of a search: prefix (first: SQLite's newest-first search drops it), not
     lapsed, filter (the filter first is slower on PostgreSQL's large stores)."""
     conds, exact = prefilter(conn, t, q)
-    live = _live(t, q.omit_expired, conn.rules.store_expiry_as_or)
-    return [_under(t.store_items.c.ns, q.prefix), live, *conds], exact
+    live = not_lapsed(t, q.omit_expired, conn.rules.store_expiry_as_or)
+    return [within_prefix(t.store_items.c.ns, q.prefix), live, *conds], exact
 
 
-def _shape(t: Tables, q: SearchQuery, what: str) -> tuple[Any, ...]:
+def statement_key(t: Tables, q: SearchQuery, what: str) -> tuple[Any, ...]:
     """The key of a statement built for searches like `q` (see
     [`Session.statement`][langmem_sqlite.engine.Session.statement])."""
     sealed = q.sealer is not None

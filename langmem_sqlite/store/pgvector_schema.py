@@ -34,7 +34,7 @@ def _may_have_pgvector(conn: Connection) -> bool:
     return dialect_class(conn.engine.url).store_pgvector
 
 
-def vector_at_length(blob: bytes, norm: float | None) -> list[float]:
+def raw_vector(blob: bytes, norm: float | None) -> list[float]:
     """A vector as given, from its stored unit vector and length (float32)."""
     unit_vector = from_blob(bytes(blob))
     scaled = unit_vector if norm is None else unit_vector * np.float32(norm)
@@ -133,7 +133,7 @@ def enable_pgvector(conn: Connection, t: Tables, ann: ANN | None = None) -> bool
                         "item_id": r.item_id,
                         "field": r.field,
                         "ns": r.ns,
-                        "embedding": vector_at_length(r.embedding, r.norm),
+                        "embedding": raw_vector(r.embedding, r.norm),
                     }
                     for r in rows
                 ],

@@ -1,4 +1,4 @@
-"""Batch preparation: operations validated into a `_Batch` (what to read, write and
+"""Batch preparation: operations validated into a `Batch` (what to read, write and
 embed), and the rows read turned into the `Item` and `SearchItem` values handed out (each
 caller's own)."""
 
@@ -30,11 +30,11 @@ from .rows import ItemRow
 from .sealed import Sealer
 from .vectors import VectorIndex
 
-__all__ = ["Prepared"]
+__all__ = ["Batch", "Prepared", "Preparer"]
 
 
 @dataclass
-class _Batch:
+class Batch:
     """A validated batch: what to read, what to write, what to embed."""
 
     size: int
@@ -56,10 +56,10 @@ class _Batch:
         return [text for _, _, text, _ in self.searches if text is not None]
 
     @staticmethod
-    def build(items: Sequence[Prepared]) -> _Batch:
+    def build(items: Sequence[Prepared]) -> Batch:
         """The batch of prepared operations, in order (of several writes to one item, the last
         wins)."""
-        batch = _Batch(len(items))
+        batch = Batch(len(items))
         for i, p in enumerate(items):
             kind = p[0]
             if kind == "g":
@@ -89,7 +89,7 @@ def _matches_path(condition: MatchCondition, ns: tuple[str, ...]) -> bool:
     return all(p in ("*", n) for p, n in zip(path, part, strict=True))
 
 
-def _literal_prefix(op: ListNamespacesOp) -> tuple[str, ...]:
+def literal_prefix(op: ListNamespacesOp) -> tuple[str, ...]:
     """The leading labels (before any `*`) every listed namespace must start with."""
     for condition in op.match_conditions or ():
         if condition.match_type == "prefix":
@@ -102,7 +102,7 @@ def _literal_prefix(op: ListNamespacesOp) -> tuple[str, ...]:
     return ()
 
 
-def _shape_namespaces(op: ListNamespacesOp, found: list[tuple[str, ...]]) -> list[Any]:
+def shape_namespaces(op: ListNamespacesOp, found: list[tuple[str, ...]]) -> list[Any]:
     kept = [ns for ns in found if all(_matches_path(c, ns) for c in op.match_conditions or ())]
     if op.max_depth is not None:
         kept = sorted({ns[: op.max_depth] for ns in kept})
@@ -122,7 +122,7 @@ def _fresh(value: Any) -> Any:
     return value
 
 
-def _get_item(row: ItemRow, again: bool = False) -> Item:
+def item_of(row: ItemRow, again: bool = False) -> Item:
     """The item of a row (`again`: a row already handed out, whose value is copied)."""
     return Item(
         value=_fresh(row.value) if again else row.value,
@@ -133,30 +133,41 @@ def _get_item(row: ItemRow, again: bool = False) -> Item:
     )
 
 
-def _search_item(row: ItemRow) -> SearchItem:
+def search_item_of(row: ItemRow) -> SearchItem:
     return SearchItem(
         row.ns, row.key, row.value, dt(row.created_at), dt(row.updated_at), score=row.score
     )
 
 
-def _copy_item(item: SearchItem) -> SearchItem:
+def copied(item: SearchItem) -> SearchItem:
     """Another caller's copy of `item` (a new value; the immutable parts shared)."""
     return SearchItem(
         item.namespace, item.key, _fresh(item.value), item.created_at, item.updated_at, item.score
     )
 
 
-class _Preparing:
+class Preparer:
     """The validation of [`SQLStore`][langmem_sqlite.SQLStore]'s operations (sync and async
-    alike: it runs before anything is read, written or embedded)."""
+    alike: it runs before anything is read, written or embedded).
 
-    index: VectorIndex | None
-    omit_expired: bool
-    _nul_ok: bool
-    _sealer: Sealer | None
+    Args:
+        index: the semantic index (None: nothing to embed).
+        omit_expired: lapsed items are never returned.
+        nul_ok: values may hold NUL characters (not in PostgreSQL's `jsonb`).
+        sealer: encrypts values at rest (None: plaintext).
+    """
 
-    def _prepare(self, ops: Iterable[Op]) -> _Batch:
-        return _Batch.build([self._prepare_op(op) for op in ops])
+    def __init__(
+        self, index: VectorIndex | None, omit_expired: bool, nul_ok: bool, sealer: Sealer | None
+    ) -> None:
+        self.index = index
+        self.omit_expired = omit_expired
+        self._nul_ok = nul_ok
+        self._sealer = sealer
+
+    def batch(self, ops: Iterable[Op]) -> Batch:
+        """The validated batch of `ops`."""
+        return Batch.build([self._prepare_op(op) for op in ops])
 
     def _prepare_op(self, op: Op) -> Prepared:
         """One validated operation (see `Prepared`)."""

@@ -10,7 +10,7 @@ import sqlalchemy as sa
 from ..engine.schema import Tables
 from ..engine.session import Session
 from . import namespaces
-from .rows import CHUNK, ItemRow, _columns, _item, _live, _under
+from .rows import CHUNK, ItemRow, item_columns, item_row, not_lapsed, within_prefix
 from .sealed import Sealer
 
 __all__ = ["get_item", "get_items", "list_namespaces"]
@@ -24,10 +24,10 @@ def _get_one_stmt(conn: Session, t: Tables, omit_expired: bool) -> Any:
     c = t.store_items.c
 
     def build() -> Any:
-        return sa.select(*_columns(t)).where(
+        return sa.select(*item_columns(t)).where(
             c.ns == sa.bindparam("ns", type_=c.ns.type),
             c.key == sa.bindparam("key", type_=c.key.type),
-            _live(t, omit_expired),
+            not_lapsed(t, omit_expired),
         )
 
     return conn.statement(("get", t.key, omit_expired), build)
@@ -45,7 +45,7 @@ def get_item(
     """The live item at `(encoded ns, key)`, if any."""
     params = {"ns": ns, "key": key, "now": now}
     row = conn.execute(_get_one_stmt(conn, t, omit_expired), params).first()
-    return _item(row, None, sealer) if row is not None else None
+    return item_row(row, None, sealer) if row is not None else None
 
 
 def get_items(
@@ -66,14 +66,15 @@ def get_items(
     rules = conn.rules
     stmt = conn.statement(
         ("get_many", t.key, omit_expired),
-        lambda: sa.select(*_columns(t)).where(
-            rules.at_pairs(t.store_items, _PAIR), _live(t, omit_expired)
+        lambda: sa.select(*item_columns(t)).where(
+            rules.at_pairs(t.store_items, _PAIR), not_lapsed(t, omit_expired)
         ),
     )
     for i in range(0, len(unique), CHUNK):
         params = {**rules.pairs_params(unique[i : i + CHUNK]), "now": now}
-        for row in conn.execute(stmt, params):
-            out[(row[1], row[2])] = _item(row, None, sealer)
+        rows: Sequence[Any] = conn.execute(stmt, params).all()
+        for row in rows:
+            out[(row[1], row[2])] = item_row(row, None, sealer)
     return out
 
 
@@ -86,7 +87,7 @@ def list_namespaces(
         ("namespaces", t.key, bool(prefix), omit_expired),
         lambda: (
             sa.select(c.ns)
-            .where(_under(c.ns, prefix), _live(t, omit_expired))
+            .where(within_prefix(c.ns, prefix), not_lapsed(t, omit_expired))
             .group_by(c.ns)
             .order_by(c.ns)
         ),

@@ -41,12 +41,12 @@ class ItemRow(NamedTuple):
     score: float | None = None
 
 
-def _columns(t: Tables) -> list[Any]:
+def item_columns(t: Tables) -> list[Any]:
     c = t.store_items.c
     return [c.id, c.ns, c.key, c.value, c.created_at, c.updated_at, c.ttl_us]
 
 
-def _item(row: Any, score: float | None = None, sealer: Sealer | None = None) -> ItemRow:
+def item_row(row: Any, score: float | None = None, sealer: Sealer | None = None) -> ItemRow:
     value = row[3]
     if sealer is not None:
         value = sealer.open(row[1], row[2], value)
@@ -55,7 +55,7 @@ def _item(row: Any, score: float | None = None, sealer: Sealer | None = None) ->
     return ItemRow(row[0], namespaces.decode(row[1]), row[2], value, row[4], row[5], row[6], score)
 
 
-def _live(t: Tables, omit_expired: bool, or_form: bool = False) -> ColumnElement[bool]:
+def not_lapsed(t: Tables, omit_expired: bool, or_form: bool = False) -> ColumnElement[bool]:
     """Not lapsed at the `now` parameter (`or_form`: the dialect's `store_expiry_as_or`).
 
     PostgreSQL's searches test `expires_at IS NULL OR expires_at > now`, which its planner
@@ -75,8 +75,8 @@ def _live(t: Tables, omit_expired: bool, or_form: bool = False) -> ColumnElement
     return sa.func.coalesce(c.expires_at, never) > sa.bindparam("now", type_=sa.BigInteger)
 
 
-def _under(column: Any, prefix: tuple[str, ...]) -> ColumnElement[bool]:
-    """Within the `lo`/`hi` parameters (see `_params`), unless the prefix is empty."""
+def within_prefix(column: Any, prefix: tuple[str, ...]) -> ColumnElement[bool]:
+    """Within the `lo`/`hi` parameters (see `search_params`), unless the prefix is empty."""
     if not prefix:
         return sa.true()
     return sa.and_(
@@ -85,13 +85,6 @@ def _under(column: Any, prefix: tuple[str, ...]) -> ColumnElement[bool]:
     )
 
 
-def _ordered(t: Tables) -> tuple[Any, Any]:
+def newest_first(t: Tables) -> tuple[Any, Any]:
     c = t.store_items.c
     return c.updated_at.desc(), c.id.desc()
-
-
-def _strictly_under(column: Any, prefix: tuple[str, ...]) -> list[Any]:
-    if not prefix:
-        return []
-    lo, hi = sa.bindparam("lo", type_=column.type), sa.bindparam("hi", type_=column.type)
-    return [column > lo, column < hi]

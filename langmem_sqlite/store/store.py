@@ -2,86 +2,56 @@
 
 Same database, engines and migrations as the conversation history and the checkpointer: SQLite
 by default, PostgreSQL or MariaDB/MySQL by URL. `batch` and `abatch` validate the operations
-the same way (`prepared`), embed what needs embedding (the only sync/async difference),
-then run one [`Plan`][langmem_sqlite.engine.Plan] with
+the same way (`prepared.Preparer`), embed what needs embedding (the only sync/async
+difference), then drive one plan of `plans.StorePlans` with
 [`Database.drive`][langmem_sqlite.engine.Database.drive] or
-[`Database.adrive`][langmem_sqlite.engine.Database.adrive]. This module holds the class and its sync
-API; `async_api` its async twins, `lifecycle` setup, TTL sweeping and closing.
-
-As in LangGraph's `InMemoryStore`, the reads of a batch see the data as it was before the
-batch's writes, and of several writes to one item in a batch the last wins.
-
-`get`/`aget`, `put`/`aput` (without an index) and `search`/`asearch` (without a
-vector query) take shortcuts once the tables are known to be there: the same checks and the same
-SQL functions, without the batch's plan (see "shortcuts" below).
+[`Database.adrive`][langmem_sqlite.engine.Database.adrive]. `get`, `put`, `search` and their
+async twins are `BaseStore`'s: one operation through `batch` or `abatch`. Concurrent async calls
+of one store are bounded by a semaphore per event loop (`SLOTS`), so that a burst of them never
+waits for a pooled connection past its timeout.
 """
 
 from __future__ import annotations
 
 import asyncio
-import threading
+import os
 import weakref
 from collections.abc import Iterable, Mapping
-from typing import Any, Literal, TypeVar
+from typing import Any, Literal
 
 from langchain_core.embeddings import Embeddings
 from langgraph.store.base import (
     NOT_PROVIDED,
+    BaseStore,
     IndexConfig,
-    InvalidNamespaceError,
     Item,
     NotProvided,
     Op,
-    PutOp,
     Result,
     SearchItem,
     TTLConfig,
 )
+from sqlalchemy.engine import URL
 
-from .. import clock
 from ..crypto import MessageCipher, resolve_cipher
-from ..engine import Database, DatabaseLike, Plan, Step, get_database
-from ..engine.migrations import schema_plan
-from ..engine.schema import DEFAULT_PREFIX, ID_MAX_CHARS, Tables, get_tables
-from ..engine.session import Session
-from ..validation import check_text
-from . import namespaces
-from .async_api import Shortcut, _AsyncAPI
-from .checks import check_page, check_ttl_config, public_labels
-from .filter_sql import SearchQuery
-from .filters import check_filter
-from .lane import Lane
-from .lifecycle import _Lifecycle
-from .pgvector_schema import enable_pgvector
-from .prepared import (
-    Prepared,
-    _Batch,
-    _copy_item,
-    _get_item,
-    _literal_prefix,
-    _Preparing,
-    _search_item,
-    _shape_namespaces,
-)
-from .reads import get_item, get_items, list_namespaces
-from .rows import CHUNK, ItemRow
+from ..engine import Database, DatabaseLike, get_database
+from ..engine.schema import DEFAULT_PREFIX, Tables, get_tables
+from .checks import check_timeout, check_ttl_config, public_namespace
+from .plans import StorePlans
+from .prepared import Preparer
 from .sealed import Sealer
-from .search_plan import PlanMode, search_items, search_now, use_custom_plans
-from .vector_ranking import vector_search
-from .vectors import ANN, VectorIndex, norms, to_blobs
-from .writes import PutRow, apply_puts
-from .writes import refresh_ttl as refresh_ttls
+from .sweeper import Sweeper
+from .twins import awaitable_from_coroutines
+from .vectors import VectorIndex
 
-__all__ = ["SQLStore"]
+__all__ = ["SLOTS", "SQLStore"]
 
-T = TypeVar("T")
-
-
-def _nothing_more(_: Any) -> tuple[None, None]:
-    return None, None
+SLOTS = 8
+"""Async calls of one store running at once per event loop: well within the pools (SQLite's
+16 worker threads, a server's 10 + 22 connections) shared with the other adapters."""
 
 
-class SQLStore(_AsyncAPI, _Lifecycle, _Preparing):
+class SQLStore(BaseStore):
     """LangGraph's `BaseStore` in SQL, with TTL and optional semantic search.
 
     Args:
@@ -140,332 +110,61 @@ class SQLStore(_AsyncAPI, _Lifecycle, _Preparing):
         self.omit_expired = bool((self.ttl_config or {}).get("omit_expired", True))
         if pgvector is not None and not isinstance(pgvector, bool):
             raise TypeError("pgvector: expected None, True or False")
-        self._pgvector_wanted = pgvector
         self.cipher = resolve_cipher(encryption_key, cipher)
-        self._sealer = Sealer(self.cipher) if self.cipher is not None else None
-        if self._sealer is not None and pgvector:
+        sealer = Sealer(self.cipher) if self.cipher is not None else None
+        if sealer is not None and pgvector:
             raise ValueError(
                 "pgvector: True cannot rank encrypted vectors (its copy would be plaintext)"
             )
         # a jsonb column cannot hold NUL; ciphertext has none
-        self._nul_ok = self.db.rules.text_holds_nul or self._sealer is not None
-        self._pgvector: bool | None = None
-        self._plans = PlanMode()
-        self._sweeper: threading.Thread | None = None
-        self._stop = threading.Event()
-        self._atask: asyncio.Task[None] | None = None
-        self._lanes: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, Lane[Prepared]] = (
+        nul_ok = self.db.rules.text_holds_nul or sealer is not None
+        self._preparer = Preparer(self.index, self.omit_expired, nul_ok, sealer)
+        self._plans = StorePlans(
+            self.db, self.tables, self.index, self.omit_expired, sealer, pgvector
+        )
+        minutes = (self.ttl_config or {}).get("sweep_interval_minutes")
+        self._sweeper = Sweeper(self.sweep_ttl, self.asweep_ttl, minutes)
+        self._slots: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, asyncio.Semaphore] = (
             weakref.WeakKeyDictionary()
         )
-        self._last_lane: Lane[Prepared] | None = None
-        self._astop: asyncio.Event | None = None
 
-    # -- the plan (sync and async) -------------------------------------------------------------
+    def batch(self, ops: Iterable[Op]) -> list[Result]:
+        """Run store operations (Get, Put, Search, ListNamespaces) and return their results."""
+        batch = self._preparer.batch(ops)
+        vectors = self.index.embed(batch.texts, batch.queries) if self.index else ([], [])
+        return self.db.drive(self._plans.batch(batch, *vectors))
 
-    def _ann(self, pgvector: bool) -> ANN | None:
-        return self.index.ann if pgvector and self.index is not None else None
-
-    def _pgvector_plan(self) -> Plan[bool]:
-        if self._pgvector is None:
-            enabled = False
-            if (
-                self.index is not None
-                and self._pgvector_wanted is not False
-                and self._sealer is None
-                and self.db.rules.store_pgvector
-            ):
-                enabled = yield Step(
-                    enable_pgvector, (self.tables, self.index.ann), write=True, schema=True
-                )
-            if self._pgvector_wanted and not enabled:
-                raise RuntimeError(
-                    "pgvector: True needs PostgreSQL with the 'vector' extension available"
-                )
-            self._pgvector = enabled
-        return self._pgvector
-
-    def _plan(
-        self, batch: _Batch, doc_vectors: list[list[float]], query_vectors: list[list[float]]
-    ) -> Plan[list[Result]]:
-        yield from schema_plan(self.db, self.tables)
-        pgvector = yield from self._pgvector_plan()
-        results: list[Result] = [None] * batch.size
-        now = clock.now_us()
-        if batch.gets or batch.searches or batch.lists:
-            refresh = yield self._read_step(batch, query_vectors, now, pgvector, results)
-            if refresh:
-                yield self._refresh_step(refresh, now)
-        if batch.puts:
-            yield self._puts_step(batch, doc_vectors, now, pgvector)
-        return results
-
-    def _puts_step(
-        self, batch: _Batch, doc_vectors: list[list[float]], now: int, pgvector: bool
-    ) -> Step:
-        vectors = iter(zip(to_blobs(doc_vectors), norms(doc_vectors), strict=True))
-        rows = [
-            PutRow(ns, key, value, ttl_us, tuple((f, *next(vectors)) for f, _ in texts), text)
-            for (ns, key), (value, ttl_us, text, texts) in batch.puts.items()
-        ]
-        # one item without vectors to replace is one statement: no BEGIN/COMMIT on a server
-        one = len(rows) == 1 and (rows[0].value is None or self.index is None)
-        return Step(
-            apply_puts,
-            (self.tables, rows, now, self.index is not None, pgvector, self._sealer),
-            write=True,
-            single=one,
-        )
-
-    def _one_statement(self, batch: _Batch) -> bool:
-        """Whether the reads of `batch` are one statement (one get, or one search done in
-        SQL without a vector query): SQLite then runs it without BEGIN and COMMIT."""
-        if batch.lists or len(batch.gets) + len(batch.searches) != 1:
-            return False
-        if batch.gets:
-            return True
-        _, query, text, _ = batch.searches[0]
-        # a filter may be re-checked page by page: those pages read one snapshot
-        return text is None and not query.filter
-
-    def _read(
-        self,
-        conn: Session,
-        batch: _Batch,
-        queries: dict[str, list[float]],
-        now: int,
-        pgvector: bool,
-        results: list[Result],
-    ) -> list[int]:
-        """Fill `results` for the read operations; return the ids whose TTL to refresh."""
-        t = self.tables
-        refresh: list[int] = []
-        pairs = [(ns, k) for _, ns, k, _ in batch.gets]
-        found = get_items(conn, t, pairs, now, self.omit_expired, self._sealer)
-        handed: set[int] = set()
-        for i, ns, key, refresh_ttl in batch.gets:
-            row = found.get((ns, key))
-            if row is not None:
-                results[i] = _get_item(row, row.id in handed)
-                handed.add(row.id)
-                if refresh_ttl and row.ttl_us is not None:
-                    refresh.append(row.id)
-        if batch.searches:
-            use_custom_plans(conn, t, self._plans)
-        done: dict[Any, list[ItemRow]] = {}  # equal searches of a batch run once
-        firsts: dict[Any, int] = {}
-        for i, query, text, refresh_ttl in batch.searches:
-            same = (query.prefix, repr(query.filter), query.limit, query.offset, text)
-            rows = done.get(same)
-            again = rows is not None
-            if rows is None:
-                rows = done[same] = (
-                    search_items(conn, t, query, now, self._plans)
-                    if text is None
-                    else vector_search(
-                        conn,
-                        t,
-                        query,
-                        queries[text],
-                        now,
-                        pgvector,
-                        self._ann(pgvector),
-                        self._plans,
-                        self.index.distance,  # type: ignore[union-attr]
-                    )
-                )
-            if again:  # another caller's copy of the same items (their times shared: immutable)
-                first = results[firsts[same]]
-                results[i] = [_copy_item(item) for item in first]  # type: ignore[arg-type,union-attr]
+    async def abatch(self, ops: Iterable[Op]) -> list[Result]:
+        """Async [`batch`][langmem_sqlite.store.store.SQLStore.batch] (the same plan, on the
+        async engine; at most `SLOTS` calls of one store run at once per event loop)."""
+        batch = self._preparer.batch(ops)
+        loop = asyncio.get_running_loop()
+        slots = self._slots.get(loop)
+        if slots is None:  # a semaphore serves one event loop
+            slots = self._slots[loop] = asyncio.Semaphore(SLOTS)
+        async with slots:
+            if self.index is None:
+                vectors: tuple[list[list[float]], ...] = ([], [])
             else:
-                firsts[same] = i
-                results[i] = [_search_item(r) for r in rows]
-            if refresh_ttl:
-                refresh.extend(r.id for r in rows if r.ttl_us is not None)
-        for i, op in batch.lists:
-            found_ns = list_namespaces(conn, t, _literal_prefix(op), now, self.omit_expired)
-            results[i] = _shape_namespaces(op, found_ns)
-        return sorted(set(refresh))
+                vectors = await self.index.aembed(batch.texts, batch.queries)
+            return await self.db.adrive(self._plans.batch(batch, *vectors))
 
-    def _read_step(
-        self,
-        batch: _Batch,
-        query_vectors: list[list[float]],
-        now: int,
-        pgvector: bool,
-        results: list[Result],
-    ) -> Step:
-        queries = dict(zip(batch.queries, query_vectors, strict=True))
-        return Step(
-            self._read,
-            (batch, queries, now, pgvector, results),
-            single=self._one_statement(batch),
-            # an index scan's settings (hnsw.ef_search, ivfflat.probes) are SET LOCAL
-            transaction=bool(queries) and self._ann(pgvector) is not None,
-        )
-
-    def _refresh_step(self, ids: list[int], now: int) -> Step:
-        # one UPDATE (up to CHUNK ids): no BEGIN/COMMIT on a server
-        return Step(
-            refresh_ttls,
-            (self.tables, ids, now),
-            write=True,
-            single=len(ids) <= CHUNK,
-        )
-
-    def _refreshes(self, refresh_ttl: bool | None) -> bool:
-        """Whether a read refreshes the TTL of what it returns (`refresh_ttl`, else the TTL
-        config's `refresh_on_read`, else True: as LangGraph's stores)."""
-        if refresh_ttl is not None:
-            return refresh_ttl
-        return bool((self.ttl_config or {}).get("refresh_on_read", True))
-
-    # -- shortcuts: get, put and search without batch's plan --------------------------------
-    #
-    # Once the tables are known to be there, a single get, a put without an index to embed for,
-    # and a search without a vector query skip batch's preparation and plan: the same checks,
-    # then one statement on the light lane, and a second one to refresh TTLs when needed. Each
-    # shortcut validates its arguments at once and returns that statement with what turns its
-    # result into the answer (and the refresh step, if any): the sync method runs them, its
-    # async twin awaits them. None means "take BaseStore's path".
-
-    def _ready(self) -> bool:
-        return self._pgvector is not None and self.tables.key in self.db.ready
-
-    def _get_shortcut(
-        self, namespace: tuple[str, ...], key: str, refresh_ttl: bool | None
-    ) -> Shortcut[Item | None] | None:
-        found = self._get_args(namespace, key)
-        return None if found is None else self._get_shortcut_of(*found, refresh_ttl)
-
-    def _get_args(self, namespace: tuple[str, ...], key: str) -> tuple[str, str] | None:
-        """The validated (encoded namespace, key) of a get, once the schema is there."""
-        if not self._ready():
-            return None
-        ns = namespaces.encoded(namespace, allow_empty=True)
-        if "." in ns:
-            public_labels(namespace)
-        return ns, check_text(str(key), "key", max_chars=ID_MAX_CHARS)
-
-    def _get_shortcut_of(self, ns: str, k: str, refresh_ttl: bool | None) -> Shortcut[Item | None]:
-        now = clock.now_us()
-
-        def finish(row: ItemRow | None) -> tuple[Item | None, Step | None]:
-            if row is None:
-                return None, None
-            refresh = row.ttl_us is not None and self._refreshes(refresh_ttl)
-            return _get_item(row), self._refresh_step([row.id], now) if refresh else None
-
-        args = (self.tables, ns, k, now, self.omit_expired, self._sealer)
-        return get_item, args, False, True, finish
-
-    def _put_shortcut(
-        self,
-        namespace: tuple[str, ...],
-        key: str,
-        value: Mapping[str, Any],
-        index: Literal[False] | list[str] | None,
-        ttl: float | NotProvided | None,
-    ) -> Shortcut[None] | None:
-        put = self._put_prepared(namespace, key, value, index, ttl)
-        if put is None:
-            return None
-        return self._put_shortcut_of(put)
-
-    def _put_shortcut_of(self, put: Prepared) -> Shortcut[None]:
-        step = self._puts_step(_Batch.build([put]), [], clock.now_us(), False)
-        return step.fn, step.args, True, step.single, _nothing_more
-
-    def _put_prepared(
-        self,
-        namespace: tuple[str, ...],
-        key: str,
-        value: Mapping[str, Any],
-        index: Literal[False] | list[str] | None,
-        ttl: float | NotProvided | None,
-    ) -> Prepared | None:
-        """A validated put without vectors to embed, once the schema is there (else None)."""
-        if self.index is not None or not self._ready():
-            return None
-        namespaces.encoded(namespace)
-        public_labels(namespace)
-        if namespace[0] == "langgraph":
-            raise InvalidNamespaceError(
-                f'Root label for namespace cannot be "langgraph". Got: {namespace}'
-            )
-        minutes = (
-            (self.ttl_config or {}).get("default_ttl") if isinstance(ttl, NotProvided) else ttl
-        )
-        return self._prepare_put(PutOp(namespace, str(key), value, index=index, ttl=minutes))
-
-    def _search_shortcut(
-        self,
-        namespace_prefix: tuple[str, ...],
-        query: str | None,
-        filter: dict[str, Any] | None,
-        limit: int,
-        offset: int,
-        refresh_ttl: bool | None,
-    ) -> Shortcut[list[SearchItem]] | None:
-        search = self._search_args(namespace_prefix, query, filter, limit, offset)
-        return None if search is None else self._search_shortcut_of(search, refresh_ttl)
-
-    def _search_args(
-        self,
-        namespace_prefix: tuple[str, ...],
-        query: str | None,
-        filter: dict[str, Any] | None,
-        limit: int,
-        offset: int,
-    ) -> SearchQuery | None:
-        """A validated search without a vector query, once the schema is there."""
-        if not self._ready() or (
-            query is not None and (self.index is not None or not isinstance(query, str))
-        ):
-            return None
-        ns = namespaces.encoded(namespace_prefix, "namespace_prefix", allow_empty=True)
-        if "." in ns:
-            public_labels(namespace_prefix)
-        return SearchQuery(
-            tuple(namespace_prefix),
-            check_filter(filter),
-            check_page(limit, "limit"),
-            check_page(offset, "offset"),
-            self.omit_expired,
-            self._sealer,
-        )
-
-    def _search_shortcut_of(
-        self, search: SearchQuery, refresh_ttl: bool | None
-    ) -> Shortcut[list[SearchItem]]:
-        now = clock.now_us()
-
-        def finish(rows: list[ItemRow]) -> tuple[list[SearchItem], Step | None]:
-            ids = sorted({r.id for r in rows if r.ttl_us is not None})
-            more = self._refresh_step(ids, now) if ids and self._refreshes(refresh_ttl) else None
-            return [_search_item(r) for r in rows], more
-
-        one = not search.filter  # see _one_statement
-        return search_now, (self.tables, search, now, self._plans), False, one, finish
-
-    def _run(self, shortcut: Shortcut[T]) -> T:
-        fn, args, write, single, finish = shortcut
-        answer, more = finish(self.db.run(fn, *args, write=write, single=single))
-        if more is not None:
-            self.db.run_step(more)
-        return answer
+    # get, put and search (and their async twins) are BaseStore's, after the namespace checks
+    # of batch, so that their errors are the same through either
 
     def get(
-        self,
-        namespace: tuple[str, ...],
-        key: str,
-        *,
-        refresh_ttl: bool | None = None,
+        self, namespace: tuple[str, ...], key: str, *, refresh_ttl: bool | None = None
     ) -> Item | None:
-        """One item, or `None` (as `BaseStore.get`; see the shortcuts above)."""
-        shortcut = self._get_shortcut(namespace, key, refresh_ttl)
-        if shortcut is None:
-            return super().get(namespace, key, refresh_ttl=refresh_ttl)
-        return self._run(shortcut)
+        """One item, or `None` (as `BaseStore.get`)."""
+        public_namespace(namespace)
+        return super().get(namespace, key, refresh_ttl=refresh_ttl)
+
+    async def aget(
+        self, namespace: tuple[str, ...], key: str, *, refresh_ttl: bool | None = None
+    ) -> Item | None:
+        """Async [`get`][langmem_sqlite.store.store.SQLStore.get]."""
+        public_namespace(namespace)
+        return await super().aget(namespace, key, refresh_ttl=refresh_ttl)
 
     def put(
         self,
@@ -476,12 +175,22 @@ class SQLStore(_AsyncAPI, _Lifecycle, _Preparing):
         *,
         ttl: float | NotProvided | None = NOT_PROVIDED,
     ) -> None:
-        """Store or replace one item (as `BaseStore.put`; see the shortcuts above)."""
-        shortcut = self._put_shortcut(namespace, key, value, index, ttl)
-        if shortcut is None:
-            super().put(namespace, key, value, index, ttl=ttl)
-            return
-        self._run(shortcut)
+        """Store or replace one item (as `BaseStore.put`)."""
+        public_namespace(namespace, allow_empty=False)
+        super().put(namespace, key, value, index, ttl=ttl)
+
+    async def aput(
+        self,
+        namespace: tuple[str, ...],
+        key: str,
+        value: Mapping[str, Any],
+        index: Literal[False] | list[str] | None = None,
+        *,
+        ttl: float | NotProvided | None = NOT_PROVIDED,
+    ) -> None:
+        """Async [`put`][langmem_sqlite.store.store.SQLStore.put]."""
+        public_namespace(namespace, allow_empty=False)
+        await super().aput(namespace, key, value, index, ttl=ttl)
 
     def search(
         self,
@@ -494,27 +203,123 @@ class SQLStore(_AsyncAPI, _Lifecycle, _Preparing):
         offset: int = 0,
         refresh_ttl: bool | None = None,
     ) -> list[SearchItem]:
-        """Items under `namespace_prefix` (as `BaseStore.search`; see the shortcuts above)."""
-        shortcut = self._search_shortcut(
-            namespace_prefix, query, filter, limit, offset, refresh_ttl
+        """Items under `namespace_prefix` (as `BaseStore.search`)."""
+        public_namespace(namespace_prefix, "namespace_prefix")
+        return super().search(
+            namespace_prefix,
+            query=query,
+            filter=filter,
+            limit=limit,
+            offset=offset,
+            refresh_ttl=refresh_ttl,
         )
-        if shortcut is None:
-            return super().search(
-                namespace_prefix,
-                query=query,
-                filter=filter,
-                limit=limit,
-                offset=offset,
-                refresh_ttl=refresh_ttl,
-            )
-        return self._run(shortcut)
 
-    def batch(self, ops: Iterable[Op]) -> list[Result]:
-        """Run store operations (Get, Put, Search, ListNamespaces) and return their results."""
-        ops = list(ops)
-        prepared = self._prepare(ops)
-        vectors = self.index.embed(prepared.texts, prepared.queries) if self.index else ([], [])
-        return self.db.drive(self._plan(prepared, *vectors))
+    async def asearch(
+        self,
+        namespace_prefix: tuple[str, ...],
+        /,
+        *,
+        query: str | None = None,
+        filter: dict[str, Any] | None = None,
+        limit: int = 10,
+        offset: int = 0,
+        refresh_ttl: bool | None = None,
+    ) -> list[SearchItem]:
+        """Async [`search`][langmem_sqlite.store.store.SQLStore.search]."""
+        public_namespace(namespace_prefix, "namespace_prefix")
+        return await super().asearch(
+            namespace_prefix,
+            query=query,
+            filter=filter,
+            limit=limit,
+            offset=offset,
+            refresh_ttl=refresh_ttl,
+        )
+
+    # -- lifecycle: the sync methods return their async twin's awaitable to a coroutine, as
+    # LangGraph's async stores have them (see .twins)
+
+    @awaitable_from_coroutines("asetup")
+    def setup(self) -> None:
+        """Create or migrate the tables now (otherwise done on first use). From a coroutine:
+        an awaitable of [`asetup`][langmem_sqlite.store.store.SQLStore.asetup], as
+        `await AsyncPostgresStore.setup()`."""
+        self.db.drive(self._plans.setup())
+
+    async def asetup(self) -> None:
+        """Async [`setup`][langmem_sqlite.store.store.SQLStore.setup]."""
+        await self.db.adrive(self._plans.setup())
+
+    @awaitable_from_coroutines("asweep_ttl")
+    def sweep_ttl(self) -> int:
+        """Delete every item whose TTL has lapsed (and its vectors); return how many (from a
+        coroutine: an awaitable of that number, as `AsyncPostgresStore.sweep_ttl`)."""
+        return self.db.drive(self._plans.sweep())
+
+    async def asweep_ttl(self) -> int:
+        """Async [`sweep_ttl`][langmem_sqlite.store.store.SQLStore.sweep_ttl]."""
+        return await self.db.adrive(self._plans.sweep())
+
+    @awaitable_from_coroutines("astart_ttl_sweeper")
+    def start_ttl_sweeper(self, sweep_interval_minutes: float | None = None) -> Any:
+        """Sweep in a daemon thread every `sweep_interval_minutes` (default: the TTL config's
+        `sweep_interval_minutes`, else 5) until
+        [`stop_ttl_sweeper`][langmem_sqlite.store.store.SQLStore.stop_ttl_sweeper]; idempotent;
+        returns the thread. From a coroutine: an awaitable of
+        [`astart_ttl_sweeper`][langmem_sqlite.store.store.SQLStore.astart_ttl_sweeper]'s task
+        instead."""
+        return self._sweeper.start(sweep_interval_minutes)
+
+    async def astart_ttl_sweeper(
+        self, sweep_interval_minutes: float | None = None
+    ) -> asyncio.Task[None]:
+        """Sweep in a task of the running event loop every `sweep_interval_minutes` until
+        [`astop_ttl_sweeper`][langmem_sqlite.store.store.SQLStore.astop_ttl_sweeper] (or the task is
+        cancelled); idempotent. Returns the task, as `AsyncSqliteStore.start_ttl_sweeper` and
+        `AsyncPostgresStore.start_ttl_sweeper`."""
+        return self._sweeper.astart(sweep_interval_minutes)
+
+    @awaitable_from_coroutines("astop_ttl_sweeper")
+    def stop_ttl_sweeper(self, timeout: float | None = None) -> bool:
+        """Stop the background sweeper; True once it has stopped (or was not running). From a
+        coroutine: an awaitable of
+        [`astop_ttl_sweeper`][langmem_sqlite.store.store.SQLStore.astop_ttl_sweeper]."""
+        return self._sweeper.stop(check_timeout(timeout))
+
+    async def astop_ttl_sweeper(self, timeout: float | None = None) -> bool:
+        """Stop the sweepers (task and thread); True once they have stopped (or were not
+        running), False if `timeout` seconds passed first."""
+        return await self._sweeper.astop(check_timeout(timeout))
+
+    def close(self) -> None:
+        """Stop the sweepers (the shared engines stay open for other adapters)."""
+        self._sweeper.stop(None)
+
+    async def aclose(self) -> None:
+        """Async [`close`][langmem_sqlite.store.store.SQLStore.close]."""
+        await self._sweeper.astop(None)
+
+    @classmethod
+    def from_conn_string(cls, conn_string: str | os.PathLike[str] | URL, **kwargs: Any) -> _Opened:
+        """A store on `conn_string` (a URL or a path; `":memory:"`), as a context manager
+        for `with` and `async with`, like the `from_conn_string` of LangGraph's stores.
+
+        `kwargs` go to [`SQLStore`][langmem_sqlite.SQLStore] (`index`, `ttl`, `table_prefix`...). On
+        exit the sweepers stop and the pooled connections of the store's database are closed (its
+        engines are shared per URL: another adapter on the same URL opens new ones on its next
+        call).
+
+        Raises:
+            TypeError: `conn_string` is an engine or a [`Database`][langmem_sqlite.Database] (pass
+                those to [`SQLStore`][langmem_sqlite.SQLStore] itself: they are the caller's to
+                dispose).
+        """
+        if not isinstance(conn_string, str | os.PathLike | URL):
+            raise TypeError(
+                "conn_string: expected a URL or a path, got "
+                f"{type(conn_string).__name__} (give engines to SQLStore(...) directly)"
+            )
+        return _Opened(cls(conn_string, **kwargs))
 
     def __enter__(self) -> SQLStore:
         return self
@@ -536,3 +341,27 @@ class SQLStore(_AsyncAPI, _Lifecycle, _Preparing):
 
     def __repr__(self) -> str:
         return f"SQLStore({self.db.url!r}, table_prefix={self.tables.prefix!r})"
+
+
+class _Opened:
+    """What [`SQLStore.from_conn_string`][langmem_sqlite.store.store.SQLStore.from_conn_string]
+    returns: the store, for `with` and `async with`; on exit its sweepers stop and its database's
+    pooled connections close."""
+
+    def __init__(self, store: SQLStore) -> None:
+        self.store = store
+
+    def __enter__(self) -> SQLStore:
+        return self.store
+
+    def __exit__(self, *exc: object) -> None:
+        self.store.close()
+        self.store.db.dispose()
+
+    async def __aenter__(self) -> SQLStore:
+        return self.store
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.store.aclose()
+        await self.store.db.adispose()
+        self.store.db.dispose()

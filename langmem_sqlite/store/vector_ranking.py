@@ -9,8 +9,7 @@ same items and scores (to float32 rounding).
 
 from __future__ import annotations
 
-import json
-import time
+from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
@@ -18,15 +17,14 @@ import sqlalchemy as sa
 
 from ..engine.schema import Tables
 from ..engine.session import Session
-from . import namespaces
-from .filter_sql import SearchQuery, _params, _shape, _where
+from .filter_sql import SearchQuery, search_params, search_where, statement_key
 from .filters import matches
 from .pgvector_schema import Vector, ann_index_name, pgvector_table
-from .rows import ItemRow, _columns, _item, _live, _ordered, _under
-from .search_plan import _RECHECK_S, _SET_LOCAL, PlanMode, _paged
+from .rows import ItemRow, item_columns, item_row, newest_first, not_lapsed, within_prefix
+from .searches import matching_pages
 from .vectors import ANN, rank_max_pool
 
-__all__ = ["NARROW_FROM", "vector_search"]
+__all__ = ["vector_search"]
 
 
 _PG_OPS = {"cosine": "<=>", "inner_product": "<#>", "l2": "<->"}
@@ -55,30 +53,33 @@ def _scored(
     """Candidates with a vector, best score per item, best first (expiry checked later); with
     pgvector (`pgv`) ranked in the database (`_pg_ranking`)."""
     items = t.store_items
-    params = _params(conn.rules, q, now)
+    params = search_params(conn.rules, q, now)
     if pgv is not None:  # every item under the prefix, best first (the filter is re-checked)
         ranking = conn.statement(
-            _shape(t, q, f"pgvector ranking {distance}"),
+            statement_key(t, q, f"pgvector ranking {distance}"),
             lambda: _pg_ranking(conn, t, q, None, distance),
         )
-        pairs = conn.execute(ranking[0], {**params, "q": _query32(query_vector)}).all()
-        return [r[0] for r in pairs], [_score(distance, float(r[1])) for r in pairs]
+        ranked: Sequence[Any] = conn.execute(
+            ranking[0], {**params, "q": _query32(query_vector)}
+        ).all()
+        return [r[0] for r in ranked], [_score(distance, float(r[1])) for r in ranked]
     lengths = distance != "cosine"
 
     def build() -> Any:
         v = t.store_vectors
-        # The raw driver bytes (no per-row result processing: this can be every vector stored).
+        # the driver's bytes as they are (no result processing: this can be every vector stored)
         raw = sa.type_coerce(v.c.embedding, sa.types.NullType())
         extra = [v.c.norm] if lengths else []
         if q.sealer is not None:
             extra += [v.c.ns, v.c.field]
-        stmt = sa.select(v.c.item_id, raw, *extra).where(_under(v.c.ns, q.prefix))
+        stmt = sa.select(v.c.item_id, raw, *extra).where(within_prefix(v.c.ns, q.prefix))
         if q.filter:  # narrow in SQL with the item's value
-            stmt = stmt.join(items, items.c.id == v.c.item_id).where(*_where(conn, t, q)[0])
+            stmt = stmt.join(items, items.c.id == v.c.item_id).where(*search_where(conn, t, q)[0])
         return stmt
 
-    # Plain DBAPI tuples: building a Row per vector would cost more than the ranking.
-    pairs = conn.execute(conn.statement(_shape(t, q, f"vectors {lengths}"), build), params).all()
+    pairs: Sequence[Any] = conn.execute(
+        conn.statement(statement_key(t, q, f"vectors {lengths}"), build), params
+    ).all()
     if q.sealer is not None:
         opened, at = q.sealer.open_vector, 3 if lengths else 2
         blobs = [opened(_text(r[at]), r[0], _text(r[at + 1]), r[1]) for r in pairs]
@@ -126,7 +127,7 @@ def _pg_ranking(
     plan made without the values (PostgreSQL's generic plan, after five runs) would rank every
     vector instead."""
     pgv, items = pgvector_table(t), t.store_items
-    where, exact = _where(conn, t, q)
+    where, exact = search_where(conn, t, q)
     if ann is None:
         neg = _exact_distance(pgv, distance)
         joined = sa.select(pgv.c.item_id).join(items, items.c.id == pgv.c.item_id).where(*where)
@@ -154,7 +155,6 @@ def _pg_top(
     now: int,
     want: int,
     ann: ANN | None,
-    mode: PlanMode | None = None,
     full: bool = False,
     distance: str = "cosine",
 ) -> list[ItemRow] | None:
@@ -163,42 +163,12 @@ def _pg_top(
 
     Exact: every vector under the prefix is scored and grouped per item; without a filter,
     from the vectors alone (`_pg_first`), else (or with `full`) joined with the items
-    first. With `ann`, its
-    index yields the nearest vectors (two per wanted item per field, as PostgresStore),
-    filtered afterwards; when that leaves fewer than `want` items because the scan ran dry
-    (a selective prefix or filter), the exact ranking answers instead, so the approximation
-    may reorder or swap near neighbours but never returns fewer items than match.
-
-    The scan is not tried under a prefix holding too small a share of the store for the
-    `ef_search` nearest vectors to include `want` of its items (see `_narrow`), nor
-    where it ran dry: both are decided once a minute per prefix, filter shape and `want`
-    (in `mode`), and such searches rank exactly at once instead of paying for a scan that
-    finds too little. A prefix not decided yet takes its siblings' decision (same parent and
-    depth), which its first exact search then replaces with its own, from the count of items
-    it ranked: one question to the planner a minute for all users' namespaces, not one per
-    user."""
+    first. With `ann`, its index yields the nearest vectors (two per wanted item per field, as
+    PostgresStore), filtered afterwards; when that leaves fewer than `want` items (the scan ran
+    dry under a selective prefix or filter), the exact ranking answers instead, so the
+    approximation may reorder or swap near neighbours but never returns fewer items than
+    match."""
     items = t.store_items
-    plan = (q.prefix, q.shape, want)
-    # siblings (same parent, same depth: other users' namespaces) are alike: one EXPLAIN a
-    # minute serves them all, until a prefix's own search says otherwise
-    kin = (q.prefix[:-1], len(q.prefix), q.shape, want) if q.prefix else None
-    hnsw, guessed = ann, False
-    if ann is not None and mode is not None:
-        clock = time.monotonic()
-        known = mode.exact.get(plan)
-        if known is None or clock - known[1] >= _RECHECK_S:
-            known = mode.exact.get(kin) if kin is not None else None
-            if known is None or clock - known[1] >= _RECHECK_S:
-                vectors = want * ann.per_item
-                narrow = _narrow(conn, t, q.prefix, mode, vectors, _ef_search(ann, want))
-                known = _remember(mode.exact, plan, narrow)
-                if kin is not None:
-                    _remember(mode.exact, kin, narrow)
-            else:
-                guessed = True
-        if known[0]:
-            ann = None
-
     first = ann is None and not q.filter and not full
 
     def build() -> tuple[Any, bool]:
@@ -207,50 +177,44 @@ def _pg_top(
         top, exact = _pg_ranking(conn, t, q, ann, distance)
         ranked = top.limit(sa.bindparam("lim")).subquery()
         stmt = (
-            sa.select(*_columns(t), ranked.c.neg)
+            sa.select(*item_columns(t), ranked.c.neg)
             .join_from(ranked, items, items.c.id == ranked.c.item_id)
             .order_by(ranked.c.neg, ranked.c.item_id)
         )
         return stmt, exact
 
     what = "pgvector first" if first else "pgvector" if ann is None else ann_index_name(t, ann)
-    stmt, exact = conn.statement(_shape(t, q, f"{what} {distance}"), build)
+    stmt, exact = conn.statement(statement_key(t, q, f"{what} {distance}"), build)
     if not exact:
         return None
-    params = {**_params(conn.rules, q, now), "q": _query32(query_vector)}
+    params = {**search_params(conn.rules, q, now), "q": _query32(query_vector)}
     params["lim"] = want
     if first:
         params["candidates"] = candidates = 2 * want + 8
-        rows = conn.execute(stmt, params).all()
+        rows: Sequence[Any] = conn.execute(stmt, params).all()
         if len(rows) < want and (not rows or rows[0][8] > candidates):
             # lapsed items among the candidates: rank every item (joined with the items)
             return _pg_top(conn, t, q, query_vector, now, want, None, full=True, distance=distance)
-        if guessed and rows and hnsw is not None and mode is not None:
-            # narrow as its siblings? The items just ranked tell (as _narrow's estimate would)
-            vectors = want * hnsw.per_item
-            narrow = rows[0][8] * _ef_search(hnsw, want) < mode.rows * vectors
-            _remember(mode.exact, plan, narrow)
-        return [_item(r, _score(distance, r[7])) for r in rows]
+        return [item_row(r, _score(distance, r[7])) for r in rows]
     if ann is not None:
         params["candidates"] = _candidates(ann, want)
         # an HNSW scan yields at most ef_search vectors, an IVFFlat one reads `probes` lists:
         # set for this transaction only (the store runs such searches as one)
         if ann.kind == "hnsw":
-            conn.execute(
-                _SET_LOCAL, {"name": "hnsw.ef_search", "value": str(_ef_search(ann, want))}
-            )
+            setting = ("hnsw.ef_search", _ef_search(ann, want))
         else:
-            conn.execute(_SET_LOCAL, {"name": "ivfflat.probes", "value": str(ann.probes)})
-    found = [_item(r, _score(distance, r[7])) for r in conn.execute(stmt, params)]
+            setting = ("ivfflat.probes", ann.probes)
+        conn.execute(_SET_LOCAL, {"name": setting[0], "value": str(setting[1])})
+    ranked: Sequence[Any] = conn.execute(stmt, params).all()
+    found = [item_row(r, _score(distance, r[7])) for r in ranked]
     if ann is not None and len(found) < want:
         # the index scan ran dry (ef_search, then the filter) or its vectors were of fewer
         # items: rank exactly, so that a search never returns fewer items than match
-        if mode is not None:
-            _remember(mode.exact, plan, True)
-            if kin is not None:  # and its siblings' scans would likely run dry too
-                _remember(mode.exact, kin, True)
         return _pg_top(conn, t, q, query_vector, now, want, None, distance=distance)
     return found
+
+
+_SET_LOCAL = sa.select(sa.func.set_config(sa.bindparam("name"), sa.bindparam("value"), True))
 
 
 def _pg_first(conn: Session, t: Tables, q: SearchQuery, distance: str = "cosine") -> Any:
@@ -264,16 +228,16 @@ def _pg_first(conn: Session, t: Tables, q: SearchQuery, distance: str = "cosine"
     best = sa.func.min(_exact_distance(pgv, distance)).label("neg")
     ranked = (
         sa.select(pgv.c.item_id, best, sa.func.count().over().label("ranked"))
-        .where(_under(pgv.c.ns, q.prefix))
+        .where(within_prefix(pgv.c.ns, q.prefix))
         .group_by(pgv.c.item_id)
         .order_by(best, pgv.c.item_id)
         .limit(sa.bindparam("candidates"))
         .subquery()
     )
     return (
-        sa.select(*_columns(t), ranked.c.neg, ranked.c.ranked)
+        sa.select(*item_columns(t), ranked.c.neg, ranked.c.ranked)
         .join_from(ranked, items, items.c.id == ranked.c.item_id)
-        .where(*_where(conn, t, q)[0])
+        .where(*search_where(conn, t, q)[0])
         .order_by(ranked.c.neg, ranked.c.item_id)
         .limit(sa.bindparam("lim"))
     )
@@ -291,54 +255,6 @@ def _ef_search(ann: ANN, want: int) -> int:
     return max(ann.ef_search, min(_candidates(ann, want), 1000))
 
 
-def _remember(
-    known: dict[tuple[Any, ...], tuple[bool, float]], key: tuple[Any, ...], value: bool
-) -> tuple[bool, float]:
-    if len(known) >= 1024:
-        known.clear()
-    known[key] = entry = (value, time.monotonic())
-    return entry
-
-
-NARROW_FROM = 10_000
-"""Items from which an HNSW search first asks the planner whether its prefix is too narrow for
-the index (see `_narrow`): in a smaller store a scan that runs dry costs less than the
-question's round trip."""
-
-
-def _narrow(
-    conn: Session,
-    t: Tables,
-    prefix: tuple[str, ...],
-    mode: PlanMode,
-    vectors: int,
-    ef_search: int,
-) -> bool:
-    """Whether `prefix` holds too small a share of the store for an HNSW scan: its
-    `ef_search` nearest vectors would hold fewer than `vectors` of the prefix's on average,
-    i.e. the planner expects fewer than `rows * vectors / ef_search` items under it
-    (`rows`: its estimate for the table; both from the statistics, without reading the
-    items). Not for the whole store, nor while the estimate is unknown or below
-    `NARROW_FROM`: the scan is tried, and the exact ranking answers if it runs dry."""
-    if not prefix or mode.rows < max(NARROW_FROM, 1):
-        return False
-    c = t.store_items.c
-    stmt = conn.statement(
-        ("under_prefix", t.key), lambda: sa.select(c.id).where(_under(c.ns, prefix))
-    )
-    bounds = namespaces.prefix_range(prefix)
-    assert bounds is not None
-    compiled = stmt.compile(dialect=conn.connection.dialect)
-    explain = "EXPLAIN (FORMAT JSON) " + compiled.string
-    plan = conn.exec_driver_sql(
-        explain, compiled.construct_params({"lo": bounds[0], "hi": bounds[1]})
-    ).scalar()
-    if isinstance(plan, str | bytes):
-        plan = json.loads(plan)
-    under = float(plan[0]["Plan"]["Plan Rows"])
-    return under * ef_search < mode.rows * vectors
-
-
 def vector_search(
     conn: Session,
     t: Tables,
@@ -347,18 +263,17 @@ def vector_search(
     now: int,
     pgvector: bool = False,
     ann: ANN | None = None,
-    mode: PlanMode | None = None,
     distance: str = "cosine",
 ) -> list[ItemRow]:
     """Items ranked by their best vector's score against `query_vector` (`distance`: see
     `vectors`), among those matching the prefix and filter; items without a vector
     follow, unscored. With `pgvector` the database ranks (approximately, through the index
-    of `ann`; `mode` keeps where that index is not worth scanning, see `_pg_top`)."""
+    of `ann`, see `_pg_top`)."""
     want = q.offset + q.limit
     c = t.store_items.c
     top = None
     if pgvector:
-        top = _pg_top(conn, t, q, query_vector, now, want, ann, mode, distance=distance)
+        top = _pg_top(conn, t, q, query_vector, now, want, ann, distance=distance)
     if top is not None:
         kept = top
         ids: list[int] = []
@@ -369,8 +284,8 @@ def vector_search(
     step = max(2 * want, 50) if q.filter else want  # rows to read per round
     stmt = conn.statement(
         ("by_ids", t.key, q.omit_expired),
-        lambda: sa.select(*_columns(t)).where(
-            c.id.in_(sa.bindparam("ids", expanding=True)), _live(t, q.omit_expired)
+        lambda: sa.select(*item_columns(t)).where(
+            c.id.in_(sa.bindparam("ids", expanding=True)), not_lapsed(t, q.omit_expired)
         ),
     )
     for i in range(0, len(ids), max(step, 1)):
@@ -378,7 +293,7 @@ def vector_search(
             break
         chunk = dict(zip(ids[i : i + step], scores[i : i + step], strict=True))
         rows = conn.execute(stmt, {"ids": list(chunk), "now": now})
-        by_id = {r[0]: _item(r, chunk[r[0]], q.sealer) for r in rows}
+        by_id = {r[0]: item_row(r, chunk[r[0]], q.sealer) for r in rows}
         kept.extend(
             by_id[item_id]
             for item_id in chunk
@@ -388,12 +303,12 @@ def vector_search(
 
         def build() -> tuple[Any, bool]:
             has_vector = sa.exists().where(t.store_vectors.c.item_id == c.id)
-            where, exact = _where(conn, t, q)
-            stmt = sa.select(*_columns(t)).where(*where, ~has_vector).order_by(*_ordered(t))
+            where, exact = search_where(conn, t, q)
+            stmt = sa.select(*item_columns(t)).where(*where, ~has_vector).order_by(*newest_first(t))
             return stmt, exact
 
-        key = _shape(t, q, "unscored")
+        key = statement_key(t, q, "unscored")
         stmt, exact = conn.statement(key, build)
-        params = _params(conn.rules, q, now)
-        kept.extend(_paged(conn, key, stmt, params, q, want - len(kept), exact))
+        params = search_params(conn.rules, q, now)
+        kept.extend(matching_pages(conn, key, stmt, params, q, want - len(kept), exact))
     return kept[q.offset : want]

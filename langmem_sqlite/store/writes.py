@@ -13,7 +13,7 @@ from sqlalchemy.engine import Connection
 
 from ..engine.schema import Tables
 from ..engine.session import Session
-from .pgvector_schema import pgvector_table, vector_at_length
+from .pgvector_schema import pgvector_table, raw_vector
 from .rows import CHUNK
 from .sealed import Sealer
 
@@ -83,7 +83,8 @@ def _ids(conn: Session, t: Tables, pairs: list[tuple[str, str]]) -> dict[tuple[s
         lambda: sa.select(c.id, c.ns, c.key).where(rules.at_pairs(t.store_items, _PAIR)),
     )
     for i in range(0, len(pairs), CHUNK):
-        for item_id, ns, key in conn.execute(stmt, rules.pairs_params(pairs[i : i + CHUNK])):
+        found: Sequence[Any] = conn.execute(stmt, rules.pairs_params(pairs[i : i + CHUNK])).all()
+        for item_id, ns, key in found:
             out[(ns, key)] = item_id
     return out
 
@@ -167,7 +168,7 @@ def _replace_vectors(
                 "item_id": v["item_id"],
                 "field": v["field"],
                 "ns": v["ns"],
-                "embedding": vector_at_length(v["embedding"], v["norm"]),
+                "embedding": raw_vector(v["embedding"], v["norm"]),
             }
             for v in vectors
         ]

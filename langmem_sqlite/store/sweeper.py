@@ -1,0 +1,123 @@
+"""The TTL sweeper of a store: a daemon thread, or a task of an event loop, deleting lapsed
+items every few minutes until stopped."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import threading
+from collections.abc import Awaitable, Callable
+
+from .checks import check_sweep_minutes
+
+__all__ = ["Sweeper"]
+
+logger = logging.getLogger(__name__)
+
+
+class Sweeper:
+    """Runs `sweep` (in a thread) or `asweep` (in a task) every `minutes`.
+
+    Args:
+        sweep: deletes lapsed items (sync).
+        asweep: the same, async.
+        minutes: the default interval (the TTL config's `sweep_interval_minutes`, else 5).
+    """
+
+    def __init__(
+        self,
+        sweep: Callable[[], object],
+        asweep: Callable[[], Awaitable[object]],
+        minutes: float | None,
+    ) -> None:
+        self._sweep = sweep
+        self._asweep = asweep
+        self._minutes = minutes or 5
+        self._thread: threading.Thread | None = None
+        self._stop = threading.Event()
+        self._task: asyncio.Task[None] | None = None
+        self._astop: asyncio.Event | None = None
+
+    def seconds(self, minutes: float | None) -> float:
+        """The interval in seconds (`minutes`, else the default), validated."""
+        return check_sweep_minutes(self._minutes if minutes is None else minutes)
+
+    def start(self, minutes: float | None) -> threading.Thread:
+        """The sweeping thread (started unless running)."""
+        seconds = self.seconds(minutes)
+        if self._thread is not None and self._thread.is_alive():
+            return self._thread
+        self._stop.clear()
+
+        def loop() -> None:
+            while not self._stop.wait(seconds):
+                try:
+                    self._sweep()
+                except Exception:  # keep sweeping after a transient failure
+                    logger.exception("TTL sweep failed")
+
+        self._thread = threading.Thread(target=loop, name="langmem-store-ttl", daemon=True)
+        self._thread.start()
+        return self._thread
+
+    def astart(self, minutes: float | None) -> asyncio.Task[None]:
+        """The sweeping task of the running event loop (started unless running)."""
+        seconds = self.seconds(minutes)
+        if self._task is not None and not self._task.done():
+            return self._task
+        stop = self._astop = asyncio.Event()
+
+        async def loop() -> None:
+            while True:
+                try:
+                    await asyncio.wait_for(stop.wait(), seconds)
+                    return
+                except asyncio.TimeoutError:
+                    pass
+                try:
+                    await self._asweep()
+                except Exception:  # keep sweeping after a transient failure
+                    logger.exception("TTL sweep failed")
+
+        self._task = asyncio.get_running_loop().create_task(loop(), name="langmem-store-ttl")
+        return self._task
+
+    def stop(self, timeout: float | None) -> bool:
+        """Stop both; True once the thread has stopped (the task ends on its own loop)."""
+        self._stop.set()
+        self._stop_task_soon()
+        if self._thread is None:
+            return True
+        self._thread.join(timeout)
+        return not self._thread.is_alive()
+
+    async def astop(self, timeout: float | None) -> bool:
+        """Stop both; True once they have stopped, False if `timeout` seconds passed first."""
+        self._stop.set()
+        task, self._task = self._task, None
+        if task is not None and not task.done():
+            assert self._astop is not None
+            self._astop.set()
+            try:
+                await asyncio.wait_for(asyncio.shield(task), timeout)
+            except asyncio.TimeoutError:
+                self._task = task
+                return False
+        if self._thread is not None and self._thread.is_alive():
+            await asyncio.get_running_loop().run_in_executor(None, self._thread.join, timeout)
+            return not self._thread.is_alive()
+        return True
+
+    def _stop_task_soon(self) -> None:
+        """Ask the task to end, from any thread (its event loop may be elsewhere)."""
+        task, stop = self._task, self._astop
+        if task is None or stop is None or task.done() or task.get_loop().is_closed():
+            return
+        try:
+            running = asyncio.get_running_loop()
+        except RuntimeError:
+            running = None
+        if running is task.get_loop():
+            stop.set()
+        else:
+            task.get_loop().call_soon_threadsafe(stop.set)
