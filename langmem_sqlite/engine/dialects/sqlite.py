@@ -120,8 +120,8 @@ def _on_begin(conn: Connection) -> None:
     """
     options = conn.get_execution_options()
     _own_transactions(conn.connection.dbapi_connection)
-    if options.get("isolation_level") == "AUTOCOMMIT":
-        return  # e.g. VACUUM, which cannot run inside a transaction
+    if options.get("isolation_level") == "AUTOCOMMIT" or options.get("langmem_single"):
+        return  # VACUUM, which cannot run inside a transaction; a single read
     mode = "IMMEDIATE" if options.get("langmem_write") else "DEFERRED"
     conn.exec_driver_sql(f"BEGIN {mode}")
 
@@ -213,6 +213,8 @@ class SQLiteDialect(Dialect):
     ) -> Transaction:
         if write:  # read by `_on_begin`: BEGIN IMMEDIATE
             connection.execution_options(langmem_write=True)
+        elif single and not transaction:  # one statement reads a consistent snapshot: no BEGIN
+            connection.execution_options(langmem_single=True)
         return Transaction(commit=True)
 
     def fault(self, error: BaseException) -> Fault | None:
