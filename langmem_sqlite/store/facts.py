@@ -34,6 +34,7 @@ from langgraph.store.base import BaseStore, GetOp, Item, Op, PutOp, SearchItem, 
 
 from ..messages.checks import check_messages
 from ..messages.counting import resolve_message_counter
+from ..plans import adrive, drive
 from ..validation import IdLike, check_id, check_int, check_list, check_positive, check_text
 from .checks import PAGE_MAX
 
@@ -49,24 +50,6 @@ _SECTION = re.compile(re.escape(_OPEN) + r".*?" + re.escape(_CLOSE), re.DOTALL)
 
 StorePlan = Generator[list[Op], list[Any], T]
 """A fact operation: yields batches of store operations, receives their results."""
-
-
-def _run(store: BaseStore, plan: StorePlan[T]) -> T:
-    try:
-        ops = next(plan)
-        while True:
-            ops = plan.send(store.batch(ops))
-    except StopIteration as done:
-        return done.value  # type: ignore[no-any-return]
-
-
-async def _arun(store: BaseStore, plan: StorePlan[T]) -> T:
-    try:
-        ops = next(plan)
-        while True:
-            ops = plan.send(await store.abatch(ops))
-    except StopIteration as done:
-        return done.value  # type: ignore[no-any-return]
 
 
 def _fact_text(text: Any, name: str = "fact") -> str:
@@ -232,35 +215,35 @@ class UserFacts:
 
     def remember(self, fact: str, *, key: str | None = None) -> str:
         """Store a confirmed fact; return its key (a new one unless `key` is given)."""
-        return _run(self.store, self._remember(fact, key, "user"))
+        return drive(self._remember(fact, key, "user"), self.store.batch)
 
     async def aremember(self, fact: str, *, key: str | None = None) -> str:
         """Async [`remember`][langmem_sqlite.store.facts.UserFacts.remember]."""
-        return await _arun(self.store, self._remember(fact, key, "user"))
+        return await adrive(self._remember(fact, key, "user"), self.store.abatch)
 
     def update(self, key: str, fact: str) -> bool:
         """Replace the text of fact `key`; False if there is no such fact."""
-        return _run(self.store, self._update(key, fact))
+        return drive(self._update(key, fact), self.store.batch)
 
     async def aupdate(self, key: str, fact: str) -> bool:
         """Async [`update`][langmem_sqlite.store.facts.UserFacts.update]."""
-        return await _arun(self.store, self._update(key, fact))
+        return await adrive(self._update(key, fact), self.store.abatch)
 
     def forget(self, key: str) -> bool:
         """Delete fact `key`; False if there was no such fact."""
-        return _run(self.store, self._forget(key))
+        return drive(self._forget(key), self.store.batch)
 
     async def aforget(self, key: str) -> bool:
         """Async [`forget`][langmem_sqlite.store.facts.UserFacts.forget]."""
-        return await _arun(self.store, self._forget(key))
+        return await adrive(self._forget(key), self.store.abatch)
 
     def list_facts(self, *, pending: bool = False) -> list[SearchItem]:
         """The facts (or the pending candidates), most recent first."""
-        return _run(self.store, self._list(pending))
+        return drive(self._list(pending), self.store.batch)
 
     async def alist_facts(self, *, pending: bool = False) -> list[SearchItem]:
         """Async [`list_facts`][langmem_sqlite.store.facts.UserFacts.list_facts]."""
-        return await _arun(self.store, self._list(pending))
+        return await adrive(self._list(pending), self.store.abatch)
 
     def propose(self, candidates: Sequence[str], *, source: str = "extracted") -> list[str]:
         """Keep candidate facts as pending (skipping ones already known or pending, ignoring
@@ -269,27 +252,27 @@ class UserFacts:
         Raises:
             TypeError: `candidates` is a single `str` (pass `[fact]`), or holds a non-str.
         """
-        return _run(self.store, self._propose(candidates, source))
+        return drive(self._propose(candidates, source), self.store.batch)
 
     async def apropose(self, candidates: Sequence[str], *, source: str = "extracted") -> list[str]:
         """Async [`propose`][langmem_sqlite.store.facts.UserFacts.propose]."""
-        return await _arun(self.store, self._propose(candidates, source))
+        return await adrive(self._propose(candidates, source), self.store.abatch)
 
     def confirm(self, key: str) -> str | None:
         """Turn pending candidate `key` into a fact; its key, or None if not pending."""
-        return _run(self.store, self._confirm(key))
+        return drive(self._confirm(key), self.store.batch)
 
     async def aconfirm(self, key: str) -> str | None:
         """Async [`confirm`][langmem_sqlite.store.facts.UserFacts.confirm]."""
-        return await _arun(self.store, self._confirm(key))
+        return await adrive(self._confirm(key), self.store.abatch)
 
     def reject(self, key: str) -> bool:
         """Drop pending candidate `key`; False if it was not pending."""
-        return _run(self.store, self._forget(key, pending=True))
+        return drive(self._forget(key, pending=True), self.store.batch)
 
     async def areject(self, key: str) -> bool:
         """Async [`reject`][langmem_sqlite.store.facts.UserFacts.reject]."""
-        return await _arun(self.store, self._forget(key, pending=True))
+        return await adrive(self._forget(key, pending=True), self.store.abatch)
 
     def select(
         self, query: str | None = None, *, max_tokens: int = 500, token_counter: Any = None
@@ -302,13 +285,13 @@ class UserFacts:
                 store is read.
             TypeError: `query` neither a `str` nor `None`.
         """
-        return _run(self.store, self._select(query, max_tokens, token_counter))
+        return drive(self._select(query, max_tokens, token_counter), self.store.batch)
 
     async def aselect(
         self, query: str | None = None, *, max_tokens: int = 500, token_counter: Any = None
     ) -> list[SearchItem]:
         """Async [`select`][langmem_sqlite.store.facts.UserFacts.select]."""
-        return await _arun(self.store, self._select(query, max_tokens, token_counter))
+        return await adrive(self._select(query, max_tokens, token_counter), self.store.abatch)
 
 
 def _line(item: Item) -> str:
