@@ -75,18 +75,13 @@ class Session:
         connection: SQLAlchemy's `Connection` (its `dialect`, `info` and events are
             SQLAlchemy's).
         rules: this package's dialect object (`engine.dialects`: what differs between databases).
-        in_transaction: whether the unit runs in a transaction (else each statement commits
-            on its own, or it is a single read).
     """
 
-    __slots__ = ("_statements", "connection", "in_transaction", "rules")
+    __slots__ = ("_statements", "connection", "rules")
 
-    def __init__(
-        self, connection: Connection, rules: Dialect, statements: Statements, in_transaction: bool
-    ) -> None:
+    def __init__(self, connection: Connection, rules: Dialect, statements: Statements) -> None:
         self.connection = connection
         self.rules = rules
-        self.in_transaction = in_transaction
         self._statements = statements
 
     def statement(self, key: Hashable, build: Callable[[], Any]) -> Any:
@@ -110,9 +105,9 @@ def work(connection: Connection, rules: Dialect, statements: Statements, step: S
     object prepares it (`BEGIN IMMEDIATE` for SQLite writers, autocommit for PostgreSQL's single
     statements), a success commits, a failure rolls back, and the connection is left as it was
     found."""
-    txn = rules.begin(connection, step.write, step.single, step.transaction)
+    restore = rules.begin(connection, step.write, step.single, step.transaction)
     try:
-        result = step.fn(Session(connection, rules, statements, txn.commit), *step.args)
+        result = step.fn(Session(connection, rules, statements), *step.args)
         if connection.in_transaction():
             connection.commit()
         return result
@@ -122,7 +117,7 @@ def work(connection: Connection, rules: Dialect, statements: Statements, step: S
         raise
     finally:
         if not connection.invalidated:
-            rules.end(connection, txn)
+            rules.end(connection, restore)
 
 
 def _on_error(context: ExceptionContext) -> None:

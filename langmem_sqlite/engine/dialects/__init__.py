@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from sqlalchemy.engine import URL, Engine
 
-from .base import DEFAULT_CONNECT_TIMEOUT_S, Dialect, Transaction
+from .base import DEFAULT_CONNECT_TIMEOUT_S, Dialect
 from .mysql import MySQLDialect
 from .postgresql import PostgreSQLDialect
 from .sqlite import SQLiteDialect
@@ -22,7 +22,6 @@ __all__ = [
     "MySQLDialect",
     "PostgreSQLDialect",
     "SQLiteDialect",
-    "Transaction",
     "dialect_class",
     "dialect_for",
     "dialect_named",

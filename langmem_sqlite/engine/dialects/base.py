@@ -20,24 +20,11 @@ from sqlalchemy.sql.elements import ColumnElement
 
 from ..retry import Fault
 
-__all__ = ["Dialect", "Transaction"]
+__all__ = ["Dialect"]
 
 DEFAULT_CONNECT_TIMEOUT_S = 3
 """Seconds a new connection to a database server may take before it fails (servers only;
 `connect_timeout` in the URL's query or in `engine_args["connect_args"]` overrides it)."""
-
-
-class Transaction:
-    """How the seam ends what `Dialect.begin` started on one connection."""
-
-    __slots__ = ("commit", "restore_autocommit")
-
-    def __init__(self, commit: bool, restore_autocommit: bool | None = None) -> None:
-        self.commit = commit
-        """Whether a COMMIT ends the work (False: autocommit, or a read with no transaction)."""
-        self.restore_autocommit = restore_autocommit
-        """The driver's autocommit mode to put back before the connection returns to its pool
-        (None: unchanged)."""
 
 
 class Dialect:
@@ -94,14 +81,13 @@ class Dialect:
 
     # -- the seam's transactions --------------------------------------------------------------
 
-    def begin(
-        self, connection: Connection, write: bool, single: bool, transaction: bool
-    ) -> Transaction:
+    def begin(self, connection: Connection, write: bool, single: bool, transaction: bool) -> Any:
         """Prepare `connection` for one unit of work: one that will write (`write`), a read
-        that must be one transaction (`transaction`), or one statement (`single`)."""
-        return Transaction(commit=True)
+        that must be one transaction (`transaction`), or one statement (`single`). Returns
+        what `end` needs to put the connection back (None: nothing)."""
+        return None
 
-    def end(self, connection: Connection, txn: Transaction) -> None:
+    def end(self, connection: Connection, restore: Any) -> None:
         """Put the connection back as `begin` found it (before it returns to the pool)."""
 
     # -- what the database can hold -----------------------------------------------------------

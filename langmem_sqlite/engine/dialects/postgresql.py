@@ -32,7 +32,7 @@ from sqlalchemy.sql.elements import ColumnElement
 from sqlalchemy.types import TypeDecorator
 
 from ..retry import Fault
-from .base import DEFAULT_CONNECT_TIMEOUT_S, Dialect, Transaction, merge_connect_args
+from .base import DEFAULT_CONNECT_TIMEOUT_S, Dialect, merge_connect_args
 
 __all__ = ["PostgreSQLDialect", "jsonb_dumps", "jsonb_text"]
 
@@ -166,25 +166,21 @@ class PostgreSQLDialect(Dialect):
 
     def begin(
         self, connection: Connection, write: bool, single: bool, transaction: bool
-    ) -> Transaction:
-        if (single or not write) and not transaction:
-            # A read, or a write of one statement, needs no BEGIN and COMMIT round trips (at
-            # READ COMMITTED each statement sees its own snapshot anyway): the driver's
-            # autocommit for this unit, the engine's isolation level left as it is.
-            dbapi = connection.connection.dbapi_connection
-            if dbapi.autocommit:  # type: ignore[union-attr]
-                return Transaction(commit=False)
-            dbapi.autocommit = True  # type: ignore[union-attr]
-            return Transaction(commit=False, restore_autocommit=False)
-        dbapi = connection.connection.dbapi_connection
-        if dbapi.autocommit:  # type: ignore[union-attr]
-            dbapi.autocommit = False  # type: ignore[union-attr]
-            return Transaction(commit=True, restore_autocommit=True)
-        return Transaction(commit=True)
+    ) -> bool | None:
+        # A read, or a write of one statement, needs no BEGIN and COMMIT round trips (at READ
+        # COMMITTED each statement sees its own snapshot anyway): the driver's autocommit for
+        # this unit, the engine's isolation level left as it is.
+        autocommit = (single or not write) and not transaction
+        dbapi: Any = connection.connection.dbapi_connection
+        if dbapi.autocommit == autocommit:
+            return None
+        dbapi.autocommit = autocommit
+        return not autocommit
 
-    def end(self, connection: Connection, txn: Transaction) -> None:
-        if txn.restore_autocommit is not None:
-            connection.connection.dbapi_connection.autocommit = txn.restore_autocommit  # type: ignore[union-attr]
+    def end(self, connection: Connection, restore: bool | None) -> None:
+        if restore is not None:
+            dbapi: Any = connection.connection.dbapi_connection
+            dbapi.autocommit = restore
 
     @contextlib.contextmanager
     def migration_lock(self, conn: Connection, name: str, schema: str | None) -> Iterator[None]:

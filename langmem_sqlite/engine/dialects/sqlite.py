@@ -32,7 +32,7 @@ from sqlalchemy.pool import StaticPool
 from sqlalchemy.sql.elements import ColumnElement
 
 from ..retry import Fault
-from .base import Dialect, Transaction
+from .base import Dialect
 
 __all__ = [
     "SQLITE_BUSY_TIMEOUT_MS",
@@ -208,14 +208,11 @@ class SQLiteDialect(Dialect):
             event.listen(engine, "connect", connect)
             event.listen(engine, "begin", _on_begin)
 
-    def begin(
-        self, connection: Connection, write: bool, single: bool, transaction: bool
-    ) -> Transaction:
+    def begin(self, connection: Connection, write: bool, single: bool, transaction: bool) -> None:
         if write:  # read by `_on_begin`: BEGIN IMMEDIATE
             connection.execution_options(langmem_write=True)
         elif single and not transaction:  # one statement reads a consistent snapshot: no BEGIN
             connection.execution_options(langmem_single=True)
-        return Transaction(commit=True)
 
     def fault(self, error: BaseException) -> Fault | None:
         orig = getattr(error, "orig", error)
