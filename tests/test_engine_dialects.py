@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 import sqlalchemy as sa
 
-from langmem_sqlite.engine import Database, Session, get_database
+from langmem_sqlite.engine import Database, Unit, get_database
 from langmem_sqlite.engine.dialects import SQLiteDialect
 
 
@@ -40,8 +40,8 @@ def test_insert_ignore_keeps_the_first_row_and_other_errors_still_raise(
     db, t = table
     stmt = db.rules.insert_ignore(t)
 
-    def put(conn: Session, rows: list[dict[str, Any]]) -> None:
-        conn.execute(stmt, rows)
+    def put(unit: Unit, rows: list[dict[str, Any]]) -> None:
+        unit.execute(stmt, rows)
 
     db.run(put, [{"k": "x", "a": 1, "b": "first"}], write=True)
     db.run(

@@ -9,13 +9,13 @@ from conftest import server_url
 from langchain_core.messages import HumanMessage
 
 from langmem_sqlite import ConversationStore
-from langmem_sqlite.engine import Session
+from langmem_sqlite.engine import Unit
 from langmem_sqlite.engine.schema import get_tables
 
 
-def _connection_id(conn: Session) -> int:
-    sql = "SELECT pg_backend_pid()" if conn.rules.name == "postgresql" else "SELECT CONNECTION_ID()"
-    return int(conn.execute(sa.text(sql)).scalar_one())
+def _connection_id(unit: Unit) -> int:
+    sql = "SELECT pg_backend_pid()" if unit.rules.name == "postgresql" else "SELECT CONNECTION_ID()"
+    return int(unit.execute(sa.text(sql)).scalar_one())
 
 
 def _kill(url: str, pids: set[int]) -> None:

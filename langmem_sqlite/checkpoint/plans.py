@@ -128,7 +128,7 @@ class SaverPlans(BaseCheckpointSaver[str]):
         place; where the dialect says so (`checkpoint_single_autocommits`: PostgreSQL) it
         then runs in autocommit mode, which saves the BEGIN and COMMIT round trips (SQLite
         keeps its transaction). Every operation runs on the light lane
-        (`langmem_sqlite.engine.session`).
+        (`langmem_sqlite.engine.unit`).
         """
         yield from self._ready_plan()
         single = single and self.db.rules.checkpoint_single_autocommits

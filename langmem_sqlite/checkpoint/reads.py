@@ -3,7 +3,7 @@ walk up a delta channel's ancestors (`get_delta_channel_history`, `prune`).
 
 `get_tuple` is two statements (the checkpoint joined with its writes, then its values with
 the rows their deltas are built on, in one recursive query); the statements of reads are built
-once per set of tables ([`Session.statement`][langmem_sqlite.engine.Session.statement]), with bound
+once per set of tables ([`Unit.statement`][langmem_sqlite.engine.Unit.statement]), with bound
 parameters only.
 """
 
@@ -18,7 +18,7 @@ from typing import Any
 from sqlalchemy import and_, bindparam, literal_column, or_, select, tuple_
 
 from ..engine.schema import Tables
-from ..engine.session import Session
+from ..engine.unit import Unit
 from .rows import (
     BLOB_COLS,
     BlobKey,
@@ -77,17 +77,17 @@ def _writes_stmt(t: Tables, n: int) -> Any:
 
 
 def _writes_for(
-    session: Session, t: Tables, keys: Iterable[tuple[str, str, str]]
+    unit: Unit, t: Tables, keys: Iterable[tuple[str, str, str]]
 ) -> dict[tuple[str, str, str], list[PendingWrite]]:
     """Pending writes of the given `(thread_id, ns_hash, checkpoint_id)`, unsorted."""
     out: dict[tuple[str, str, str], list[PendingWrite]] = {}
     for (tid, nsh), group in scope_groups(keys).items():
         for part in chunks(group):
             n = _width(len(part))
-            stmt = session.statement((t.key, "ckpt.writes", n), partial(_writes_stmt, t, n))
+            stmt = unit.statement((t.key, "ckpt.writes", n), partial(_writes_stmt, t, n))
             params = {"t": tid, "n": nsh}
             _fill(params, "id", [k[2] for k in part], n)
-            for w in pending_writes(session.execute(stmt, params).all()):
+            for w in pending_writes(unit.execute(stmt, params).all()):
                 out.setdefault((tid, nsh, w.checkpoint_id), []).append(w)
     return out
 
@@ -138,7 +138,7 @@ def _chain_stmt(t: Tables, n_ch: int, n_v: int) -> Any:
 
 
 def _fetch_blobs(
-    session: Session,
+    unit: Unit,
     t: Tables,
     keys: Iterable[BlobKey],
     into: dict[BlobKey, Any],
@@ -153,17 +153,17 @@ def _fetch_blobs(
             chs = list(dict.fromkeys(k[2] for k in part))
             vs = list(dict.fromkeys(k[3] for k in part))
             n_ch, n_v = _width(len(chs)), _width(len(vs))
-            stmt = session.statement(
+            stmt = unit.statement(
                 (t.key, "ckpt.blobs", kinds_only, n_ch, n_v), partial(build, t, n_ch, n_v)
             )
             params = {"t": tid, "n": nsh}
             _fill(params, "ch", chs, n_ch)
             _fill(params, "v", vs, n_v)
-            for r in session.execute(stmt, params).all():
+            for r in unit.execute(stmt, params).all():
                 into[(tid, nsh, r.channel_hash, r.version)] = r
 
 
-def blobs_for(session: Session, t: Tables, keys: Iterable[BlobKey]) -> dict[BlobKey, Any]:
+def blobs_for(unit: Unit, t: Tables, keys: Iterable[BlobKey]) -> dict[BlobKey, Any]:
     """Blob rows by key, plus every row the deltas among them are built on.
 
     One query follows each chain (`_chain_stmt`); a chain longer than
@@ -172,7 +172,7 @@ def blobs_for(session: Session, t: Tables, keys: Iterable[BlobKey]) -> dict[Blob
     """
     wanted = list(dict.fromkeys(keys))
     rows: dict[BlobKey, Any] = {}
-    _fetch_blobs(session, t, wanted, rows)
+    _fetch_blobs(unit, t, wanted, rows)
     tried = set(wanted)
     while True:
         bases = [
@@ -185,7 +185,7 @@ def blobs_for(session: Session, t: Tables, keys: Iterable[BlobKey]) -> dict[Blob
         if not bases:
             return rows
         tried.update(bases)
-        _fetch_blobs(session, t, bases, rows)
+        _fetch_blobs(unit, t, bases, rows)
 
 
 def _ckpt_scope(t: Tables) -> Any:
@@ -225,7 +225,7 @@ def _with_writes(build: Callable[[Tables], Any]) -> Callable[[Tables], Any]:
 
 
 def read_checkpoint(
-    session: Session,
+    unit: Unit,
     t: Tables,
     thread_id: str,
     ns_hash: str,
@@ -238,11 +238,11 @@ def read_checkpoint(
     """
     params = {"t": thread_id, "n": ns_hash}
     if checkpoint_id is not None:
-        stmt = session.statement((t.key, "ckpt.by_id"), lambda: _with_writes(_ckpt_by_id)(t))
-        rows = session.execute(stmt, {**params, "id": checkpoint_id}).all()
+        stmt = unit.statement((t.key, "ckpt.by_id"), lambda: _with_writes(_ckpt_by_id)(t))
+        rows = unit.execute(stmt, {**params, "id": checkpoint_id}).all()
     else:
-        stmt = session.statement((t.key, "ckpt.latest"), lambda: _with_writes(_ckpt_latest)(t))
-        rows = session.execute(stmt, params).all()
+        stmt = unit.statement((t.key, "ckpt.latest"), lambda: _with_writes(_ckpt_latest)(t))
+        rows = unit.execute(stmt, params).all()
     if not rows:
         return None
     row = rows[0]
@@ -260,12 +260,12 @@ def read_checkpoint(
         for r in rows
         if r.w_task_id is not None
     )
-    blobs = blobs_for(session, t, blob_keys(row))
+    blobs = blobs_for(unit, t, blob_keys(row))
     return row, writes, blobs
 
 
 def list_page(
-    session: Session,
+    unit: Unit,
     t: Tables,
     q: ListQuery,
     cursor: tuple[str, str, str] | None,
@@ -287,10 +287,10 @@ def list_page(
     if cursor is not None:
         stmt = stmt.where(tuple_(c.checkpoint_id, c.thread_id, c.ns_hash) < tuple_(*cursor))
     stmt = stmt.order_by(c.checkpoint_id.desc(), c.thread_id.desc(), c.ns_hash.desc())
-    rows = list(session.execute(stmt.limit(limit)).all())
+    rows = list(unit.execute(stmt.limit(limit)).all())
     keys = [(r.thread_id, r.ns_hash, r.checkpoint_id) for r in rows]
-    writes = _writes_for(session, t, keys) if rows else {}
-    blobs = blobs_for(session, t, [k for r in rows for k in blob_keys(r)]) if rows else {}
+    writes = _writes_for(unit, t, keys) if rows else {}
+    blobs = blobs_for(unit, t, [k for r in rows for k in blob_keys(r)]) if rows else {}
     return rows, writes, blobs
 
 
@@ -312,7 +312,7 @@ class WalkResult:
     """checkpoint id -> `(type, record)` of the checkpoints holding a seed in their record."""
 
 
-def _ancestors(session: Session, t: Tables, thread_id: str, ns_hash: str, start: str) -> list[Any]:
+def _ancestors(unit: Unit, t: Tables, thread_id: str, ns_hash: str, start: str) -> list[Any]:
     """`start` and up to `WALK_PAGE` - 1 of its ancestors, nearest first: one
     recursive query."""
     c = t.checkpoints.c
@@ -332,11 +332,11 @@ def _ancestors(session: Session, t: Tables, thread_id: str, ns_hash: str, start:
             anc.c.depth < WALK_PAGE - 1,
         )
     )
-    return list(session.execute(select(anc).order_by(anc.c.depth)).all())
+    return list(unit.execute(select(anc).order_by(anc.c.depth)).all())
 
 
 def walk(
-    session: Session,
+    unit: Unit,
     t: Tables,
     thread_id: str,
     ns_hash: str,
@@ -350,7 +350,7 @@ def walk(
     hashes = {ch: key_hash(ch) for ch in remaining}
     kinds: dict[BlobKey, str] = {}
     while start is not None and remaining:
-        page = _ancestors(session, t, thread_id, ns_hash, start)
+        page = _ancestors(unit, t, thread_id, ns_hash, start)
         if not page:
             break
         versions = [json.loads(r.versions) for r in page]
@@ -363,7 +363,7 @@ def walk(
             )
         )
         found: dict[BlobKey, Any] = {}
-        _fetch_blobs(session, t, [k for k in wanted if k not in kinds], found, True)
+        _fetch_blobs(unit, t, [k for k in wanted if k not in kinds], found, True)
         kinds.update((k, r.kind) for k, r in found.items())
         for row, v in zip(page, versions, strict=True):
             path.append(row.checkpoint_id)
@@ -387,7 +387,7 @@ def walk(
 
 
 def find_checkpoint(
-    session: Session, t: Tables, thread_id: str, ns_hash: str, checkpoint_id: str | None
+    unit: Unit, t: Tables, thread_id: str, ns_hash: str, checkpoint_id: str | None
 ) -> Any:
     """The row (id, parent, versions, metadata) of a checkpoint, or of the latest of
     `(thread, namespace)` when `checkpoint_id` is None; None if there is none."""
@@ -395,12 +395,12 @@ def find_checkpoint(
     q = select(c.checkpoint_id, c.parent_checkpoint_id, c.versions, c.metadata_type, c.metadata)
     q = q.where(c.thread_id == thread_id, c.ns_hash == ns_hash)
     if checkpoint_id is not None:
-        return session.execute(q.where(c.checkpoint_id == checkpoint_id)).first()
-    return session.execute(q.order_by(c.checkpoint_id.desc()).limit(1)).first()
+        return unit.execute(q.where(c.checkpoint_id == checkpoint_id)).first()
+    return unit.execute(q.order_by(c.checkpoint_id.desc()).limit(1)).first()
 
 
 def delta_walk(
-    session: Session,
+    unit: Unit,
     t: Tables,
     thread_id: str,
     ns_hash: str,
@@ -410,10 +410,10 @@ def delta_walk(
     """Everything `get_delta_channel_history` needs, in one transaction: the parent chain
     (recursive queries of up to `WALK_PAGE` ancestors), the writes of the requested
     channels on it, and the seed values. None if the checkpoint does not exist."""
-    target = find_checkpoint(session, t, thread_id, ns_hash, checkpoint_id)
+    target = find_checkpoint(unit, t, thread_id, ns_hash, checkpoint_id)
     if target is None:
         return None
-    result = walk(session, t, thread_id, ns_hash, target.parent_checkpoint_id, channels)
+    result = walk(unit, t, thread_id, ns_hash, target.parent_checkpoint_id, channels)
     w = t.checkpoint_writes.c
     for part in chunks(result.path):
         q = select(
@@ -425,15 +425,15 @@ def delta_walk(
             w.checkpoint_id.in_(part),
             or_(w.channel.in_(list(channels)), w.nulls.is_not(None)),
         )
-        for r in pending_writes(session.execute(q).all()):
+        for r in pending_writes(unit.execute(q).all()):
             if r.channel in channels:
                 result.writes.setdefault((thread_id, ns_hash, r.checkpoint_id), []).append(r)
-    result.blobs = blobs_for(session, t, [k for _, k in result.seeds.values() if k is not None])
+    result.blobs = blobs_for(unit, t, [k for _, k in result.seeds.values() if k is not None])
     inline = sorted({result.path[i] for i, k in result.seeds.values() if k is None})
     c = t.checkpoints.c
     for part in chunks(inline):
         q = select(c.checkpoint_id, c.type, c.checkpoint).where(
             c.thread_id == thread_id, c.ns_hash == ns_hash, c.checkpoint_id.in_(part)
         )
-        result.records.update((r.checkpoint_id, (r.type, r.checkpoint)) for r in session.execute(q))
+        result.records.update((r.checkpoint_id, (r.type, r.checkpoint)) for r in unit.execute(q))
     return result

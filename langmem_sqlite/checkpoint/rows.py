@@ -2,7 +2,7 @@
 
 `puts` writes checkpoints and pending writes, `reads` reads them back (and walks a
 delta channel's ancestors), `threads` lists, copies, prunes and deletes threads. Each of
-their functions takes a [`Session`][langmem_sqlite.engine.Session] and the
+their functions takes a [`Unit`][langmem_sqlite.engine.Unit] and the
 [`Tables`][langmem_sqlite.store.rows.Tables], runs inside the one unit of work the saver's
 plan asked for, and (de)serializes nothing: the saver does that outside the transaction.
 """

@@ -12,7 +12,7 @@ from sqlalchemy import and_, delete, exists, func, literal, select
 from sqlalchemy.sql.elements import ColumnElement
 
 from ..engine.schema import Tables
-from ..engine.session import Session
+from ..engine.unit import Unit
 from .reads import blobs_for, find_checkpoint, walk
 from .rows import ThreadRow, chunks, exact_in
 from .storage import DELTA, EMPTY, key_hash
@@ -27,7 +27,7 @@ __all__ = [
 ]
 
 
-def delete_threads(session: Session, t: Tables, thread_ids: Sequence[str]) -> None:
+def delete_threads(unit: Unit, t: Tables, thread_ids: Sequence[str]) -> None:
     """Delete every checkpoint, blob, write and thread row of the threads."""
     for part in chunks(list(thread_ids)):
         for table in (
@@ -36,21 +36,21 @@ def delete_threads(session: Session, t: Tables, thread_ids: Sequence[str]) -> No
             t.checkpoints,
             t.checkpoint_threads,
         ):
-            session.execute(delete(table).where(table.c.thread_id.in_(part)))
+            unit.execute(delete(table).where(table.c.thread_id.in_(part)))
 
 
-def _gc_blobs(session: Session, t: Tables, thread_id: str, ns_hash: str) -> None:
+def _gc_blobs(unit: Unit, t: Tables, thread_id: str, ns_hash: str) -> None:
     """Delete the blobs of `(thread, ns)` that no remaining checkpoint needs."""
     c, b = t.checkpoints.c, t.checkpoint_blobs.c
     keep: set[tuple[str, str]] = set()
-    for (versions,) in session.execute(
+    for (versions,) in unit.execute(
         select(c.versions).where(c.thread_id == thread_id, c.ns_hash == ns_hash)
     ):
         keep.update(
             (key_hash(ch), str(v)) for ch, v in json.loads(versions).items() if v is not None
         )
     base: dict[tuple[str, str], tuple[str, str] | None] = {}
-    for r in session.execute(
+    for r in unit.execute(
         select(b.channel_hash, b.version, b.kind, b.base_version).where(
             b.thread_id == thread_id, b.ns_hash == ns_hash
         )
@@ -66,7 +66,7 @@ def _gc_blobs(session: Session, t: Tables, thread_id: str, ns_hash: str) -> None
             todo.append(parent)
     drop = [k for k in base if k not in keep]
     for part in chunks(drop):
-        session.execute(
+        unit.execute(
             delete(t.checkpoint_blobs).where(
                 b.thread_id == thread_id,
                 b.ns_hash == ns_hash,
@@ -75,10 +75,10 @@ def _gc_blobs(session: Session, t: Tables, thread_id: str, ns_hash: str) -> None
         )
 
 
-def _drop_empty_threads(session: Session, t: Tables, thread_ids: Iterable[str]) -> None:
+def _drop_empty_threads(unit: Unit, t: Tables, thread_ids: Iterable[str]) -> None:
     c, th = t.checkpoints.c, t.checkpoint_threads
     for part in chunks(list(dict.fromkeys(thread_ids))):
-        session.execute(
+        unit.execute(
             delete(th).where(
                 th.c.thread_id.in_(part),
                 ~exists(select(c.thread_id).where(c.thread_id == th.c.thread_id)),
@@ -86,34 +86,34 @@ def _drop_empty_threads(session: Session, t: Tables, thread_ids: Iterable[str]) 
         )
 
 
-def delete_for_runs(session: Session, t: Tables, run_ids: Sequence[str]) -> None:
+def delete_for_runs(unit: Unit, t: Tables, run_ids: Sequence[str]) -> None:
     """Delete the checkpoints made by the runs, their writes, and blobs nobody needs any more."""
     c, w = t.checkpoints.c, t.checkpoint_writes.c
     victims: list[tuple[str, str, str]] = []
     for part in chunks(list(run_ids)):
         victims += [
             (r.thread_id, r.ns_hash, r.checkpoint_id)
-            for r in session.execute(
+            for r in unit.execute(
                 select(c.thread_id, c.ns_hash, c.checkpoint_id).where(c.run_id.in_(part))
             )
         ]
     for part in chunks(victims):
-        session.execute(
+        unit.execute(
             delete(t.checkpoints).where(exact_in((c.thread_id, c.ns_hash, c.checkpoint_id), part))
         )
-        session.execute(
+        unit.execute(
             delete(t.checkpoint_writes).where(
                 exact_in((w.thread_id, w.ns_hash, w.checkpoint_id), part)
             )
         )
     scopes = dict.fromkeys((v[0], v[1]) for v in victims)
     for thread_id, ns_hash in scopes:
-        _gc_blobs(session, t, thread_id, ns_hash)
-    _drop_empty_threads(session, t, [s[0] for s in scopes])
+        _gc_blobs(unit, t, thread_id, ns_hash)
+    _drop_empty_threads(unit, t, [s[0] for s in scopes])
 
 
 def prune_keep_latest(
-    session: Session,
+    unit: Unit,
     t: Tables,
     thread_id: str,
     delta_channels: Callable[[Any], Sequence[str]],
@@ -125,11 +125,11 @@ def prune_keep_latest(
     metadata, which only the saver can decode).
     """
     c, w = t.checkpoints.c, t.checkpoint_writes.c
-    nss = session.execute(
+    nss = unit.execute(
         select(c.ns_hash).where(c.thread_id == thread_id).group_by(c.ns_hash)
     ).scalars()
     for ns_hash in list(nss):
-        latest = find_checkpoint(session, t, thread_id, ns_hash, None)
+        latest = find_checkpoint(unit, t, thread_id, ns_hash, None)
         assert latest is not None
         keep = [latest.checkpoint_id]
         versions = json.loads(latest.versions)
@@ -137,7 +137,7 @@ def prune_keep_latest(
         wanted = [ch for ch in delta_channels(latest) if versions.get(ch) is not None]
         if wanted:
             stored = blobs_for(
-                session, t, [(thread_id, ns_hash, key_hash(ch), str(versions[ch])) for ch in wanted]
+                unit, t, [(thread_id, ns_hash, key_hash(ch), str(versions[ch])) for ch in wanted]
             )
             empty = [
                 ch
@@ -146,32 +146,30 @@ def prune_keep_latest(
                 or stored[(thread_id, ns_hash, key_hash(ch), str(versions[ch]))].kind == EMPTY
             ]
             if empty:
-                keep += walk(
-                    session, t, thread_id, ns_hash, latest.parent_checkpoint_id, empty
-                ).path
+                keep += walk(unit, t, thread_id, ns_hash, latest.parent_checkpoint_id, empty).path
         scope = (c.thread_id == thread_id, c.ns_hash == ns_hash)
         older = c.checkpoint_id < latest.checkpoint_id
         for part in chunks(keep):
             older = and_(older, c.checkpoint_id.notin_(part))
-        session.execute(delete(t.checkpoints).where(*scope, older))
+        unit.execute(delete(t.checkpoints).where(*scope, older))
         wolder = w.checkpoint_id < latest.checkpoint_id
         for part in chunks(keep):
             wolder = and_(wolder, w.checkpoint_id.notin_(part))
-        session.execute(
+        unit.execute(
             delete(t.checkpoint_writes).where(
                 w.thread_id == thread_id, w.ns_hash == ns_hash, wolder
             )
         )
-        _gc_blobs(session, t, thread_id, ns_hash)
+        _gc_blobs(unit, t, thread_id, ns_hash)
 
 
-def copy_thread(session: Session, t: Tables, source: str, target: str, now: int) -> bool:
+def copy_thread(unit: Unit, t: Tables, source: str, target: str, now: int) -> bool:
     """Copy every row of `source` to `target` (ids unchanged). False if `source` has no
     checkpoints; raises ValueError if `target` already has some."""
     c = t.checkpoints.c
-    if session.execute(select(c.thread_id).where(c.thread_id == target).limit(1)).first():
+    if unit.execute(select(c.thread_id).where(c.thread_id == target).limit(1)).first():
         raise ValueError(f"target_thread_id: thread {target!r} already has checkpoints")
-    if not session.execute(select(c.thread_id).where(c.thread_id == source).limit(1)).first():
+    if not unit.execute(select(c.thread_id).where(c.thread_id == source).limit(1)).first():
         return False
     for table in (t.checkpoints, t.checkpoint_blobs, t.checkpoint_writes):
         names = [col.name for col in table.columns]
@@ -181,11 +179,11 @@ def copy_thread(session: Session, t: Tables, source: str, target: str, now: int)
             else table.c[n]
             for n in names
         ]
-        session.execute(
+        unit.execute(
             table.insert().from_select(names, select(*cols).where(table.c.thread_id == source))
         )
     th = t.checkpoint_threads
-    session.execute(
+    unit.execute(
         th.insert().from_select(
             ["thread_id", "created_at", "updated_at", "metadata"],
             select(
@@ -203,7 +201,7 @@ def copy_thread(session: Session, t: Tables, source: str, target: str, now: int)
 
 
 def list_threads(
-    session: Session,
+    unit: Unit,
     t: Tables,
     conditions: Sequence[ColumnElement[bool]],
     limit: int | None,
@@ -225,18 +223,18 @@ def list_threads(
         q = q.limit(limit)
     return [
         ThreadRow(r.thread_id, r.created_at, r.updated_at, int(r.n), r.metadata)
-        for r in session.execute(q)
+        for r in unit.execute(q)
     ]
 
 
-def delete_idle_threads(session: Session, t: Tables, cutoff: int, limit: int) -> list[str]:
+def delete_idle_threads(unit: Unit, t: Tables, cutoff: int, limit: int) -> list[str]:
     """Delete up to `limit` threads not updated since `cutoff` (ms); return their ids."""
     th = t.checkpoint_threads.c
     ids = list(
-        session.execute(
+        unit.execute(
             select(th.thread_id).where(th.updated_at < cutoff).order_by(th.updated_at).limit(limit)
         ).scalars()
     )
     if ids:
-        delete_threads(session, t, ids)
+        delete_threads(unit, t, ids)
     return ids

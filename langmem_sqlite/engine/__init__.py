@@ -1,12 +1,12 @@
-"""The execution layer: databases, their dialect objects, the seam every statement goes through,
-and the one retry rule.
+"""The execution layer: databases, their dialect objects, the unit of work a storage function
+receives, and the one retry rule.
 
 * `opening`: [`get_database`][langmem_sqlite.engine.get_database] turns a URL, a path or an
   engine into a [`Database`][langmem_sqlite.engine.Database];
   [`reading_database`][langmem_sqlite.engine.reading_database] opens one only to read it;
 * `database`: the `Database`, which runs units of work (sync, async, and plans of several
   units);
-* `session`: the [`Session`][langmem_sqlite.engine.Session] a storage function receives (a
+* `unit`: the [`Unit`][langmem_sqlite.engine.Unit] a storage function receives (a
   SQLAlchemy `Connection` and the database's rules);
 * `dialects`: one object per kind of database (SQLite, PostgreSQL, MySQL/MariaDB);
 * `retry`: which failures are retried, for how long, and the typed error after that.
@@ -16,7 +16,7 @@ from .database import Database, Plan, Step
 from .errors import DatabaseUnavailableError
 from .opening import DatabaseLike, get_database, reading_database
 from .retry import DEFAULT_RETRY_SECONDS, Fault
-from .session import Session
+from .unit import Unit
 
 __all__ = [
     "DEFAULT_RETRY_SECONDS",
@@ -25,8 +25,8 @@ __all__ = [
     "DatabaseUnavailableError",
     "Fault",
     "Plan",
-    "Session",
     "Step",
+    "Unit",
     "get_database",
     "reading_database",
 ]

@@ -1,7 +1,7 @@
 """A [`Database`][langmem_sqlite.Database]: an engine, its dialect object, and the running of work
 on it.
 
-A storage operation is a function of a [`Session`][langmem_sqlite.engine.Session], written once:
+A storage operation is a function of a [`Unit`][langmem_sqlite.engine.Unit], written once:
 [`Database.run`][langmem_sqlite.engine.Database.run] runs it as one unit of work under the retry
 rule; [`Database.arun`][langmem_sqlite.engine.Database.arun] runs the same call in a worker thread,
 or on a caller's `AsyncEngine` through `run_sync`. Operations of several units are
@@ -31,7 +31,7 @@ from sqlalchemy.pool import StaticPool
 from .. import plans
 from .dialects import Dialect, dialect_for
 from .retry import Attempts, Fault, default_retry_seconds
-from .session import Statements, Step, watch_disconnects, work
+from .unit import Statements, Step, watch_disconnects, work
 
 __all__ = ["Database", "Plan", "Step"]
 
@@ -107,7 +107,7 @@ def _close_at_exit() -> None:
 
 
 class Database:
-    """A database: its sync engine, its dialect object, and the seam that runs work on it.
+    """A database: its sync engine, its dialect object, and the running of work on it.
 
     Obtain instances with [`get_database`][langmem_sqlite.get_database]. An `AsyncEngine` given by
     the caller is used for the async API as given (the sync API uses a sync engine for the same
@@ -228,7 +228,7 @@ class Database:
         single: bool = False,
         transaction: bool = False,
     ) -> T:
-        """Run `fn(session, *args)` as one unit of work (see [`Step`][langmem_sqlite.engine.Step]
+        """Run `fn(unit, *args)` as one unit of work (see [`Step`][langmem_sqlite.engine.Step]
         for the flags).
 
         Transient failures (a locked SQLite file, a dropped or refused server connection, a

@@ -3,7 +3,7 @@
 * [`store`][langmem_sqlite.history.store]: [`ConversationStore`][langmem_sqlite.ConversationStore],
   the sync and async API over the tables;
 * `sql`: the SQL of sessions and messages (storage functions on a
-  [`Session`][langmem_sqlite.engine.Session]);
+  [`Unit`][langmem_sqlite.engine.Unit]);
 * `codec`: messages to and from the stored JSON text;
 * [`chat_history`][langmem_sqlite.history.chat_history]:
   [`SQLChatMessageHistory`][langmem_sqlite.SQLChatMessageHistory], LangChain's

@@ -1,10 +1,10 @@
 """The SQL of the conversation store: sessions and their messages.
 
-Every function here takes a [`Session`][langmem_sqlite.engine.Session] and the
+Every function here takes a [`Unit`][langmem_sqlite.engine.Unit] and the
 [`Tables`][langmem_sqlite.engine.schema.Tables] to use, and runs as one unit of work of
 [`Database.run`][langmem_sqlite.engine.Database.run] or `arun`. Statements are built once per
-engine and set of tables ([`Session.statement`][langmem_sqlite.engine.Session.statement]), with
-bound parameters only; what differs between databases comes from `session.rules`.
+engine and set of tables ([`Unit.statement`][langmem_sqlite.engine.Unit.statement]), with
+bound parameters only; what differs between databases comes from `unit.rules`.
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ from sqlalchemy import and_, bindparam, delete, func, insert, select, update
 
 from ..engine.dialects import Dialect
 from ..engine.schema import Tables
-from ..engine.session import Session
+from ..engine.unit import Unit
 
 __all__ = [
     "Append",
@@ -85,8 +85,8 @@ _ID_CHUNK = 10_000  # session ids per IN list where sessions are deleted by thei
 
 class _Statements:
     """Every statement of the conversation store for one set of tables and one database, with
-    bound parameters only: built once per engine and kept in the seam's statement cache
-    ([`Session.statement`][langmem_sqlite.engine.Session.statement]), so each is compiled once."""
+    bound parameters only: built once per engine
+    ([`Unit.statement`][langmem_sqlite.engine.Unit.statement]), so SQLAlchemy compiles each once."""
 
     def __init__(self, t: Tables, rules: Dialect) -> None:
         s, m = t.sessions.c, t.messages.c
@@ -194,9 +194,9 @@ class _Statements:
         )
 
 
-def _statements(session: Session, t: Tables) -> _Statements:
-    return session.statement(  # type: ignore[no-any-return]
-        ("history", t.key), lambda: _Statements(t, session.rules)
+def _statements(unit: Unit, t: Tables) -> _Statements:
+    return unit.statement(  # type: ignore[no-any-return]
+        ("history", t.key), lambda: _Statements(t, unit.rules)
     )
 
 
@@ -204,7 +204,7 @@ def _params(key: SessionKey, **extra: Any) -> dict[str, Any]:
     return {"k_user": key.user_id, "k_session": key.session_id, **extra}
 
 
-def _create_session(session: Session, t: Tables, key: SessionKey, now: int, **extra: Any) -> None:
+def _create_session(unit: Unit, t: Tables, key: SessionKey, now: int, **extra: Any) -> None:
     """Create a session row unless it exists (another writer may create it concurrently)."""
     values = {
         "user_id": key.user_id,
@@ -215,18 +215,18 @@ def _create_session(session: Session, t: Tables, key: SessionKey, now: int, **ex
         "token_total": 0,
         **extra,
     }
-    session.execute(_statements(session, t).create, values)
+    unit.execute(_statements(unit, t).create, values)
 
 
-def _bump(session: Session, t: Tables, key: SessionKey, n: int, tokens: int, now: int) -> Any:
+def _bump(unit: Unit, t: Tables, key: SessionKey, n: int, tokens: int, now: int) -> Any:
     """Reserve `n` positions in the session; return (pk, count_after, tokens_after) or None."""
-    st = _statements(session, t)
+    st = _statements(unit, t)
     params = _params(key, k_n=n, k_tokens=tokens, k_now=now)
-    if session.connection.dialect.update_returning:
-        return session.execute(st.bump_returning, params).first()
-    if session.execute(st.bump, params).rowcount == 0:
+    if unit.connection.dialect.update_returning:
+        return unit.execute(st.bump_returning, params).first()
+    if unit.execute(st.bump, params).rowcount == 0:
         return None
-    return session.execute(st.after_bump, _params(key)).first()
+    return unit.execute(st.after_bump, _params(key)).first()
 
 
 @dataclass
@@ -259,7 +259,7 @@ _IN_CHUNK = 30_000  # ids per IN list: PostgreSQL binds 65,535 parameters a stat
 
 
 def add_messages(
-    session: Session,
+    unit: Unit,
     t: Tables,
     key: SessionKey,
     rows: Sequence[MessageRow],
@@ -280,21 +280,21 @@ def add_messages(
     the order of `rows`. With `append`, a repeated attempt of the same append that finds it
     already stored writes nothing (see `Append`).
     """
-    st = _statements(session, t)
+    st = _statements(unit, t)
     tokens = sum(r.token_count for r in rows)
-    got = _bump(session, t, key, len(rows), tokens, now)
+    got = _bump(unit, t, key, len(rows), tokens, now)
     if got is None:
-        _create_session(session, t, key, now)
-        got = _bump(session, t, key, len(rows), tokens, now)
+        _create_session(unit, t, key, now)
+        got = _bump(unit, t, key, len(rows), tokens, now)
     pk, count, total = got
     if append is not None:
         append.tries += 1
         mine = {"k_pk": pk, "k_token": append.token}
-        if append.tries > 1 and session.execute(st.token_row, mine).first():
+        if append.tries > 1 and unit.execute(st.token_row, mine).first():
             # the earlier attempt committed: give back the positions just reserved
-            session.execute(st.unbump, {"k_pk": pk, "k_n": len(rows), "k_tokens": tokens})
+            unit.execute(st.unbump, {"k_pk": pk, "k_n": len(rows), "k_tokens": tokens})
             return Appended(append.written, int(count) - len(rows))
-    known = existing_message_ids(session, t, key, [r.message_id for r in rows if r.message_id])
+    known = existing_message_ids(unit, t, key, [r.message_id for r in rows if r.message_id])
     kept: list[tuple[MessageRow, str | None]] = []
     for r in rows:
         mid = r.message_id
@@ -308,7 +308,7 @@ def add_messages(
     kept_tokens = sum(r.token_count for r, _ in kept)
     if len(kept) < len(rows):
         left_out = {"k_pk": pk, "k_n": len(rows) - len(kept), "k_tokens": tokens - kept_tokens}
-        session.execute(st.unbump, left_out)
+        unit.execute(st.unbump, left_out)
         count -= len(rows) - len(kept)
         total -= tokens - kept_tokens
     if append is not None:
@@ -333,32 +333,32 @@ def add_messages(
         seq += 1
         before += r.token_count
     if params:
-        session.execute(st.insert, params)
+        unit.execute(st.insert, params)
     return Appended(len(kept), int(count))
 
 
 def read_messages(
-    session: Session, t: Tables, key: SessionKey, limit: int | None, max_seq: int | None = None
+    unit: Unit, t: Tables, key: SessionKey, limit: int | None, max_seq: int | None = None
 ) -> list[tuple[int, str]]:
     """`(seq, body)` of the session's messages in order; the last `limit` if given (`max_seq`
     hides messages added after a snapshot)."""
-    st = _statements(session, t)
+    st = _statements(unit, t)
     params = _params(key, k_max_seq=_NO_MAX if max_seq is None else max_seq)
     if limit is None:
-        return session.execute(st.read_after, {**params, "k_after": -1}).all()
-    return session.execute(st.read_last, {**params, "k_limit": limit}).all()[::-1]
+        return unit.execute(st.read_after, {**params, "k_after": -1}).all()
+    return unit.execute(st.read_last, {**params, "k_limit": limit}).all()[::-1]
 
 
 def read_after_summary(
-    session: Session, t: Tables, key: SessionKey, max_seq: int | None = None
+    unit: Unit, t: Tables, key: SessionKey, max_seq: int | None = None
 ) -> tuple[str | None, list[tuple[int, str]]]:
     """The session's summary record and `(seq, body)` of the messages it does not cover yet.
 
     The record's `upto_seq` (the position of the last summarized message, if the record has
     one) bounds the read, so its cost follows what is not yet summarized, not the history.
     """
-    st = _statements(session, t)
-    summary = session.execute(st.summary, _params(key)).scalar()
+    st = _statements(unit, t)
+    summary = unit.execute(st.summary, _params(key)).scalar()
     after = -1
     if summary:
         try:
@@ -368,125 +368,121 @@ def read_after_summary(
         if not -1 <= after < _NO_MAX:
             after = -1  # no position of this session: read everything
     params = _params(key, k_max_seq=_NO_MAX if max_seq is None else max_seq, k_after=after)
-    return summary, session.execute(st.read_after, params).all()
+    return summary, unit.execute(st.read_after, params).all()
 
 
 def read_token_window(
-    session: Session, t: Tables, key: SessionKey, budget: int, max_seq: int | None = None
+    unit: Unit, t: Tables, key: SessionKey, budget: int, max_seq: int | None = None
 ) -> list[tuple[int, str, str, int]]:
     """`(seq, type, body, token_count)` of the longest recent suffix whose stored token counts
     sum to at most `budget`; found through the `tokens_before` index, not by a scan."""
-    st = _statements(session, t)
+    st = _statements(unit, t)
     if max_seq is None:
-        return session.execute(st.window, _params(key, k_budget=budget)).all()
+        return unit.execute(st.window, _params(key, k_budget=budget)).all()
     params = _params(key, k_budget=budget, k_max_seq=max_seq)
-    return session.execute(st.window_snapshot, params).all()
+    return unit.execute(st.window_snapshot, params).all()
 
 
 def existing_message_ids(
-    session: Session, t: Tables, key: SessionKey, message_ids: Sequence[str]
+    unit: Unit, t: Tables, key: SessionKey, message_ids: Sequence[str]
 ) -> set[str]:
     """Which of `message_ids` the session already holds (read a chunk of ids at a time)."""
-    st, known = _statements(session, t), set[str]()
+    st, known = _statements(unit, t), set[str]()
     for i in range(0, len(message_ids), _IN_CHUNK):
         chunk = list(message_ids[i : i + _IN_CHUNK])
-        known.update(session.execute(st.known_ids, _params(key, k_ids=chunk)).scalars())
+        known.update(unit.execute(st.known_ids, _params(key, k_ids=chunk)).scalars())
     return known
 
 
-def clear_session(session: Session, t: Tables, key: SessionKey, now: int) -> int:
+def clear_session(unit: Unit, t: Tables, key: SessionKey, now: int) -> int:
     """Delete the session's messages (the session row stays); return how many were deleted."""
-    st = _statements(session, t)
-    n = session.execute(st.clear_messages, _params(key)).rowcount
-    session.execute(st.clear, _params(key, k_now=now))
+    st = _statements(unit, t)
+    n = unit.execute(st.clear_messages, _params(key)).rowcount
+    unit.execute(st.clear, _params(key, k_now=now))
     return int(n)
 
 
-def _delete_sessions(session: Session, t: Tables, which: str, params: dict[str, Any]) -> int:
+def _delete_sessions(unit: Unit, t: Tables, which: str, params: dict[str, Any]) -> int:
     """Delete the sessions `which` (a condition of `_Statements.doomed`) selects, and their
     messages (explicitly: SQLite may run without foreign keys), by lists of their ids."""
-    st = _statements(session, t)
-    ids = session.execute(st.doomed[which], params).scalars().all()
+    st = _statements(unit, t)
+    ids = unit.execute(st.doomed[which], params).scalars().all()
     deleted = 0
     for i in range(0, len(ids), _ID_CHUNK):
         chunk = {"k_ids": ids[i : i + _ID_CHUNK]}
-        session.execute(st.delete_messages_of, chunk)
-        deleted += int(session.execute(st.delete_sessions_of, chunk).rowcount)
+        unit.execute(st.delete_messages_of, chunk)
+        deleted += int(unit.execute(st.delete_sessions_of, chunk).rowcount)
     return deleted
 
 
-def delete_session(session: Session, t: Tables, key: SessionKey) -> bool:
+def delete_session(unit: Unit, t: Tables, key: SessionKey) -> bool:
     """Delete one session and its messages; `False` if it did not exist."""
-    return _delete_sessions(session, t, "session", _params(key)) > 0
+    return _delete_sessions(unit, t, "session", _params(key)) > 0
 
 
-def delete_idle_sessions(
-    session: Session, t: Tables, cutoff: int, user_id: str | None = None
-) -> int:
+def delete_idle_sessions(unit: Unit, t: Tables, cutoff: int, user_id: str | None = None) -> int:
     """Delete sessions last active before `cutoff` (ms); return how many."""
     which = "idle" if user_id is None else "idle_user"
-    return _delete_sessions(session, t, which, {"k_cutoff": cutoff, "k_user": user_id})
+    return _delete_sessions(unit, t, which, {"k_cutoff": cutoff, "k_user": user_id})
 
 
-def user_counts(session: Session, t: Tables, user_id: str) -> tuple[int, int, int]:
+def user_counts(unit: Unit, t: Tables, user_id: str) -> tuple[int, int, int]:
     """A user's `(sessions, messages, summaries)`."""
-    st = _statements(session, t)
-    sessions, summaries = session.execute(st.user_sessions, {"k_user": user_id}).one()
-    messages = session.execute(st.user_messages, {"k_user": user_id}).scalar()
+    st = _statements(unit, t)
+    sessions, summaries = unit.execute(st.user_sessions, {"k_user": user_id}).one()
+    messages = unit.execute(st.user_messages, {"k_user": user_id}).scalar()
     return int(sessions), int(messages), int(summaries)
 
 
-def delete_user(session: Session, t: Tables, user_id: str) -> tuple[int, int, int]:
+def delete_user(unit: Unit, t: Tables, user_id: str) -> tuple[int, int, int]:
     """Delete every session of `user_id` (messages, titles, summaries), overwriting the
     deleted rows where the database can (`overwriting_deletes`); return `user_counts`."""
-    counts = user_counts(session, t, user_id)
+    counts = user_counts(unit, t, user_id)
     if not counts[0]:
         return counts
-    with session.rules.overwriting_deletes(session):
-        _delete_sessions(session, t, "user", {"k_user": user_id})
+    with unit.rules.overwriting_deletes(unit):
+        _delete_sessions(unit, t, "user", {"k_user": user_id})
     return counts
 
 
-def rename_session(session: Session, t: Tables, key: SessionKey, title: str | None) -> bool:
+def rename_session(unit: Unit, t: Tables, key: SessionKey, title: str | None) -> bool:
     """Set the session's title; `False` if it does not exist."""
-    res = session.execute(_statements(session, t).rename, _params(key, k_title=title))
+    res = unit.execute(_statements(unit, t).rename, _params(key, k_title=title))
     return bool(res.rowcount)
 
 
-def set_summary(
-    session: Session, t: Tables, key: SessionKey, summary: str | None, now: int
-) -> None:
+def set_summary(unit: Unit, t: Tables, key: SessionKey, summary: str | None, now: int) -> None:
     """Store the running-summary record (JSON text) on the session row, creating the session."""
-    st = _statements(session, t)
-    if not session.execute(st.set_summary, _params(key, k_summary=summary)).rowcount:
-        _create_session(session, t, key, now, summary=summary)
+    st = _statements(unit, t)
+    if not unit.execute(st.set_summary, _params(key, k_summary=summary)).rowcount:
+        _create_session(unit, t, key, now, summary=summary)
 
 
 def _info(row: Any) -> SessionInfo:
     return SessionInfo(row[0] or None, *row[1:])  # "" stands for "no user"
 
 
-def get_session(session: Session, t: Tables, key: SessionKey) -> SessionInfo | None:
+def get_session(unit: Unit, t: Tables, key: SessionKey) -> SessionInfo | None:
     """One session's row, or `None`."""
-    row = session.execute(_statements(session, t).session, _params(key)).first()
+    row = unit.execute(_statements(unit, t).session, _params(key)).first()
     return None if row is None else _info(row)
 
 
 def list_sessions(
-    session: Session,
+    unit: Unit,
     t: Tables,
     user_id: str | None,
     limit: int | None,
     offset: int,
 ) -> list[SessionInfo]:
     """Sessions, most recently active first; one user's when `user_id` is given."""
-    st = _statements(session, t)
+    st = _statements(unit, t)
     params = {"k_limit": _NO_LIMIT if limit is None else limit, "k_offset": offset}
     if user_id is None:
-        return [_info(r) for r in session.execute(st.list_all, params)]
-    return [_info(r) for r in session.execute(st.list_user, {**params, "k_user": user_id})]
+        return [_info(r) for r in unit.execute(st.list_all, params)]
+    return [_info(r) for r in unit.execute(st.list_user, {**params, "k_user": user_id})]
 
 
-def count_messages(session: Session, t: Tables, key: SessionKey) -> int:
+def count_messages(unit: Unit, t: Tables, key: SessionKey) -> int:
     """Number of messages in the session (from the session row)."""
-    return int(session.execute(_statements(session, t).count, _params(key)).scalar() or 0)
+    return int(unit.execute(_statements(unit, t).count, _params(key)).scalar() or 0)

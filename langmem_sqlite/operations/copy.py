@@ -34,7 +34,7 @@ from ..engine.dialects import dialect_for
 from ..engine.errors import DatabaseUnavailableError
 from ..engine.migrations import LATEST_VERSION, applied_versions, ensure_schema, up_to_date
 from ..engine.schema import DEFAULT_PREFIX, Tables, get_tables
-from ..engine.session import Session
+from ..engine.unit import Unit
 from ..validation import check_id, check_positive
 from .importers.report import progress_bar, source_connection, source_name
 from .ownership import users_by_thread
@@ -209,7 +209,7 @@ def _pages(
         last = tuple(rows[-1][c.name] for c in pk)
 
 
-def _write_page(session: Session, table: sa.Table, rows: list[dict[str, Any]]) -> tuple[int, int]:
+def _write_page(unit: Unit, table: sa.Table, rows: list[dict[str, Any]]) -> tuple[int, int]:
     """Insert the rows of `rows` the target lacks, compare the others, read everything back;
     `(copied, present)`. Runs in one target transaction (a row whose unique values the
     target holds under another key fails it with `IntegrityError`: see `_page_into`)."""
@@ -222,7 +222,7 @@ def _write_page(session: Session, table: sa.Table, rows: list[dict[str, Any]]) -
         out: dict[tuple[Any, ...], dict[str, Any]] = {}
         for i in range(0, len(keys), _KEY_CHUNK):
             chunk = keys[i : i + _KEY_CHUNK]
-            found = session.execute(sa.select(table).where(_key_filter(table, chunk)))
+            found = unit.execute(sa.select(table).where(_key_filter(table, chunk)))
             out.update(
                 (
                     tuple(_plain(r[j]) for j in at),
@@ -241,8 +241,8 @@ def _write_page(session: Session, table: sa.Table, rows: list[dict[str, Any]]) -
                 "(copy into an empty database, or one copied from this source before)"
             )
     if missing:
-        insert = session.statement(("copy", "insert", table.schema, table.name), table.insert)
-        session.execute(insert, missing)
+        insert = unit.statement(("copy", "insert", table.schema, table.name), table.insert)
+        unit.execute(insert, missing)
         after = stored()
         for row, key in zip(rows, keys, strict=True):
             if after.get(key) != row:
@@ -264,9 +264,7 @@ def _page_into(db: Database, table: sa.Table, rows: list[dict[str, Any]]) -> tup
 # -- the target's pgvector table (PostgreSQL) ----------------------------------------------------
 
 
-def _pgvector_fill(
-    session: Session, tables: Tables, user_id: str | None, batch_size: int
-) -> TableCopy:
+def _pgvector_fill(unit: Unit, tables: Tables, user_id: str | None, batch_size: int) -> TableCopy:
     """The rows the target's pgvector table lacks, made from the copied vectors."""
     from ..store.namespaces import prefix_range
     from ..store.pgvector_schema import pgvector_table, raw_vector
@@ -283,12 +281,12 @@ def _pgvector_fill(
         .limit(batch_size)
     )
     copied = 0
-    while rows := session.execute(lacking).all():
+    while rows := unit.execute(lacking).all():
         values = [
             {"item_id": i, "field": f, "ns": ns, "embedding": raw_vector(blob, norm)}
             for i, f, ns, blob, norm in rows
         ]
-        session.execute(sa.insert(pgv), values)
+        unit.execute(sa.insert(pgv), values)
         copied += len(rows)
     return TableCopy(pgv.name, copied=copied, verified=True, note="filled from the copied vectors")
 

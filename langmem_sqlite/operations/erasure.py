@@ -40,7 +40,7 @@ from sqlalchemy import bindparam, func, select
 from ..engine import Database, DatabaseLike, get_database
 from ..engine.migrations import schema_plan
 from ..engine.schema import DEFAULT_PREFIX, Tables, get_tables
-from ..engine.session import Session
+from ..engine.unit import Unit
 from ..history import sql
 from ..plans import adrive, drive
 from ..validation import IdLike, check_id
@@ -142,7 +142,7 @@ def _twin(obj: Any, name: str, *args: Any, **kwargs: Any) -> _Call:
 
 
 def _sql(db: Database, fn: Callable[..., Any], *args: Any, **options: Any) -> _Call:
-    """`fn(session, *args)` as one unit of work of the seam (`own_transaction`: of a
+    """`fn(unit, *args)` as one unit of work (`own_transaction`: of a
     SQLAlchemy connection that commits as it goes, for `VACUUM`)."""
     return _Call(partial(db.run, fn, *args, **options), partial(db.arun, fn, *args, **options))
 
@@ -163,18 +163,18 @@ async def _alisted(saver: SQLSaver, filter: dict[str, Any]) -> list[Any]:
 # -- checkpointer threads ---------------------------------------------------------------------
 
 
-def _checkpoint_count(session: Session, t: Tables, thread_ids: Sequence[str]) -> int:
+def _checkpoint_count(unit: Unit, t: Tables, thread_ids: Sequence[str]) -> int:
     c = t.checkpoints.c
 
     def count() -> Any:
         ids: Any = bindparam("thread_ids", expanding=True)
         return select(func.count()).select_from(t.checkpoints).where(c.thread_id.in_(ids))
 
-    stmt = session.statement(("erasure", t.key, "checkpoints"), count)
+    stmt = unit.statement(("erasure", t.key, "checkpoints"), count)
     total = 0
     for i in range(0, len(thread_ids), 500):
         part = list(thread_ids[i : i + 500])
-        total += int(session.execute(stmt, {"thread_ids": part}).scalar() or 0)
+        total += int(unit.execute(stmt, {"thread_ids": part}).scalar() or 0)
     return total
 
 

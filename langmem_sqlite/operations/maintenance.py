@@ -15,7 +15,7 @@ import sqlalchemy as sa
 
 from ..engine import Database
 from ..engine.schema import Tables
-from ..engine.session import Session
+from ..engine.unit import Unit
 from ..history.store import ConversationStore, idle_cutoff
 from ..validation import check_id
 from .erasure import threads_of_user
@@ -46,17 +46,17 @@ def _count_rows(table: sa.Table) -> Any:
     return sa.select(sa.func.count()).select_from(table)
 
 
-def _table_stats(session: Session, tables: Tables) -> list[TableStat]:
-    present = session.rules.table_names(session, tables.schema)
+def _table_stats(unit: Unit, tables: Tables) -> list[TableStat]:
+    present = unit.rules.table_names(unit, tables.schema)
     out = []
     for table in tables.metadata.sorted_tables:
         if table.name not in present:
             continue
-        count = session.statement(
+        count = unit.statement(
             ("maintenance", tables.key, "count", table.name), partial(_count_rows, table)
         )
-        rows = int(session.execute(count).scalar() or 0)
-        size = session.rules.table_bytes(session, table)
+        rows = int(unit.execute(count).scalar() or 0)
+        size = unit.rules.table_bytes(unit, table)
         out.append(TableStat(table.name, rows, size))
     return out
 
@@ -66,7 +66,7 @@ def table_stats(db: Database, tables: Tables) -> list[TableStat]:
     return db.run(_table_stats, tables)  # type: ignore[no-any-return]
 
 
-def _users_with_session(session: Session, tables: Tables, session_id: str) -> list[str]:
+def _users_with_session(unit: Unit, tables: Tables, session_id: str) -> list[str]:
     def build() -> Any:
         t = tables.sessions
         return (
@@ -75,8 +75,8 @@ def _users_with_session(session: Session, tables: Tables, session_id: str) -> li
             .order_by(t.c.user_id)
         )
 
-    stmt = session.statement(("maintenance", tables.key, "users_with_session"), build)
-    return [str(u) for u in session.execute(stmt, {"session_id": session_id}).scalars()]
+    stmt = unit.statement(("maintenance", tables.key, "users_with_session"), build)
+    return [str(u) for u in unit.execute(stmt, {"session_id": session_id}).scalars()]
 
 
 def users_with_session(store: ConversationStore, session_id: str) -> list[str]:

@@ -27,7 +27,7 @@ from sqlalchemy.engine import Connection
 
 from ..checkpoint.meta import matches, prefilter
 from ..engine.schema import Tables
-from ..engine.session import Session
+from ..engine.unit import Unit
 
 if TYPE_CHECKING:
     from ..checkpoint import SQLSaver
@@ -81,16 +81,14 @@ def named_users(
     return out
 
 
-def threads_named(
-    session: Session, t: Tables, filters: list[dict[str, Any]]
-) -> tuple[set[str], int]:
+def threads_named(unit: Unit, t: Tables, filters: list[dict[str, Any]]) -> tuple[set[str], int]:
     """Threads any of whose checkpoints' JSON metadata matches one of `filters`, and how
     many other threads have checkpoints without a JSON copy (an encrypting saver's)."""
     c = t.checkpoints.c
-    wanted = or_(*(and_(*prefilter(c.metadata_json, f, session.rules.name)) for f in filters))
+    wanted = or_(*(and_(*prefilter(c.metadata_json, f, unit.rules.name)) for f in filters))
     found = {
         row.thread_id
-        for row in session.execute(
+        for row in unit.execute(
             select(c.thread_id, c.metadata_json).where(c.metadata_json.is_not(None), wanted)
         )
         if any(matches(row.metadata_json, f) for f in filters)
@@ -101,16 +99,16 @@ def threads_named(
         no_copy = or_(c.metadata_json.is_(None), cast(c.metadata_json, Text) == "null")
         return select(c.thread_id).where(no_copy).distinct()
 
-    stmt = session.statement(("ownership", t.key, "opaque"), opaque_threads)
-    opaque = set(session.execute(stmt).scalars())
+    stmt = unit.statement(("ownership", t.key, "opaque"), opaque_threads)
+    opaque = set(unit.execute(stmt).scalars())
     return found, len(opaque - found)
 
 
 def users_by_thread(
-    conn: Session | Connection, t: Tables, keys: Sequence[str] = THREAD_USER_KEYS
+    conn: Unit | Connection, t: Tables, keys: Sequence[str] = THREAD_USER_KEYS
 ) -> dict[str, set[str]]:
-    """Every thread whose checkpoints' JSON metadata names a user, with the users named: on the
-    seam's `Session`, or on a SQLAlchemy `Connection` (`copy_database` streams it with
+    """Every thread whose checkpoints' JSON metadata names a user, with the users named: on a
+    `Unit`, or on a SQLAlchemy `Connection` (`copy_database` streams it with
     `execution_options(yield_per=...)`)."""
     c = t.checkpoints.c
     out: dict[str, set[str]] = {}

@@ -22,7 +22,7 @@ from sqlalchemy.dialects import mysql, postgresql
 
 from ..engine.dialects import Dialect
 from ..engine.schema import Tables
-from ..engine.session import Session
+from ..engine.unit import Unit
 from . import namespaces
 from .filters import is_finite_json, is_number, is_operator_dict
 from .rows import not_lapsed, within_prefix
@@ -277,7 +277,7 @@ _BUILDERS = {"jsonb": _pg_condition, "json1": _sqlite_condition, "json_value": _
 """The filter conditions of each dialect's `store_json`."""
 
 
-def prefilter(conn: Session, t: Tables, q: SearchQuery) -> tuple[list[Any], bool]:
+def prefilter(unit: Unit, t: Tables, q: SearchQuery) -> tuple[list[Any], bool]:
     """SQL conditions implied by `q.filter` (values as parameters `f0`...), and whether
     they are exactly the filter."""
     leaves = q.leaves
@@ -286,7 +286,7 @@ def prefilter(conn: Session, t: Tables, q: SearchQuery) -> tuple[list[Any], bool
         return [], not q.filter
 
     def build() -> tuple[list[Any], bool]:
-        make = _BUILDERS[conn.rules.store_json]
+        make = _BUILDERS[unit.rules.store_json]
         out, exact = [], True
         for i, ((path, op, operand), (_, _, kind)) in enumerate(zip(leaves, shape, strict=True)):
             if kind in _NONFINITE:
@@ -300,7 +300,7 @@ def prefilter(conn: Session, t: Tables, q: SearchQuery) -> tuple[list[Any], bool
             exact = exact and is_exact
         return out, exact
 
-    return conn.statement(("filter", t.key, q.shape), build)  # type: ignore[no-any-return]
+    return unit.statement(("filter", t.key, q.shape), build)  # type: ignore[no-any-return]
 
 
 def search_params(rules: Dialect, q: SearchQuery, now: int) -> dict[str, Any]:
@@ -322,16 +322,16 @@ def search_params(rules: Dialect, q: SearchQuery, now: int) -> dict[str, Any]:
     return params
 
 
-def search_where(conn: Session, t: Tables, q: SearchQuery) -> tuple[list[Any], bool]:
+def search_where(unit: Unit, t: Tables, q: SearchQuery) -> tuple[list[Any], bool]:
     """The conditions of a search: prefix (first: SQLite's newest-first search drops it), not
     lapsed, filter (the filter first is slower on PostgreSQL's large stores)."""
-    conds, exact = prefilter(conn, t, q)
-    live = not_lapsed(t, q.omit_expired, conn.rules.store_expiry_as_or)
+    conds, exact = prefilter(unit, t, q)
+    live = not_lapsed(t, q.omit_expired, unit.rules.store_expiry_as_or)
     return [within_prefix(t.store_items.c.ns, q.prefix), live, *conds], exact
 
 
 def statement_key(t: Tables, q: SearchQuery, what: str) -> tuple[Any, ...]:
     """The key of a statement built for searches like `q` (see
-    [`Session.statement`][langmem_sqlite.engine.Session.statement])."""
+    [`Unit.statement`][langmem_sqlite.engine.Unit.statement])."""
     sealed = q.sealer is not None
     return (what, t.key, bool(q.prefix), q.omit_expired, q.shape, sealed)

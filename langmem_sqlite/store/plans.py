@@ -15,7 +15,7 @@ from .. import clock
 from ..engine import Database, Plan, Step
 from ..engine.migrations import schema_plan
 from ..engine.schema import Tables
-from ..engine.session import Session
+from ..engine.unit import Unit
 from .pgvector_schema import enable_pgvector
 from .prepared import Batch, copied, item_of, literal_prefix, search_item_of, shape_namespaces
 from .reads import get_items, list_namespaces
@@ -146,7 +146,7 @@ class StorePlans:
 
     def _read(
         self,
-        conn: Session,
+        unit: Unit,
         batch: Batch,
         queries: dict[str, list[float]],
         now: int,
@@ -157,7 +157,7 @@ class StorePlans:
         t = self.tables
         refresh: list[int] = []
         pairs = [(ns, k) for _, ns, k, _ in batch.gets]
-        found = get_items(conn, t, pairs, now, self.omit_expired, self.sealer)
+        found = get_items(unit, t, pairs, now, self.omit_expired, self.sealer)
         handed: set[int] = set()
         for i, ns, key, refreshes in batch.gets:
             row = found.get((ns, key))
@@ -175,10 +175,10 @@ class StorePlans:
                 results[i] = [copied(item) for item in results[firsts[same]]]  # type: ignore[arg-type,union-attr]
             else:
                 rows = done[same] = (
-                    search_items(conn, t, query, now)
+                    search_items(unit, t, query, now)
                     if text is None
                     else vector_search(
-                        conn,
+                        unit,
                         t,
                         query,
                         queries[text],
@@ -193,7 +193,7 @@ class StorePlans:
             if refreshes:
                 refresh.extend(r.id for r in rows if r.ttl_us is not None)
         for i, op in batch.lists:
-            found_ns = list_namespaces(conn, t, literal_prefix(op), now, self.omit_expired)
+            found_ns = list_namespaces(unit, t, literal_prefix(op), now, self.omit_expired)
             results[i] = shape_namespaces(op, found_ns)
         return sorted(set(refresh))
 

@@ -8,7 +8,7 @@ from typing import Any
 import sqlalchemy as sa
 
 from ..engine.schema import Tables
-from ..engine.session import Session
+from ..engine.unit import Unit
 from . import namespaces
 from .rows import CHUNK, ItemRow, item_columns, item_row, not_lapsed, within_prefix
 from .sealed import Sealer
@@ -19,7 +19,7 @@ _PAIR = ("ns", "key")
 """The columns of an item's key (see `Dialect.at_pairs`)."""
 
 
-def _get_one_stmt(conn: Session, t: Tables, omit_expired: bool) -> Any:
+def _get_one_stmt(unit: Unit, t: Tables, omit_expired: bool) -> Any:
     """One item by (ns, key) (built once per tables: the hot path)."""
     c = t.store_items.c
 
@@ -30,11 +30,11 @@ def _get_one_stmt(conn: Session, t: Tables, omit_expired: bool) -> Any:
             not_lapsed(t, omit_expired),
         )
 
-    return conn.statement(("get", t.key, omit_expired), build)
+    return unit.statement(("get", t.key, omit_expired), build)
 
 
 def get_item(
-    conn: Session,
+    unit: Unit,
     t: Tables,
     ns: str,
     key: str,
@@ -44,12 +44,12 @@ def get_item(
 ) -> ItemRow | None:
     """The live item at `(encoded ns, key)`, if any."""
     params = {"ns": ns, "key": key, "now": now}
-    row = conn.execute(_get_one_stmt(conn, t, omit_expired), params).first()
+    row = unit.execute(_get_one_stmt(unit, t, omit_expired), params).first()
     return item_row(row, None, sealer) if row is not None else None
 
 
 def get_items(
-    conn: Session,
+    unit: Unit,
     t: Tables,
     keys: Sequence[tuple[str, str]],
     now: int,
@@ -61,10 +61,10 @@ def get_items(
     out: dict[tuple[str, str], ItemRow] = {}
     unique = list(dict.fromkeys(keys))
     if len(unique) == 1:
-        one = get_item(conn, t, *unique[0], now, omit_expired, sealer)
+        one = get_item(unit, t, *unique[0], now, omit_expired, sealer)
         return {unique[0]: one} if one is not None else {}
-    rules = conn.rules
-    stmt = conn.statement(
+    rules = unit.rules
+    stmt = unit.statement(
         ("get_many", t.key, omit_expired),
         lambda: sa.select(*item_columns(t)).where(
             rules.at_pairs(t.store_items, _PAIR), not_lapsed(t, omit_expired)
@@ -72,18 +72,18 @@ def get_items(
     )
     for i in range(0, len(unique), CHUNK):
         params = {**rules.pairs_params(unique[i : i + CHUNK]), "now": now}
-        rows: Sequence[Any] = conn.execute(stmt, params).all()
+        rows: Sequence[Any] = unit.execute(stmt, params).all()
         for row in rows:
             out[(row[1], row[2])] = item_row(row, None, sealer)
     return out
 
 
 def list_namespaces(
-    conn: Session, t: Tables, prefix: tuple[str, ...], now: int, omit_expired: bool
+    unit: Unit, t: Tables, prefix: tuple[str, ...], now: int, omit_expired: bool
 ) -> list[tuple[str, ...]]:
     """Distinct namespaces holding a live item, under `prefix`, in tuple order."""
     c = t.store_items.c
-    stmt = conn.statement(
+    stmt = unit.statement(
         ("namespaces", t.key, bool(prefix), omit_expired),
         lambda: (
             sa.select(c.ns)
@@ -96,4 +96,4 @@ def list_namespaces(
     bounds = namespaces.prefix_range(prefix)
     if bounds is not None:
         params["lo"], params["hi"] = bounds
-    return [namespaces.decode(ns) for ns in conn.execute(stmt, params).scalars()]
+    return [namespaces.decode(ns) for ns in unit.execute(stmt, params).scalars()]

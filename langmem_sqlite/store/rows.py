@@ -1,12 +1,12 @@
 """What every statement of the store shares: the items' columns, the rows they are read into,
 the "not lapsed" and "under the prefix" conditions and the newest-first order.
 
-Every storage function of the store takes a [`Session`][langmem_sqlite.engine.Session]
+Every storage function of the store takes a [`Unit`][langmem_sqlite.engine.Unit]
 and the [`Tables`][langmem_sqlite.store.rows.Tables]; [`SQLStore`][langmem_sqlite.SQLStore]
 runs them with [`Database.run`][langmem_sqlite.engine.Database.run] (sync) or
 [`Database.arun`][langmem_sqlite.engine.Database.arun] (async). Statements built per set of tables
 (and per shape of a search) are kept by
-[`Session.statement`][langmem_sqlite.engine.Session.statement]. Times are microseconds since the
+[`Unit.statement`][langmem_sqlite.engine.Unit.statement]. Times are microseconds since the
 epoch.
 """
 

@@ -9,7 +9,7 @@ from typing import Any
 import sqlalchemy as sa
 
 from ..engine.schema import Tables
-from ..engine.session import Session
+from ..engine.unit import Unit
 from .filter_sql import SearchQuery, search_params, search_where, statement_key
 from .filters import matches
 from .rows import ItemRow, item_columns, item_row, newest_first
@@ -18,7 +18,7 @@ __all__ = ["search_items"]
 
 
 def matching_pages(
-    conn: Session,
+    unit: Unit,
     key: Hashable,
     stmt: Any,
     params: dict[str, Any],
@@ -30,18 +30,18 @@ def matching_pages(
     `q.filter`: one query when the SQL is exact, else pages re-checked in Python."""
     if want <= 0:
         return []
-    paged = conn.statement(
+    paged = unit.statement(
         ("paged", key), lambda: stmt.limit(sa.bindparam("lim")).offset(sa.bindparam("off"))
     )
     if exact:
         return [
             item_row(r, None, q.sealer)
-            for r in conn.execute(paged, {**params, "lim": want, "off": 0})
+            for r in unit.execute(paged, {**params, "lim": want, "off": 0})
         ]
     kept: list[ItemRow] = []
     start, size = 0, max(want, 100)
     while len(kept) < want:
-        rows = conn.execute(paged, {**params, "lim": size, "off": start}).all()
+        rows = unit.execute(paged, {**params, "lim": size, "off": start}).all()
         found = (item_row(r, None, q.sealer) for r in rows)
         kept.extend(item for item in found if matches(item.value, q.filter))
         if len(rows) < size:
@@ -50,7 +50,7 @@ def matching_pages(
     return kept[:want]
 
 
-def search_items(conn: Session, t: Tables, q: SearchQuery, now: int) -> list[ItemRow]:
+def search_items(unit: Unit, t: Tables, q: SearchQuery, now: int) -> list[ItemRow]:
     """Items under `q.prefix` matching `q.filter`, most recently updated first.
 
     Where the dialect reads each namespace newest first (SQLite) and the filter is exact in
@@ -58,8 +58,8 @@ def search_items(conn: Session, t: Tables, q: SearchQuery, now: int) -> list[Ite
     stops at `offset + limit` matches instead of reading and sorting every item under it."""
 
     def build() -> tuple[Any, bool]:
-        where, exact = search_where(conn, t, q)
-        if exact and q.prefix and conn.rules.store_newest_per_namespace:
+        where, exact = search_where(unit, t, q)
+        if exact and q.prefix and unit.rules.store_newest_per_namespace:
             return _newest_under(t, where[1:]), exact
         stmt = sa.select(*item_columns(t)).where(*where).order_by(*newest_first(t))
         if exact:
@@ -67,12 +67,12 @@ def search_items(conn: Session, t: Tables, q: SearchQuery, now: int) -> list[Ite
         return stmt, exact
 
     key = statement_key(t, q, "search")
-    stmt, exact = conn.statement(key, build)
-    params = search_params(conn.rules, q, now)
+    stmt, exact = unit.statement(key, build)
+    params = search_params(unit.rules, q, now)
     if exact:
         page = {"lim": q.limit, "off": q.offset, "want": q.limit + q.offset}
-        return [item_row(r, None, q.sealer) for r in conn.execute(stmt, {**params, **page})]
-    return matching_pages(conn, key, stmt, params, q, q.offset + q.limit, exact)[q.offset :]
+        return [item_row(r, None, q.sealer) for r in unit.execute(stmt, {**params, **page})]
+    return matching_pages(unit, key, stmt, params, q, q.offset + q.limit, exact)[q.offset :]
 
 
 def _newest_under(t: Tables, conditions: list[Any]) -> Any:

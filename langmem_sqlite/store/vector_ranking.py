@@ -16,7 +16,7 @@ import numpy as np
 import sqlalchemy as sa
 
 from ..engine.schema import Tables
-from ..engine.session import Session
+from ..engine.unit import Unit
 from .filter_sql import SearchQuery, search_params, search_where, statement_key
 from .filters import matches
 from .pgvector_schema import Vector, ann_index_name, pgvector_table
@@ -42,7 +42,7 @@ def _query32(query_vector: list[float]) -> list[float]:
 
 
 def _scored(
-    conn: Session,
+    unit: Unit,
     t: Tables,
     q: SearchQuery,
     query_vector: list[float],
@@ -53,13 +53,13 @@ def _scored(
     """Candidates with a vector, best score per item, best first (expiry checked later); with
     pgvector (`pgv`) ranked in the database (`_pg_ranking`)."""
     items = t.store_items
-    params = search_params(conn.rules, q, now)
+    params = search_params(unit.rules, q, now)
     if pgv is not None:  # every item under the prefix, best first (the filter is re-checked)
-        ranking = conn.statement(
+        ranking = unit.statement(
             statement_key(t, q, f"pgvector ranking {distance}"),
-            lambda: _pg_ranking(conn, t, q, None, distance),
+            lambda: _pg_ranking(unit, t, q, None, distance),
         )
-        ranked: Sequence[Any] = conn.execute(
+        ranked: Sequence[Any] = unit.execute(
             ranking[0], {**params, "q": _query32(query_vector)}
         ).all()
         return [r[0] for r in ranked], [_score(distance, float(r[1])) for r in ranked]
@@ -74,11 +74,11 @@ def _scored(
             extra += [v.c.ns, v.c.field]
         stmt = sa.select(v.c.item_id, raw, *extra).where(within_prefix(v.c.ns, q.prefix))
         if q.filter:  # narrow in SQL with the item's value
-            stmt = stmt.join(items, items.c.id == v.c.item_id).where(*search_where(conn, t, q)[0])
+            stmt = stmt.join(items, items.c.id == v.c.item_id).where(*search_where(unit, t, q)[0])
         return stmt
 
-    pairs: Sequence[Any] = conn.execute(
-        conn.statement(statement_key(t, q, f"vectors {lengths}"), build), params
+    pairs: Sequence[Any] = unit.execute(
+        unit.statement(statement_key(t, q, f"vectors {lengths}"), build), params
     ).all()
     if q.sealer is not None:
         opened, at = q.sealer.open_vector, 3 if lengths else 2
@@ -111,7 +111,7 @@ def _exact_distance(pgv: sa.Table, distance: str) -> Any:
 
 
 def _pg_ranking(
-    conn: Session,
+    unit: Unit,
     t: Tables,
     q: SearchQuery,
     ann: ANN | None = None,
@@ -127,7 +127,7 @@ def _pg_ranking(
     plan made without the values (PostgreSQL's generic plan, after five runs) would rank every
     vector instead."""
     pgv, items = pgvector_table(t), t.store_items
-    where, exact = search_where(conn, t, q)
+    where, exact = search_where(unit, t, q)
     if ann is None:
         neg = _exact_distance(pgv, distance)
         joined = sa.select(pgv.c.item_id).join(items, items.c.id == pgv.c.item_id).where(*where)
@@ -148,7 +148,7 @@ def _pg_ranking(
 
 
 def _pg_top(
-    conn: Session,
+    unit: Unit,
     t: Tables,
     q: SearchQuery,
     query_vector: list[float],
@@ -173,8 +173,8 @@ def _pg_top(
 
     def build() -> tuple[Any, bool]:
         if first:
-            return _pg_first(conn, t, q, distance), True
-        top, exact = _pg_ranking(conn, t, q, ann, distance)
+            return _pg_first(unit, t, q, distance), True
+        top, exact = _pg_ranking(unit, t, q, ann, distance)
         ranked = top.limit(sa.bindparam("lim")).subquery()
         stmt = (
             sa.select(*item_columns(t), ranked.c.neg)
@@ -184,17 +184,17 @@ def _pg_top(
         return stmt, exact
 
     what = "pgvector first" if first else "pgvector" if ann is None else ann_index_name(t, ann)
-    stmt, exact = conn.statement(statement_key(t, q, f"{what} {distance}"), build)
+    stmt, exact = unit.statement(statement_key(t, q, f"{what} {distance}"), build)
     if not exact:
         return None
-    params = {**search_params(conn.rules, q, now), "q": _query32(query_vector)}
+    params = {**search_params(unit.rules, q, now), "q": _query32(query_vector)}
     params["lim"] = want
     if first:
         params["candidates"] = candidates = 2 * want + 8
-        rows: Sequence[Any] = conn.execute(stmt, params).all()
+        rows: Sequence[Any] = unit.execute(stmt, params).all()
         if len(rows) < want and (not rows or rows[0][8] > candidates):
             # lapsed items among the candidates: rank every item (joined with the items)
-            return _pg_top(conn, t, q, query_vector, now, want, None, full=True, distance=distance)
+            return _pg_top(unit, t, q, query_vector, now, want, None, full=True, distance=distance)
         return [item_row(r, _score(distance, r[7])) for r in rows]
     if ann is not None:
         params["candidates"] = _candidates(ann, want)
@@ -204,20 +204,20 @@ def _pg_top(
             setting = ("hnsw.ef_search", _ef_search(ann, want))
         else:
             setting = ("ivfflat.probes", ann.probes)
-        conn.execute(_SET_LOCAL, {"name": setting[0], "value": str(setting[1])})
-    ranked: Sequence[Any] = conn.execute(stmt, params).all()
+        unit.execute(_SET_LOCAL, {"name": setting[0], "value": str(setting[1])})
+    ranked: Sequence[Any] = unit.execute(stmt, params).all()
     found = [item_row(r, _score(distance, r[7])) for r in ranked]
     if ann is not None and len(found) < want:
         # the index scan ran dry (ef_search, then the filter) or its vectors were of fewer
         # items: rank exactly, so that a search never returns fewer items than match
-        return _pg_top(conn, t, q, query_vector, now, want, None, distance=distance)
+        return _pg_top(unit, t, q, query_vector, now, want, None, distance=distance)
     return found
 
 
 _SET_LOCAL = sa.select(sa.func.set_config(sa.bindparam("name"), sa.bindparam("value"), True))
 
 
-def _pg_first(conn: Session, t: Tables, q: SearchQuery, distance: str = "cosine") -> Any:
+def _pg_first(unit: Unit, t: Tables, q: SearchQuery, distance: str = "cosine") -> Any:
     """pgvector, exact, without a filter: the `candidates` best-ranked items by their vectors
     under the prefix (the vectors' own `ns`, without reading the items), then the live ones
     of them (at most `lim`) with their rows, each followed by its `neg` score and the
@@ -237,7 +237,7 @@ def _pg_first(conn: Session, t: Tables, q: SearchQuery, distance: str = "cosine"
     return (
         sa.select(*item_columns(t), ranked.c.neg, ranked.c.ranked)
         .join_from(ranked, items, items.c.id == ranked.c.item_id)
-        .where(*search_where(conn, t, q)[0])
+        .where(*search_where(unit, t, q)[0])
         .order_by(ranked.c.neg, ranked.c.item_id)
         .limit(sa.bindparam("lim"))
     )
@@ -256,7 +256,7 @@ def _ef_search(ann: ANN, want: int) -> int:
 
 
 def vector_search(
-    conn: Session,
+    unit: Unit,
     t: Tables,
     q: SearchQuery,
     query_vector: list[float],
@@ -273,16 +273,16 @@ def vector_search(
     c = t.store_items.c
     top = None
     if pgvector:
-        top = _pg_top(conn, t, q, query_vector, now, want, ann, distance=distance)
+        top = _pg_top(unit, t, q, query_vector, now, want, ann, distance=distance)
     if top is not None:
         kept = top
         ids: list[int] = []
     else:
         pgv = pgvector_table(t) if pgvector else None
-        ids, scores = _scored(conn, t, q, query_vector, now, pgv, distance)
+        ids, scores = _scored(unit, t, q, query_vector, now, pgv, distance)
         kept = []
     step = max(2 * want, 50) if q.filter else want  # rows to read per round
-    stmt = conn.statement(
+    stmt = unit.statement(
         ("by_ids", t.key, q.omit_expired),
         lambda: sa.select(*item_columns(t)).where(
             c.id.in_(sa.bindparam("ids", expanding=True)), not_lapsed(t, q.omit_expired)
@@ -292,7 +292,7 @@ def vector_search(
         if len(kept) >= want:
             break
         chunk = dict(zip(ids[i : i + step], scores[i : i + step], strict=True))
-        rows = conn.execute(stmt, {"ids": list(chunk), "now": now})
+        rows = unit.execute(stmt, {"ids": list(chunk), "now": now})
         by_id = {r[0]: item_row(r, chunk[r[0]], q.sealer) for r in rows}
         kept.extend(
             by_id[item_id]
@@ -303,12 +303,12 @@ def vector_search(
 
         def build() -> tuple[Any, bool]:
             has_vector = sa.exists().where(t.store_vectors.c.item_id == c.id)
-            where, exact = search_where(conn, t, q)
+            where, exact = search_where(unit, t, q)
             stmt = sa.select(*item_columns(t)).where(*where, ~has_vector).order_by(*newest_first(t))
             return stmt, exact
 
         key = statement_key(t, q, "unscored")
-        stmt, exact = conn.statement(key, build)
-        params = search_params(conn.rules, q, now)
-        kept.extend(matching_pages(conn, key, stmt, params, q, want - len(kept), exact))
+        stmt, exact = unit.statement(key, build)
+        params = search_params(unit.rules, q, now)
+        kept.extend(matching_pages(unit, key, stmt, params, q, want - len(kept), exact))
     return kept[q.offset : want]

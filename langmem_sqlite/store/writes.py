@@ -12,7 +12,7 @@ import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 
 from ..engine.schema import Tables
-from ..engine.session import Session
+from ..engine.unit import Unit
 from .pgvector_schema import pgvector_table, raw_vector
 from .rows import CHUNK
 from .sealed import Sealer
@@ -38,10 +38,10 @@ class PutRow:
     """The value's JSON text, when the caller has it (stored as is outside PostgreSQL)."""
 
 
-def refresh_ttl(conn: Session, t: Tables, ids: Sequence[int], now: int) -> None:
+def refresh_ttl(unit: Unit, t: Tables, ids: Sequence[int], now: int) -> None:
     """Restart the TTL of the items `ids` (those that have one) from `now`."""
     c = t.store_items.c
-    stmt = conn.statement(
+    stmt = unit.statement(
         ("refresh", t.key),
         lambda: (
             sa.update(t.store_items)
@@ -50,20 +50,20 @@ def refresh_ttl(conn: Session, t: Tables, ids: Sequence[int], now: int) -> None:
         ),
     )
     for i in range(0, len(ids), CHUNK):
-        conn.execute(stmt, {"ids": list(ids[i : i + CHUNK]), "now": now})
+        unit.execute(stmt, {"ids": list(ids[i : i + CHUNK]), "now": now})
 
 
-def _upsert(conn: Session, t: Tables, rows: list[dict[str, Any]]) -> None:
+def _upsert(unit: Unit, t: Tables, rows: list[dict[str, Any]]) -> None:
     """Insert or replace items by `(ns, key)`: the dialect's upsert, the value bound as the
     validation's JSON text (not serialized again; PostgreSQL casts it to `jsonb`)."""
-    rules = conn.rules
+    rules = unit.rules
     if len(rows) > 1:
-        many = conn.statement(
+        many = unit.statement(
             ("upsert many", t.key),
             lambda: rules.upsert_arrays(t.store_items, _ROW, _CHANGING, _PAIR),
         )
         if many is not None:
-            conn.execute(many, {c: [r[c] for r in rows] for c in _ROW})
+            unit.execute(many, {c: [r[c] for r in rows] for c in _ROW})
             return
 
     def build() -> Any:
@@ -71,26 +71,26 @@ def _upsert(conn: Session, t: Tables, rows: list[dict[str, Any]]) -> None:
         # inline: no implicit RETURNING of the new id, which nothing reads
         return rules.upsert(t.store_items, _CHANGING, _PAIR).inline().values(value=value)
 
-    conn.execute(conn.statement(("upsert", t.key), build), rows)
+    unit.execute(unit.statement(("upsert", t.key), build), rows)
 
 
-def _ids(conn: Session, t: Tables, pairs: list[tuple[str, str]]) -> dict[tuple[str, str], int]:
+def _ids(unit: Unit, t: Tables, pairs: list[tuple[str, str]]) -> dict[tuple[str, str], int]:
     c = t.store_items.c
     out: dict[tuple[str, str], int] = {}
-    rules = conn.rules
-    stmt = conn.statement(
+    rules = unit.rules
+    stmt = unit.statement(
         ("ids", t.key),
         lambda: sa.select(c.id, c.ns, c.key).where(rules.at_pairs(t.store_items, _PAIR)),
     )
     for i in range(0, len(pairs), CHUNK):
-        found: Sequence[Any] = conn.execute(stmt, rules.pairs_params(pairs[i : i + CHUNK])).all()
+        found: Sequence[Any] = unit.execute(stmt, rules.pairs_params(pairs[i : i + CHUNK])).all()
         for item_id, ns, key in found:
             out[(ns, key)] = item_id
     return out
 
 
 def apply_puts(
-    conn: Session,
+    unit: Unit,
     t: Tables,
     rows: Sequence[PutRow],
     now: int,
@@ -100,20 +100,20 @@ def apply_puts(
 ) -> None:
     """Apply writes (the last per `(ns, key)` should be given once); with `index`, replace
     the vectors of every written item."""
-    rules = conn.rules
+    rules = unit.rules
     deletes = [(r.ns, r.key) for r in rows if r.value is None]
     if deletes:
-        stmt = conn.statement(
+        stmt = unit.statement(
             ("delete", t.key),
             lambda: sa.delete(t.store_items).where(rules.at_pairs(t.store_items, _PAIR)),
         )
         for i in range(0, len(deletes), CHUNK):
-            conn.execute(stmt, rules.pairs_params(deletes[i : i + CHUNK]))
+            unit.execute(stmt, rules.pairs_params(deletes[i : i + CHUNK]))
     puts = [r for r in rows if r.value is not None]
     if not puts:
         return
     _upsert(
-        conn,
+        unit,
         t,
         [
             {
@@ -129,7 +129,7 @@ def apply_puts(
         ],
     )
     if index:
-        _replace_vectors(conn, t, puts, pgvector, sealer)
+        _replace_vectors(unit, t, puts, pgvector, sealer)
 
 
 def _json_text(row: PutRow) -> str:
@@ -137,24 +137,24 @@ def _json_text(row: PutRow) -> str:
 
 
 def _replace_vectors(
-    conn: Session,
+    unit: Unit,
     t: Tables,
     puts: list[PutRow],
     pgvector: bool,
     sealer: Sealer | None = None,
 ) -> None:
-    ids = _ids(conn, t, [(r.ns, r.key) for r in puts])
+    ids = _ids(unit, t, [(r.ns, r.key) for r in puts])
     targets = [t.store_vectors, *([pgvector_table(t)] if pgvector else [])]
     id_list = list(ids.values())
     for table in targets:
-        stmt = conn.statement(
+        stmt = unit.statement(
             ("unvector", t.key, table.name),
             lambda table=table: sa.delete(table).where(  # type: ignore[misc]
                 table.c.item_id.in_(sa.bindparam("ids", expanding=True))
             ),
         )
         for i in range(0, len(id_list), CHUNK):
-            conn.execute(stmt, {"ids": id_list[i : i + CHUNK]})
+            unit.execute(stmt, {"ids": id_list[i : i + CHUNK]})
     vectors: list[dict[str, Any]] = [
         {"item_id": ids[(r.ns, r.key)], "field": f, "ns": r.ns, "embedding": blob, "norm": norm}
         for r in puts
@@ -175,10 +175,10 @@ def _replace_vectors(
     if sealer is not None:
         for v in vectors:
             v["embedding"] = sealer.seal_vector(v["ns"], v["item_id"], v["field"], v["embedding"])
-    conn.execute(conn.statement(("vectors", t.key), lambda: sa.insert(t.store_vectors)), vectors)
+    unit.execute(unit.statement(("vectors", t.key), lambda: sa.insert(t.store_vectors)), vectors)
     if pgvector:
-        insert = conn.statement(("pgvectors", t.key), lambda: sa.insert(pgvector_table(t)))
-        conn.execute(insert, copies)
+        insert = unit.statement(("pgvectors", t.key), lambda: sa.insert(pgvector_table(t)))
+        unit.execute(insert, copies)
 
 
 def sweep_expired(conn: Connection, t: Tables, now: int) -> int:

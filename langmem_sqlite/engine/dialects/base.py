@@ -79,7 +79,7 @@ class Dialect:
     def configure(self, engine: Engine) -> None:
         """Install per-connection settings on an engine (once per engine)."""
 
-    # -- the seam's transactions --------------------------------------------------------------
+    # -- units of work ------------------------------------------------------------------------
 
     def begin(self, connection: Connection, write: bool, single: bool, transaction: bool) -> Any:
         """Prepare `connection` for one unit of work: one that will write (`write`), a read
@@ -346,7 +346,7 @@ class Dialect:
 
     def table_names(self, session: Any, schema: str | None) -> set[str]:
         """The tables of `schema` (default: the connection's own), read on a
-        [`Session`][langmem_sqlite.engine.Session] (the base rule: the SQL standard's
+        [`Unit`][langmem_sqlite.engine.Unit] (the base rule: the SQL standard's
         `information_schema`)."""
         stmt = text(
             "SELECT table_name FROM information_schema.tables WHERE table_schema = "
@@ -363,7 +363,7 @@ class Dialect:
     def fault(self, error: BaseException) -> Fault | None:
         """The kind of transient failure `error` is, or None (not worth a retry).
 
-        The base rule: a connection SQLAlchemy (or the seam) found dead. Subclasses add their
+        The base rule: a connection SQLAlchemy found dead. Subclasses add their
         database's codes.
         """
         if isinstance(error, exc.DBAPIError) and error.connection_invalidated:

@@ -148,7 +148,7 @@ class PostgreSQLDialect(Dialect):
     @classmethod
     def engine_kwargs(cls, url: URL) -> dict[str, Any]:
         # No pre-ping (a round trip on every checkout): a dropped connection fails the
-        # transaction's first statement, and the seam re-runs the transaction on a new one.
+        # transaction's first statement, and the retry loop re-runs the unit on a new one.
         connect = merge_connect_args(url, {"connect_timeout": DEFAULT_CONNECT_TIMEOUT_S})
         given = url.query.get("prepare_threshold")
         if given is not None:

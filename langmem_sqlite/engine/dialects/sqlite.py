@@ -74,9 +74,9 @@ def _on_connect(dbapi_conn: Any, _record: Any, *, wal: bool = True) -> None:
     """Per-connection settings: WAL (unless `wal` is false), busy timeout, NORMAL sync,
     foreign keys, the log's bounds.
 
-    Also hands transaction control to this package (`isolation_level = None`): the seam
-    and SQLAlchemy's `begin` event (`_on_begin`) start transactions themselves, so
-    that writers start with `BEGIN IMMEDIATE`.
+    Also hands transaction control to this package (`isolation_level = None`): SQLAlchemy's
+    `begin` event (`_on_begin`) starts transactions, so that writers start with
+    `BEGIN IMMEDIATE`.
     """
     dbapi_conn.isolation_level = None
     cur = dbapi_conn.cursor()

@@ -1,4 +1,4 @@
-"""The execution seam (``langmem_sqlite.engine.session``): SQLAlchemy statements on pooled
+"""The execution seam (``langmem_sqlite.engine.unit``): SQLAlchemy statements on pooled
 DBAPI connections, compiled with SQLAlchemy's public API.
 
 Compiled statements are kept by statement object in one bounded cache, so these tests make sure
@@ -18,8 +18,8 @@ import pytest
 import sqlalchemy as sa
 from conftest import backend_url, server_url
 
-from langmem_sqlite.engine import Database, Session, get_database
-from langmem_sqlite.engine.session import STATEMENTS_KEPT
+from langmem_sqlite.engine import Database, Unit, get_database
+from langmem_sqlite.engine.unit import STATEMENTS_KEPT
 
 
 @pytest.fixture
@@ -39,24 +39,24 @@ def table(backend: str, tmp_path: Any) -> Iterator[tuple[Database, sa.Table]]:
     md.drop_all(db.sync_engine)
 
 
-def _insert(conn: Session, t: sa.Table, rows: list[dict[str, Any]]) -> int:
-    return conn.execute(sa.insert(t), rows).rowcount
+def _insert(unit: Unit, t: sa.Table, rows: list[dict[str, Any]]) -> int:
+    return unit.execute(sa.insert(t), rows).rowcount
 
 
 def test_values_of_same_shape_statements_never_mix(table: tuple[Database, sa.Table]) -> None:
     db, t = table
     db.run(_insert, t, [{"id": i, "name": f"n{i}", "doc": {"i": i}} for i in range(10)])
 
-    def by_literal(conn: Session, i: int) -> Any:
+    def by_literal(unit: Unit, i: int) -> Any:
         # a new statement per call, literal value inside: compiled for that call
-        return conn.execute(sa.select(t.c.name, t.c.doc).where(t.c.id == i)).one()
+        return unit.execute(sa.select(t.c.name, t.c.doc).where(t.c.id == i)).one()
 
     for i in (3, 7, 3, 0):
         row = db.run(by_literal, i, single=True)
         assert (row.name, row.doc) == (f"n{i}", {"i": i})
 
-    def limited(conn: Session, n: int) -> list[int]:
-        return conn.execute(sa.select(t.c.id).order_by(t.c.id).limit(n)).scalars().all()
+    def limited(unit: Unit, n: int) -> list[int]:
+        return unit.execute(sa.select(t.c.id).order_by(t.c.id).limit(n)).scalars().all()
 
     assert [len(db.run(limited, n)) for n in (2, 5, 1)] == [2, 5, 1]
 
@@ -66,11 +66,11 @@ def test_in_lists_literal_and_bound(table: tuple[Database, sa.Table]) -> None:
     db.run(_insert, t, [{"id": i, "name": f"n{i}"} for i in range(10)])
     bound = sa.select(t.c.id).where(t.c.id.in_(sa.bindparam("ids", expanding=True)))
 
-    def by_bound(conn: Session, ids: list[int]) -> set[int]:
-        return set(conn.execute(bound, {"ids": ids}).scalars())
+    def by_bound(unit: Unit, ids: list[int]) -> set[int]:
+        return set(unit.execute(bound, {"ids": ids}).scalars())
 
-    def by_literal(conn: Session, ids: list[int]) -> set[int]:
-        return set(conn.execute(sa.select(t.c.id).where(t.c.id.in_(ids))).scalars())
+    def by_literal(unit: Unit, ids: list[int]) -> set[int]:
+        return set(unit.execute(sa.select(t.c.id).where(t.c.id.in_(ids))).scalars())
 
     for ids in ([1, 2], [5], [0, 9, 4], []):
         assert db.run(by_bound, ids) == set(ids)
@@ -91,8 +91,8 @@ def test_in_list_shapes_are_kept_without_mixing_values(table: tuple[Database, sa
         sa.tuple_(t.c.id, t.c.name).in_(sa.bindparam("pairs", expanding=True))
     )
 
-    def seam(conn: Session, stmt: Any, params: dict[str, Any]) -> list[int]:
-        return sorted(conn.execute(stmt, params).scalars())
+    def seam(unit: Unit, stmt: Any, params: dict[str, Any]) -> list[int]:
+        return sorted(unit.execute(stmt, params).scalars())
 
     def core(conn: sa.Connection, stmt: Any, params: dict[str, Any]) -> list[int]:
         return sorted(conn.execute(stmt, params).scalars())
@@ -116,8 +116,8 @@ def test_insert_compiles_for_the_columns_given(table: tuple[Database, sa.Table])
     db, t = table
     stmt = sa.insert(t)  # one statement object, two column sets
 
-    def put(conn: Session, row: dict[str, Any]) -> None:
-        conn.execute(stmt, row)
+    def put(unit: Unit, row: dict[str, Any]) -> None:
+        unit.execute(stmt, row)
 
     db.run(put, {"id": 1, "name": "a"}, write=True)
     db.run(put, {"id": 2, "name": "b", "note": "given"}, write=True)
@@ -130,9 +130,9 @@ def test_errors_keep_their_type_and_roll_back(table: tuple[Database, sa.Table]) 
     db, t = table
     db.run(_insert, t, [{"id": 1, "name": "a"}], write=True)
 
-    def two(conn: Session) -> None:
-        conn.execute(sa.insert(t), {"id": 2, "name": "b"})
-        conn.execute(sa.insert(t), {"id": 1, "name": "duplicate"})
+    def two(unit: Unit) -> None:
+        unit.execute(sa.insert(t), {"id": 2, "name": "b"})
+        unit.execute(sa.insert(t), {"id": 1, "name": "duplicate"})
 
     with pytest.raises(sa.exc.IntegrityError):
         db.run(two, write=True)
@@ -197,13 +197,13 @@ def test_result_types_match_sqlalchemy(backend: str, tmp_path: Any) -> None:
     assert (got.f, got.c) == (1.5, 1)
 
 
-def _pid(conn: Session) -> int:
-    return int(conn.exec_driver_sql("SELECT pg_backend_pid()").scalar())
+def _pid(unit: Unit) -> int:
+    return int(unit.exec_driver_sql("SELECT pg_backend_pid()").scalar())
 
 
-def _xids(conn: Session) -> tuple[int, int]:
+def _xids(unit: Unit) -> tuple[int, int]:
     xid = "SELECT txid_current()"
-    return conn.exec_driver_sql(xid).scalar(), conn.exec_driver_sql(xid).scalar()
+    return unit.exec_driver_sql(xid).scalar(), unit.exec_driver_sql(xid).scalar()
 
 
 def test_postgres_single_statements_run_in_autocommit_and_connections_go_back_as_they_came() -> (
@@ -215,8 +215,8 @@ def test_postgres_single_statements_run_in_autocommit_and_connections_go_back_as
     db = get_database(server_url("postgres"), engine_args={"pool_size": 2, "max_overflow": 0})
     try:
 
-        def mode(conn: Session) -> bool:
-            return bool(conn.connection.connection.dbapi_connection.autocommit)  # type: ignore[union-attr]
+        def mode(unit: Unit) -> bool:
+            return bool(unit.connection.connection.dbapi_connection.autocommit)  # type: ignore[union-attr]
 
         assert db.run(mode, single=True) is True
         assert db.run(mode, write=True, single=True) is True
@@ -236,9 +236,9 @@ def test_postgres_single_statements_run_in_autocommit_and_connections_go_back_as
         db.dispose()
 
 
-def _xids(conn: Session) -> tuple[int, int]:
+def _xids(unit: Unit) -> tuple[int, int]:
     xid = "SELECT txid_current()"
-    return conn.exec_driver_sql(xid).scalar(), conn.exec_driver_sql(xid).scalar()
+    return unit.exec_driver_sql(xid).scalar(), unit.exec_driver_sql(xid).scalar()
 
 
 @pytest.mark.parametrize("server", ["postgres", "mariadb"])
@@ -282,8 +282,8 @@ def test_statements_of_one_shape_keep_their_own_values(tmp_path: Any) -> None:
     db.run(lambda c: c.execute(sa.insert(t), [{"n": i} for i in range(50)]), write=True)
     stmts = [sa.select(t.c.n).where(t.c.n == i % 50) for i in range(800)]
 
-    def each(conn: Session) -> list[int]:
-        return [conn.execute(s).scalar() for s in stmts]
+    def each(unit: Unit) -> list[int]:
+        return [unit.execute(s).scalar() for s in stmts]
 
     assert db.run(each) == [i % 50 for i in range(len(stmts))]
     assert db.run(each) == [i % 50 for i in range(len(stmts))]
@@ -305,11 +305,11 @@ def test_a_unit_that_leaves_a_transaction_open_does_not_leak_it(
     md.create_all(db.sync_engine)
     try:
 
-        def stray(conn: Session) -> Any:
+        def stray(unit: Unit) -> Any:
             if backend != "sqlite":  # SQLite's unit is always a transaction of its own
-                conn.exec_driver_sql("BEGIN")
-            conn.execute(sa.insert(t), {"id": 1})
-            return conn.connection.connection.dbapi_connection
+                unit.exec_driver_sql("BEGIN")
+            unit.execute(sa.insert(t), {"id": 1})
+            return unit.connection.connection.dbapi_connection
 
         def count() -> int:
             with outside.connect() as c:
@@ -340,9 +340,9 @@ def test_sqlite_transaction_control_survives_autocommit_use(tmp_path: Any) -> No
     def vacuum(conn: sa.Connection) -> None:
         conn.execution_options(isolation_level="AUTOCOMMIT").exec_driver_sql("VACUUM")
 
-    def level(conn: Session) -> Any:
-        conn.exec_driver_sql("SELECT 1")  # the unit's transaction starts with its first statement
-        return conn.connection.connection.dbapi_connection.isolation_level  # type: ignore[union-attr]
+    def level(unit: Unit) -> Any:
+        unit.exec_driver_sql("SELECT 1")  # the unit's transaction starts with its first statement
+        return unit.connection.connection.dbapi_connection.isolation_level  # type: ignore[union-attr]
 
     def sa_level(conn: sa.Connection) -> Any:
         return conn.connection.dbapi_connection.isolation_level  # type: ignore[union-attr]
@@ -360,17 +360,17 @@ def test_statements_built_per_key_once_within_the_bound(tmp_path: Any) -> None:
     db = get_database(tmp_path / "b.db")
     built: list[int] = []
 
-    def get(conn: Session, n: int) -> Any:
-        return conn.statement(
+    def get(unit: Unit, n: int) -> Any:
+        return unit.statement(
             ("numbers", n % 3), lambda: built.append(n) or sa.select(sa.literal(n % 3))
         )
 
     stmts = db.run(lambda c: [get(c, n) for n in range(9)])
     assert built == [0, 1, 2] and stmts[0] is stmts[3] is stmts[6]
 
-    def distinct(conn: Session) -> list[Any]:
+    def distinct(unit: Unit) -> list[Any]:
         return [
-            conn.statement(("n", n), lambda n=n: sa.select(sa.literal(n)))
+            unit.statement(("n", n), lambda n=n: sa.select(sa.literal(n)))
             for n in range(STATEMENTS_KEPT * 2)
         ]
 

@@ -1,7 +1,7 @@
 """The unit of work every storage function receives: a SQLAlchemy `Connection` and the rules of
 its database.
 
-A [`Session`][langmem_sqlite.engine.Session] runs statements with `Connection.execute`, so they go
+A [`Unit`][langmem_sqlite.engine.Unit] runs statements with `Connection.execute`, so they go
 through SQLAlchemy's own execution path: its compiled cache, its type processing, and the
 engine's events (`echo`, `before_cursor_execute`, and the tracing built on them). Storage
 functions are written against it once; [`Database`][langmem_sqlite.Database] runs them for the
@@ -19,15 +19,15 @@ from sqlalchemy.engine import Connection, CursorResult, Engine, ExceptionContext
 
 from .dialects import Dialect, dialect_named
 
-__all__ = ["Session", "Statements", "Step", "watch_disconnects", "work"]
+__all__ = ["Statements", "Step", "Unit", "watch_disconnects", "work"]
 
 STATEMENTS_KEPT = 2_000
-"""Statements kept per engine by [`Session.statement`][langmem_sqlite.engine.Session.statement]
+"""Statements kept per engine by [`Unit.statement`][langmem_sqlite.engine.Unit.statement]
 (the oldest go first)."""
 
 
 class Step(NamedTuple):
-    """One unit of work of a [`Plan`][langmem_sqlite.engine.Plan]: `fn(session, *args)`."""
+    """One unit of work of a [`Plan`][langmem_sqlite.engine.Plan]: `fn(unit, *args)`."""
 
     fn: Callable[..., Any]
     args: tuple[Any, ...] = ()
@@ -39,7 +39,7 @@ class Step(NamedTuple):
     schema: bool = False
     """`fn` inspects or changes the schema: it takes a SQLAlchemy `Connection` in a
     transaction (for `inspect()` and savepoints) instead of a
-    [`Session`][langmem_sqlite.engine.Session]."""
+    [`Unit`][langmem_sqlite.engine.Unit]."""
     single: bool = False
     """`fn` runs one statement: it needs no transaction around it."""
     transaction: bool = False
@@ -68,7 +68,7 @@ class Statements:
         return stmt
 
 
-class Session:
+class Unit:
     """One unit of work: a SQLAlchemy `Connection` and this package's rules for its database.
 
     Attributes:
@@ -101,13 +101,13 @@ class Session:
 
 
 def work(connection: Connection, rules: Dialect, statements: Statements, step: Step) -> Any:
-    """Run `step.fn(session, *step.args)` as one unit of work on `connection`: the dialect
+    """Run `step.fn(unit, *step.args)` as one unit of work on `connection`: the dialect
     object prepares it (`BEGIN IMMEDIATE` for SQLite writers, autocommit for PostgreSQL's single
     statements), a success commits, a failure rolls back, and the connection is left as it was
     found."""
     restore = rules.begin(connection, step.write, step.single, step.transaction)
     try:
-        result = step.fn(Session(connection, rules, statements), *step.args)
+        result = step.fn(Unit(connection, rules, statements), *step.args)
         if connection.in_transaction():
             connection.commit()
         return result
