@@ -570,8 +570,7 @@ def test_compressed_rows_of_every_format_read_and_damage_is_refused() -> None:
 
 def test_a_delta_whose_base_vanished_is_stored_whole(saver: SQLSaver) -> None:
     """Another process pruned the list version this process would extend: the put must not
-    write a checkpoint pointing at a missing base (on PostgreSQL the put is one statement in
-    autocommit mode, written again with the list whole)."""
+    write a checkpoint pointing at a missing base."""
     m = [HumanMessage("one", id="1"), AIMessage("two", id="2")]
     first = saver.put(cfg("gone"), _ckpt({"messages": m}, 1), {"source": "loop", "step": 0}, _v(1))
     b = saver.tables.checkpoint_blobs

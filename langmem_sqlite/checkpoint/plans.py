@@ -295,12 +295,7 @@ class SaverPlans(BaseCheckpointSaver[str]):
             created_at=clock.now_ms(),
         )
         thread_md = md_json if s.ns == "" else None
-        # one statement where the dialect sends a put at once (PostgreSQL, see
-        # puts.put_checkpoint): autocommit, one round trip
-        at_once = self.db.rules.checkpoint_put_in_one_statement
-        stored = yield from self._op(
-            puts.put_checkpoint, row, blobs, thread_md, write=True, single=at_once
-        )
+        stored = yield from self._op(puts.put_checkpoint, row, blobs, thread_md, write=True)
         for ch, entry in entries.items():
             b = stored.get(ch)
             if b is None:
