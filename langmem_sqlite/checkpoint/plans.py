@@ -48,7 +48,7 @@ from .records import (
     split_versions,
     version_text,
 )
-from .rows import CARRIED_NULL, CheckpointRow, ListQuery
+from .rows import CheckpointRow, ListQuery
 from .storage import DELTA, EMPTY, ListCache, ListState, Resolver, encode_channel, key_hash
 
 __all__ = ["SaverPlans"]
@@ -135,8 +135,6 @@ class SaverPlans(BaseCheckpointSaver[str]):
         return (yield Step(fn, (self.tables, *args), write=write, single=single))
 
     def _loads(self, type_: str, data: Any) -> Any:
-        if type_ == CARRIED_NULL:
-            return None
         return loads(self.serde, type_, data, encrypted_only=self.encrypted_only)
 
     def _tuple(
@@ -318,18 +316,11 @@ class SaverPlans(BaseCheckpointSaver[str]):
         writes = check_writes(writes)
         special = all(ch in WRITES_IDX_MAP for ch, _ in writes)
         rows: dict[int, dict[str, Any]] = {}
-        # Writes of None after the call's first row ride on that row (its ``nulls``): one row
-        # for a node's output and its ``branch:to:<node>`` triggers. Not for special channels,
-        # which are upserted one by one.
-        nulls: dict[int, str] = {}
         for i, (ch, value) in enumerate(writes):
             check_text(ch, "writes channel")
             idx = WRITES_IDX_MAP.get(ch, i)
-            if (idx in rows or idx in nulls) and not special:
+            if idx in rows and not special:
                 continue  # first write wins, as in the database
-            if value is None and rows and not special:
-                nulls[idx] = ch
-                continue
             type_, data = dumps(self.serde, value, f"write to channel {ch!r}")
             rows[idx] = {
                 "thread_id": s.thread_id,
@@ -342,11 +333,7 @@ class SaverPlans(BaseCheckpointSaver[str]):
                 "channel": ch,
                 "type": type_,
                 "value": data,
-                "nulls": None,
             }
-        if nulls:
-            carried = [[idx, ch] for idx, ch in nulls.items()]
-            next(iter(rows.values()))["nulls"] = json.dumps(carried, separators=(",", ":"))
         if rows:
             # One statement, unless a value goes in parts (MariaDB/MySQL: see puts._write).
             part = self.db.rules.checkpoint_value_part

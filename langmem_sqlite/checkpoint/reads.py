@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from functools import partial
 from typing import Any
 
-from sqlalchemy import and_, bindparam, literal_column, or_, select, tuple_
+from sqlalchemy import and_, bindparam, literal_column, select, tuple_
 
 from ..engine.schema import Tables
 from ..engine.session import Session
@@ -27,7 +27,6 @@ from .rows import (
     blob_keys,
     checkpoint_columns,
     chunks,
-    pending_writes,
     scope_groups,
 )
 from .storage import DELTA, EMPTY, key_hash
@@ -68,7 +67,7 @@ def _fill(params: dict[str, Any], name: str, values: Sequence[Any], n: int) -> N
 
 def _writes_stmt(t: Tables, n: int) -> Any:
     w = t.checkpoint_writes.c
-    cols = (w.checkpoint_id, w.task_id, w.task_path, w.idx, w.channel, w.type, w.value, w.nulls)
+    cols = (w.checkpoint_id, w.task_id, w.task_path, w.idx, w.channel, w.type, w.value)
     return select(*cols).where(
         w.thread_id == bindparam("t"),
         w.ns_hash == bindparam("n"),
@@ -87,8 +86,8 @@ def _writes_for(
             stmt = session.statement((t.key, "ckpt.writes", n), partial(_writes_stmt, t, n))
             params = {"t": tid, "n": nsh}
             _fill(params, "id", [k[2] for k in part], n)
-            for w in pending_writes(session.execute(stmt, params).all()):
-                out.setdefault((tid, nsh, w.checkpoint_id), []).append(w)
+            for r in session.execute(stmt, params).all():
+                out.setdefault((tid, nsh, r.checkpoint_id), []).append(PendingWrite(*r))
     return out
 
 
@@ -217,7 +216,7 @@ def _with_writes(build: Callable[[Tables], Any]) -> Callable[[Tables], Any]:
         )
         wcols = [
             col.label(f"w_{col.name}")
-            for col in (w.task_id, w.task_path, w.idx, w.channel, w.type, w.value, w.nulls)
+            for col in (w.task_id, w.task_path, w.idx, w.channel, w.type, w.value)
         ]
         return select(*c.c, *wcols).select_from(c.outerjoin(t.checkpoint_writes, on))
 
@@ -246,20 +245,13 @@ def read_checkpoint(
     if not rows:
         return None
     row = rows[0]
-    writes = pending_writes(
-        (
-            r.checkpoint_id,
-            r.w_task_id,
-            r.w_task_path,
-            r.w_idx,
-            r.w_channel,
-            r.w_type,
-            r.w_value,
-            r.w_nulls,
+    writes = [
+        PendingWrite(
+            r.checkpoint_id, r.w_task_id, r.w_task_path, r.w_idx, r.w_channel, r.w_type, r.w_value
         )
         for r in rows
         if r.w_task_id is not None
-    )
+    ]
     blobs = blobs_for(session, t, blob_keys(row))
     return row, writes, blobs
 
@@ -416,18 +408,17 @@ def delta_walk(
     result = walk(session, t, thread_id, ns_hash, target.parent_checkpoint_id, channels)
     w = t.checkpoint_writes.c
     for part in chunks(result.path):
-        q = select(
-            w.checkpoint_id, w.task_id, w.task_path, w.idx, w.channel, w.type, w.value, w.nulls
-        )
+        q = select(w.checkpoint_id, w.task_id, w.task_path, w.idx, w.channel, w.type, w.value)
         q = q.where(
             w.thread_id == thread_id,
             w.ns_hash == ns_hash,
             w.checkpoint_id.in_(part),
-            or_(w.channel.in_(list(channels)), w.nulls.is_not(None)),
+            w.channel.in_(list(channels)),
         )
-        for r in pending_writes(session.execute(q).all()):
-            if r.channel in channels:
-                result.writes.setdefault((thread_id, ns_hash, r.checkpoint_id), []).append(r)
+        for r in session.execute(q).all():
+            result.writes.setdefault((thread_id, ns_hash, r.checkpoint_id), []).append(
+                PendingWrite(*r)
+            )
     result.blobs = blobs_for(session, t, [k for _, k in result.seeds.values() if k is not None])
     inline = sorted({result.path[i] for i, k in result.seeds.values() if k is None})
     c = t.checkpoints.c

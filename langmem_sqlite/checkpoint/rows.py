@@ -22,7 +22,6 @@ from .storage import key_hash
 
 __all__ = [
     "BLOB_COLS",
-    "CARRIED_NULL",
     "BlobKey",
     "CheckpointRow",
     "ListQuery",
@@ -32,7 +31,6 @@ __all__ = [
     "checkpoint_columns",
     "chunks",
     "exact_in",
-    "pending_writes",
     "scope_groups",
 ]
 
@@ -152,10 +150,6 @@ def checkpoint_columns(t: Tables) -> list[Any]:
     ]
 
 
-CARRIED_NULL = "(carried null)"
-"""The `type` of a write of None carried by its call's first row (no value of its own)."""
-
-
 class PendingWrite(NamedTuple):
     """A row of pending writes, as `read_checkpoint` returns it."""
 
@@ -166,30 +160,6 @@ class PendingWrite(NamedTuple):
     channel: str
     type: str
     value: Any
-
-
-def pending_writes(rows: Iterable[Sequence[Any]]) -> list[PendingWrite]:
-    """Write rows `(checkpoint_id, task_id, task_path, idx, channel, type, value, nulls)` as
-    pending writes, with the writes of None each row carries (`nulls`).
-
-    A carried write is its call's: if a row of the same task and index exists too, it came from
-    a later call (a call's first row carries, and a later call's first row would have met it),
-    so the carried one is kept: the first write wins.
-    """
-    out: dict[tuple[str, str, int], PendingWrite] = {}
-    carried: set[tuple[str, str, int]] = set()
-    rows = list(rows)
-    for cid, task_id, path, _idx, _ch, _type, _value, nulls in rows:
-        if nulls:
-            for idx, ch in json.loads(nulls):
-                key = (cid, task_id, int(idx))
-                out[key] = PendingWrite(cid, task_id, path, int(idx), ch, CARRIED_NULL, b"")
-                carried.add(key)
-    for cid, task_id, path, idx, ch, type_, value, _ in rows:
-        key = (cid, task_id, idx)
-        if key not in carried:
-            out[key] = PendingWrite(cid, task_id, path, idx, ch, type_, value)
-    return list(out.values())
 
 
 def blob_keys(row: Any) -> list[BlobKey]:
