@@ -468,11 +468,7 @@ def list_threads(
     in_sql = not exact
     lim, off = (limit, offset) if in_sql else (None, 0)
     rows = yield from _op(saver, threads.list_threads, conds, lim, off)
-    found = [
-        ThreadInfo(r.thread_id, r.created_at, r.updated_at, r.checkpoint_count, r.metadata)
-        for r in rows
-        if matches(r.metadata, exact)
-    ]
+    found = [r for r in rows if matches(r.metadata, exact)]
     if not in_sql:
         found = found[offset:]
         found = found if limit is None else found[:limit]

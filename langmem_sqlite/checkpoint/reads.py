@@ -47,31 +47,18 @@ WALK_PAGE = 900
 """Ancestors per recursive query (MySQL 8 stops recursive CTEs at 1000 by default)."""
 
 
-def _width(n: int) -> int:
-    """How many parameters an `IN` list of `n` values gets: the next power of two, so that
-    a few statement shapes serve every count (an expanding parameter instead costs rewriting
-    the SQL text at each call: a tenth of a small checkpoint read on SQLite)."""
-    return 1 << max(0, n - 1).bit_length()
+def _in(col: Any, name: str) -> Any:
+    """`col IN (:name)`, the list bound at execution."""
+    return col.in_(bindparam(name, expanding=True))
 
 
-def _in(col: Any, name: str, n: int) -> Any:
-    """`col IN (:name0, ..., :name<n-1>)`."""
-    return col.in_([bindparam(f"{name}{i}", type_=col.type) for i in range(n)])
-
-
-def _fill(params: dict[str, Any], name: str, values: Sequence[Any], n: int) -> None:
-    """Bind `values` to the parameters `_in` made, repeating the last one to fill."""
-    padded = [*values, *[values[-1]] * (n - len(values))]
-    params.update((f"{name}{i}", v) for i, v in enumerate(padded))
-
-
-def _writes_stmt(t: Tables, n: int) -> Any:
+def _writes_stmt(t: Tables) -> Any:
     w = t.checkpoint_writes.c
     cols = (w.checkpoint_id, w.task_id, w.task_path, w.idx, w.channel, w.type, w.value)
     return select(*cols).where(
         w.thread_id == bindparam("t"),
         w.ns_hash == bindparam("n"),
-        _in(w.checkpoint_id, "id", n),
+        _in(w.checkpoint_id, "ids"),
     )
 
 
@@ -82,22 +69,20 @@ def _writes_for(
     out: dict[tuple[str, str, str], list[PendingWrite]] = {}
     for (tid, nsh), group in scope_groups(keys).items():
         for part in chunks(group):
-            n = _width(len(part))
-            stmt = session.statement((t.key, "ckpt.writes", n), partial(_writes_stmt, t, n))
-            params = {"t": tid, "n": nsh}
-            _fill(params, "id", [k[2] for k in part], n)
+            stmt = session.statement((t.key, "ckpt.writes"), partial(_writes_stmt, t))
+            params = {"t": tid, "n": nsh, "ids": [k[2] for k in part]}
             for r in session.execute(stmt, params).all():
                 out.setdefault((tid, nsh, r.checkpoint_id), []).append(PendingWrite(*r))
     return out
 
 
-def _kinds_stmt(t: Tables, n_ch: int, n_v: int) -> Any:
+def _kinds_stmt(t: Tables) -> Any:
     b = t.checkpoint_blobs.c
     return select(b.channel_hash, b.version, b.kind).where(
         b.thread_id == bindparam("t"),
         b.ns_hash == bindparam("n"),
-        _in(b.channel_hash, "ch", n_ch),
-        _in(b.version, "v", n_v),
+        _in(b.channel_hash, "ch"),
+        _in(b.version, "v"),
     )
 
 
@@ -106,7 +91,7 @@ CHAIN_PAGE = 900
 default; chains are at most ~14 rows long but for rows of earlier versions)."""
 
 
-def _chain_stmt(t: Tables, n_ch: int, n_v: int) -> Any:
+def _chain_stmt(t: Tables) -> Any:
     """The blob rows of some `(channel, version)` keys and the rows their deltas are built on,
     in one recursive query (channels and versions are matched as two `IN` lists, which may
     add a few rows). The rows' values ride along the recursion (joining its keys back to the
@@ -118,8 +103,8 @@ def _chain_stmt(t: Tables, n_ch: int, n_v: int) -> Any:
     start = select(*[c[n] for n in names], literal_column("0").label("hops")).where(
         c.thread_id == bindparam("t"),
         c.ns_hash == bindparam("n"),
-        _in(c.channel_hash, "ch", n_ch),
-        _in(c.version, "v", n_v),
+        _in(c.channel_hash, "ch"),
+        _in(c.version, "v"),
     )
     chain = start.cte("chain", recursive=True)
     p = b.alias("p")
@@ -149,15 +134,13 @@ def _fetch_blobs(
     build = _kinds_stmt if kinds_only else _chain_stmt
     for (tid, nsh), group in scope_groups(keys).items():
         for part in chunks(group):
-            chs = list(dict.fromkeys(k[2] for k in part))
-            vs = list(dict.fromkeys(k[3] for k in part))
-            n_ch, n_v = _width(len(chs)), _width(len(vs))
-            stmt = session.statement(
-                (t.key, "ckpt.blobs", kinds_only, n_ch, n_v), partial(build, t, n_ch, n_v)
-            )
-            params = {"t": tid, "n": nsh}
-            _fill(params, "ch", chs, n_ch)
-            _fill(params, "v", vs, n_v)
+            stmt = session.statement((t.key, "ckpt.blobs", kinds_only), partial(build, t))
+            params = {
+                "t": tid,
+                "n": nsh,
+                "ch": list(dict.fromkeys(k[2] for k in part)),
+                "v": list(dict.fromkeys(k[3] for k in part)),
+            }
             for r in session.execute(stmt, params).all():
                 into[(tid, nsh, r.channel_hash, r.version)] = r
 

@@ -26,7 +26,6 @@ __all__ = [
     "CheckpointRow",
     "ListQuery",
     "PendingWrite",
-    "ThreadRow",
     "blob_keys",
     "checkpoint_columns",
     "chunks",
@@ -88,17 +87,6 @@ class ListQuery:
     checkpoint_id: str | None = None
     before: str | None = None
     conditions: list[ColumnElement[bool]] = field(default_factory=list)
-
-
-@dataclass
-class ThreadRow:
-    """A thread as listed by `list_threads`."""
-
-    thread_id: str
-    created_at: int
-    updated_at: int
-    checkpoint_count: int
-    metadata: dict[str, Any] | None
 
 
 def chunks(items: Sequence[Any], n: int = CHUNK) -> Iterator[Sequence[Any]]:

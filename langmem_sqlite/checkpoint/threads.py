@@ -14,7 +14,8 @@ from sqlalchemy.sql.elements import ColumnElement
 from ..engine.schema import Tables
 from ..engine.session import Session
 from .reads import blobs_for, find_checkpoint, walk
-from .rows import ThreadRow, chunks, exact_in
+from .records import ThreadInfo
+from .rows import chunks, exact_in
 from .storage import DELTA, EMPTY, key_hash
 
 __all__ = [
@@ -208,7 +209,7 @@ def list_threads(
     conditions: Sequence[ColumnElement[bool]],
     limit: int | None,
     offset: int,
-) -> list[ThreadRow]:
+) -> list[ThreadInfo]:
     """Threads, most recently updated first, with their checkpoint counts (no blob is read)."""
     th, c = t.checkpoint_threads.c, t.checkpoints.c
     count = (
@@ -224,7 +225,7 @@ def list_threads(
     if limit is not None:
         q = q.limit(limit)
     return [
-        ThreadRow(r.thread_id, r.created_at, r.updated_at, int(r.n), r.metadata)
+        ThreadInfo(r.thread_id, r.created_at, r.updated_at, int(r.n), r.metadata)
         for r in session.execute(q)
     ]
 
