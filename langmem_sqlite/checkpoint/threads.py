@@ -47,9 +47,7 @@ def _gc_blobs(session: Session, t: Tables, thread_id: str, ns_hash: str) -> None
     for (versions,) in session.execute(
         select(c.versions).where(c.thread_id == thread_id, c.ns_hash == ns_hash)
     ):
-        keep.update(
-            (key_hash(ch), str(v)) for ch, v in json.loads(versions).items() if v is not None
-        )
+        keep.update((key_hash(ch), str(v)) for ch, v in json.loads(versions).items())
     base: dict[tuple[str, str], tuple[str, str] | None] = {}
     for r in session.execute(
         select(b.channel_hash, b.version, b.kind, b.base_version).where(
@@ -134,22 +132,15 @@ def prune_keep_latest(
         assert latest is not None
         keep = [latest.checkpoint_id]
         versions = json.loads(latest.versions)
-        # (a value kept in the record, ``null`` in the column, needs no ancestor)
-        wanted = [ch for ch in delta_channels(latest) if versions.get(ch) is not None]
-        if wanted:
-            stored = blobs_for(
-                session, t, [(thread_id, ns_hash, key_hash(ch), str(versions[ch])) for ch in wanted]
-            )
-            empty = [
-                ch
-                for ch in wanted
-                if stored.get((thread_id, ns_hash, key_hash(ch), str(versions[ch]))) is None
-                or stored[(thread_id, ns_hash, key_hash(ch), str(versions[ch]))].kind == EMPTY
-            ]
-            if empty:
-                keep += walk(
-                    session, t, thread_id, ns_hash, latest.parent_checkpoint_id, empty
-                ).path
+        wanted = {
+            ch: (thread_id, ns_hash, key_hash(ch), str(versions[ch]))
+            for ch in delta_channels(latest)
+            if ch in versions
+        }
+        stored = blobs_for(session, t, list(wanted.values())) if wanted else {}
+        empty = [ch for ch, k in wanted.items() if k not in stored or stored[k].kind == EMPTY]
+        if empty:
+            keep += walk(session, t, thread_id, ns_hash, latest.parent_checkpoint_id, empty).path
         scope = (c.thread_id == thread_id, c.ns_hash == ns_hash)
         older = c.checkpoint_id < latest.checkpoint_id
         for part in chunks(keep):
