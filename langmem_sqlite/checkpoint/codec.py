@@ -1,11 +1,5 @@
-"""Checkpoint values to stored bytes and back: the saver's serializer, then zlib.
-
-Every value goes through `serde.dumps_typed` (so `EncryptedSerializer` and allowlists cover
-everything); values of 64 bytes or more are compressed with zlib when that saves a tenth,
-marked by a `+z` suffix on the stored type. Decompression stops at `MAX_VALUE_BYTES`, so a
-damaged or hostile row cannot make a read allocate without bound.
-`dumps` refuses a string with a lone surrogate, which LangGraph's serializer would store
-altered (as `?`).
+"""Checkpoint values to stored bytes and back: the saver's serializer, then zlib (a `+z`
+suffix on the stored type) when that saves a tenth. Decompression stops at `MAX_VALUE_BYTES`.
 """
 
 from __future__ import annotations

@@ -1,12 +1,6 @@
-"""The SQL of writes: a checkpoint with its new values and its thread, and pending writes.
-
-A `put` is four statements in one transaction (the checkpoint, its plain values, each list's
-row, the thread); `put_writes` is one. Upserts and inserts that keep an existing row are the
-dialect object's (`upsert`, `insert_ignore`, `checkpoint_insert_new`); a byte value larger
-than what one statement may carry (`checkpoint_value_part`, MariaDB/MySQL) is written in
-parts. Statements are built once per set of tables
-([`Session.statement`][langmem_sqlite.engine.Session.statement]).
-"""
+"""The SQL of writes: a checkpoint with its new values and its thread (one transaction), and
+pending writes. A byte value larger than one statement may carry (`checkpoint_value_part`,
+MariaDB/MySQL) is written in parts."""
 
 from __future__ import annotations
 

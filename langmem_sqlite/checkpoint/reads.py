@@ -1,21 +1,15 @@
 """The SQL of reads: a checkpoint with its writes and values, pages of `list()`, and the
-walk up a delta channel's ancestors (`get_delta_channel_history`, `prune`).
-
-`get_tuple` is two statements (the checkpoint joined with its writes, then its values with
-the rows their deltas are built on, in one recursive query); the statements of reads are built
-once per set of tables ([`Session.statement`][langmem_sqlite.engine.Session.statement]), with bound
-parameters only.
-"""
+walk up a delta channel's ancestors (`get_delta_channel_history`, `prune`)."""
 
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from functools import partial
 from typing import Any
 
-from sqlalchemy import and_, bindparam, literal_column, select, tuple_
+from sqlalchemy import bindparam, literal_column, select, tuple_
 
 from ..engine.schema import Tables
 from ..engine.session import Session
@@ -94,9 +88,8 @@ default; chains are at most ~14 rows long but for rows of earlier versions)."""
 def _chain_stmt(t: Tables) -> Any:
     """The blob rows of some `(channel, version)` keys and the rows their deltas are built on,
     in one recursive query (channels and versions are matched as two `IN` lists, which may
-    add a few rows). The rows' values ride along the recursion (joining its keys back to the
-    table afterwards made SQLite take 3 times as long); a row two chains share comes once per
-    chain."""
+    add a few rows). The rows' values ride along the recursion; a row two chains share comes
+    once per chain."""
     b = t.checkpoint_blobs
     c = b.c
     names = BLOB_COLS[2:]  # the key within (thread, namespace), then the row
@@ -170,40 +163,15 @@ def blobs_for(session: Session, t: Tables, keys: Iterable[BlobKey]) -> dict[Blob
         _fetch_blobs(session, t, bases, rows)
 
 
-def _ckpt_scope(t: Tables) -> Any:
+def _ckpt_stmt(t: Tables, by_id: bool) -> Any:
+    """The checkpoint `:id` of `(:t, :n)`, or (not `by_id`) its latest."""
     c = t.checkpoints.c
-    return select(*checkpoint_columns(t)).where(
+    q = select(*checkpoint_columns(t)).where(
         c.thread_id == bindparam("t"), c.ns_hash == bindparam("n")
     )
-
-
-def _ckpt_by_id(t: Tables) -> Any:
-    return _ckpt_scope(t).where(t.checkpoints.c.checkpoint_id == bindparam("id"))
-
-
-def _ckpt_latest(t: Tables) -> Any:
-    return _ckpt_scope(t).order_by(t.checkpoints.c.checkpoint_id.desc()).limit(1)
-
-
-def _with_writes(build: Callable[[Tables], Any]) -> Callable[[Tables], Any]:
-    """The checkpoint row selected by `build`, once per pending write (its columns
-    prefixed `w_`), or once with NULLs: a checkpoint and its writes in one round trip."""
-
-    def joined(t: Tables) -> Any:
-        c = build(t).subquery()
-        w = t.checkpoint_writes.c
-        on = and_(
-            w.thread_id == c.c.thread_id,
-            w.ns_hash == c.c.ns_hash,
-            w.checkpoint_id == c.c.checkpoint_id,
-        )
-        wcols = [
-            col.label(f"w_{col.name}")
-            for col in (w.task_id, w.task_path, w.idx, w.channel, w.type, w.value)
-        ]
-        return select(*c.c, *wcols).select_from(c.outerjoin(t.checkpoint_writes, on))
-
-    return joined
+    if by_id:
+        return q.where(c.checkpoint_id == bindparam("id"))
+    return q.order_by(c.checkpoint_id.desc()).limit(1)
 
 
 def read_checkpoint(
@@ -213,30 +181,14 @@ def read_checkpoint(
     ns_hash: str,
     checkpoint_id: str | None,
 ) -> tuple[Any, list[PendingWrite], dict[BlobKey, Any]] | None:
-    """A checkpoint row (the latest when `checkpoint_id` is None), its writes, and its blobs.
-
-    Two statements: the checkpoint joined with its writes, then the blobs (with the rows
-    their deltas are built on).
-    """
-    params = {"t": thread_id, "n": ns_hash}
-    if checkpoint_id is not None:
-        stmt = session.statement((t.key, "ckpt.by_id"), lambda: _with_writes(_ckpt_by_id)(t))
-        rows = session.execute(stmt, {**params, "id": checkpoint_id}).all()
-    else:
-        stmt = session.statement((t.key, "ckpt.latest"), lambda: _with_writes(_ckpt_latest)(t))
-        rows = session.execute(stmt, params).all()
-    if not rows:
+    """A checkpoint row (the latest when `checkpoint_id` is None), its writes, and its blobs
+    (with the rows their deltas are built on)."""
+    row = find_checkpoint(session, t, thread_id, ns_hash, checkpoint_id)
+    if row is None:
         return None
-    row = rows[0]
-    writes = [
-        PendingWrite(
-            r.checkpoint_id, r.w_task_id, r.w_task_path, r.w_idx, r.w_channel, r.w_type, r.w_value
-        )
-        for r in rows
-        if r.w_task_id is not None
-    ]
-    blobs = blobs_for(session, t, blob_keys(row))
-    return row, writes, blobs
+    key = (thread_id, ns_hash, row.checkpoint_id)
+    writes = _writes_for(session, t, [key]).get(key, [])
+    return row, writes, blobs_for(session, t, blob_keys(row))
 
 
 def list_page(
@@ -357,14 +309,12 @@ def walk(
 def find_checkpoint(
     session: Session, t: Tables, thread_id: str, ns_hash: str, checkpoint_id: str | None
 ) -> Any:
-    """The row (id, parent, versions, metadata) of a checkpoint, or of the latest of
+    """The row (`checkpoint_columns`) of a checkpoint, or of the latest of
     `(thread, namespace)` when `checkpoint_id` is None; None if there is none."""
-    c = t.checkpoints.c
-    q = select(c.checkpoint_id, c.parent_checkpoint_id, c.versions, c.metadata_type, c.metadata)
-    q = q.where(c.thread_id == thread_id, c.ns_hash == ns_hash)
-    if checkpoint_id is not None:
-        return session.execute(q.where(c.checkpoint_id == checkpoint_id)).first()
-    return session.execute(q.order_by(c.checkpoint_id.desc()).limit(1)).first()
+    by_id = checkpoint_id is not None
+    stmt = session.statement((t.key, "ckpt.one", by_id), partial(_ckpt_stmt, t, by_id))
+    params = {"t": thread_id, "n": ns_hash}
+    return session.execute(stmt, {**params, "id": checkpoint_id} if by_id else params).first()
 
 
 def delta_walk(

@@ -1,11 +1,6 @@
-"""What the checkpointer's SQL modules share: the rows they write and read, and the key lists.
-
-`puts` writes checkpoints and pending writes, `reads` reads them back (and walks a
-delta channel's ancestors), `threads` lists, copies, prunes and deletes threads. Each of
-their functions takes a [`Session`][langmem_sqlite.engine.Session] and the
-[`Tables`][langmem_sqlite.store.rows.Tables], runs inside the one unit of work the saver's
-plan asked for, and (de)serializes nothing: the saver does that outside the transaction.
-"""
+"""What the checkpointer's SQL modules (`puts`, `reads`, `threads`) share: the rows they
+write and read, and the key lists. Their functions take a
+[`Session`][langmem_sqlite.engine.Session] and (de)serialize nothing."""
 
 from __future__ import annotations
 

@@ -14,7 +14,6 @@ import asyncio
 import builtins
 import os
 from collections.abc import AsyncIterator, Iterator, Mapping, Sequence
-from types import TracebackType
 from typing import Any
 
 from langchain_core.runnables import RunnableConfig
@@ -63,12 +62,7 @@ class _SaverContext:
         await self.saver.asetup()
         return self.saver
 
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
+    async def __aexit__(self, *exc_info: object) -> None:
         if self.owned:
             await self.saver.db.adispose()
             self.saver.db.dispose()

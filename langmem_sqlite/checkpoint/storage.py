@@ -51,13 +51,13 @@ VALUE = "v"
 DELTA = "d"
 """Blob kind: `base_version[:base_len]` plus the serialized list of appended items."""
 
-DEFAULT_MAX_DELTA_DEPTH = 10_000
+MAX_DELTA_DEPTH = 10_000
 """Most versions of a list stored as deltas after one full copy."""
 
 DIGEST_SIZE = 16
 """Bytes of SHA-256 kept per list item."""
 
-_MAX_CHAIN = DEFAULT_MAX_DELTA_DEPTH + 1
+_MAX_CHAIN = MAX_DELTA_DEPTH + 1
 """Longest chain of rows a read follows (rows of earlier versions chain one delta per version)."""
 
 
@@ -162,17 +162,11 @@ def item_digests(serde: SerializerProtocol, items: Iterable[Any]) -> bytes | Non
 
 def common_prefix(a: bytes, b: bytes) -> int:
     """How many leading items two digest strings share."""
-    n = min(len(a), len(b)) // DIGEST_SIZE
-    if a[: n * DIGEST_SIZE] == b[: n * DIGEST_SIZE]:
-        return n
-    lo, hi = 0, n  # lo items are known equal, hi are known to differ
-    while hi - lo > 1:
-        mid = (lo + hi) // 2
-        if a[: mid * DIGEST_SIZE] == b[: mid * DIGEST_SIZE]:
-            lo = mid
-        else:
-            hi = mid
-    return lo
+    size = DIGEST_SIZE
+    n, i = min(len(a), len(b)) // size, 0
+    while i < n and a[i * size : (i + 1) * size] == b[i * size : (i + 1) * size]:
+        i += 1
+    return i
 
 
 def _pack(items: list[Any], digests: bytes | None) -> Any:
@@ -290,7 +284,6 @@ def encode_channel(
     key: tuple[str, str, str],
     version: str,
     values: Mapping[str, Any],
-    max_depth: int = DEFAULT_MAX_DELTA_DEPTH,
 ) -> tuple[BlobRow, ListState | None]:
     """The row storing channel `key[2]` at `version`, and the list state it would make.
 
@@ -315,7 +308,7 @@ def encode_channel(
 
     if digests is None:
         return full(), None
-    plan = known.extend(version, digests, max_depth) if known is not None else None
+    plan = known.extend(version, digests, MAX_DELTA_DEPTH) if known is not None else None
     if known is None or plan is None:
         return full(), ListState(version, version, 0, len(value), digests)
     base, base_len, state = plan

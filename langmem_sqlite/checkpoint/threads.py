@@ -123,7 +123,7 @@ def prune_keep_latest(
     `delta_channels(row)` names the delta channels of a checkpoint row (read from its
     metadata, which only the saver can decode).
     """
-    c, w = t.checkpoints.c, t.checkpoint_writes.c
+    c = t.checkpoints.c
     nss = session.execute(
         select(c.ns_hash).where(c.thread_id == thread_id).group_by(c.ns_hash)
     ).scalars()
@@ -141,19 +141,13 @@ def prune_keep_latest(
         empty = [ch for ch, k in wanted.items() if k not in stored or stored[k].kind == EMPTY]
         if empty:
             keep += walk(session, t, thread_id, ns_hash, latest.parent_checkpoint_id, empty).path
-        scope = (c.thread_id == thread_id, c.ns_hash == ns_hash)
-        older = c.checkpoint_id < latest.checkpoint_id
-        for part in chunks(keep):
-            older = and_(older, c.checkpoint_id.notin_(part))
-        session.execute(delete(t.checkpoints).where(*scope, older))
-        wolder = w.checkpoint_id < latest.checkpoint_id
-        for part in chunks(keep):
-            wolder = and_(wolder, w.checkpoint_id.notin_(part))
-        session.execute(
-            delete(t.checkpoint_writes).where(
-                w.thread_id == thread_id, w.ns_hash == ns_hash, wolder
-            )
-        )
+        for table in (t.checkpoints, t.checkpoint_writes):
+            col = table.c
+            older = col.checkpoint_id < latest.checkpoint_id
+            for part in chunks(keep):
+                older = and_(older, col.checkpoint_id.notin_(part))
+            scope = (col.thread_id == thread_id, col.ns_hash == ns_hash)
+            session.execute(delete(table).where(*scope, older))
         _gc_blobs(session, t, thread_id, ns_hash)
 
 
