@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 from functools import partial
 from typing import Any
 
-from sqlalchemy import bindparam, literal_column, select, tuple_
+from sqlalchemy import and_, bindparam, literal_column, select, tuple_
 
 from ..engine.schema import Tables
 from ..engine.session import Session
@@ -174,6 +174,23 @@ def _ckpt_stmt(t: Tables, by_id: bool) -> Any:
     return q.order_by(c.checkpoint_id.desc()).limit(1)
 
 
+def _with_writes(t: Tables, by_id: bool) -> Any:
+    """The row `_ckpt_stmt` selects, once per pending write (the write's columns last), or
+    once with NULLs: a checkpoint and its writes in one round trip."""
+    c = _ckpt_stmt(t, by_id).subquery()
+    w = t.checkpoint_writes.c
+    on = and_(
+        w.thread_id == c.c.thread_id,
+        w.ns_hash == c.c.ns_hash,
+        w.checkpoint_id == c.c.checkpoint_id,
+    )
+    wcols = [
+        col.label(f"w_{col.name}")
+        for col in (w.task_id, w.task_path, w.idx, w.channel, w.type, w.value)
+    ]
+    return select(*c.c, *wcols).select_from(c.outerjoin(t.checkpoint_writes, on))
+
+
 def read_checkpoint(
     session: Session,
     t: Tables,
@@ -182,12 +199,15 @@ def read_checkpoint(
     checkpoint_id: str | None,
 ) -> tuple[Any, list[PendingWrite], dict[BlobKey, Any]] | None:
     """A checkpoint row (the latest when `checkpoint_id` is None), its writes, and its blobs
-    (with the rows their deltas are built on)."""
-    row = find_checkpoint(session, t, thread_id, ns_hash, checkpoint_id)
-    if row is None:
+    (with the rows their deltas are built on): two statements."""
+    by_id = checkpoint_id is not None
+    stmt = session.statement((t.key, "ckpt.read", by_id), partial(_with_writes, t, by_id))
+    params = {"t": thread_id, "n": ns_hash}
+    rows = session.execute(stmt, {**params, "id": checkpoint_id} if by_id else params).all()
+    if not rows:
         return None
-    key = (thread_id, ns_hash, row.checkpoint_id)
-    writes = _writes_for(session, t, [key]).get(key, [])
+    row = rows[0]
+    writes = [PendingWrite(row.checkpoint_id, *r[-6:]) for r in rows if r.w_task_id is not None]
     return row, writes, blobs_for(session, t, blob_keys(row))
 
 
