@@ -43,7 +43,9 @@ from .records import (
     check_writes,
     ckpt_config,
     delta_names,
+    record_values,
     scope,
+    split_versions,
     version_text,
 )
 from .rows import CheckpointRow, ListQuery
@@ -161,10 +163,12 @@ def _tuple(
     versions = json.loads(row.versions)
     ns = row.checkpoint_ns
     values: dict[str, Any] = {}
-    for ch, v in versions.items():
+    for ch, v in versions.items():  # the channels with rows (see split_versions)
+        if v is None:
+            continue  # kept in the record
         key = (row.thread_id, row.ns_hash, key_hash(ch), str(v))
         if not resolver.has_value(key):
-            continue  # versioned, but no value
+            continue
         if not (remember and saver.lists.size):
             values[ch] = resolver.value(key)
             continue
@@ -174,6 +178,13 @@ def _tuple(
             if known is None or known.version != state.version:
                 saver.lists.put((row.thread_id, ns, ch), state)
     checkpoint = _loads(saver, row.type, row.checkpoint)
+    # the versions and values kept in the record itself (see split_versions and
+    # record_values)
+    versions.update(checkpoint.pop("channel_versions", None) or {})
+    versions = {ch: v for ch, v in versions.items() if v is not None}
+    for ch, value in (checkpoint.pop("channel_values", None) or {}).items():
+        if ch in versions:
+            values[ch] = value
     checkpoint["id"] = row.checkpoint_id
     checkpoint["channel_values"] = values
     checkpoint["channel_versions"] = versions
@@ -252,9 +263,23 @@ def put(
         check_text(ch, "checkpoint['channel_versions'] key")
         version_text(ver, ch)
     md = get_checkpoint_metadata(config, metadata)
-    # the record: the checkpoint without its id (a column), values (blob rows) and versions
+    # The record: the checkpoint without its id (a column) and the values stored in blob
+    # rows, with the values that take no row (see record_values) and the versions of
+    # the channels without a row (see split_versions).
     body = {k: v for k, v in checkpoint.items() if k not in NOT_IN_RECORD}
-    ctype, cdata = dumps(saver.serde, body, "checkpoint")
+    delta = delta_names(md)
+    inline = record_values(values, versions, delta)
+    column, in_record = split_versions(versions, values, inline, delta)
+    if inline:
+        body["channel_values"] = inline
+    if in_record:
+        body["channel_versions"] = in_record
+    try:
+        ctype, cdata = dumps(saver.serde, body, "checkpoint")
+    except ValueError:
+        for ch, v in inline.items():  # name the channel at fault, if it is one
+            dumps(saver.serde, v, f"channel {ch!r}")
+        raise
     mtype, mdata = dumps(saver.serde, md, "metadata")
     md_json = json_copy(md) if saver.searchable_metadata else None
     run_id = md.get("run_id")
@@ -265,6 +290,9 @@ def put(
     entries: dict[str, ListState] = {}
     for ch, ver in (new_versions or {}).items():
         check_text(ch, "new_versions key")
+        if ch in inline:
+            version_text(ver, ch)
+            continue
         blob, entry = encode_channel(
             saver.serde, saver.lists, (s.thread_id, s.ns, ch), version_text(ver, ch), values
         )
@@ -280,7 +308,7 @@ def put(
         parent_checkpoint_id=s.checkpoint_id,
         type=ctype,
         checkpoint=cdata,
-        versions=json.dumps(versions, separators=(",", ":")),
+        versions=json.dumps(column, separators=(",", ":")),
         metadata_type=mtype,
         metadata=mdata,
         metadata_json=md_json,
@@ -362,8 +390,11 @@ def delta_channel_history(
             rows.sort(key=lambda w: writes_sort_key(w.task_path, w.task_id, w.idx))
             collected += [(w.task_id, w.channel, _loads(saver, w.type, w.value)) for w in rows]
         entry: DeltaChannelHistory = {"writes": collected}
-        if seed is not None:
+        if seed is not None and seed[1] is not None:
             entry["seed"] = resolver.value(seed[1])
+        elif seed is not None:  # a value kept in that checkpoint's record
+            record = _loads(saver, *found.records[found.path[idx]])
+            entry["seed"] = record["channel_values"][ch]
         out[ch] = entry
     return out
 

@@ -250,10 +250,13 @@ class WalkResult:
 
     path: list[str]
     """Ancestor checkpoint ids, parent first, up to the farthest seed needed."""
-    seeds: dict[str, tuple[int, BlobKey]]
-    """channel -> (index in `path`, blob key) of its nearest stored value."""
+    seeds: dict[str, tuple[int, BlobKey | None]]
+    """channel -> (index in `path`, blob key) of its nearest stored value; the key is None
+    for a value kept in that checkpoint's record."""
     writes: dict[tuple[str, str, str], list[Any]] = field(default_factory=dict)
     blobs: dict[BlobKey, Any] = field(default_factory=dict)
+    records: dict[str, tuple[str, Any]] = field(default_factory=dict)
+    """checkpoint id -> `(type, record)` of the checkpoints holding a seed in their record."""
 
 
 def _ancestors(session: Session, t: Tables, thread_id: str, ns_hash: str, start: str) -> list[Any]:
@@ -289,7 +292,7 @@ def walk(
 ) -> WalkResult:
     """Walk up from `start` until each channel meets a stored value (or the root)."""
     path: list[str] = []
-    seeds: dict[str, tuple[int, BlobKey]] = {}
+    seeds: dict[str, tuple[int, BlobKey | None]] = {}
     remaining = list(dict.fromkeys(channels))
     hashes = {ch: key_hash(ch) for ch in remaining}
     kinds: dict[BlobKey, str] = {}
@@ -303,7 +306,7 @@ def walk(
                 (thread_id, ns_hash, hashes[ch], str(v[ch]))
                 for v in versions
                 for ch in remaining
-                if ch in v
+                if v.get(ch) is not None
             )
         )
         found: dict[BlobKey, Any] = {}
@@ -313,6 +316,10 @@ def walk(
             path.append(row.checkpoint_id)
             for ch in list(remaining):
                 if ch not in v:
+                    continue
+                if v[ch] is None:  # a value in the record (see blob_keys)
+                    seeds[ch] = (len(path) - 1, None)
+                    remaining.remove(ch)
                     continue
                 key = (thread_id, ns_hash, hashes[ch], str(v[ch]))
                 if kinds.get(key, EMPTY) != EMPTY:
@@ -365,5 +372,12 @@ def delta_walk(
             result.writes.setdefault((thread_id, ns_hash, r.checkpoint_id), []).append(
                 PendingWrite(*r)
             )
-    result.blobs = blobs_for(session, t, [k for _, k in result.seeds.values()])
+    result.blobs = blobs_for(session, t, [k for _, k in result.seeds.values() if k is not None])
+    inline = sorted({result.path[i] for i, k in result.seeds.values() if k is None})
+    c = t.checkpoints.c
+    for part in chunks(inline):
+        q = select(c.checkpoint_id, c.type, c.checkpoint).where(
+            c.thread_id == thread_id, c.ns_hash == ns_hash, c.checkpoint_id.in_(part)
+        )
+        result.records.update((r.checkpoint_id, (r.type, r.checkpoint)) for r in session.execute(q))
     return result

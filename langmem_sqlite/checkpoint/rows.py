@@ -146,9 +146,15 @@ class PendingWrite(NamedTuple):
 
 
 def blob_keys(row: Any) -> list[BlobKey]:
-    """The blob keys a checkpoint row references (its `versions` column: every channel's
-    version; a version without a row is a channel without a value)."""
+    """The blob keys a checkpoint row references.
+
+    The `versions` column maps each channel the SQL must know of to its version: channels
+    with a blob row, and delta channels (a version without a row is a channel without a
+    value). A channel whose value is kept in the checkpoint's record maps to `null` there
+    (its version is in the record too), so that the walks of `delta_walk` find it.
+    """
     return [
         (row.thread_id, row.ns_hash, key_hash(ch), str(v))
         for ch, v in json.loads(row.versions).items()
+        if v is not None
     ]

@@ -47,7 +47,9 @@ def _gc_blobs(session: Session, t: Tables, thread_id: str, ns_hash: str) -> None
     for (versions,) in session.execute(
         select(c.versions).where(c.thread_id == thread_id, c.ns_hash == ns_hash)
     ):
-        keep.update((key_hash(ch), str(v)) for ch, v in json.loads(versions).items())
+        keep.update(
+            (key_hash(ch), str(v)) for ch, v in json.loads(versions).items() if v is not None
+        )
     base: dict[tuple[str, str], tuple[str, str] | None] = {}
     for r in session.execute(
         select(b.channel_hash, b.version, b.kind, b.base_version).where(
@@ -132,10 +134,11 @@ def prune_keep_latest(
         assert latest is not None
         keep = [latest.checkpoint_id]
         versions = json.loads(latest.versions)
+        # (a value kept in the record, ``null`` in the column, needs no ancestor)
         wanted = {
             ch: (thread_id, ns_hash, key_hash(ch), str(versions[ch]))
             for ch in delta_channels(latest)
-            if ch in versions
+            if versions.get(ch) is not None
         }
         stored = blobs_for(session, t, list(wanted.values())) if wanted else {}
         empty = [ch for ch, k in wanted.items() if k not in stored or stored[k].kind == EMPTY]
