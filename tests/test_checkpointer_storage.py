@@ -507,46 +507,21 @@ def test_values_are_compressed_unless_encrypted(db_url: str, prefix: str, encryp
     if encrypted:  # ciphertext does not compress: stored as the serializer made it
         assert not any("+z" in t for t in rows)
     else:
-        assert rows.get("msgpack+zd", 10**9) < len(text) / 10  # compressed ~ 70x
+        assert rows.get("msgpack+z", 10**9) < len(text) / 10  # compressed ~ 70x
         assert "msgpack" in rows  # ["x"] is too small to be worth it
 
 
-def test_message_sized_values_are_deflated_with_the_dictionary(saver: SQLSaver) -> None:
-    """One message of 300 characters (a pending write, a list delta) is stored in under 60% of
-    its serialized size: the preset dictionary holds the serializer's framing."""
-    reply = AIMessage(
-        content="Postgres keeps each checkpoint row small when the saver stores the deltas "
-        "of a conversation instead of the whole list; the user asked how much space a thread "
-        "of two hundred turns would need, and whether old threads can be pruned after thirty "
-        "days without losing the latest state of each one.",
-        id="run--7c1f0e8e-54a2-4a4e-9d0c-2f5b8f0c1a11",
-    )
-    stored = put_values(saver, "zd", {"messages": [reply]})
-    saver.put_writes(stored, [("messages", [reply])], "task-1")
-    plain = len(saver.serde.dumps_typed([reply])[1])
-    t = saver.tables
-    with saver.db.sync_engine.connect() as conn:
-        for table in (t.checkpoint_blobs, t.checkpoint_writes):
-            row = conn.execute(sa.select(table.c.type, table.c.value)).one()
-            assert row.type == "msgpack+zd" and len(row.value) < 0.6 * plain
-    fresh = SQLSaver(saver.db, table_prefix=t.prefix, list_cache_size=0)
-    got = fresh.get_tuple(stored)
-    assert got is not None and got.checkpoint["channel_values"]["messages"] == [reply]
-    assert got.pending_writes == [("task-1", "messages", [reply])]
-
-
-def test_compressed_rows_of_every_format_read_and_damage_is_refused() -> None:
+def test_compressed_rows_read_and_damage_is_refused() -> None:
     import zlib
 
-    from langmem_sqlite.checkpoint import codec, zdict
+    from langmem_sqlite.checkpoint import codec
 
     serde = JsonPlusSerializer()
     value = {"text": "a value long enough to be compressed " * 4}
     type_, data = serde.dumps_typed(value)
-    # earlier versions' "+z" (zlib, no dictionary) and the dictionary's own rows
-    assert codec.loads(serde, type_ + "+z", zlib.compress(data)) == value
     ztype, zdata = codec.dumps(serde, value, "v")
-    assert ztype == type_ + "+zd" and codec.loads(serde, ztype, zdata) == value
+    assert ztype == type_ + "+z" and zdata == zlib.compress(data)
+    assert codec.loads(serde, ztype, zdata) == value
     with pytest.raises(ValueError, match="damaged"):
         codec.loads(serde, ztype, zdata[:-3])
     with pytest.raises(ValueError, match="damaged"):
@@ -554,24 +529,19 @@ def test_compressed_rows_of_every_format_read_and_damage_is_refused() -> None:
     with pytest.raises(ValueError, match="damaged"):
         codec.loads(serde, "msgpack+z", b"not zlib")
     # a row that would expand past the cap is refused instead of filling memory
-    bomb = zlib.compressobj(9, zlib.DEFLATED, -15, 8, zlib.Z_DEFAULT_STRATEGY, zdict.ZDICT_V1)
-    packed = bomb.compress(b"\x00" * 5000) + bomb.flush()
+    packed = zlib.compress(b"\x00" * 5000, 9)
     old_cap = codec.MAX_VALUE_BYTES
     codec.MAX_VALUE_BYTES = 4096
     try:
         with pytest.raises(ValueError, match="over 4096 bytes"):
-            codec.loads(serde, "msgpack+zd", packed)
+            codec.loads(serde, "msgpack+z", packed)
     finally:
         codec.MAX_VALUE_BYTES = old_cap
-    # rows compressed with the dictionary need exactly these bytes, forever
-    assert hashlib.sha256(zdict.ZDICT_V1).hexdigest() == zdict.ZDICT_V1_SHA256
-    assert zdict.ZDICT_V1_SHA256.startswith("f2bc8c6811c854fc")
 
 
 def test_a_delta_whose_base_vanished_is_stored_whole(saver: SQLSaver) -> None:
     """Another process pruned the list version this process would extend: the put must not
-    write a checkpoint pointing at a missing base (on PostgreSQL the put is one statement in
-    autocommit mode, written again with the list whole)."""
+    write a checkpoint pointing at a missing base."""
     m = [HumanMessage("one", id="1"), AIMessage("two", id="2")]
     first = saver.put(cfg("gone"), _ckpt({"messages": m}, 1), {"source": "loop", "step": 0}, _v(1))
     b = saver.tables.checkpoint_blobs
@@ -643,44 +613,6 @@ def test_small_values_live_in_the_record_not_in_blob_rows(saver: SQLSaver) -> No
     # a delta channel's None keeps its row (its history is read from the rows)
     put_values(saver, "nulls-delta", {"d": None}, counters_since_delta_snapshot={"d": 0})
     assert _blob_channels(saver, "nulls-delta") == [_md5("d")]
-
-
-def test_writes_of_none_ride_on_their_calls_first_row(saver: SQLSaver) -> None:
-    """A node's output and its ``branch:to:<node>`` writes of None take one row; they read
-    back in order (get_tuple, list, the delta-channel history); the first write still wins
-    for each index, and a call starting with None stores it as a row of its own."""
-    first = put_values(saver, "carry", {"n": 1})
-    saver.put_writes(first, [("messages", ["hi"]), ("branch:to:a", None), ("b", None)], "t1")
-    saver.put_writes(first, [("messages", ["again"]), ("branch:to:a", "late"), ("c", 3)], "t1")
-    saver.put_writes(first, [("branch:to:x", None), ("m", 1), ("branch:to:y", None)], "t2")
-    w = saver.tables.checkpoint_writes
-    with saver.db.sync_engine.connect() as conn:
-        rows = conn.execute(
-            sa.select(w.c.task_id, w.c.idx, w.c.channel, w.c.nulls).order_by(w.c.task_id, w.c.idx)
-        ).all()
-    assert [tuple(r) for r in rows] == [
-        ("t1", 0, "messages", '[[1,"branch:to:a"],[2,"b"]]'),
-        ("t1", 1, "branch:to:a", None),  # the later call's rows: the carried Nones came first
-        ("t1", 2, "c", None),
-        ("t2", 0, "branch:to:x", '[[2,"branch:to:y"]]'),
-        ("t2", 1, "m", None),
-    ]
-    expected = [
-        ("t1", "messages", ["hi"]),
-        ("t1", "branch:to:a", None),
-        ("t1", "b", None),
-        ("t2", "branch:to:x", None),
-        ("t2", "m", 1),
-        ("t2", "branch:to:y", None),
-    ]
-    got = saver.get_tuple(first)
-    assert got is not None and got.pending_writes == expected
-    assert [c.pending_writes for c in saver.list(cfg("carry"))] == [expected]
-    second = saver.put(first, _ckpt({"n": 2}, 2), {"source": "loop", "step": 1}, {})
-    history = saver.get_delta_channel_history(config=second, channels=["branch:to:a", "b", "m"])
-    assert history["branch:to:a"]["writes"] == [("t1", "branch:to:a", None)]
-    assert history["b"]["writes"] == [("t1", "b", None)]
-    assert history["m"]["writes"] == [("t2", "m", 1)]
 
 
 def test_graph_input_lives_in_its_checkpoints_record(saver: SQLSaver) -> None:
@@ -846,46 +778,16 @@ def test_list_versions_are_skip_deltas_found_by_digests() -> None:
     assert storage.item_digests(storage.fingerprint_serde(enc), msgs) == changed
 
 
-def test_a_list_extending_a_known_one_is_checked_with_one_serialization() -> None:
-    """storage.list_fingerprint: when the list extends the stored one, one serialization of the
-    whole list and one SHA-256 of its leading bytes stand for the stored items' digests; the
-    digests are those of each item serialized alone, and a change anywhere before the added
-    items (however deep) falls back to serializing each item."""
-    from langmem_sqlite.checkpoint import storage
-
-    serde = CountingSerde()
-    msgs = [AIMessage(f"m{i}", id=str(i), additional_kwargs={"k": {"n": [i]}}) for i in range(20)]
-    found = storage.list_fingerprint(serde, msgs[:18], None)
-    assert found is not None and found[1] is not None
-    known = storage.ListState("v", "v", 0, 18, found[0], (), found[1])
-    itemwise = storage.list_fingerprint(serde, msgs, None)
-    calls = serde.dumped
-    fast = storage.list_fingerprint(serde, msgs, known)
-    assert serde.dumped - calls == 1 + 2  # the whole list, then the two added items
-    assert fast == itemwise
-    msgs[4].additional_kwargs["k"]["n"].append("changed")  # in place, two levels down
-    changed = storage.list_fingerprint(serde, msgs, known)
-    assert changed is not None and changed[0] != fast[0]
-    assert storage.common_prefix(known.digests, changed[0]) == 4
-    with_none = storage.list_fingerprint(serde, [*msgs, None], known)  # not msgpack alone
-    assert with_none is not None and with_none[1] is None
-
-
 class CountingSerde(JsonPlusSerializer):
     """Counts the values it decodes."""
 
     def __init__(self) -> None:
         super().__init__()
         self.decoded = 0
-        self.dumped = 0
 
     def loads_typed(self, data: tuple[str, bytes]) -> Any:
         self.decoded += 1
         return super().loads_typed(data)
-
-    def dumps_typed(self, obj: Any) -> tuple[str, bytes]:
-        self.dumped += 1
-        return super().dumps_typed(obj)
 
 
 def test_a_read_decodes_a_logarithmic_number_of_rows(db_url: str, prefix: str) -> None:

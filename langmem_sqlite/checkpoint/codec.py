@@ -1,12 +1,5 @@
-"""Checkpoint values to stored bytes and back: the saver's serializer, then zlib.
-
-Every value goes through `serde.dumps_typed` (so `EncryptedSerializer` and allowlists cover
-everything); values of 64 bytes or more are deflated with a preset dictionary (`zdict`: small
-values repeat the serializer's framing) when that saves a tenth, marked by a `+zd` suffix on
-the stored type (`+z` rows, zlib without a dictionary, are read too). Decompression stops at
-`MAX_VALUE_BYTES`, so a damaged or hostile row cannot make a read allocate without bound.
-`dumps` refuses a string with a lone surrogate, which LangGraph's serializer would store
-altered (as `?`).
+"""Checkpoint values to stored bytes and back: the saver's serializer, then zlib (a `+z`
+suffix on the stored type) when that saves a tenth. Decompression stops at `MAX_VALUE_BYTES`.
 """
 
 from __future__ import annotations
@@ -17,8 +10,6 @@ from typing import Any
 import ormsgpack
 from langgraph.checkpoint.serde.base import SerializerProtocol
 from langgraph.checkpoint.serde.encrypted import EncryptedSerializer
-
-from .zdict import ZDICT_V1
 
 __all__ = ["MAX_VALUE_BYTES", "CheckpointEncryptionError", "dumps", "loads"]
 
@@ -32,16 +23,9 @@ class CheckpointEncryptionError(ValueError):
 
 
 _Z = "+z"
-_ZD = "+zd"
 _MIN_COMPRESS = 64
 MAX_VALUE_BYTES = 2**31
 """Largest value a compressed row may expand to (2 GiB)."""
-# Deflate primed with the dictionary, copied for each value (cheaper than priming again). Values
-# up to 2 KiB take a 4 KiB window and a small hash, which the dictionary and the value fit in:
-# the same output size, and a cheaper copy.
-_SMALL = 2048
-_PRIMED_SMALL = zlib.compressobj(6, zlib.DEFLATED, -12, 5, zlib.Z_DEFAULT_STRATEGY, ZDICT_V1)
-_PRIMED = zlib.compressobj(6, zlib.DEFLATED, -15, 8, zlib.Z_DEFAULT_STRATEGY, ZDICT_V1)
 
 try:  # LangGraph's own msgpack hooks, so that the check packs what the serializer packs
     from langgraph.checkpoint.serde.jsonplus import _msgpack_default, _option
@@ -72,15 +56,14 @@ def dumps(serde: SerializerProtocol, value: Any, what: str) -> tuple[str, bytes]
                 ) from e
             # anything else the serializer handled its own way (e.g. a pickle fallback)
     if len(data) >= _MIN_COMPRESS and type_ != "null":
-        deflate = (_PRIMED_SMALL if len(data) <= _SMALL else _PRIMED).copy()
-        packed = deflate.compress(data) + deflate.flush()
+        packed = zlib.compress(data)
         if len(packed) * 10 <= len(data) * 9:
-            return type_ + _ZD, packed
+            return type_ + _Z, packed
     return type_, data
 
 
-def _inflate(type_: str, data: Any, zdict: bytes | None) -> bytes:
-    inflate = zlib.decompressobj(-15, zdict=zdict) if zdict is not None else zlib.decompressobj()
+def _inflate(type_: str, data: Any) -> bytes:
+    inflate = zlib.decompressobj()
     try:
         out = inflate.decompress(data, MAX_VALUE_BYTES)
     except zlib.error as e:
@@ -94,7 +77,7 @@ def _inflate(type_: str, data: Any, zdict: bytes | None) -> bytes:
 
 
 def loads(serde: SerializerProtocol, type_: str, data: Any, *, encrypted_only: bool = False) -> Any:
-    """The value stored as `(type_, data)` by `dumps` (or by a version without it).
+    """The value stored as `(type_, data)` by `dumps`.
 
     `encrypted_only` (with an `EncryptedSerializer`): refuse a value it did not write.
 
@@ -103,10 +86,8 @@ def loads(serde: SerializerProtocol, type_: str, data: Any, *, encrypted_only: b
         CheckpointEncryptionError: `encrypted_only`, and the value is stored unencrypted or
             cannot be decrypted with the serializer's key.
     """
-    if type_.endswith(_ZD):
-        data, type_ = _inflate(type_, data, ZDICT_V1), type_[: -len(_ZD)]
-    elif type_.endswith(_Z):
-        data, type_ = _inflate(type_, data, None), type_[: -len(_Z)]
+    if type_.endswith(_Z):
+        data, type_ = _inflate(type_, data), type_[: -len(_Z)]
     if encrypted_only and isinstance(serde, EncryptedSerializer):
         return _decrypt_loads(serde, type_, bytes(data))
     return serde.loads_typed((type_, bytes(data)))

@@ -1,12 +1,6 @@
-"""Checkpoint metadata: the JSON copy used for filtering, and the filter itself.
-
-The metadata is stored through the saver's serializer (the source of truth, encrypted with
-`EncryptedSerializer`). A JSON copy of its *scalar* keys, minus anything a database's JSON type
-rejects (NUL characters, NaN, lone surrogates), lets SQL narrow `list(filter=...)` and
-[`list_threads`][langmem_sqlite.checkpoint.saver.SQLSaver.list_threads]; the exact equality test
-then runs in Python on the decoded metadata, so the SQL part may over-select but never drops a
-match.
-"""
+"""Checkpoint metadata: the JSON copy of its scalar keys that lets SQL narrow a filter, and
+the exact test, run in Python on the decoded metadata (the SQL may over-select, never drop a
+match)."""
 
 from __future__ import annotations
 

@@ -1,6 +1,6 @@
-"""The saver's operations, each written once as a [`Plan`][langmem_sqlite.engine.Plan]: the sync
-methods of [`SQLSaver`][langmem_sqlite.SQLSaver] run them with
-[`Database.drive`][langmem_sqlite.engine.Database.drive], the async ones (`aio`) with
+"""The operations of [`SQLSaver`][langmem_sqlite.SQLSaver], each written once as a
+[`Plan`][langmem_sqlite.engine.Plan] taking the saver: its sync method runs the plan with
+[`Database.drive`][langmem_sqlite.engine.Database.drive], its async twin with
 [`Database.adrive`][langmem_sqlite.engine.Database.adrive]. A plan checks its arguments, encodes
 values outside any transaction, and yields the steps that run the SQL (`puts`, `reads`,
 `threads`)."""
@@ -10,12 +10,12 @@ from __future__ import annotations
 import contextlib
 import json
 from collections.abc import Mapping, Sequence
-from typing import Any
+from functools import partial
+from typing import TYPE_CHECKING, Any
 
 from langchain_core.runnables import RunnableConfig
 from langgraph.checkpoint.base import (
     WRITES_IDX_MAP,
-    BaseCheckpointSaver,
     ChannelVersions,
     Checkpoint,
     CheckpointMetadata,
@@ -28,9 +28,9 @@ from langgraph.checkpoint.base import (
 from sqlalchemy import exc
 
 from .. import clock
-from ..engine import Database, Plan, Step
+from ..engine import Plan, Step
 from ..engine.migrations import schema_plan
-from ..engine.schema import ID_MAX_CHARS, Tables
+from ..engine.schema import ID_MAX_CHARS
 from ..validation import check_id, check_number, check_positive, check_text
 from . import puts, reads, threads
 from .codec import dumps, loads
@@ -48,17 +48,34 @@ from .records import (
     split_versions,
     version_text,
 )
-from .rows import CARRIED_NULL, CheckpointRow, ListQuery
-from .storage import DELTA, EMPTY, ListCache, ListState, Resolver, encode_channel, key_hash
+from .rows import CheckpointRow, ListQuery
+from .storage import DELTA, EMPTY, ListState, Resolver, encode_channel, key_hash
 
-__all__ = ["SaverPlans"]
+if TYPE_CHECKING:
+    from .saver import SQLSaver
+
+__all__ = [
+    "Pager",
+    "copy_thread",
+    "delete_for_runs",
+    "delete_idle_threads",
+    "delete_thread",
+    "delta_channel_history",
+    "get_tuple",
+    "list_threads",
+    "pager",
+    "prune",
+    "put",
+    "put_writes",
+    "setup",
+]
 
 
-class _Pager:
+class Pager:
     """The state of one `list()` call: which page to read next and how many items remain."""
 
     def __init__(
-        self, saver: SaverPlans, query: ListQuery, filter: dict[str, Any], limit: int | None
+        self, saver: SQLSaver, query: ListQuery, filter: dict[str, Any], limit: int | None
     ) -> None:
         self.saver, self.query, self.filter, self.left = saver, query, filter, limit
         self.cursor: tuple[str, str, str] | None = None
@@ -69,22 +86,22 @@ class _Pager:
         size = self.saver.page_size
         if self.left is not None and not self.filter:
             size = min(size, self.left)
-        rows, writes, blobs = yield from self.saver._op(
-            reads.list_page, self.query, self.cursor, size, single=True
+        rows, writes, blobs = yield from _op(
+            self.saver, reads.list_page, self.query, self.cursor, size, single=True
         )
         if len(rows) < size:
             self.done = True
         else:
             last = rows[-1]
             self.cursor = (last.checkpoint_id, last.thread_id, last.ns_hash)
-        resolver = Resolver(self.saver._loads, blobs)
+        resolver = Resolver(partial(_loads, self.saver), blobs)
         out = []
         for row in rows:
-            metadata = self.saver._loads(row.metadata_type, row.metadata)
+            metadata = _loads(self.saver, row.metadata_type, row.metadata)
             if self.filter and not matches(metadata, self.filter):
                 continue
             key = (row.thread_id, row.ns_hash, row.checkpoint_id)
-            out.append(self.saver._tuple(row, metadata, writes.get(key, []), resolver, False))
+            out.append(_tuple(self.saver, row, metadata, writes.get(key, []), resolver, False))
         return out
 
     def take(self, items: list[CheckpointTuple]) -> list[CheckpointTuple]:
@@ -96,386 +113,375 @@ class _Pager:
         return items
 
 
-class SaverPlans(BaseCheckpointSaver[str]):
-    """The plans of [`SQLSaver`][langmem_sqlite.SQLSaver] (its base class)."""
+# -- plumbing --------------------------------------------------------------------------------
 
-    db: Database
-    tables: Tables
-    lists: ListCache
-    page_size: int
-    searchable_metadata: bool
-    encrypted_only: bool
 
-    # -- plumbing --------------------------------------------------------------------------
+def _ready(saver: SQLSaver) -> Plan[None]:
+    key = ("checkpointer", saver.tables.key)
+    if key not in saver.db.ready:
+        setup = saver.db.rules.checkpoint_file_setup(saver.db.url)
+        if setup is not None and not saver.db.reading:
+            # once per process, before the tables exist; an optimisation only: a busy
+            # file keeps its mode
+            with contextlib.suppress(exc.DBAPIError):
+                yield Step(setup, (), own_transaction=True)
+        yield from schema_plan(saver.db, saver.tables)
+        with saver.db.lock:
+            saver.db.ready.add(key)
 
-    def _ready_plan(self) -> Plan[None]:
-        key = ("checkpointer", self.tables.key)
-        if key not in self.db.ready:
-            setup = self.db.rules.checkpoint_file_setup(self.db.url)
-            if setup is not None and not self.db.reading:
-                # once per process, before the tables exist; an optimisation only: a busy
-                # file keeps its mode
-                with contextlib.suppress(exc.DBAPIError):
-                    yield Step(setup, (), own_transaction=True)
-            yield from schema_plan(self.db, self.tables)
-            with self.db.lock:
-                self.db.ready.add(key)
 
-    def _op(self, fn: Any, *args: Any, write: bool = False, single: bool = False) -> Plan[Any]:
-        """Run `fn(session, tables, *args)` in a transaction.
+def _op(
+    saver: SQLSaver, fn: Any, *args: Any, write: bool = False, single: bool = False
+) -> Plan[Any]:
+    """Run `fn(session, tables, *args)` in a transaction.
 
-        `single`: `fn` makes one statement, or only reads rows that are never updated in
-        place; where the dialect says so (`checkpoint_single_autocommits`: PostgreSQL) it
-        then runs in autocommit mode, which saves the BEGIN and COMMIT round trips (SQLite
-        keeps its transaction). Every operation runs on the light lane
-        (`langmem_sqlite.engine.unit`).
-        """
-        yield from self._ready_plan()
-        single = single and self.db.rules.checkpoint_single_autocommits
-        return (yield Step(fn, (self.tables, *args), write=write, single=single))
+    `single`: `fn` makes one statement, or only reads rows that are never updated in
+    place; where the dialect says so (`checkpoint_single_autocommits`: PostgreSQL) it
+    then runs in autocommit mode, which saves the BEGIN and COMMIT round trips (SQLite
+    keeps its transaction). Every operation runs on the light lane
+    (`langmem_sqlite.engine.unit`).
+    """
+    yield from _ready(saver)
+    single = single and saver.db.rules.checkpoint_single_autocommits
+    return (yield Step(fn, (saver.tables, *args), write=write, single=single))
 
-    def _loads(self, type_: str, data: Any) -> Any:
-        if type_ == CARRIED_NULL:
-            return None
-        return loads(self.serde, type_, data, encrypted_only=self.encrypted_only)
 
-    def _tuple(
-        self, row: Any, metadata: Any, writes: Sequence[Any], resolver: Resolver, remember: bool
-    ) -> CheckpointTuple:
-        """The checkpoint tuple of `row`, every value decoded afresh. `remember`: note
-        the lists read in `lists`, so that the next `put` stores them as deltas."""
-        versions = json.loads(row.versions)
-        ns = row.checkpoint_ns
-        values: dict[str, Any] = {}
-        for ch, v in versions.items():  # the channels with rows (see split_versions)
-            if v is None:
-                continue  # kept in the record
-            key = (row.thread_id, row.ns_hash, key_hash(ch), str(v))
-            if not resolver.has_value(key):
-                continue
-            if not (remember and self.lists.size):
-                values[ch] = resolver.value(key)
-                continue
-            values[ch], state = resolver.value_and_state(key)
-            if state is not None:
-                known = self.lists.get((row.thread_id, ns, ch))
-                if known is None or known.version != state.version:
-                    self.lists.put((row.thread_id, ns, ch), state)
-        checkpoint = self._loads(row.type, row.checkpoint)
-        # the versions and values kept in the record itself (see split_versions and
-        # record_values)
-        versions.update(checkpoint.pop("channel_versions", None) or {})
-        versions = {ch: v for ch, v in versions.items() if v is not None}
-        for ch, value in (checkpoint.pop("channel_values", None) or {}).items():
-            if ch in versions:
-                values[ch] = value
-        checkpoint["id"] = row.checkpoint_id
-        checkpoint["channel_values"] = values
-        checkpoint["channel_versions"] = versions
-        ordered = sorted(writes, key=lambda w: writes_sort_key(w.task_path, w.task_id, w.idx))
-        parent = row.parent_checkpoint_id
-        return CheckpointTuple(
-            config=ckpt_config(row.thread_id, ns, row.checkpoint_id),
-            checkpoint=checkpoint,
-            metadata=metadata,
-            parent_config=ckpt_config(row.thread_id, ns, parent) if parent else None,
-            pending_writes=[(w.task_id, w.channel, self._loads(w.type, w.value)) for w in ordered],
-        )
+def _loads(saver: SQLSaver, type_: str, data: Any) -> Any:
+    return loads(saver.serde, type_, data, encrypted_only=saver.encrypted_only)
 
-    # -- plans: each operation written once ------------------------------------------------------
 
-    def _setup_plan(self) -> Plan[None]:
-        yield from self._ready_plan()
+def _tuple(
+    saver: SQLSaver,
+    row: Any,
+    metadata: Any,
+    writes: Sequence[Any],
+    resolver: Resolver,
+    remember: bool,
+) -> CheckpointTuple:
+    """The checkpoint tuple of `row`, every value decoded afresh. `remember`: note
+    the lists read in `lists`, so that the next `put` stores them as deltas."""
+    versions = json.loads(row.versions)
+    ns = row.checkpoint_ns
+    values: dict[str, Any] = {}
+    for ch, v in versions.items():  # the channels with rows (see split_versions)
+        if v is None:
+            continue  # kept in the record
+        key = (row.thread_id, row.ns_hash, key_hash(ch), str(v))
+        if not resolver.has_value(key):
+            continue
+        if not (remember and saver.lists.size):
+            values[ch] = resolver.value(key)
+            continue
+        values[ch], state = resolver.value_and_state(key)
+        if state is not None:
+            known = saver.lists.get((row.thread_id, ns, ch))
+            if known is None or known.version != state.version:
+                saver.lists.put((row.thread_id, ns, ch), state)
+    checkpoint = _loads(saver, row.type, row.checkpoint)
+    # the versions and values kept in the record itself (see split_versions and
+    # record_values)
+    versions.update(checkpoint.pop("channel_versions", None) or {})
+    versions = {ch: v for ch, v in versions.items() if v is not None}
+    for ch, value in (checkpoint.pop("channel_values", None) or {}).items():
+        if ch in versions:
+            values[ch] = value
+    checkpoint["id"] = row.checkpoint_id
+    checkpoint["channel_values"] = values
+    checkpoint["channel_versions"] = versions
+    ordered = sorted(writes, key=lambda w: writes_sort_key(w.task_path, w.task_id, w.idx))
+    parent = row.parent_checkpoint_id
+    return CheckpointTuple(
+        config=ckpt_config(row.thread_id, ns, row.checkpoint_id),
+        checkpoint=checkpoint,
+        metadata=metadata,
+        parent_config=ckpt_config(row.thread_id, ns, parent) if parent else None,
+        pending_writes=[(w.task_id, w.channel, _loads(saver, w.type, w.value)) for w in ordered],
+    )
 
-    def _get_plan(self, config: RunnableConfig) -> Plan[CheckpointTuple | None]:
+
+# -- the operations ----------------------------------------------------------------------------
+
+
+def setup(saver: SQLSaver) -> Plan[None]:
+    yield from _ready(saver)
+
+
+def get_tuple(saver: SQLSaver, config: RunnableConfig) -> Plan[CheckpointTuple | None]:
+    s = scope(config)
+    found = yield from _op(
+        saver, reads.read_checkpoint, s.thread_id, s.ns_hash, s.checkpoint_id, single=True
+    )
+    if found is None:
+        return None
+    row, writes, blobs = found
+    metadata = _loads(saver, row.metadata_type, row.metadata)
+    return _tuple(saver, row, metadata, writes, Resolver(partial(_loads, saver), blobs), True)
+
+
+def pager(
+    saver: SQLSaver,
+    config: RunnableConfig | None,
+    filter: dict[str, Any] | None,
+    before: RunnableConfig | None,
+    limit: int | None,
+) -> Pager:
+    exact = check_filter(filter)
+    if limit is not None:
+        check_positive(limit, "limit", allow_zero=True)
+    q = ListQuery()
+    if config is not None:
         s = scope(config)
-        found = yield from self._op(
-            reads.read_checkpoint, s.thread_id, s.ns_hash, s.checkpoint_id, single=True
-        )
-        if found is None:
-            return None
-        row, writes, blobs = found
-        metadata = self._loads(row.metadata_type, row.metadata)
-        return self._tuple(row, metadata, writes, Resolver(self._loads, blobs), True)
+        q.thread_id, q.checkpoint_id = s.thread_id, s.checkpoint_id
+        if config["configurable"].get("checkpoint_ns") is not None:
+            q.ns_hash = s.ns_hash
+    if before is not None:
+        conf = before.get("configurable") if isinstance(before, Mapping) else None
+        cid = conf.get("checkpoint_id") if isinstance(conf, Mapping) else None
+        if not cid:
+            raise ValueError("before: expected a config with configurable.checkpoint_id")
+        q.before = check_id(cid, "before.configurable.checkpoint_id")
+    cols = saver.tables.checkpoints.c
+    if saver.searchable_metadata:
+        q.conditions = prefilter(cols.metadata_json, exact, saver.db.rules)
+    return Pager(saver, q, exact, limit)
 
-    def _pager(
-        self,
-        config: RunnableConfig | None,
-        filter: dict[str, Any] | None,
-        before: RunnableConfig | None,
-        limit: int | None,
-    ) -> _Pager:
-        exact = check_filter(filter)
-        if limit is not None:
-            check_positive(limit, "limit", allow_zero=True)
-        q = ListQuery()
-        if config is not None:
-            s = scope(config)
-            q.thread_id, q.checkpoint_id = s.thread_id, s.checkpoint_id
-            if config["configurable"].get("checkpoint_ns") is not None:
-                q.ns_hash = s.ns_hash
-        if before is not None:
-            conf = before.get("configurable") if isinstance(before, Mapping) else None
-            cid = conf.get("checkpoint_id") if isinstance(conf, Mapping) else None
-            if not cid:
-                raise ValueError("before: expected a config with configurable.checkpoint_id")
-            q.before = check_id(cid, "before.configurable.checkpoint_id")
-        cols = self.tables.checkpoints.c
-        if self.searchable_metadata:
-            q.conditions = prefilter(cols.metadata_json, exact, self.db.rules)
-        return _Pager(self, q, exact, limit)
 
-    def _put_plan(
-        self,
-        config: RunnableConfig,
-        checkpoint: Checkpoint,
-        metadata: CheckpointMetadata,
-        new_versions: ChannelVersions,
-    ) -> Plan[RunnableConfig]:
-        s = scope(config)
-        if not isinstance(checkpoint, Mapping):
-            raise TypeError("checkpoint: expected a Checkpoint mapping")
-        cid = check_id(checkpoint.get("id"), "checkpoint['id']")
-        values = checkpoint.get("channel_values") or {}
-        versions = dict(checkpoint.get("channel_versions") or {})
-        for ch, ver in versions.items():
-            check_text(ch, "checkpoint['channel_versions'] key")
+def put(
+    saver: SQLSaver,
+    config: RunnableConfig,
+    checkpoint: Checkpoint,
+    metadata: CheckpointMetadata,
+    new_versions: ChannelVersions,
+) -> Plan[RunnableConfig]:
+    s = scope(config)
+    if not isinstance(checkpoint, Mapping):
+        raise TypeError("checkpoint: expected a Checkpoint mapping")
+    cid = check_id(checkpoint.get("id"), "checkpoint['id']")
+    values = checkpoint.get("channel_values") or {}
+    versions = dict(checkpoint.get("channel_versions") or {})
+    for ch, ver in versions.items():
+        check_text(ch, "checkpoint['channel_versions'] key")
+        version_text(ver, ch)
+    md = get_checkpoint_metadata(config, metadata)
+    # The record: the checkpoint without its id (a column) and the values stored in blob
+    # rows, with the values that take no row (see record_values) and the versions of
+    # the channels without a row (see split_versions).
+    body = {k: v for k, v in checkpoint.items() if k not in NOT_IN_RECORD}
+    delta = delta_names(md)
+    inline = record_values(values, versions, delta)
+    column, in_record = split_versions(versions, values, inline, delta)
+    if inline:
+        body["channel_values"] = inline
+    if in_record:
+        body["channel_versions"] = in_record
+    try:
+        ctype, cdata = dumps(saver.serde, body, "checkpoint")
+    except ValueError:
+        for ch, v in inline.items():  # name the channel at fault, if it is one
+            dumps(saver.serde, v, f"channel {ch!r}")
+        raise
+    mtype, mdata = dumps(saver.serde, md, "metadata")
+    md_json = json_copy(md) if saver.searchable_metadata else None
+    run_id = md.get("run_id")
+    run_id = str(run_id) if run_id is not None else None
+    if run_id is not None and (len(run_id) > ID_MAX_CHARS or "\x00" in run_id):
+        run_id = None
+    blobs: list[Any] = []
+    entries: dict[str, ListState] = {}
+    for ch, ver in (new_versions or {}).items():
+        check_text(ch, "new_versions key")
+        if ch in inline:
             version_text(ver, ch)
-        md = get_checkpoint_metadata(config, metadata)
-        # The record: the checkpoint without its id (a column) and the values stored in blob
-        # rows, with the values that take no row (see record_values) and the versions of
-        # the channels without a row (see split_versions).
-        body = {k: v for k, v in checkpoint.items() if k not in NOT_IN_RECORD}
-        delta = delta_names(md)
-        inline = record_values(values, versions, delta)
-        column, in_record = split_versions(versions, values, inline, delta)
-        if inline:
-            body["channel_values"] = inline
-        if in_record:
-            body["channel_versions"] = in_record
-        try:
-            ctype, cdata = dumps(self.serde, body, "checkpoint")
-        except ValueError:
-            for ch, v in inline.items():  # name the channel at fault, if it is one
-                dumps(self.serde, v, f"channel {ch!r}")
-            raise
-        mtype, mdata = dumps(self.serde, md, "metadata")
-        md_json = json_copy(md) if self.searchable_metadata else None
-        run_id = md.get("run_id")
-        run_id = str(run_id) if run_id is not None else None
-        if run_id is not None and (len(run_id) > ID_MAX_CHARS or "\x00" in run_id):
-            run_id = None
-        blobs: list[Any] = []
-        entries: dict[str, ListState] = {}
-        for ch, ver in (new_versions or {}).items():
-            check_text(ch, "new_versions key")
-            if ch in inline:
-                version_text(ver, ch)
-                continue
-            blob, entry = encode_channel(
-                self.serde, self.lists, (s.thread_id, s.ns, ch), version_text(ver, ch), values
-            )
-            if blob.kind != EMPTY:  # no row means "versioned, but no value"
-                blobs.append(blob)
-            if entry is not None:
-                entries[ch] = entry
-        row = CheckpointRow(
-            thread_id=s.thread_id,
-            ns_hash=s.ns_hash,
-            checkpoint_id=cid,
-            checkpoint_ns=s.ns,
-            parent_checkpoint_id=s.checkpoint_id,
-            type=ctype,
-            checkpoint=cdata,
-            versions=json.dumps(column, separators=(",", ":")),
-            metadata_type=mtype,
-            metadata=mdata,
-            metadata_json=md_json,
-            run_id=run_id,
-            created_at=clock.now_ms(),
+            continue
+        blob, entry = encode_channel(
+            saver.serde, saver.lists, (s.thread_id, s.ns, ch), version_text(ver, ch), values
         )
-        thread_md = md_json if s.ns == "" else None
-        # one statement where the dialect sends a put at once (PostgreSQL, see
-        # puts.put_checkpoint): autocommit, one round trip
-        at_once = self.db.rules.checkpoint_put_in_one_statement
-        stored = yield from self._op(
-            puts.put_checkpoint, row, blobs, thread_md, write=True, single=at_once
-        )
-        for ch, entry in entries.items():
-            b = stored.get(ch)
-            if b is None:
-                continue  # stored by an earlier put of this version
-            self.lists.put((s.thread_id, s.ns, ch), entry if b.kind == DELTA else entry.as_root())
-        return ckpt_config(s.thread_id, s.ns, cid)
+        if blob.kind != EMPTY:  # no row means "versioned, but no value"
+            blobs.append(blob)
+        if entry is not None:
+            entries[ch] = entry
+    row = CheckpointRow(
+        thread_id=s.thread_id,
+        ns_hash=s.ns_hash,
+        checkpoint_id=cid,
+        checkpoint_ns=s.ns,
+        parent_checkpoint_id=s.checkpoint_id,
+        type=ctype,
+        checkpoint=cdata,
+        versions=json.dumps(column, separators=(",", ":")),
+        metadata_type=mtype,
+        metadata=mdata,
+        metadata_json=md_json,
+        run_id=run_id,
+        created_at=clock.now_ms(),
+    )
+    thread_md = md_json if s.ns == "" else None
+    stored = yield from _op(saver, puts.put_checkpoint, row, blobs, thread_md, write=True)
+    for ch, entry in entries.items():
+        b = stored.get(ch)
+        if b is None:
+            continue  # stored by an earlier put of this version
+        saver.lists.put((s.thread_id, s.ns, ch), entry if b.kind == DELTA else entry.as_root())
+    return ckpt_config(s.thread_id, s.ns, cid)
 
-    def _writes_plan(
-        self,
-        config: RunnableConfig,
-        writes: Sequence[tuple[str, Any]],
-        task_id: str,
-        task_path: str,
-    ) -> Plan[None]:
-        s = scope(config)
-        if s.checkpoint_id is None:
-            raise ValueError("config.configurable.checkpoint_id: required by put_writes")
-        task_id = check_id(task_id, "task_id")
-        check_text(task_path, "task_path")
-        writes = check_writes(writes)
-        special = all(ch in WRITES_IDX_MAP for ch, _ in writes)
-        rows: dict[int, dict[str, Any]] = {}
-        # Writes of None after the call's first row ride on that row (its ``nulls``): one row
-        # for a node's output and its ``branch:to:<node>`` triggers. Not for special channels,
-        # which are upserted one by one.
-        nulls: dict[int, str] = {}
-        for i, (ch, value) in enumerate(writes):
-            check_text(ch, "writes channel")
-            idx = WRITES_IDX_MAP.get(ch, i)
-            if (idx in rows or idx in nulls) and not special:
-                continue  # first write wins, as in the database
-            if value is None and rows and not special:
-                nulls[idx] = ch
-                continue
-            type_, data = dumps(self.serde, value, f"write to channel {ch!r}")
-            rows[idx] = {
-                "thread_id": s.thread_id,
-                "ns_hash": s.ns_hash,
-                "checkpoint_id": s.checkpoint_id,
-                "task_hash": key_hash(task_id),
-                "idx": idx,
-                "task_id": task_id,
-                "task_path": task_path,
-                "channel": ch,
-                "type": type_,
-                "value": data,
-                "nulls": None,
-            }
-        if nulls:
-            carried = [[idx, ch] for idx, ch in nulls.items()]
-            next(iter(rows.values()))["nulls"] = json.dumps(carried, separators=(",", ":"))
-        if rows:
-            # One statement, unless a value goes in parts (MariaDB/MySQL: see puts._write).
-            part = self.db.rules.checkpoint_value_part
-            single = part is None or all(len(r["value"]) <= part for r in rows.values())
-            yield from self._op(
-                puts.put_writes, list(rows.values()), special, write=True, single=single
-            )
 
-    def _history_plan(
-        self, config: RunnableConfig, channels: Sequence[str]
-    ) -> Plan[dict[str, DeltaChannelHistory]]:
-        s = scope(config)
-        chans = [check_text(ch, "channels") for ch in channels]
-        out: dict[str, DeltaChannelHistory] = {ch: {"writes": []} for ch in chans}
-        if not chans:
-            return out
-        found = yield from self._op(
-            reads.delta_walk, s.thread_id, s.ns_hash, s.checkpoint_id, chans
+def put_writes(
+    saver: SQLSaver,
+    config: RunnableConfig,
+    writes: Sequence[tuple[str, Any]],
+    task_id: str,
+    task_path: str,
+) -> Plan[None]:
+    s = scope(config)
+    if s.checkpoint_id is None:
+        raise ValueError("config.configurable.checkpoint_id: required by put_writes")
+    task_id = check_id(task_id, "task_id")
+    check_text(task_path, "task_path")
+    writes = check_writes(writes)
+    special = all(ch in WRITES_IDX_MAP for ch, _ in writes)
+    rows: dict[int, dict[str, Any]] = {}
+    for i, (ch, value) in enumerate(writes):
+        check_text(ch, "writes channel")
+        idx = WRITES_IDX_MAP.get(ch, i)
+        if idx in rows and not special:
+            continue  # first write wins, as in the database
+        type_, data = dumps(saver.serde, value, f"write to channel {ch!r}")
+        rows[idx] = {
+            "thread_id": s.thread_id,
+            "ns_hash": s.ns_hash,
+            "checkpoint_id": s.checkpoint_id,
+            "task_hash": key_hash(task_id),
+            "idx": idx,
+            "task_id": task_id,
+            "task_path": task_path,
+            "channel": ch,
+            "type": type_,
+            "value": data,
+        }
+    if rows:
+        # One statement, unless a value goes in parts (MariaDB/MySQL: see puts._write).
+        part = saver.db.rules.checkpoint_value_part
+        single = part is None or all(len(r["value"]) <= part for r in rows.values())
+        yield from _op(
+            saver, puts.put_writes, list(rows.values()), special, write=True, single=single
         )
-        if found is None:
-            return out
-        resolver = Resolver(self._loads, found.blobs)
-        for ch in chans:
-            seed = found.seeds.get(ch)
-            idx = seed[0] if seed is not None else len(found.path) - 1
-            collected: list[PendingWrite] = []
-            for cp_id in reversed(found.path[: idx + 1]):
-                rows = [
-                    w
-                    for w in found.writes.get((s.thread_id, s.ns_hash, cp_id), [])
-                    if w.channel == ch
-                ]
-                rows.sort(key=lambda w: writes_sort_key(w.task_path, w.task_id, w.idx))
-                collected += [(w.task_id, w.channel, self._loads(w.type, w.value)) for w in rows]
-            entry: DeltaChannelHistory = {"writes": collected}
-            if seed is not None and seed[1] is not None:
-                entry["seed"] = resolver.value(seed[1])
-            elif seed is not None:  # a value kept in that checkpoint's record
-                record = self._loads(*found.records[found.path[idx]])
-                entry["seed"] = record["channel_values"][ch]
-            out[ch] = entry
+
+
+def delta_channel_history(
+    saver: SQLSaver, config: RunnableConfig, channels: Sequence[str]
+) -> Plan[dict[str, DeltaChannelHistory]]:
+    s = scope(config)
+    chans = [check_text(ch, "channels") for ch in channels]
+    out: dict[str, DeltaChannelHistory] = {ch: {"writes": []} for ch in chans}
+    if not chans:
         return out
+    found = yield from _op(saver, reads.delta_walk, s.thread_id, s.ns_hash, s.checkpoint_id, chans)
+    if found is None:
+        return out
+    resolver = Resolver(partial(_loads, saver), found.blobs)
+    for ch in chans:
+        seed = found.seeds.get(ch)
+        idx = seed[0] if seed is not None else len(found.path) - 1
+        collected: list[PendingWrite] = []
+        for cp_id in reversed(found.path[: idx + 1]):
+            rows = [
+                w for w in found.writes.get((s.thread_id, s.ns_hash, cp_id), []) if w.channel == ch
+            ]
+            rows.sort(key=lambda w: writes_sort_key(w.task_path, w.task_id, w.idx))
+            collected += [(w.task_id, w.channel, _loads(saver, w.type, w.value)) for w in rows]
+        entry: DeltaChannelHistory = {"writes": collected}
+        if seed is not None and seed[1] is not None:
+            entry["seed"] = resolver.value(seed[1])
+        elif seed is not None:  # a value kept in that checkpoint's record
+            record = _loads(saver, *found.records[found.path[idx]])
+            entry["seed"] = record["channel_values"][ch]
+        out[ch] = entry
+    return out
 
-    def _delete_plan(self, thread_id: str) -> Plan[None]:
-        tid = check_id(thread_id, "thread_id")
-        yield from self._op(threads.delete_threads, [tid], write=True)
-        self.lists.forget_threads([tid])
 
-    def _delete_runs_plan(self, run_ids: Sequence[str]) -> Plan[None]:
-        if isinstance(run_ids, str) or not isinstance(run_ids, Sequence):
-            raise TypeError("run_ids: expected a sequence of run ids")
-        ids = [check_id(r, "run_ids") for r in run_ids]
+def delete_thread(saver: SQLSaver, thread_id: str) -> Plan[None]:
+    tid = check_id(thread_id, "thread_id")
+    yield from _op(saver, threads.delete_threads, [tid], write=True)
+    saver.lists.forget_threads([tid])
+
+
+def delete_for_runs(saver: SQLSaver, run_ids: Sequence[str]) -> Plan[None]:
+    if isinstance(run_ids, str) or not isinstance(run_ids, Sequence):
+        raise TypeError("run_ids: expected a sequence of run ids")
+    ids = [check_id(r, "run_ids") for r in run_ids]
+    if ids:
+        yield from _op(saver, threads.delete_for_runs, ids, write=True)
+        saver.lists.forget_threads()
+
+
+def copy_thread(saver: SQLSaver, source_thread_id: str, target_thread_id: str) -> Plan[None]:
+    src = check_id(source_thread_id, "source_thread_id")
+    dst = check_id(target_thread_id, "target_thread_id")
+    if src == dst:
+        raise ValueError("target_thread_id: must differ from source_thread_id")
+    yield from _op(saver, threads.copy_thread, src, dst, clock.now_ms(), write=True)
+
+
+def _delta_channels(saver: SQLSaver, row: Any) -> list[str]:
+    metadata = _loads(saver, row.metadata_type, row.metadata)
+    return [str(k) for k in delta_names(metadata)] if isinstance(metadata, Mapping) else []
+
+
+def prune(saver: SQLSaver, thread_ids: Sequence[str], strategy: str) -> Plan[None]:
+    if isinstance(thread_ids, str) or not isinstance(thread_ids, Sequence):
+        raise TypeError("thread_ids: expected a sequence of thread ids")
+    if strategy not in ("keep_latest", "delete"):
+        raise ValueError(f"strategy: expected 'keep_latest' or 'delete', got {strategy!r}")
+    ids = [check_id(t, "thread_ids") for t in thread_ids]
+    if strategy == "delete":
         if ids:
-            yield from self._op(threads.delete_for_runs, ids, write=True)
-            self.lists.forget_threads()
-
-    def _copy_plan(self, source_thread_id: str, target_thread_id: str) -> Plan[None]:
-        src = check_id(source_thread_id, "source_thread_id")
-        dst = check_id(target_thread_id, "target_thread_id")
-        if src == dst:
-            raise ValueError("target_thread_id: must differ from source_thread_id")
-        yield from self._op(threads.copy_thread, src, dst, clock.now_ms(), write=True)
-
-    def _delta_channels(self, row: Any) -> list[str]:
-        metadata = self._loads(row.metadata_type, row.metadata)
-        return [str(k) for k in delta_names(metadata)] if isinstance(metadata, Mapping) else []
-
-    def _prune_plan(self, thread_ids: Sequence[str], strategy: str) -> Plan[None]:
-        if isinstance(thread_ids, str) or not isinstance(thread_ids, Sequence):
-            raise TypeError("thread_ids: expected a sequence of thread ids")
-        if strategy not in ("keep_latest", "delete"):
-            raise ValueError(f"strategy: expected 'keep_latest' or 'delete', got {strategy!r}")
-        ids = [check_id(t, "thread_ids") for t in thread_ids]
-        if strategy == "delete":
-            if ids:
-                yield from self._op(threads.delete_threads, ids, write=True)
-        else:
-            for tid in ids:
-                yield from self._op(
-                    threads.prune_keep_latest, tid, self._delta_channels, write=True
-                )
-        self.lists.forget_threads(ids)
-
-    def _threads_plan(
-        self, metadata: Mapping[str, Any] | None, limit: int | None, offset: int
-    ) -> Plan[list[ThreadInfo]]:
-        exact = check_filter(metadata, "metadata")
-        if exact and not self.searchable_metadata:
-            raise ValueError(
-                "metadata: listing threads by metadata needs searchable_metadata=True (off by "
-                "default with an EncryptedSerializer, which keeps metadata out of plain JSON)"
+            yield from _op(saver, threads.delete_threads, ids, write=True)
+    else:
+        for tid in ids:
+            yield from _op(
+                saver, threads.prune_keep_latest, tid, partial(_delta_channels, saver), write=True
             )
-        for key, value in exact.items():  # what the threads' JSON copy can hold, or nothing
-            if not (json_safe(key) and json_safe(value)):
-                raise ValueError(
-                    f"metadata[{key!r}]: threads are listed by scalar metadata (str, int, "
-                    f"finite float, bool or None, without NUL), got {type(value).__name__}"
-                )
-        if limit is not None:
-            check_positive(limit, "limit")
-        check_positive(offset, "offset", allow_zero=True)
-        col = self.tables.checkpoint_threads.c.metadata
-        conds = prefilter(col, exact, self.db.rules)
-        # The SQL conditions may over-select (see meta.prefilter): page in Python then.
-        in_sql = not exact
-        lim, off = (limit, offset) if in_sql else (None, 0)
-        rows = yield from self._op(threads.list_threads, conds, lim, off)
-        found = [
-            ThreadInfo(r.thread_id, r.created_at, r.updated_at, r.checkpoint_count, r.metadata)
-            for r in rows
-            if matches(r.metadata, exact)
-        ]
-        if not in_sql:
-            found = found[offset:]
-            found = found if limit is None else found[:limit]
-        return found
+    saver.lists.forget_threads(ids)
 
-    def _idle_plan(self, days: float) -> Plan[int]:
-        days = check_number(days, "days", low=0, high=MAX_IDLE_DAYS)
-        cutoff = clock.now_ms() - int(days * clock.DAY_MS)
-        total = 0
-        while True:
-            ids = yield from self._op(threads.delete_idle_threads, cutoff, DELETE_BATCH, write=True)
-            self.lists.forget_threads(ids)
-            total += len(ids)
-            if len(ids) < DELETE_BATCH:
-                return total
+
+def list_threads(
+    saver: SQLSaver, metadata: Mapping[str, Any] | None, limit: int | None, offset: int
+) -> Plan[list[ThreadInfo]]:
+    exact = check_filter(metadata, "metadata")
+    if exact and not saver.searchable_metadata:
+        raise ValueError(
+            "metadata: listing threads by metadata needs searchable_metadata=True (off by "
+            "default with an EncryptedSerializer, which keeps metadata out of plain JSON)"
+        )
+    for key, value in exact.items():  # what the threads' JSON copy can hold, or nothing
+        if not (json_safe(key) and json_safe(value)):
+            raise ValueError(
+                f"metadata[{key!r}]: threads are listed by scalar metadata (str, int, "
+                f"finite float, bool or None, without NUL), got {type(value).__name__}"
+            )
+    if limit is not None:
+        check_positive(limit, "limit")
+    check_positive(offset, "offset", allow_zero=True)
+    col = saver.tables.checkpoint_threads.c.metadata
+    conds = prefilter(col, exact, saver.db.rules)
+    # The SQL conditions may over-select (see meta.prefilter): page in Python then.
+    in_sql = not exact
+    lim, off = (limit, offset) if in_sql else (None, 0)
+    rows = yield from _op(saver, threads.list_threads, conds, lim, off)
+    found = [r for r in rows if matches(r.metadata, exact)]
+    if not in_sql:
+        found = found[offset:]
+        found = found if limit is None else found[:limit]
+    return found
+
+
+def delete_idle_threads(saver: SQLSaver, days: float) -> Plan[int]:
+    days = check_number(days, "days", low=0, high=MAX_IDLE_DAYS)
+    cutoff = clock.now_ms() - int(days * clock.DAY_MS)
+    total = 0
+    while True:
+        ids = yield from _op(saver, threads.delete_idle_threads, cutoff, DELETE_BATCH, write=True)
+        saver.lists.forget_threads(ids)
+        total += len(ids)
+        if len(ids) < DELETE_BATCH:
+            return total

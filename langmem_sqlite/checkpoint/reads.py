@@ -1,21 +1,15 @@
 """The SQL of reads: a checkpoint with its writes and values, pages of `list()`, and the
-walk up a delta channel's ancestors (`get_delta_channel_history`, `prune`).
-
-`get_tuple` is two statements (the checkpoint joined with its writes, then its values with
-the rows their deltas are built on, in one recursive query); the statements of reads are built
-once per set of tables ([`Unit.statement`][langmem_sqlite.engine.Unit.statement]), with bound
-parameters only.
-"""
+walk up a delta channel's ancestors (`get_delta_channel_history`, `prune`)."""
 
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from functools import partial
 from typing import Any
 
-from sqlalchemy import and_, bindparam, literal_column, or_, select, tuple_
+from sqlalchemy import and_, bindparam, literal_column, select, tuple_
 
 from ..engine.schema import Tables
 from ..engine.unit import Unit
@@ -27,7 +21,6 @@ from .rows import (
     blob_keys,
     checkpoint_columns,
     chunks,
-    pending_writes,
     scope_groups,
 )
 from .storage import DELTA, EMPTY, key_hash
@@ -48,31 +41,18 @@ WALK_PAGE = 900
 """Ancestors per recursive query (MySQL 8 stops recursive CTEs at 1000 by default)."""
 
 
-def _width(n: int) -> int:
-    """How many parameters an `IN` list of `n` values gets: the next power of two, so that
-    a few statement shapes serve every count (an expanding parameter instead costs rewriting
-    the SQL text at each call: a tenth of a small checkpoint read on SQLite)."""
-    return 1 << max(0, n - 1).bit_length()
+def _in(col: Any, name: str) -> Any:
+    """`col IN (:name)`, the list bound at execution."""
+    return col.in_(bindparam(name, expanding=True))
 
 
-def _in(col: Any, name: str, n: int) -> Any:
-    """`col IN (:name0, ..., :name<n-1>)`."""
-    return col.in_([bindparam(f"{name}{i}", type_=col.type) for i in range(n)])
-
-
-def _fill(params: dict[str, Any], name: str, values: Sequence[Any], n: int) -> None:
-    """Bind `values` to the parameters `_in` made, repeating the last one to fill."""
-    padded = [*values, *[values[-1]] * (n - len(values))]
-    params.update((f"{name}{i}", v) for i, v in enumerate(padded))
-
-
-def _writes_stmt(t: Tables, n: int) -> Any:
+def _writes_stmt(t: Tables) -> Any:
     w = t.checkpoint_writes.c
-    cols = (w.checkpoint_id, w.task_id, w.task_path, w.idx, w.channel, w.type, w.value, w.nulls)
+    cols = (w.checkpoint_id, w.task_id, w.task_path, w.idx, w.channel, w.type, w.value)
     return select(*cols).where(
         w.thread_id == bindparam("t"),
         w.ns_hash == bindparam("n"),
-        _in(w.checkpoint_id, "id", n),
+        _in(w.checkpoint_id, "ids"),
     )
 
 
@@ -83,22 +63,20 @@ def _writes_for(
     out: dict[tuple[str, str, str], list[PendingWrite]] = {}
     for (tid, nsh), group in scope_groups(keys).items():
         for part in chunks(group):
-            n = _width(len(part))
-            stmt = unit.statement((t.key, "ckpt.writes", n), partial(_writes_stmt, t, n))
-            params = {"t": tid, "n": nsh}
-            _fill(params, "id", [k[2] for k in part], n)
-            for w in pending_writes(unit.execute(stmt, params).all()):
-                out.setdefault((tid, nsh, w.checkpoint_id), []).append(w)
+            stmt = unit.statement((t.key, "ckpt.writes"), partial(_writes_stmt, t))
+            params = {"t": tid, "n": nsh, "ids": [k[2] for k in part]}
+            for r in unit.execute(stmt, params).all():
+                out.setdefault((tid, nsh, r.checkpoint_id), []).append(PendingWrite(*r))
     return out
 
 
-def _kinds_stmt(t: Tables, n_ch: int, n_v: int) -> Any:
+def _kinds_stmt(t: Tables) -> Any:
     b = t.checkpoint_blobs.c
     return select(b.channel_hash, b.version, b.kind).where(
         b.thread_id == bindparam("t"),
         b.ns_hash == bindparam("n"),
-        _in(b.channel_hash, "ch", n_ch),
-        _in(b.version, "v", n_v),
+        _in(b.channel_hash, "ch"),
+        _in(b.version, "v"),
     )
 
 
@@ -107,20 +85,19 @@ CHAIN_PAGE = 900
 default; chains are at most ~14 rows long but for rows of earlier versions)."""
 
 
-def _chain_stmt(t: Tables, n_ch: int, n_v: int) -> Any:
+def _chain_stmt(t: Tables) -> Any:
     """The blob rows of some `(channel, version)` keys and the rows their deltas are built on,
     in one recursive query (channels and versions are matched as two `IN` lists, which may
-    add a few rows). The rows' values ride along the recursion (joining its keys back to the
-    table afterwards made SQLite take 3 times as long); a row two chains share comes once per
-    chain."""
+    add a few rows). The rows' values ride along the recursion; a row two chains share comes
+    once per chain."""
     b = t.checkpoint_blobs
     c = b.c
     names = BLOB_COLS[2:]  # the key within (thread, namespace), then the row
     start = select(*[c[n] for n in names], literal_column("0").label("hops")).where(
         c.thread_id == bindparam("t"),
         c.ns_hash == bindparam("n"),
-        _in(c.channel_hash, "ch", n_ch),
-        _in(c.version, "v", n_v),
+        _in(c.channel_hash, "ch"),
+        _in(c.version, "v"),
     )
     chain = start.cte("chain", recursive=True)
     p = b.alias("p")
@@ -150,15 +127,13 @@ def _fetch_blobs(
     build = _kinds_stmt if kinds_only else _chain_stmt
     for (tid, nsh), group in scope_groups(keys).items():
         for part in chunks(group):
-            chs = list(dict.fromkeys(k[2] for k in part))
-            vs = list(dict.fromkeys(k[3] for k in part))
-            n_ch, n_v = _width(len(chs)), _width(len(vs))
-            stmt = unit.statement(
-                (t.key, "ckpt.blobs", kinds_only, n_ch, n_v), partial(build, t, n_ch, n_v)
-            )
-            params = {"t": tid, "n": nsh}
-            _fill(params, "ch", chs, n_ch)
-            _fill(params, "v", vs, n_v)
+            stmt = unit.statement((t.key, "ckpt.blobs", kinds_only), partial(build, t))
+            params = {
+                "t": tid,
+                "n": nsh,
+                "ch": list(dict.fromkeys(k[2] for k in part)),
+                "v": list(dict.fromkeys(k[3] for k in part)),
+            }
             for r in unit.execute(stmt, params).all():
                 into[(tid, nsh, r.channel_hash, r.version)] = r
 
@@ -188,40 +163,32 @@ def blobs_for(unit: Unit, t: Tables, keys: Iterable[BlobKey]) -> dict[BlobKey, A
         _fetch_blobs(unit, t, bases, rows)
 
 
-def _ckpt_scope(t: Tables) -> Any:
+def _ckpt_stmt(t: Tables, by_id: bool) -> Any:
+    """The checkpoint `:id` of `(:t, :n)`, or (not `by_id`) its latest."""
     c = t.checkpoints.c
-    return select(*checkpoint_columns(t)).where(
+    q = select(*checkpoint_columns(t)).where(
         c.thread_id == bindparam("t"), c.ns_hash == bindparam("n")
     )
+    if by_id:
+        return q.where(c.checkpoint_id == bindparam("id"))
+    return q.order_by(c.checkpoint_id.desc()).limit(1)
 
 
-def _ckpt_by_id(t: Tables) -> Any:
-    return _ckpt_scope(t).where(t.checkpoints.c.checkpoint_id == bindparam("id"))
-
-
-def _ckpt_latest(t: Tables) -> Any:
-    return _ckpt_scope(t).order_by(t.checkpoints.c.checkpoint_id.desc()).limit(1)
-
-
-def _with_writes(build: Callable[[Tables], Any]) -> Callable[[Tables], Any]:
-    """The checkpoint row selected by `build`, once per pending write (its columns
-    prefixed `w_`), or once with NULLs: a checkpoint and its writes in one round trip."""
-
-    def joined(t: Tables) -> Any:
-        c = build(t).subquery()
-        w = t.checkpoint_writes.c
-        on = and_(
-            w.thread_id == c.c.thread_id,
-            w.ns_hash == c.c.ns_hash,
-            w.checkpoint_id == c.c.checkpoint_id,
-        )
-        wcols = [
-            col.label(f"w_{col.name}")
-            for col in (w.task_id, w.task_path, w.idx, w.channel, w.type, w.value, w.nulls)
-        ]
-        return select(*c.c, *wcols).select_from(c.outerjoin(t.checkpoint_writes, on))
-
-    return joined
+def _with_writes(t: Tables, by_id: bool) -> Any:
+    """The row `_ckpt_stmt` selects, once per pending write (the write's columns last), or
+    once with NULLs: a checkpoint and its writes in one round trip."""
+    c = _ckpt_stmt(t, by_id).subquery()
+    w = t.checkpoint_writes.c
+    on = and_(
+        w.thread_id == c.c.thread_id,
+        w.ns_hash == c.c.ns_hash,
+        w.checkpoint_id == c.c.checkpoint_id,
+    )
+    wcols = [
+        col.label(f"w_{col.name}")
+        for col in (w.task_id, w.task_path, w.idx, w.channel, w.type, w.value)
+    ]
+    return select(*c.c, *wcols).select_from(c.outerjoin(t.checkpoint_writes, on))
 
 
 def read_checkpoint(
@@ -231,37 +198,17 @@ def read_checkpoint(
     ns_hash: str,
     checkpoint_id: str | None,
 ) -> tuple[Any, list[PendingWrite], dict[BlobKey, Any]] | None:
-    """A checkpoint row (the latest when `checkpoint_id` is None), its writes, and its blobs.
-
-    Two statements: the checkpoint joined with its writes, then the blobs (with the rows
-    their deltas are built on).
-    """
+    """A checkpoint row (the latest when `checkpoint_id` is None), its writes, and its blobs
+    (with the rows their deltas are built on): two statements."""
+    by_id = checkpoint_id is not None
+    stmt = unit.statement((t.key, "ckpt.read", by_id), partial(_with_writes, t, by_id))
     params = {"t": thread_id, "n": ns_hash}
-    if checkpoint_id is not None:
-        stmt = unit.statement((t.key, "ckpt.by_id"), lambda: _with_writes(_ckpt_by_id)(t))
-        rows = unit.execute(stmt, {**params, "id": checkpoint_id}).all()
-    else:
-        stmt = unit.statement((t.key, "ckpt.latest"), lambda: _with_writes(_ckpt_latest)(t))
-        rows = unit.execute(stmt, params).all()
+    rows = unit.execute(stmt, {**params, "id": checkpoint_id} if by_id else params).all()
     if not rows:
         return None
     row = rows[0]
-    writes = pending_writes(
-        (
-            r.checkpoint_id,
-            r.w_task_id,
-            r.w_task_path,
-            r.w_idx,
-            r.w_channel,
-            r.w_type,
-            r.w_value,
-            r.w_nulls,
-        )
-        for r in rows
-        if r.w_task_id is not None
-    )
-    blobs = blobs_for(unit, t, blob_keys(row))
-    return row, writes, blobs
+    writes = [PendingWrite(row.checkpoint_id, *r[-6:]) for r in rows if r.w_task_id is not None]
+    return row, writes, blobs_for(unit, t, blob_keys(row))
 
 
 def list_page(
@@ -389,14 +336,12 @@ def walk(
 def find_checkpoint(
     unit: Unit, t: Tables, thread_id: str, ns_hash: str, checkpoint_id: str | None
 ) -> Any:
-    """The row (id, parent, versions, metadata) of a checkpoint, or of the latest of
+    """The row (`checkpoint_columns`) of a checkpoint, or of the latest of
     `(thread, namespace)` when `checkpoint_id` is None; None if there is none."""
-    c = t.checkpoints.c
-    q = select(c.checkpoint_id, c.parent_checkpoint_id, c.versions, c.metadata_type, c.metadata)
-    q = q.where(c.thread_id == thread_id, c.ns_hash == ns_hash)
-    if checkpoint_id is not None:
-        return unit.execute(q.where(c.checkpoint_id == checkpoint_id)).first()
-    return unit.execute(q.order_by(c.checkpoint_id.desc()).limit(1)).first()
+    by_id = checkpoint_id is not None
+    stmt = unit.statement((t.key, "ckpt.one", by_id), partial(_ckpt_stmt, t, by_id))
+    params = {"t": thread_id, "n": ns_hash}
+    return unit.execute(stmt, {**params, "id": checkpoint_id} if by_id else params).first()
 
 
 def delta_walk(
@@ -416,18 +361,17 @@ def delta_walk(
     result = walk(unit, t, thread_id, ns_hash, target.parent_checkpoint_id, channels)
     w = t.checkpoint_writes.c
     for part in chunks(result.path):
-        q = select(
-            w.checkpoint_id, w.task_id, w.task_path, w.idx, w.channel, w.type, w.value, w.nulls
-        )
+        q = select(w.checkpoint_id, w.task_id, w.task_path, w.idx, w.channel, w.type, w.value)
         q = q.where(
             w.thread_id == thread_id,
             w.ns_hash == ns_hash,
             w.checkpoint_id.in_(part),
-            or_(w.channel.in_(list(channels)), w.nulls.is_not(None)),
+            w.channel.in_(list(channels)),
         )
-        for r in pending_writes(unit.execute(q).all()):
-            if r.channel in channels:
-                result.writes.setdefault((thread_id, ns_hash, r.checkpoint_id), []).append(r)
+        for r in unit.execute(q).all():
+            result.writes.setdefault((thread_id, ns_hash, r.checkpoint_id), []).append(
+                PendingWrite(*r)
+            )
     result.blobs = blobs_for(unit, t, [k for _, k in result.seeds.values() if k is not None])
     inline = sorted({result.path[i] for i, k in result.seeds.values() if k is None})
     c = t.checkpoints.c

@@ -1,11 +1,6 @@
-"""What the checkpointer's SQL modules share: the rows they write and read, and the key lists.
-
-`puts` writes checkpoints and pending writes, `reads` reads them back (and walks a
-delta channel's ancestors), `threads` lists, copies, prunes and deletes threads. Each of
-their functions takes a [`Unit`][langmem_sqlite.engine.Unit] and the
-[`Tables`][langmem_sqlite.store.rows.Tables], runs inside the one unit of work the saver's
-plan asked for, and (de)serializes nothing: the saver does that outside the transaction.
-"""
+"""What the checkpointer's SQL modules (`puts`, `reads`, `threads`) share: the rows they
+write and read, and the key lists. Their functions take a
+[`Unit`][langmem_sqlite.engine.Unit] and (de)serialize nothing."""
 
 from __future__ import annotations
 
@@ -22,17 +17,14 @@ from .storage import key_hash
 
 __all__ = [
     "BLOB_COLS",
-    "CARRIED_NULL",
     "BlobKey",
     "CheckpointRow",
     "ListQuery",
     "PendingWrite",
-    "ThreadRow",
     "blob_keys",
     "checkpoint_columns",
     "chunks",
     "exact_in",
-    "pending_writes",
     "scope_groups",
 ]
 
@@ -92,17 +84,6 @@ class ListQuery:
     conditions: list[ColumnElement[bool]] = field(default_factory=list)
 
 
-@dataclass
-class ThreadRow:
-    """A thread as listed by `list_threads`."""
-
-    thread_id: str
-    created_at: int
-    updated_at: int
-    checkpoint_count: int
-    metadata: dict[str, Any] | None
-
-
 def chunks(items: Sequence[Any], n: int = CHUNK) -> Iterator[Sequence[Any]]:
     """`items` in slices of at most `n`."""
     for i in range(0, len(items), n):
@@ -152,10 +133,6 @@ def checkpoint_columns(t: Tables) -> list[Any]:
     ]
 
 
-CARRIED_NULL = "(carried null)"
-"""The `type` of a write of None carried by its call's first row (no value of its own)."""
-
-
 class PendingWrite(NamedTuple):
     """A row of pending writes, as `read_checkpoint` returns it."""
 
@@ -166,30 +143,6 @@ class PendingWrite(NamedTuple):
     channel: str
     type: str
     value: Any
-
-
-def pending_writes(rows: Iterable[Sequence[Any]]) -> list[PendingWrite]:
-    """Write rows `(checkpoint_id, task_id, task_path, idx, channel, type, value, nulls)` as
-    pending writes, with the writes of None each row carries (`nulls`).
-
-    A carried write is its call's: if a row of the same task and index exists too, it came from
-    a later call (a call's first row carries, and a later call's first row would have met it),
-    so the carried one is kept: the first write wins.
-    """
-    out: dict[tuple[str, str, int], PendingWrite] = {}
-    carried: set[tuple[str, str, int]] = set()
-    rows = list(rows)
-    for cid, task_id, path, _idx, _ch, _type, _value, nulls in rows:
-        if nulls:
-            for idx, ch in json.loads(nulls):
-                key = (cid, task_id, int(idx))
-                out[key] = PendingWrite(cid, task_id, path, int(idx), ch, CARRIED_NULL, b"")
-                carried.add(key)
-    for cid, task_id, path, idx, ch, type_, value, _ in rows:
-        key = (cid, task_id, idx)
-        if key not in carried:
-            out[key] = PendingWrite(cid, task_id, path, idx, ch, type_, value)
-    return list(out.values())
 
 
 def blob_keys(row: Any) -> list[BlobKey]:

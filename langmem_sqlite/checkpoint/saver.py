@@ -1,28 +1,24 @@
 """`SQLSaver`: a LangGraph checkpointer on SQLite, PostgreSQL or MariaDB/MySQL, sync and async.
 
-One object serves `graph.invoke`/`stream` and `ainvoke`/`astream`: every operation is
-written once as a [`Plan`][langmem_sqlite.engine.Plan] (`plans`); the sync method (here)
-runs it with [`Database.drive`][langmem_sqlite.engine.Database.drive], the async one (`aio`) with
+One object serves `graph.invoke`/`stream` and `ainvoke`/`astream`: every operation is a
+[`Plan`][langmem_sqlite.engine.Plan] written once in `plans`; each sync method runs it with
+[`Database.drive`][langmem_sqlite.engine.Database.drive], its async twin with
 [`Database.adrive`][langmem_sqlite.engine.Database.adrive]. There is no instance lock: each
-transaction checks a connection out of the pool, so threads and tasks run in parallel, and `list()`
-holds nothing while it yields (it reads page by page).
-
-Storage grows linearly with a conversation (see `langmem_sqlite.checkpoint.storage`),
-every stored value goes through `self.serde`, and the whole `BaseCheckpointSaver` contract
-of langgraph-checkpoint 4 is implemented, including `delete_for_runs`, `copy_thread`,
-DeltaChannel-aware `prune` and a one-walk `get_delta_channel_history`.
+transaction checks a connection out of the pool, and `list()` holds nothing while it yields
+(it reads page by page).
 """
 
 from __future__ import annotations
 
+import asyncio
 import builtins
 import os
-from collections.abc import Iterator, Mapping, Sequence
-from types import TracebackType
+from collections.abc import AsyncIterator, Iterator, Mapping, Sequence
 from typing import Any
 
 from langchain_core.runnables import RunnableConfig
 from langgraph.checkpoint.base import (
+    BaseCheckpointSaver,
     ChannelVersions,
     Checkpoint,
     CheckpointMetadata,
@@ -36,7 +32,7 @@ from sqlalchemy.engine import URL
 from ..engine import Database, DatabaseLike, get_database
 from ..engine.schema import DEFAULT_PREFIX, get_tables
 from ..validation import check_positive
-from .aio import AsyncSaverAPI
+from . import plans
 from .records import MAX_IDLE_DAYS, ThreadInfo
 from .storage import ListCache, next_version
 
@@ -66,18 +62,13 @@ class _SaverContext:
         await self.saver.asetup()
         return self.saver
 
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
+    async def __aexit__(self, *exc_info: object) -> None:
         if self.owned:
             await self.saver.db.adispose()
             self.saver.db.dispose()
 
 
-class SQLSaver(AsyncSaverAPI):
+class SQLSaver(BaseCheckpointSaver[str]):
     """A LangGraph checkpointer storing threads in SQL, for sync and async graphs alike.
 
     Args:
@@ -170,12 +161,12 @@ class SQLSaver(AsyncSaverAPI):
 
     def setup(self) -> None:
         """Create or migrate the tables (idempotent; also done automatically on first use)."""
-        self.db.drive(self._setup_plan())
+        self.db.drive(plans.setup(self))
 
     def get_tuple(self, config: RunnableConfig) -> CheckpointTuple | None:
         """The checkpoint `config` names (the thread's latest without a `checkpoint_id`),
         with its parent config and its pending writes in `writes_sort_key` order."""
-        return self.db.drive(self._get_plan(config))
+        return self.db.drive(plans.get_tuple(self, config))
 
     def list(
         self,
@@ -187,7 +178,7 @@ class SQLSaver(AsyncSaverAPI):
     ) -> Iterator[CheckpointTuple]:
         """Checkpoints newest first: of one thread (and namespace, if given) or, with
         `config=None`, of all threads; `filter` matches metadata keys by equality."""
-        pager = self._pager(config, filter, before, limit)
+        pager = plans.pager(self, config, filter, before, limit)
         while not pager.done:
             yield from pager.take(self.db.drive(pager.plan()))
 
@@ -199,7 +190,7 @@ class SQLSaver(AsyncSaverAPI):
         new_versions: ChannelVersions,
     ) -> RunnableConfig:
         """Store a checkpoint and the values of its channels listed in `new_versions`."""
-        return self.db.drive(self._put_plan(config, checkpoint, metadata, new_versions))
+        return self.db.drive(plans.put(self, config, checkpoint, metadata, new_versions))
 
     def put_writes(
         self,
@@ -209,11 +200,11 @@ class SQLSaver(AsyncSaverAPI):
         task_path: str = "",
     ) -> None:
         """Store a task's pending writes (first write wins; special channels are replaced)."""
-        self.db.drive(self._writes_plan(config, writes, task_id, task_path))
+        self.db.drive(plans.put_writes(self, config, writes, task_id, task_path))
 
     def delete_thread(self, thread_id: str) -> None:
         """Delete every checkpoint, value and write of a thread, in every namespace."""
-        self.db.drive(self._delete_plan(thread_id))
+        self.db.drive(plans.delete_thread(self, thread_id))
 
     def delete_for_runs(self, run_ids: Sequence[str]) -> None:
         """Delete the checkpoints (and their writes) whose `metadata['run_id']` is listed.
@@ -221,7 +212,7 @@ class SQLSaver(AsyncSaverAPI):
         Values still referenced by remaining checkpoints are kept. Deleting a run whose
         checkpoints a live `DeltaChannel` still needs breaks that channel (see `prune`).
         """
-        self.db.drive(self._delete_runs_plan(run_ids))
+        self.db.drive(plans.delete_for_runs(self, run_ids))
 
     def copy_thread(self, source_thread_id: str, target_thread_id: str) -> None:
         """Copy a thread whole (every namespace, checkpoint, value and write; same ids).
@@ -229,7 +220,7 @@ class SQLSaver(AsyncSaverAPI):
         Raises:
             ValueError: the target thread already has checkpoints, or is the source.
         """
-        self.db.drive(self._copy_plan(source_thread_id, target_thread_id))
+        self.db.drive(plans.copy_thread(self, source_thread_id, target_thread_id))
 
     def prune(self, thread_ids: Sequence[str], *, strategy: str = "keep_latest") -> None:
         """`keep_latest`: keep each namespace's latest checkpoint, plus the ancestors its
@@ -241,14 +232,14 @@ class SQLSaver(AsyncSaverAPI):
         concurrent `put` could build a delta on a value this call is deleting (SQLite serializes
         writers, so it is safe there).
         """
-        self.db.drive(self._prune_plan(thread_ids, strategy))
+        self.db.drive(plans.prune(self, thread_ids, strategy))
 
     def get_delta_channel_history(
         self, *, config: RunnableConfig, channels: Sequence[str]
     ) -> Mapping[str, DeltaChannelHistory]:
         """Writes of `channels` along the parent chain back to each one's nearest stored
         value (the `seed`), in one transaction with one recursive query per 900 ancestors."""
-        return self.db.drive(self._history_plan(config, channels))
+        return self.db.drive(plans.delta_channel_history(self, config, channels))
 
     def get_next_version(self, current: str | None, channel: None = None) -> str:
         """A version greater than `current` and unique across forks."""
@@ -266,11 +257,11 @@ class SQLSaver(AsyncSaverAPI):
         `metadata` filters on the scalar metadata of each thread's latest checkpoint, e.g.
         `{"user_id": "u1"}` (keys of `configurable` are copied into metadata).
         """
-        return self.db.drive(self._threads_plan(metadata, limit, offset))
+        return self.db.drive(plans.list_threads(self, metadata, limit, offset))
 
     def delete_idle_threads(self, days: float) -> int:
         """Delete the threads not updated for `days` days; return how many."""
-        return self.db.drive(self._idle_plan(days))
+        return self.db.drive(plans.delete_idle_threads(self, days))
 
     def vacuum(self, *, full: bool = False) -> None:
         """Give freed space back to the OS (SQLite only; a no-op elsewhere).
@@ -281,3 +272,90 @@ class SQLSaver(AsyncSaverAPI):
         and needs as much free disk space.
         """
         self.db.rules.give_back_space(self.db.sync_engine, full)
+
+    # -- the public API: async (the same plans) -----------------------------------------------
+
+    async def asetup(self) -> None:
+        """Async [`setup`][langmem_sqlite.checkpoint.saver.SQLSaver.setup]."""
+        await self.db.adrive(plans.setup(self))
+
+    async def aget_tuple(self, config: RunnableConfig) -> CheckpointTuple | None:
+        """Async [`get_tuple`][langmem_sqlite.checkpoint.saver.SQLSaver.get_tuple]."""
+        return await self.db.adrive(plans.get_tuple(self, config))
+
+    async def alist(
+        self,
+        config: RunnableConfig | None,
+        *,
+        filter: dict[str, Any] | None = None,
+        before: RunnableConfig | None = None,
+        limit: int | None = None,
+    ) -> AsyncIterator[CheckpointTuple]:
+        """Async [`list`][langmem_sqlite.checkpoint.saver.SQLSaver.list]."""
+        pager = plans.pager(self, config, filter, before, limit)
+        while not pager.done:
+            for item in pager.take(await self.db.adrive(pager.plan())):
+                yield item
+
+    async def aput(
+        self,
+        config: RunnableConfig,
+        checkpoint: Checkpoint,
+        metadata: CheckpointMetadata,
+        new_versions: ChannelVersions,
+    ) -> RunnableConfig:
+        """Async [`put`][langmem_sqlite.checkpoint.saver.SQLSaver.put]."""
+        return await self.db.adrive(plans.put(self, config, checkpoint, metadata, new_versions))
+
+    async def aput_writes(
+        self,
+        config: RunnableConfig,
+        writes: Sequence[tuple[str, Any]],
+        task_id: str,
+        task_path: str = "",
+    ) -> None:
+        """Async [`put_writes`][langmem_sqlite.checkpoint.saver.SQLSaver.put_writes]."""
+        await self.db.adrive(plans.put_writes(self, config, writes, task_id, task_path))
+
+    async def adelete_thread(self, thread_id: str) -> None:
+        """Async [`delete_thread`][langmem_sqlite.checkpoint.saver.SQLSaver.delete_thread]."""
+        await self.db.adrive(plans.delete_thread(self, thread_id))
+
+    async def adelete_for_runs(self, run_ids: Sequence[str]) -> None:
+        """Async [`delete_for_runs`][langmem_sqlite.checkpoint.saver.SQLSaver.delete_for_runs]."""
+        await self.db.adrive(plans.delete_for_runs(self, run_ids))
+
+    async def acopy_thread(self, source_thread_id: str, target_thread_id: str) -> None:
+        """Async [`copy_thread`][langmem_sqlite.checkpoint.saver.SQLSaver.copy_thread]."""
+        await self.db.adrive(plans.copy_thread(self, source_thread_id, target_thread_id))
+
+    async def aprune(self, thread_ids: Sequence[str], *, strategy: str = "keep_latest") -> None:
+        """Async [`prune`][langmem_sqlite.checkpoint.saver.SQLSaver.prune]."""
+        await self.db.adrive(plans.prune(self, thread_ids, strategy))
+
+    async def aget_delta_channel_history(
+        self, *, config: RunnableConfig, channels: Sequence[str]
+    ) -> Mapping[str, DeltaChannelHistory]:
+        """Async
+        [`get_delta_channel_history`][langmem_sqlite.checkpoint.saver.SQLSaver.get_delta_channel_history]."""
+        return await self.db.adrive(plans.delta_channel_history(self, config, channels))
+
+    async def alist_threads(
+        self,
+        *,
+        metadata: Mapping[str, Any] | None = None,
+        limit: int | None = None,
+        offset: int = 0,
+    ) -> builtins.list[ThreadInfo]:
+        """Async [`list_threads`][langmem_sqlite.checkpoint.saver.SQLSaver.list_threads]."""
+        return await self.db.adrive(plans.list_threads(self, metadata, limit, offset))
+
+    async def adelete_idle_threads(self, days: float) -> int:
+        """Async
+        [`delete_idle_threads`][langmem_sqlite.checkpoint.saver.SQLSaver.delete_idle_threads]."""
+        return await self.db.adrive(plans.delete_idle_threads(self, days))
+
+    async def avacuum(self, *, full: bool = False) -> None:
+        """Async [`vacuum`][langmem_sqlite.checkpoint.saver.SQLSaver.vacuum] (in a worker
+        thread)."""
+        await asyncio.to_thread(self.db.rules.give_back_space, self.db.sync_engine, full)

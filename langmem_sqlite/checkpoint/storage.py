@@ -40,7 +40,6 @@ __all__ = [
     "fingerprint_serde",
     "item_digests",
     "key_hash",
-    "list_fingerprint",
     "next_version",
 ]
 
@@ -52,13 +51,13 @@ VALUE = "v"
 DELTA = "d"
 """Blob kind: `base_version[:base_len]` plus the serialized list of appended items."""
 
-DEFAULT_MAX_DELTA_DEPTH = 10_000
+MAX_DELTA_DEPTH = 10_000
 """Most versions of a list stored as deltas after one full copy."""
 
 DIGEST_SIZE = 16
 """Bytes of SHA-256 kept per list item."""
 
-_MAX_CHAIN = DEFAULT_MAX_DELTA_DEPTH + 1
+_MAX_CHAIN = MAX_DELTA_DEPTH + 1
 """Longest chain of rows a read follows (rows of earlier versions chain one delta per version)."""
 
 
@@ -148,116 +147,26 @@ def fingerprint_serde(serde: SerializerProtocol) -> SerializerProtocol:
 
 
 def item_digests(serde: SerializerProtocol, items: Iterable[Any]) -> bytes | None:
-    """`DIGEST_SIZE` bytes of SHA-256 per item, of its bytes as `serde` serializes it
-    (and of its type, unless `"msgpack"`: a type name joined to bytes cannot equal the
-    encoding of one msgpack value); None if an item cannot be serialized (the value is then
-    stored whole, by the path that reports the error)."""
-    dumps_typed = serde.dumps_typed
-    sha256 = hashlib.sha256
+    """`DIGEST_SIZE` bytes of SHA-256 per item, of its type and bytes as `serde` serializes it;
+    None if an item cannot be serialized (the value is then stored whole, by the path that
+    reports the error)."""
     out = bytearray()
     try:
         for item in items:
-            type_, data = dumps_typed(item)
-            if type_ != "msgpack":
-                data = type_.encode() + b"\x00" + data
-            out += sha256(data).digest()[:DIGEST_SIZE]
+            type_, data = serde.dumps_typed(item)
+            out += hashlib.sha256(type_.encode() + b"\x00" + data).digest()[:DIGEST_SIZE]
     except Exception:
         return None
     return bytes(out)
 
 
-Body = tuple[int, bytes]
-"""`(length, SHA-256)` of a list's items as msgpack, concatenated (a msgpack array without
-its header)."""
-
-
-def list_fingerprint(
-    serde: SerializerProtocol, items: list[Any], known: ListState | None
-) -> tuple[bytes, Body | None] | None:
-    """Per-item digests of `items` (see `item_digests`), and their `Body`.
-
-    When `known` (the state of an earlier version) has a body and `items` extend it, one
-    serialization of the whole list and one SHA-256 of its first `known.body[0]` bytes show
-    that the first `len(known)` items are unchanged (msgpack values are concatenated in an
-    array, so equal leading bytes are equal leading items): only the added items are
-    serialized alone. Otherwise (a changed item, the first put after a read) each item is
-    serialized alone. None if an item cannot be serialized.
-    """
-    if known is not None and known.body is not None and len(items) >= len(known):
-        fast = _extension(serde, items, known, known.body)
-        if fast is not None:
-            return fast
-    return _itemwise(serde, items)
-
-
-def _list_body(type_: str, data: bytes, n: int) -> memoryview | None:
-    """The items of a msgpack array of `n` items (None if `data` is not one)."""
-    if type_ != "msgpack" or not data:
-        return None
-    if n <= 15:
-        size = 1 if data[0] == 0x90 | n else 0
-    elif n <= 0xFFFF:
-        size = 3 if data[0] == 0xDC and data[1:3] == n.to_bytes(2, "big") else 0
-    else:
-        size = 5 if data[0] == 0xDD and data[1:5] == n.to_bytes(4, "big") else 0
-    return memoryview(data)[size:] if size else None
-
-
-def _extension(
-    serde: SerializerProtocol, items: list[Any], known: ListState, body: Body
-) -> tuple[bytes, Body] | None:
-    try:
-        type_, data = serde.dumps_typed(items)
-    except Exception:
-        return None
-    view = _list_body(type_, data, len(items))
-    if view is None or len(view) < body[0]:
-        return None
-    h = hashlib.sha256(view[: body[0]])
-    if h.digest() != body[1]:
-        return None
-    added = item_digests(serde, items[len(known) :])
-    if added is None:
-        return None
-    h.update(view[body[0] :])
-    return known.digests + added, (len(view), h.digest())
-
-
-def _itemwise(serde: SerializerProtocol, items: list[Any]) -> tuple[bytes, Body | None] | None:
-    dumps_typed = serde.dumps_typed
-    sha256 = hashlib.sha256
-    out = bytearray()
-    body = sha256()
-    size = 0
-    plain = True  # every item is msgpack: their bytes concatenated are the list's
-    try:
-        for item in items:
-            type_, data = dumps_typed(item)
-            if type_ == "msgpack":
-                body.update(data)
-                size += len(data)
-            else:
-                plain = False
-                data = type_.encode() + b"\x00" + data
-            out += sha256(data).digest()[:DIGEST_SIZE]
-    except Exception:
-        return None
-    return bytes(out), ((size, body.digest()) if plain else None)
-
-
 def common_prefix(a: bytes, b: bytes) -> int:
     """How many leading items two digest strings share."""
-    n = min(len(a), len(b)) // DIGEST_SIZE
-    if a[: n * DIGEST_SIZE] == b[: n * DIGEST_SIZE]:
-        return n
-    lo, hi = 0, n  # lo items are known equal, hi are known to differ
-    while hi - lo > 1:
-        mid = (lo + hi) // 2
-        if a[: mid * DIGEST_SIZE] == b[: mid * DIGEST_SIZE]:
-            lo = mid
-        else:
-            hi = mid
-    return lo
+    size = DIGEST_SIZE
+    n, i = min(len(a), len(b)) // size, 0
+    while i < n and a[i * size : (i + 1) * size] == b[i * size : (i + 1) * size]:
+        i += 1
+    return i
 
 
 def _pack(items: list[Any], digests: bytes | None) -> Any:
@@ -290,18 +199,16 @@ class ListState:
     """Items of the chain's full copy."""
     digests: bytes
     chain: tuple[tuple[int, str, int], ...] = ()
-    body: Body | None = None
-    """The items' `Body`, when known (a state made by a put)."""
 
     def __len__(self) -> int:
         return len(self.digests) // DIGEST_SIZE
 
     def as_root(self) -> ListState:
         """The same list, stored whole."""
-        return ListState(self.version, self.version, 0, len(self), self.digests, (), self.body)
+        return ListState(self.version, self.version, 0, len(self), self.digests)
 
     def extend(
-        self, version: str, digests: bytes, max_depth: int, body: Body | None = None
+        self, version: str, digests: bytes, max_depth: int
     ) -> tuple[str, int, ListState] | None:
         """`(base_version, base_len, state)` to store the list `digests` as `version`, a
         delta; None when it should be stored whole (nothing shared, doubled, too deep)."""
@@ -329,7 +236,6 @@ class ListState:
             self.root_len,
             digests,
             (*chain, (target, base, shared)),
-            body,
         )
         return base, shared, state
 
@@ -378,7 +284,6 @@ def encode_channel(
     key: tuple[str, str, str],
     version: str,
     values: Mapping[str, Any],
-    max_depth: int = DEFAULT_MAX_DELTA_DEPTH,
 ) -> tuple[BlobRow, ListState | None]:
     """The row storing channel `key[2]` at `version`, and the list state it would make.
 
@@ -395,8 +300,7 @@ def encode_channel(
         type_, data = dumps(serde, value, what)
         return BlobRow(channel, ch_hash, version, VALUE, type_, data), None
     known = cache.get(key) if cache.size > 0 else None
-    found = list_fingerprint(fingerprint_serde(serde), value, known) if cache.size > 0 else None
-    digests, body = found if found is not None else (None, None)
+    digests = item_digests(fingerprint_serde(serde), value) if cache.size > 0 else None
 
     def full() -> BlobRow:
         type_, data = dumps(serde, _pack(value, digests), what)
@@ -404,9 +308,9 @@ def encode_channel(
 
     if digests is None:
         return full(), None
-    plan = known.extend(version, digests, max_depth, body) if known is not None else None
+    plan = known.extend(version, digests, MAX_DELTA_DEPTH) if known is not None else None
     if known is None or plan is None:
-        return full(), ListState(version, version, 0, len(value), digests, (), body)
+        return full(), ListState(version, version, 0, len(value), digests)
     base, base_len, state = plan
     added = _pack(value[base_len:], digests[base_len * DIGEST_SIZE :])
     type_, data = dumps(serde, added, what)

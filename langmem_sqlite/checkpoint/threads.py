@@ -14,7 +14,8 @@ from sqlalchemy.sql.elements import ColumnElement
 from ..engine.schema import Tables
 from ..engine.unit import Unit
 from .reads import blobs_for, find_checkpoint, walk
-from .rows import ThreadRow, chunks, exact_in
+from .records import ThreadInfo
+from .rows import chunks, exact_in
 from .storage import DELTA, EMPTY, key_hash
 
 __all__ = [
@@ -124,7 +125,7 @@ def prune_keep_latest(
     `delta_channels(row)` names the delta channels of a checkpoint row (read from its
     metadata, which only the saver can decode).
     """
-    c, w = t.checkpoints.c, t.checkpoint_writes.c
+    c = t.checkpoints.c
     nss = unit.execute(
         select(c.ns_hash).where(c.thread_id == thread_id).group_by(c.ns_hash)
     ).scalars()
@@ -134,32 +135,22 @@ def prune_keep_latest(
         keep = [latest.checkpoint_id]
         versions = json.loads(latest.versions)
         # (a value kept in the record, ``null`` in the column, needs no ancestor)
-        wanted = [ch for ch in delta_channels(latest) if versions.get(ch) is not None]
-        if wanted:
-            stored = blobs_for(
-                unit, t, [(thread_id, ns_hash, key_hash(ch), str(versions[ch])) for ch in wanted]
-            )
-            empty = [
-                ch
-                for ch in wanted
-                if stored.get((thread_id, ns_hash, key_hash(ch), str(versions[ch]))) is None
-                or stored[(thread_id, ns_hash, key_hash(ch), str(versions[ch]))].kind == EMPTY
-            ]
-            if empty:
-                keep += walk(unit, t, thread_id, ns_hash, latest.parent_checkpoint_id, empty).path
-        scope = (c.thread_id == thread_id, c.ns_hash == ns_hash)
-        older = c.checkpoint_id < latest.checkpoint_id
-        for part in chunks(keep):
-            older = and_(older, c.checkpoint_id.notin_(part))
-        unit.execute(delete(t.checkpoints).where(*scope, older))
-        wolder = w.checkpoint_id < latest.checkpoint_id
-        for part in chunks(keep):
-            wolder = and_(wolder, w.checkpoint_id.notin_(part))
-        unit.execute(
-            delete(t.checkpoint_writes).where(
-                w.thread_id == thread_id, w.ns_hash == ns_hash, wolder
-            )
-        )
+        wanted = {
+            ch: (thread_id, ns_hash, key_hash(ch), str(versions[ch]))
+            for ch in delta_channels(latest)
+            if versions.get(ch) is not None
+        }
+        stored = blobs_for(unit, t, list(wanted.values())) if wanted else {}
+        empty = [ch for ch, k in wanted.items() if k not in stored or stored[k].kind == EMPTY]
+        if empty:
+            keep += walk(unit, t, thread_id, ns_hash, latest.parent_checkpoint_id, empty).path
+        for table in (t.checkpoints, t.checkpoint_writes):
+            col = table.c
+            older = col.checkpoint_id < latest.checkpoint_id
+            for part in chunks(keep):
+                older = and_(older, col.checkpoint_id.notin_(part))
+            scope = (col.thread_id == thread_id, col.ns_hash == ns_hash)
+            unit.execute(delete(table).where(*scope, older))
         _gc_blobs(unit, t, thread_id, ns_hash)
 
 
@@ -206,7 +197,7 @@ def list_threads(
     conditions: Sequence[ColumnElement[bool]],
     limit: int | None,
     offset: int,
-) -> list[ThreadRow]:
+) -> list[ThreadInfo]:
     """Threads, most recently updated first, with their checkpoint counts (no blob is read)."""
     th, c = t.checkpoint_threads.c, t.checkpoints.c
     count = (
@@ -222,7 +213,7 @@ def list_threads(
     if limit is not None:
         q = q.limit(limit)
     return [
-        ThreadRow(r.thread_id, r.created_at, r.updated_at, int(r.n), r.metadata)
+        ThreadInfo(r.thread_id, r.created_at, r.updated_at, int(r.n), r.metadata)
         for r in unit.execute(q)
     ]
 

@@ -326,9 +326,6 @@ def _build(prefix: str, schema: str | None) -> Tables:
         Column("channel", LongText, nullable=False),
         Column("type", String(64), nullable=False),
         Column("value", LongBlob, nullable=False),
-        # JSON ``[[idx, channel], ...]``: the same call's writes of None, which take no row of
-        # their own (``branch:to:<node>`` triggers beside most node outputs).
-        Column("nulls", LongText, nullable=True),
         **opts,
     )
 

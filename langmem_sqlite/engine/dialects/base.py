@@ -187,10 +187,6 @@ class Dialect:
     place) may run without a transaction, where `begin` saves round trips by it
     (PostgreSQL's autocommit). SQLite keeps its transaction: a snapshot costs nothing there."""
 
-    checkpoint_put_in_one_statement: ClassVar[bool] = False
-    """Whether a checkpoint's put is one statement of data-modifying CTEs (checkpoint, values,
-    thread), which then runs in autocommit: one round trip instead of a transaction's."""
-
     checkpoint_value_part: ClassVar[int | None] = None
     """The largest byte value sent in one statement (None: any); a larger one is written in
     parts, appended in the same transaction."""

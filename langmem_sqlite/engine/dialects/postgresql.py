@@ -217,8 +217,6 @@ class PostgreSQLDialect(Dialect):
 
     # -- checkpoints ----------------------------------------------------------------------------
 
-    checkpoint_put_in_one_statement: ClassVar[bool] = True
-
     @classmethod
     def metadata_contains(
         cls, column: Any, filter: Mapping[str, str | int]
