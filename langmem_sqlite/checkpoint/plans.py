@@ -11,7 +11,7 @@ import contextlib
 import json
 from collections.abc import Mapping, Sequence
 from functools import partial
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from langchain_core.runnables import RunnableConfig
 from langgraph.checkpoint.base import (
@@ -25,12 +25,13 @@ from langgraph.checkpoint.base import (
     get_checkpoint_metadata,
     writes_sort_key,
 )
+from langgraph.checkpoint.serde.base import SerializerProtocol
 from sqlalchemy import exc
 
 from .. import clock
-from ..engine import Plan, Step
+from ..engine import Database, Plan, Step
 from ..engine.migrations import schema_plan
-from ..engine.schema import ID_MAX_CHARS
+from ..engine.schema import ID_MAX_CHARS, Tables
 from ..validation import check_id, check_number, check_positive, check_text
 from . import puts, reads, threads
 from .codec import dumps, loads
@@ -49,10 +50,7 @@ from .records import (
     version_text,
 )
 from .rows import CheckpointRow, ListQuery
-from .storage import DELTA, EMPTY, ListState, Resolver, encode_channel, key_hash
-
-if TYPE_CHECKING:
-    from .saver import SQLSaver
+from .storage import DELTA, EMPTY, ListCache, ListState, Resolver, encode_channel, key_hash
 
 __all__ = [
     "Pager",
@@ -71,11 +69,23 @@ __all__ = [
 ]
 
 
+class Saver(Protocol):
+    """What the plans read of an [`SQLSaver`][langmem_sqlite.SQLSaver]."""
+
+    db: Database
+    tables: Tables
+    serde: SerializerProtocol
+    lists: ListCache
+    page_size: int
+    searchable_metadata: bool
+    encrypted_only: bool
+
+
 class Pager:
     """The state of one `list()` call: which page to read next and how many items remain."""
 
     def __init__(
-        self, saver: SQLSaver, query: ListQuery, filter: dict[str, Any], limit: int | None
+        self, saver: Saver, query: ListQuery, filter: dict[str, Any], limit: int | None
     ) -> None:
         self.saver, self.query, self.filter, self.left = saver, query, filter, limit
         self.cursor: tuple[str, str, str] | None = None
@@ -116,7 +126,7 @@ class Pager:
 # -- plumbing --------------------------------------------------------------------------------
 
 
-def _ready(saver: SQLSaver) -> Plan[None]:
+def _ready(saver: Saver) -> Plan[None]:
     key = ("checkpointer", saver.tables.key)
     if key not in saver.db.ready:
         setup = saver.db.rules.checkpoint_file_setup(saver.db.url)
@@ -130,9 +140,7 @@ def _ready(saver: SQLSaver) -> Plan[None]:
             saver.db.ready.add(key)
 
 
-def _op(
-    saver: SQLSaver, fn: Any, *args: Any, write: bool = False, single: bool = False
-) -> Plan[Any]:
+def _op(saver: Saver, fn: Any, *args: Any, write: bool = False, single: bool = False) -> Plan[Any]:
     """Run `fn(session, tables, *args)` in a transaction.
 
     `single`: `fn` makes one statement, or only reads rows that are never updated in
@@ -146,12 +154,12 @@ def _op(
     return (yield Step(fn, (saver.tables, *args), write=write, single=single))
 
 
-def _loads(saver: SQLSaver, type_: str, data: Any) -> Any:
+def _loads(saver: Saver, type_: str, data: Any) -> Any:
     return loads(saver.serde, type_, data, encrypted_only=saver.encrypted_only)
 
 
 def _tuple(
-    saver: SQLSaver,
+    saver: Saver,
     row: Any,
     metadata: Any,
     writes: Sequence[Any],
@@ -202,11 +210,11 @@ def _tuple(
 # -- the operations ----------------------------------------------------------------------------
 
 
-def setup(saver: SQLSaver) -> Plan[None]:
+def setup(saver: Saver) -> Plan[None]:
     yield from _ready(saver)
 
 
-def get_tuple(saver: SQLSaver, config: RunnableConfig) -> Plan[CheckpointTuple | None]:
+def get_tuple(saver: Saver, config: RunnableConfig) -> Plan[CheckpointTuple | None]:
     s = scope(config)
     found = yield from _op(
         saver, reads.read_checkpoint, s.thread_id, s.ns_hash, s.checkpoint_id, single=True
@@ -219,7 +227,7 @@ def get_tuple(saver: SQLSaver, config: RunnableConfig) -> Plan[CheckpointTuple |
 
 
 def pager(
-    saver: SQLSaver,
+    saver: Saver,
     config: RunnableConfig | None,
     filter: dict[str, Any] | None,
     before: RunnableConfig | None,
@@ -247,7 +255,7 @@ def pager(
 
 
 def put(
-    saver: SQLSaver,
+    saver: Saver,
     config: RunnableConfig,
     checkpoint: Checkpoint,
     metadata: CheckpointMetadata,
@@ -326,7 +334,7 @@ def put(
 
 
 def put_writes(
-    saver: SQLSaver,
+    saver: Saver,
     config: RunnableConfig,
     writes: Sequence[tuple[str, Any]],
     task_id: str,
@@ -368,7 +376,7 @@ def put_writes(
 
 
 def delta_channel_history(
-    saver: SQLSaver, config: RunnableConfig, channels: Sequence[str]
+    saver: Saver, config: RunnableConfig, channels: Sequence[str]
 ) -> Plan[dict[str, DeltaChannelHistory]]:
     s = scope(config)
     chans = [check_text(ch, "channels") for ch in channels]
@@ -399,13 +407,13 @@ def delta_channel_history(
     return out
 
 
-def delete_thread(saver: SQLSaver, thread_id: str) -> Plan[None]:
+def delete_thread(saver: Saver, thread_id: str) -> Plan[None]:
     tid = check_id(thread_id, "thread_id")
     yield from _op(saver, threads.delete_threads, [tid], write=True)
     saver.lists.forget_threads([tid])
 
 
-def delete_for_runs(saver: SQLSaver, run_ids: Sequence[str]) -> Plan[None]:
+def delete_for_runs(saver: Saver, run_ids: Sequence[str]) -> Plan[None]:
     if isinstance(run_ids, str) or not isinstance(run_ids, Sequence):
         raise TypeError("run_ids: expected a sequence of run ids")
     ids = [check_id(r, "run_ids") for r in run_ids]
@@ -414,7 +422,7 @@ def delete_for_runs(saver: SQLSaver, run_ids: Sequence[str]) -> Plan[None]:
         saver.lists.forget_threads()
 
 
-def copy_thread(saver: SQLSaver, source_thread_id: str, target_thread_id: str) -> Plan[None]:
+def copy_thread(saver: Saver, source_thread_id: str, target_thread_id: str) -> Plan[None]:
     src = check_id(source_thread_id, "source_thread_id")
     dst = check_id(target_thread_id, "target_thread_id")
     if src == dst:
@@ -422,12 +430,12 @@ def copy_thread(saver: SQLSaver, source_thread_id: str, target_thread_id: str) -
     yield from _op(saver, threads.copy_thread, src, dst, clock.now_ms(), write=True)
 
 
-def _delta_channels(saver: SQLSaver, row: Any) -> list[str]:
+def _delta_channels(saver: Saver, row: Any) -> list[str]:
     metadata = _loads(saver, row.metadata_type, row.metadata)
     return [str(k) for k in delta_names(metadata)] if isinstance(metadata, Mapping) else []
 
 
-def prune(saver: SQLSaver, thread_ids: Sequence[str], strategy: str) -> Plan[None]:
+def prune(saver: Saver, thread_ids: Sequence[str], strategy: str) -> Plan[None]:
     if isinstance(thread_ids, str) or not isinstance(thread_ids, Sequence):
         raise TypeError("thread_ids: expected a sequence of thread ids")
     if strategy not in ("keep_latest", "delete"):
@@ -445,7 +453,7 @@ def prune(saver: SQLSaver, thread_ids: Sequence[str], strategy: str) -> Plan[Non
 
 
 def list_threads(
-    saver: SQLSaver, metadata: Mapping[str, Any] | None, limit: int | None, offset: int
+    saver: Saver, metadata: Mapping[str, Any] | None, limit: int | None, offset: int
 ) -> Plan[list[ThreadInfo]]:
     exact = check_filter(metadata, "metadata")
     if exact and not saver.searchable_metadata:
@@ -475,7 +483,7 @@ def list_threads(
     return found
 
 
-def delete_idle_threads(saver: SQLSaver, days: float) -> Plan[int]:
+def delete_idle_threads(saver: Saver, days: float) -> Plan[int]:
     days = check_number(days, "days", low=0, high=MAX_IDLE_DAYS)
     cutoff = clock.now_ms() - int(days * clock.DAY_MS)
     total = 0
