@@ -349,9 +349,9 @@ async def test_async_calls_run_the_sync_path_in_worker_threads(
         name, kind = await db.arun(_thread_and_connection, schema=True)
         assert name.startswith("langmem-sqlite") and kind == "Connection"
         name, kind = await db.arun(_thread_and_connection, write=True)
-        assert name.startswith("langmem-sqlite") and kind == "Session"
+        assert name.startswith("langmem-sqlite") and kind == "Unit"
         name, kind = await db.arun(_thread_and_connection)
-        assert name.startswith("langmem-sqlite") and kind == "Session"
+        assert name.startswith("langmem-sqlite") and kind == "Unit"
         if db.sync_engine is not get_database(url).sync_engine:
             db.dispose()
     engine = create_async_engine(f"sqlite+aiosqlite:///{tmp_path / 'a.db'}")

@@ -26,6 +26,10 @@ STATEMENTS_KEPT = 2_000
 (the oldest go first)."""
 
 
+_KEEP_ROWCOUNT = {"preserve_rowcount": True}
+"""SQLAlchemy reads an INSERT's `rowcount` before closing the cursor only when asked."""
+
+
 class Step(NamedTuple):
     """One unit of work of a [`Plan`][langmem_sqlite.engine.Plan]: `fn(unit, *args)`."""
 
@@ -92,8 +96,9 @@ class Unit:
     def execute(
         self, stmt: Any, params: Mapping[str, Any] | Sequence[Mapping[str, Any]] | None = None
     ) -> CursorResult[Any]:
-        """Execute a SQLAlchemy statement with one set of values, or a list of them."""
-        return self.connection.execute(stmt, params)  # type: ignore[arg-type]
+        """Execute a SQLAlchemy statement with one set of values, or a list of them (its
+        `rowcount` kept for every kind of statement, inserts included)."""
+        return self.connection.execute(stmt, params, execution_options=_KEEP_ROWCOUNT)  # type: ignore[arg-type]
 
     def exec_driver_sql(self, sql: str, params: Any = None) -> CursorResult[Any]:
         """Execute a constant SQL string (no user text in it) with driver parameters."""
