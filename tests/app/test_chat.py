@@ -13,8 +13,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import CONSOLE_SCRIPT, NO_KEY, console
 from langchain_core.messages import AIMessage, HumanMessage, SystemMessage
+from support import CONSOLE_SCRIPT, NO_KEY, console
 
 from langmem_sqlite import ConversationStore
 from langmem_sqlite.chat import ChatSession, OfflineChatModel, choose_model, open_chat, run_lines

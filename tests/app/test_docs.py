@@ -17,7 +17,7 @@ pytest.importorskip("mkdocs")
 pytest.importorskip("mkdocstrings_handlers.python")
 pytest.importorskip("mkdocs_jupyter")
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 ENV = {**os.environ, "NO_MKDOCS_2_WARNING": "1"}
 ROLE = re.compile(r":(class|meth|func|mod|data|attr|exc|obj):")
 

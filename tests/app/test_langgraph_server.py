@@ -50,7 +50,7 @@ graph = builder.compile()
 
 def _readme_langgraph_json() -> str:
     """The ``langgraph.json`` shown in README.md, as written."""
-    readme = (Path(__file__).resolve().parent.parent / "README.md").read_text(encoding="utf-8")
+    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text(encoding="utf-8")
     blocks = re.findall(r"```json\n(.*?)```", readme, re.S)
     (config,) = [b for b in blocks if '"checkpointer"' in b]
     return config

@@ -8,13 +8,13 @@ from pathlib import Path
 
 import nbformat
 import pytest
-from conftest import server_url
 from nbclient import NotebookClient
+from support import server_url
 
 from langmem_sqlite.engine import get_database
 from langmem_sqlite.engine.schema import get_tables
 
-NOTEBOOKS = sorted((Path(__file__).parent.parent / "notebooks").glob("*.ipynb"))
+NOTEBOOKS = sorted((Path(__file__).resolve().parents[2] / "notebooks").glob("*.ipynb"))
 
 
 def test_there_are_four_tutorials() -> None:

@@ -17,12 +17,12 @@ from typing import Annotated, Any
 
 import pytest
 import sqlalchemy as sa
-from conftest import POSTGRES_URL
 from langgraph.channels.delta import DeltaChannel
 from langgraph.checkpoint.base import BaseCheckpointSaver, empty_checkpoint
 from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.checkpoint.serde.encrypted import EncryptedSerializer
 from langgraph.graph import START, StateGraph
+from support import POSTGRES_URL
 from typing_extensions import TypedDict
 
 from langmem_sqlite import SQLSaver

@@ -27,7 +27,7 @@ from typing_extensions import TypedDict
 
 from langmem_sqlite import SQLSaver
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 
 @pytest.fixture

@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
-from conftest import console
 from langchain_core.messages import AIMessage, HumanMessage, messages_from_dict
+from support import console
 
 from langmem_sqlite import ConversationStore, SQLSaver
 from langmem_sqlite.chat import open_chat, run_lines

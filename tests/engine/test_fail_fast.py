@@ -28,8 +28,8 @@ from typing import Any
 
 import pytest
 import sqlalchemy as sa
-from conftest import MARIADB_URL, POSTGRES_URL, console, server_url
 from langchain_core.messages import HumanMessage
+from support import MARIADB_URL, POSTGRES_URL, console, server_url
 
 from langmem_sqlite import ConversationStore, SQLSaver, SQLStore
 from langmem_sqlite.engine import DatabaseUnavailableError, get_database

@@ -14,9 +14,9 @@ from typing import Any
 
 import pytest
 import sqlalchemy as sa
-from conftest import server_url
 from langchain_core.messages import HumanMessage
 from langgraph.checkpoint.base import empty_checkpoint
+from support import server_url
 
 from langmem_sqlite import SQLChatMessageHistory, SQLSaver, SQLStore
 from langmem_sqlite.engine import Database, get_database

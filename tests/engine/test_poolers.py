@@ -6,10 +6,10 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from conftest import PGBOUNCER_URL, POSTGRES_URL, server_url
 from langchain_core.messages import AIMessage, HumanMessage
 from langgraph.graph import START, MessagesState, StateGraph
 from sqlalchemy.engine import make_url
+from support import PGBOUNCER_URL, POSTGRES_URL, server_url
 
 from langmem_sqlite import SQLSaver
 from langmem_sqlite.engine import get_database

@@ -5,8 +5,8 @@ from __future__ import annotations
 import uuid
 
 import sqlalchemy as sa
-from conftest import server_url
 from langchain_core.messages import HumanMessage
+from support import server_url
 
 from langmem_sqlite import ConversationStore
 from langmem_sqlite.engine import Unit

@@ -13,7 +13,6 @@ from typing import Any
 
 import pytest
 import sqlalchemy as sa
-from conftest import async_url, backend_url
 from langchain_core.messages import AIMessage, HumanMessage
 from langgraph.checkpoint.base import empty_checkpoint
 from opentelemetry.instrumentation.sqlalchemy import SQLAlchemyInstrumentor
@@ -21,6 +20,7 @@ from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from sqlalchemy.ext.asyncio import create_async_engine
+from support import async_url, backend_url
 
 from langmem_sqlite import SQLChatMessageHistory, SQLSaver, SQLStore, get_database
 

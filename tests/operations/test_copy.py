@@ -14,11 +14,11 @@ from typing import Any
 import pytest
 import sqlalchemy as sa
 from click.testing import CliRunner
-from conftest import server_url
 from langchain_core.embeddings import DeterministicFakeEmbedding
 from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
 from langgraph.graph import START, MessagesState, StateGraph
 from langgraph.types import Command, interrupt
+from support import server_url
 
 from langmem_sqlite import ConversationStore, SQLSaver, SQLStore, acopy_database, copy_database
 from langmem_sqlite.cli import cli

@@ -11,9 +11,9 @@ from pathlib import Path
 import pytest
 import sqlalchemy as sa
 from click.testing import CliRunner
-from conftest import server_url
 from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
 from langgraph.graph import START, MessagesState, StateGraph
+from support import server_url
 
 from langmem_sqlite import ConversationStore, SQLSaver
 from langmem_sqlite.cli import cli

@@ -6,11 +6,11 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from langchain_core.embeddings import Embeddings
 from langchain_core.language_models.fake_chat_models import FakeListChatModel
 from langchain_core.messages import AIMessage, HumanMessage, SystemMessage
 from langgraph.graph import START, MessagesState, StateGraph
 from langgraph.prebuilt import ToolNode
+from topic_embedding import TopicEmbedding
 
 from langmem_sqlite import Memory, SQLStore
 from langmem_sqlite.store import (
@@ -21,20 +21,6 @@ from langmem_sqlite.store import (
     facts_hook,
     with_facts,
 )
-
-
-class TopicEmbedding(Embeddings):
-    TOPICS = ("food", "name", "style")
-
-    def _vec(self, text: str) -> list[float]:
-        t = text.lower()
-        return [float(w in t) + 0.01 for w in self.TOPICS]
-
-    def embed_documents(self, texts: list[str]) -> list[list[float]]:
-        return [self._vec(t) for t in texts]
-
-    def embed_query(self, text: str) -> list[float]:
-        return self._vec(text)
 
 
 @pytest.fixture

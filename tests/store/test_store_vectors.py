@@ -9,9 +9,9 @@ from typing import Any
 
 import pytest
 import sqlalchemy as sa
-from conftest import BACKENDS, backend_url
 from langchain_core.embeddings import DeterministicFakeEmbedding, Embeddings
 from langgraph.store.base import PutOp
+from support import BACKENDS, backend_url
 
 from langmem_sqlite import SQLStore
 from langmem_sqlite.engine import get_database
