@@ -44,13 +44,7 @@ from .settings import (
     default_max_tokens,
 )
 from .structure import merge_system
-from .summarizing import (
-    SummarizerRequest,
-    SummaryUpdates,
-    aguard,
-    guard,
-    largest,
-)
+from .summarizing import SummarizerRequest, SummaryUpdates, aguard, guard
 from .summary import (
     DEFAULT_SUMMARY_INSTRUCTIONS,
     SUMMARY_SHORTENED_MARKER,
@@ -64,6 +58,7 @@ from .trimming import (
     Limits,
     count_input,
     fail_closed,
+    largest,
     minimal_turn,
     require_turn,
     select_window,

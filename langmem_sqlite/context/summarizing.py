@@ -18,7 +18,7 @@ from typing import Any
 from langchain_core.messages import BaseMessage, SystemMessage
 
 from ..messages.counting import TokenCounter
-from .structure import call_ids, is_tool_result
+from .structure import call_ids, is_tool_result, plain_text
 from .summary import (
     SUMMARY_DROPPED_MARKER,
     cap_text,
@@ -31,9 +31,9 @@ from .summary import (
     summarizer_prompt,
     text_tokens,
 )
-from .trimming import _close, _Meter, _plain_text, turn_start
+from .trimming import _close, _Meter, largest, turn_start
 
-__all__ = ["SummarizerRequest", "SummaryUpdates", "aguard", "guard", "largest"]
+__all__ = ["SummarizerRequest", "SummaryUpdates", "aguard", "guard"]
 
 
 _CHUNK_MARKER = "\n[...the rest of this part was too long for one summarizer call]"
@@ -211,7 +211,7 @@ class SummaryUpdates:
 
         text = render_messages(new)
         if not fits(text):
-            texts = [_plain_text(m) for m in new]
+            texts = [plain_text(m) for m in new]
 
             def squeezed(cap: int) -> str:
                 return render_messages(
@@ -229,18 +229,6 @@ class SummaryUpdates:
             else:
                 text = cap_text(counter, squeezed(0), room, _CHUNK_MARKER)
         return prompt(text)
-
-
-def largest(n: int, ok: Any) -> int:
-    """The largest `k` in `0..n` with `ok(k)` (`ok` true at 0, monotone), by bisection."""
-    lo, hi = 0, n
-    while lo < hi:
-        mid = (lo + hi + 1) // 2
-        if ok(mid):
-            lo = mid
-        else:
-            hi = mid - 1
-    return lo
 
 
 def guard(fn: Any, arg: Any) -> Any:
@@ -265,8 +253,7 @@ def reply_text(reply: Any) -> str | None:
     if isinstance(reply, str):
         text = reply
     elif isinstance(reply, BaseMessage):
-        text = reply.content if isinstance(reply.content, str) else reply.text
+        text = plain_text(reply)
     else:
         return None
-    text = str(text).strip()
-    return text or None
+    return text.strip() or None

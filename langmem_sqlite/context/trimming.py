@@ -30,6 +30,7 @@ from .structure import (
     check_structure,
     is_tool_result,
     merge_system,
+    plain_text,
     result_id,
 )
 
@@ -39,6 +40,7 @@ __all__ = [
     "Limits",
     "count_input",
     "is_shortened",
+    "largest",
     "minimal_turn",
     "require_turn",
     "select_window",
@@ -207,11 +209,16 @@ def turn_start(conv: Sequence[BaseMessage], lo: int = 0) -> int:
     return latest_valid
 
 
-_pinned_start = turn_start
-
-
-def _plain_text(message: BaseMessage) -> str:
-    return message.content if isinstance(message.content, str) else message.text
+def largest(n: int, ok: Callable[[int], bool]) -> int:
+    """The largest `k` in `0..n` with `ok(k)` (`ok` true at 0, monotone), by bisection."""
+    lo, hi = 0, n
+    while lo < hi:
+        mid = (lo + hi + 1) // 2
+        if ok(mid):
+            lo = mid
+        else:
+            hi = mid - 1
+    return lo
 
 
 def _shortened(message: BaseMessage, text: str, cap: int) -> BaseMessage:
@@ -235,7 +242,7 @@ def shorten_tool_results(
     [`TRUNCATION_MARKER`][langmem_sqlite.context.TRUNCATION_MARKER]; the call/result structure is
     untouched.
     """
-    texts = {i: _plain_text(m) for i, m in enumerate(messages) if is_tool_result(m)}
+    texts = {i: plain_text(m) for i, m in enumerate(messages) if is_tool_result(m)}
     if not texts:
         return None
 
@@ -247,21 +254,13 @@ def shorten_tool_results(
 
     if not _fits(meters, build(0)):
         return None
-    lo, hi = 0, max(len(t) for t in texts.values())
-    while lo < hi:
-        mid = (lo + hi + 1) // 2
-        if _fits(meters, build(mid)):
-            lo = mid
-        else:
-            hi = mid - 1
-    return build(lo)
+    return build(largest(max(map(len, texts.values())), lambda cap: _fits(meters, build(cap))))
 
 
 def minimal_turn(tail: Sequence[BaseMessage]) -> list[BaseMessage]:
     """The turn in progress as small as it may become: every tool result cut to its marker."""
     return [
-        _shortened(m, _plain_text(m), 0) if is_tool_result(m) and _plain_text(m) else m
-        for m in tail
+        _shortened(m, plain_text(m), 0) if is_tool_result(m) and plain_text(m) else m for m in tail
     ]
 
 
@@ -352,20 +351,16 @@ def select_window(
         return []
     pinned = turn_start(conv, lo)
     tail: list[BaseMessage] = list(conv[pinned:])
-    for m in meters:
-        m.used += _sum(m, tail)
-    over = [m for m in meters if m.used > m.limit]
+    over = [m for m in meters if m.used + _sum(m, tail) > m.limit]
     if over:
-        for m in meters:
-            m.used -= _sum(m, tail)
         tried = shorten and all(m.label != "max_messages" for m in over)
         short = shorten_tool_results(tail, meters) if tried else None
         if short is None:
-            require_turn(meters, tail, shorten=tried)
-            raise _turn_error(over[0], tail, False)  # not reached: require_turn raised
+            require_turn(meters, tail, shorten=tried)  # raises: the turn cannot fit
+            raise AssertionError("require_turn did not raise")
         tail = short
-        for m in meters:
-            m.used += _sum(m, tail)
+    for m in meters:
+        m.used += _sum(m, tail)
     best = pinned
     open_ids: set[str] = set()
     for j in range(pinned - 1, lo - 1, -1):

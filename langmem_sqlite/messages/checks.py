@@ -13,7 +13,7 @@ from typing import Any
 
 from langchain_core.messages import BaseMessage
 
-__all__ = ["check_message_list", "check_messages", "checked_with_types"]
+__all__ = ["check_message_list", "check_messages"]
 
 
 def check_message_list(value: Any, name: str = "messages") -> None:
@@ -37,15 +37,9 @@ def check_messages(value: Any, name: str = "messages") -> list[BaseMessage]:
         TypeError: a `str`, `bytes`, mapping, single message or non-iterable, or an item
             that is not a `BaseMessage` (the message names its index and type).
     """
-    return checked_with_types(value, name)[0]
-
-
-def checked_with_types(value: Any, name: str = "messages") -> tuple[list[BaseMessage], set[type]]:
-    """`check_messages` and the set of the messages' classes (found on the way)."""
     check_message_list(value, name)
     items = list(value)
-    kinds = set(map(type, items))
-    if not all(issubclass(kind, BaseMessage) for kind in kinds):
-        i, bad = next((i, m) for i, m in enumerate(items) if not isinstance(m, BaseMessage))
-        raise TypeError(f"{name}[{i}]: expected a BaseMessage, got {type(bad).__name__}")
-    return items, kinds
+    for i, item in enumerate(items):
+        if not isinstance(item, BaseMessage):
+            raise TypeError(f"{name}[{i}]: expected a BaseMessage, got {type(item).__name__}")
+    return items

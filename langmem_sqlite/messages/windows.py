@@ -42,7 +42,4 @@ def drop_leading_orphans(messages: Sequence[BaseMessage]) -> list[BaseMessage]:
         TypeError: `messages` is not a list of messages (a `str` is refused, not split).
     """
     items = check_messages(messages)
-    start = 0
-    while start < len(items) and items[start].type in TOOL_RESULT_TYPES:
-        start += 1
-    return items[start:]
+    return items[orphan_prefix_length([m.type for m in items]) :]
