@@ -30,6 +30,10 @@ ENCRYPTED_PREFIX = "lmenc1:"
 
 _NONCE = 12
 _TAG = 16
+_UNREADABLE = (
+    "stored value cannot be decrypted (wrong key, or the row was tampered with or moved to "
+    "another session or key)"
+)
 
 
 class MessageCipher:
@@ -59,10 +63,8 @@ class MessageCipher:
 
     def encrypt(self, text: str, context: bytes) -> str:
         """Seal `text` to `context`; return the stored form (ASCII)."""
-        aes = self._aes.new(self._key, self._aes.MODE_GCM, nonce=_random(_NONCE))
-        aes.update(context)
-        data, tag = aes.encrypt_and_digest(text.encode("utf-8", "surrogatepass"))
-        return ENCRYPTED_PREFIX + base64.b64encode(aes.nonce + tag + data).decode("ascii")
+        sealed = self.encrypt_bytes(text.encode("utf-8", "surrogatepass"), context)
+        return ENCRYPTED_PREFIX + base64.b64encode(sealed).decode("ascii")
 
     def encrypt_bytes(self, data: bytes, context: bytes) -> bytes:
         """Seal `data` to `context`: nonce, tag and ciphertext (for binary columns)."""
@@ -86,10 +88,7 @@ class MessageCipher:
             aes.update(context)
             return bytes(aes.decrypt_and_verify(raw[_NONCE + _TAG :], raw[_NONCE : _NONCE + _TAG]))
         except ValueError as e:
-            raise ValueError(
-                "stored value cannot be decrypted (wrong key, or the row was tampered with or "
-                "moved)"
-            ) from e
+            raise ValueError(_UNREADABLE) from e
 
     def decrypt(self, stored: str, context: bytes) -> str:
         """Open a value sealed by [`encrypt`][langmem_sqlite.crypto.MessageCipher.encrypt] with the
@@ -102,17 +101,9 @@ class MessageCipher:
             raise ValueError("stored value is not encrypted, but this store has an encryption key")
         try:
             raw = base64.b64decode(stored[len(ENCRYPTED_PREFIX) :], validate=True)
-            if len(raw) < _NONCE + _TAG:
-                raise ValueError("too short")
-            aes = self._aes.new(self._key, self._aes.MODE_GCM, nonce=raw[:_NONCE])
-            aes.update(context)
-            data = aes.decrypt_and_verify(raw[_NONCE + _TAG :], raw[_NONCE : _NONCE + _TAG])
-            return data.decode("utf-8", "surrogatepass")
-        except (ValueError, binascii.Error, UnicodeDecodeError) as e:
-            raise ValueError(
-                "stored value cannot be decrypted (wrong key, or the row was tampered with or "
-                "moved to another session)"
-            ) from e
+            return self.decrypt_bytes(raw, context).decode("utf-8", "surrogatepass")
+        except (binascii.Error, UnicodeDecodeError) as e:
+            raise ValueError(_UNREADABLE) from e
 
 
 def _random(n: int) -> bytes:
