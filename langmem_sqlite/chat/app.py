@@ -93,14 +93,12 @@ def _show(message: BaseMessage, echo: Echo) -> None:
 
 
 def _history(chat: ChatSession, arg: str, echo: Echo) -> None:
+    if arg and (not arg.isdigit() or int(arg) < 1):
+        raise ValueError(f"/history: expected a positive number, got {arg!r}")
     messages = chat.messages()
-    if arg:
-        if not arg.isdigit() or int(arg) < 1:
-            raise ValueError(f"/history: expected a positive number, got {arg!r}")
-        messages = messages[-int(arg) :]
     counter = resolve_message_counter(None)
-    echo(f"session {chat.session}: {_count(len(chat.messages()), 'message')}")
-    for m in messages:
+    echo(f"session {chat.session}: {_count(len(messages), 'message')}")
+    for m in messages[-int(arg) :] if arg else messages:
         text = m.text or ", ".join(c["name"] for c in getattr(m, "tool_calls", []))
         echo(f"  {m.type:>5} ({counter(m):>4} tok) {text}")
 

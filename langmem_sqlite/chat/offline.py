@@ -71,10 +71,6 @@ _FACTS_BLOCK = re.compile(r"<user_facts>(.*?)</user_facts>", re.S)
 _HUMAN_XML = re.compile(r'<message type="human">(.*?)</message>', re.S)
 
 
-def _text(message: BaseMessage) -> str:
-    return message.text if isinstance(message.text, str) else str(message.content)
-
-
 def _statement_facts(text: str) -> list[tuple[str, str]]:
     """(kind, fact sentence) for each simple fact stated in `text`."""
     found = []
@@ -133,18 +129,18 @@ def respond(messages: Sequence[BaseMessage], *, can_remember: bool = False) -> A
     if not messages:
         return AIMessage(f"{_PREFIX} (nothing was sent)")
     system = messages[0] if isinstance(messages[0], SystemMessage) else None
-    system_text = _text(system) if system else ""
+    system_text = system.text if system else ""
     last = messages[-1]
-    if "<new_messages>" in _text(last) and "summary" in system_text.lower():
-        return AIMessage(_summarize(_text(last)))
+    if "<new_messages>" in last.text and "summary" in system_text.lower():
+        return AIMessage(_summarize(last.text))
     if isinstance(last, ToolMessage):
         return AIMessage(f"{_PREFIX} Saved to long-term memory: {_called_facts(messages)}")
-    question = _text(last)
+    question = last.text
     facts_match = _FACTS_BLOCK.search(system_text)
     fact_text = facts_match.group(1) if facts_match else ""
     summary_match = _SUMMARY_BLOCK.search(system_text)
     summary_text = summary_match.group(1) if summary_match else ""
-    earlier = [_text(m) for m in messages[:-1] if m.type == "human"]
+    earlier = [m.text for m in messages[:-1] if m.type == "human"]
     for kind, pattern, form in _QUESTIONS:
         if pattern.search(question):
             return AIMessage(_answer(kind, form, fact_text, summary_text, earlier))
