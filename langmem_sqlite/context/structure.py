@@ -1,11 +1,9 @@
 """The structural rules of a model input, as pure functions.
 
-A valid model input has at most one system message, at index 0; is not empty; never starts the
-conversation on a tool result; has no tool result without its call (an orphan) and no tool call
-without its result anywhere after it (a dangling call). Tool calls and their results form one atomic
-unit: windows are cut only between units (see
-[`langmem_sqlite.messages.windows.drop_leading_orphans`][langmem_sqlite.drop_leading_orphans] for
-the leading-orphan rule this extends).
+A valid model input is not empty, has at most one system message, at index 0, never starts the
+conversation on a tool result, and has no orphan tool result (without its call) and no dangling
+tool call (without its result after it). A call and its results are one unit: windows are cut
+only between units.
 """
 
 from __future__ import annotations
@@ -97,10 +95,8 @@ def merge_system(
 ) -> tuple[SystemMessage | None, list[BaseMessage]]:
     """Split `messages` into one system message and the conversation.
 
-    `system` (the configured prompt) comes first, then the text of every `SystemMessage` found
-    in `messages`, in order, joined by blank lines: system content is never trimmed or
-    summarized away, and a second system message is never produced. A single system message is
-    returned as is (same object).
+    The system message holds `system` (the configured prompt), then the text of every
+    `SystemMessage` in `messages`, joined by blank lines; a single one is returned as is.
 
     Raises:
         TypeError: `messages` is not a list of messages (a `str` is refused, not split).

@@ -1,12 +1,6 @@
 """How a policy updates the running summary: when to summarize, what one summarizer call
-gets, and how its reply becomes the record (kept within its cap).
-
-`SummaryUpdates` holds these steps for [`ContextPolicy`][langmem_sqlite.ContextPolicy]
-(the settings it reads are the policy's, validated by `settings`). Each step that calls
-the summarizer is a generator yielding a `SummarizerRequest`: the policy's decision is
-written once, and [`prepare`][langmem_sqlite.context.ContextPolicy.prepare] /
-[`aprepare`][langmem_sqlite.context.ContextPolicy.aprepare] only differ in how they call the
-summarizer.
+gets, and how its reply becomes the record (kept within its cap). Each step that calls the
+summarizer is a generator yielding a `SummarizerRequest` (see `policy`).
 """
 
 from __future__ import annotations
@@ -31,7 +25,7 @@ from .summary import (
     summarizer_prompt,
     text_tokens,
 )
-from .trimming import _close, _Meter, largest, turn_start
+from .trimming import _close, largest, turn_start
 
 __all__ = ["SummarizerRequest", "SummaryUpdates", "aguard", "guard"]
 
@@ -119,28 +113,22 @@ class SummaryUpdates:
             info["compacted"] = "summarizer, dropped oldest" if by_summarizer else "dropped oldest"
         return compacted_record(record, shorter, text_tokens(counter, shorter), by_summarizer)
 
-    def _unsummarized_meters(self, system: SystemMessage | None, record: Any) -> list[_Meter]:
-        text = record["summary"] if record else None
-        head, notes = render_summary(system, text, self.summary_placement)
-        out = []
-        if self.trigger_tokens is not None:
-            c = self.counter
-            used = c.reply_overhead + sum(c(m) for m in ([head] if head else []) + notes)
-            out.append(_Meter("trigger_tokens", "tokens", c, self.trigger_tokens, used))
-        if self.trigger_messages is not None:
-            out.append(_Meter("trigger_messages", "messages", lambda m: 1, self.trigger_messages))
-        return out
-
     def _triggered(
         self, system: SystemMessage | None, record: Any, conv: Sequence[BaseMessage], lo: int
     ) -> bool:
         """Whether the unsummarized part passes a trigger (walks back, stops once it does)."""
-        meters = self._unsummarized_meters(system, record)
+        if self.trigger_messages is not None and len(conv) - lo > self.trigger_messages:
+            return True
+        if self.trigger_tokens is None:
+            return False
+        text = record["summary"] if record else None
+        head, notes = render_summary(system, text, self.summary_placement)
+        c = self.counter
+        used = c.reply_overhead + sum(c(m) for m in ([head] if head else []) + notes)
         for j in range(len(conv) - 1, lo - 1, -1):
-            for m in meters:
-                m.used += m.fn(conv[j])
-                if m.used > m.limit:
-                    return True
+            used += c(conv[j])
+            if used > self.trigger_tokens:
+                return True
         return False
 
     def _keep_cut(self, conv: Sequence[BaseMessage], lo: int) -> int:

@@ -1,16 +1,11 @@
 """Trimming a conversation to a budget: pure functions, messages in, messages out.
 
-The window is chosen by walking back from the end with cached per-message counts, so the work
-is proportional to what is kept, not to the history's length. Rules (see `structure`):
-
-* exactly one system message, at index 0, counted in the budget (never trimmed);
-* an AI message with tool calls and all its tool results are kept or dropped together
-  (parallel and interleaved calls included), and the window never starts on a tool result;
-* the latest human message and everything after it (the turn in progress) are always kept; if
-  that turn alone is over the budget, its largest tool results are shortened with a visible
-  marker, and if it still does not fit a [`ContextBudgetError`][langmem_sqlite.ContextBudgetError]
-  says why;
-* the result is never empty and never over the budget.
+The window is chosen walking back from the end with cached per-message counts (the work grows
+with what is kept, not with the history). The system message is kept and counted; a tool call
+and its results are kept or dropped together; the turn in progress (the latest human message
+and what follows) is always kept, its largest tool results shortened with a visible marker if
+it alone is over the budget, else a [`ContextBudgetError`][langmem_sqlite.ContextBudgetError]
+says why. The result is never empty and never over the budget.
 """
 
 from __future__ import annotations
@@ -120,11 +115,8 @@ class Limits:
         token_counter: Any,
     ) -> Limits:
         """Validated limits; at least one must be given."""
-        for value, name in (
-            (max_tokens, "max_tokens"),
-            (max_messages, "max_messages"),
-            (max_chars, "max_chars"),
-        ):
+        budgets = {"max_tokens": max_tokens, "max_messages": max_messages, "max_chars": max_chars}
+        for name, value in budgets.items():
             if value is not None:
                 check_positive(value, name)
         if max_tokens is None and max_messages is None and max_chars is None:
@@ -138,17 +130,14 @@ class Limits:
         With `check`, a fixed part over a limit raises
         [`ContextBudgetError`][langmem_sqlite.ContextBudgetError]."""
         out = []
-        if self.max_tokens is not None and self.counter is not None:
-            c = self.counter
-            used = c.reply_overhead + sum(c(m) for m in fixed)
-            out.append(_Meter("max_tokens", "tokens", c, self.max_tokens, used))
-        if self.max_messages is not None:
-            out.append(_Meter("max_messages", "messages", _one, self.max_messages, len(fixed)))
-        if self.max_chars is not None:
-            used = sum(count_characters(m) for m in fixed)
-            out.append(_Meter("max_chars", "characters", count_characters, self.max_chars, used))
-        for m in out:
-            m.fixed = len(fixed)
+        for label, unit, fn, limit in (
+            ("max_tokens", "tokens", self.counter, self.max_tokens),
+            ("max_messages", "messages", _one, self.max_messages),
+            ("max_chars", "characters", count_characters, self.max_chars),
+        ):
+            if limit is not None and fn is not None:
+                used = sum(fn(m) for m in fixed) + getattr(fn, "reply_overhead", 0)
+                out.append(_Meter(label, unit, fn, limit, used, len(fixed)))
         for m in out if check else ():
             if m.used > m.limit:
                 priming = " (with the reply priming)" if m.unit == "tokens" else ""
@@ -167,11 +156,11 @@ class Limits:
     ) -> bool:
         """Whether `fixed` and `rest` fit every limit; `fixed` is counted uncached (a
         one-off variant) unless `cached`."""
-        for m in self.meters((), check=False):
+        meters = self.meters((), check=False)
+        for m in meters:
             count = m.fn if cached else getattr(m.fn, "uncached", m.fn)
-            if m.used + sum(count(x) for x in fixed) + _sum(m, rest) > m.limit:
-                return False
-        return True
+            m.used += sum(count(x) for x in fixed)
+        return _fits(meters, rest)
 
 
 def _one(message: BaseMessage) -> int:
