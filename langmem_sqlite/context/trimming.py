@@ -141,14 +141,11 @@ class Limits:
         for m in out if check else ():
             if m.used > m.limit:
                 priming = " (with the reply priming)" if m.unit == "tokens" else ""
-                raise ContextBudgetError(
-                    f"{m.label}={m.limit}: the system message is too large: it needs {m.used} "
-                    f"{m.unit}{priming} alone, {m.used - m.limit} over the budget",
-                    part="system message",
-                    needed=m.used,
-                    limit=m.limit,
-                    unit=m.unit,
+                text = (
+                    f"the system message is too large: it needs {m.used} {m.unit}{priming} "
+                    f"alone, {m.used - m.limit} over the budget"
                 )
+                raise _budget_error(m, "system message", text, m.used)
         return out
 
     def fits(
@@ -261,52 +258,44 @@ def _turn_error(m: _Meter, sent: Sequence[BaseMessage], shortened: bool) -> Cont
     """Why `sent` (the turn in progress, as small as allowed) cannot fit meter `m` (whose
     `used` holds the system message): the part that is too large, and by how much."""
     need = m.used + _sum(m, sent)
-    over = need - m.limit
     human = next((x for x in sent if x.type == "human"), None)
     h = m.cost(human) if human is not None else 0
-    calls = [x for x in sent if call_ids(x)]
-    results = [x for x in sent if is_tool_result(x)]
     who = [
         w
         for w, ok in (("the system message", m.fixed), ("the reply priming", m.unit == "tokens"))
         if ok
     ]
     fixed = f", plus {m.used} for {' and '.join(who)}" if m.used and who else ""
+    total = f"{fixed}: {need} in all, {need - m.limit} over the budget"
+    part = "turn in progress"
     if m.unit == "messages":
-        return ContextBudgetError(
-            f"{m.label}={m.limit}: the turn in progress has {len(sent)} message(s){fixed}: "
-            f"{need} in all, {over} over the budget",
-            part="turn in progress",
-            needed=need,
-            limit=m.limit,
-            unit=m.unit,
+        text = f"the turn in progress has {len(sent)} message(s){total}"
+    elif human is not None and (m.used + h > m.limit or len(sent) == 1):
+        part = "latest human message"
+        text = (
+            f"the latest human message is too large: it needs {h} {m.unit}{total} (shorten the "
+            f"message or raise {m.label})"
         )
-    if human is not None and (m.used + h > m.limit or len(sent) == 1):
-        return ContextBudgetError(
-            f"{m.label}={m.limit}: the latest human message is too large: it needs {h} "
-            f"{m.unit}{fixed}: {need} in all, {over} over the budget (shorten the message or "
-            f"raise {m.label})",
-            part="latest human message",
-            needed=need,
-            limit=m.limit,
-            unit=m.unit,
-        )
-    parts = [f"the latest human message {h}"] if human is not None else []
-    if calls:
-        parts.append(f"{len(calls)} AI message(s) with tool calls {_sum(m, calls)}")
-    if results:
+    else:
+        calls = [x for x in sent if call_ids(x)]
+        results = [x for x in sent if is_tool_result(x)]
+        rest = [x for x in sent if x is not human and not call_ids(x) and not is_tool_result(x)]
         how = " (shortened to their markers)" if shortened else ""
-        parts.append(f"{len(results)} tool result(s){how} {_sum(m, results)}")
-    rest = [x for x in sent if x is not human and not call_ids(x) and not is_tool_result(x)]
-    if rest:
-        parts.append(f"{len(rest)} other message(s) {_sum(m, rest)}")
+        parts = [f"the latest human message {h}"] if human is not None else []
+        for group, label in (
+            (calls, "AI message(s) with tool calls"),
+            (results, f"tool result(s){how}"),
+            (rest, "other message(s)"),
+        ):
+            if group:
+                parts.append(f"{len(group)} {label} {_sum(m, group)}")
+        text = f"the turn in progress is too large: {', '.join(parts)} {m.unit}{total}"
+    return _budget_error(m, part, text, need)
+
+
+def _budget_error(m: _Meter, part: str, text: str, need: int) -> ContextBudgetError:
     return ContextBudgetError(
-        f"{m.label}={m.limit}: the turn in progress is too large: {', '.join(parts)} "
-        f"{m.unit}{fixed}: {need} in all, {over} over the budget",
-        part="turn in progress",
-        needed=need,
-        limit=m.limit,
-        unit=m.unit,
+        f"{m.label}={m.limit}: {text}", part=part, needed=need, limit=m.limit, unit=m.unit
     )
 
 

@@ -1,9 +1,6 @@
-"""The check every public function taking a list of messages makes first.
-
-A `str` where a list of messages is expected is refused with a `TypeError` rather than
-taken apart: LangChain's `convert_to_messages("hi")` (and so `trim_messages("hi")`) makes
-one human message per character, which no caller means. Items must be `BaseMessage`
-instances (the state of a LangGraph graph, a prompt's `to_messages()`, a chat history).
+"""The check every public function taking a list of messages makes first: a `str` is refused
+with a `TypeError`, not taken apart into one message per character (as LangChain's
+`convert_to_messages("hi")` does), and every item must be a `BaseMessage`.
 """
 
 from __future__ import annotations
@@ -18,7 +15,7 @@ __all__ = ["check_message_list", "check_messages"]
 
 def check_message_list(value: Any, name: str = "messages") -> None:
     """Refuse what is not a list of messages at all (a `str`, `bytes`, a mapping, a single
-    message, a non-iterable), without looking at the items: constant time.
+    message, a non-iterable), without looking at the items.
 
     Raises:
         TypeError: as `check_messages` for the container.

