@@ -1,20 +1,13 @@
-"""Optional encryption at rest of chat messages (AES-GCM from pycryptodome).
+"""Optional encryption at rest (AES-GCM from pycryptodome, the package's `encryption` extra).
 
-With an `encryption_key` (or a [`MessageCipher`][langmem_sqlite.MessageCipher]) given to
-[`ConversationStore`][langmem_sqlite.ConversationStore] or
-[`SQLChatMessageHistory`][langmem_sqlite.SQLChatMessageHistory], every message body, session title
-and running summary is stored as ciphertext, and the searchable `content_text` column is left empty:
-no conversation text reaches the database in plaintext. Ids, message types, token counts and times
-stay readable (they index the rows).
-
-Each value is sealed with the session it belongs to (user id and session id as associated data):
-a row copied into another user's session fails authentication instead of being read there.
-
-The long-term store ([`SQLStore`][langmem_sqlite.SQLStore]) seals its item values and embeddings
-with the same cipher and key rules (`langmem_sqlite.store.sealed`).
-
-Needs the package's `encryption` extra (`pip install ".[encryption]"` in its checkout). For checkpoints, wrap the saver's
-serializer: `SQLSaver(url, serde=EncryptedSerializer.from_pycryptodome_aes(key=...))`.
+With an `encryption_key` (or a [`MessageCipher`][langmem_sqlite.MessageCipher]),
+[`ConversationStore`][langmem_sqlite.ConversationStore] and
+[`SQLChatMessageHistory`][langmem_sqlite.SQLChatMessageHistory] store every message body, session
+title and summary as ciphertext (the searchable `content_text` column stays empty; ids, types,
+token counts and times stay readable: they index the rows), and
+[`SQLStore`][langmem_sqlite.SQLStore] its item values and embeddings. Each value is sealed with
+the session (or item) it belongs to, so a row copied elsewhere fails authentication. For
+checkpoints: `SQLSaver(url, serde=EncryptedSerializer.from_pycryptodome_aes(key=...))`.
 """
 
 from __future__ import annotations
