@@ -82,7 +82,7 @@ class ContextResult:
     info: dict[str, Any] = field(default_factory=dict)
 
 
-class ContextPolicy(SummaryUpdates):
+class ContextPolicy:
     """How a history becomes a model input: budget, counting, trimming, summary and facts.
 
     Args:
@@ -199,8 +199,20 @@ class ContextPolicy(SummaryUpdates):
         self.summary_placement = summary_placement
         self.summary_instructions = summary_instructions
         self.cut: CutMode = cut
-        for name in summary_numbers:  # the settings with their defaults filled in
-            setattr(self, name, getattr(settings, name))
+        self.trigger_tokens = settings.trigger_tokens
+        self.trigger_messages = settings.trigger_messages
+        self.keep_tokens = settings.keep_tokens
+        self.keep_messages = settings.keep_messages
+        self.max_summary_tokens = settings.max_summary_tokens
+        self.max_summarizer_input_tokens = settings.max_summarizer_input_tokens
+        self._updates = SummaryUpdates(
+            settings,
+            self.counter,
+            self._text_counter,
+            summarizer,
+            summary_instructions,
+            summary_placement,
+        )
         self._setup_facts(facts, facts_share, facts_namespace, user_id_key)
         self.counter.load()  # an exact counter's encoding, now: a clear error if offline
 
@@ -257,15 +269,16 @@ class ContextPolicy(SummaryUpdates):
         items = self._facts_within_share(system, items)
         new: dict[str, Any] | None = None
         with_facts = render_facts(system, items)
-        if self.summarizer is not None and self._triggered(with_facts, record, conv, lo):
-            chunk = self._chunk(conv, lo, self._keep_cut(conv, lo))
+        updates = self._updates
+        if self.summarizer is not None and updates.triggered(with_facts, record, conv, lo):
+            chunk = updates.chunk(conv, lo, updates.keep_cut(conv, lo))
             if chunk > lo:
-                reply = yield from self._call(self._prompt(record, conv[lo:chunk]), info)
-                got = self._absorb(reply, record, conv, lo, chunk, info)
+                reply = yield from updates.call(updates.prompt(record, conv[lo:chunk]), info)
+                got = updates.absorb(reply, record, conv, lo, chunk, info)
                 if got is not None:
                     record, new, lo = got, got, chunk
         if record is not None:
-            capped = yield from self._cap(record, info)
+            capped = yield from updates.cap(record, info)
             if capped is not record:
                 record = new = capped
         fixed = self._compose(system, items, record, minimal_turn(tail), info)
