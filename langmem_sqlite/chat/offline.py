@@ -1,17 +1,11 @@
 """The offline stand-in model: rule-based, deterministic, and NOT a language model.
 
-It exists so the memory machinery can be seen working without an API key: it answers only from
-what it is sent (facts in the system message, the running summary, the recent messages), so a
-correct recall proves the memory was loaded from the database. It can
-
-* call the `remember_fact` tool when the user states a simple fact about themselves
-  ("my name is Ada", "I live in Lyon", "I like green tea", "remember that ..."),
-* answer "what is my name?", "where do I live?", "what do I like?" from its input, saying
-  where it found the answer (facts, summary or conversation),
-* act as the summarizer: an extractive summary keeping the user's statements,
-* otherwise reply with a plain note of what memory handed it.
-
-Every reply is prefixed with `[offline]` so it is never mistaken for an LLM's.
+It shows the memory working without an API key: it answers only from what it is sent, so a
+correct recall proves the memory was loaded from the database. It calls `remember_fact` when
+the user states a simple fact ("my name is Ada", "I live in Lyon", "I like green tea",
+"remember that ..."), answers "what is my name?", "where do I live?", "what do I like?" saying
+where it found the answer, summarizes extractively, and otherwise says what memory handed it.
+Every reply starts with `[offline]`.
 """
 
 from __future__ import annotations

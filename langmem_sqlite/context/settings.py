@@ -100,11 +100,9 @@ class SummarySettings:
         trigger_messages = given.get("trigger_messages")
         keep_tokens = given.get("keep_tokens")
         keep_messages = given.get("keep_messages")
+        timing = (trigger_tokens, trigger_messages, keep_tokens, keep_messages)
         if summarizer is None:
-            if any(
-                v is not None
-                for v in (trigger_tokens, trigger_messages, keep_tokens, keep_messages)
-            ):
+            if any(v is not None for v in timing):
                 raise ValueError("summarizer: trigger/keep settings need a summarizer model")
         elif not (hasattr(summarizer, "invoke") and hasattr(summarizer, "ainvoke")):
             raise TypeError("summarizer: expected a chat model or Runnable")

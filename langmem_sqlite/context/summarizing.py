@@ -154,17 +154,14 @@ class SummaryUpdates:
                 best = j
         return best
 
-    def _material_room(self) -> int:
-        """Tokens of new material one summarizer call takes (beside the previous summary)."""
-        return self.settings.max_summarizer_input_tokens - self.settings.max_summary_tokens - 150
-
     def chunk(self, conv: Sequence[BaseMessage], lo: int, cut: int) -> int:
         """End (exclusive) of the oldest new material for one summarizer call, at a tool-unit
         boundary; at least one unit. A message counts at most 1/24 of the room: larger ones
         are shortened for the summarizer (see `_prompt`), so one call covers a whole
         agent turn of big tool results (no message is then left neither summarized nor
         sent); a longer backlog is summarized in passes, one per model call."""
-        room = self._material_room()
+        settings = self.settings  # the room for new material beside the previous summary:
+        room = settings.max_summarizer_input_tokens - settings.max_summary_tokens - 150
         most = max(1, room // 24)
         used, pending, best = 0, set(), lo
         for j in range(lo, cut):

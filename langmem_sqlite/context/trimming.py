@@ -132,7 +132,7 @@ class Limits:
         out = []
         for label, unit, fn, limit in (
             ("max_tokens", "tokens", self.counter, self.max_tokens),
-            ("max_messages", "messages", _one, self.max_messages),
+            ("max_messages", "messages", resolve_message_counter("messages"), self.max_messages),
             ("max_chars", "characters", count_characters, self.max_chars),
         ):
             if limit is not None and fn is not None:
@@ -158,10 +158,6 @@ class Limits:
             count = m.fn if cached else getattr(m.fn, "uncached", m.fn)
             m.used += sum(count(x) for x in fixed)
         return _fits(meters, rest)
-
-
-def _one(message: BaseMessage) -> int:
-    return 1
 
 
 def _close(open_ids: set[str], message: BaseMessage) -> None:
