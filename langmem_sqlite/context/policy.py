@@ -214,7 +214,7 @@ class ContextPolicy:
             summary_placement,
         )
         self._setup_facts(facts, facts_share, facts_namespace, user_id_key)
-        self.counter.load()  # an exact counter's encoding, now: a clear error if offline
+        self.counter.load()  # an exact counter's encoding: a clear error here if offline
 
     def _setup_facts(
         self, facts: Any, share: float, namespace: tuple[str, ...], user_id_key: str

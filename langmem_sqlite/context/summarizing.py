@@ -13,7 +13,7 @@ from langchain_core.messages import BaseMessage, SystemMessage
 
 from ..messages.counting import TokenCounter
 from .settings import SummarySettings
-from .structure import call_ids, is_tool_result, plain_text
+from .structure import call_ids, is_tool_result, plain_text, result_id
 from .summary import (
     SUMMARY_DROPPED_MARKER,
     cap_text,
@@ -157,7 +157,7 @@ class SummaryUpdates:
     def chunk(self, conv: Sequence[BaseMessage], lo: int, cut: int) -> int:
         """End (exclusive) of the oldest new material for one summarizer call, at a tool-unit
         boundary; at least one unit. A message counts at most 1/24 of the room: larger ones
-        are shortened for the summarizer (see `_prompt`), so one call covers a whole
+        are shortened for the summarizer (see `prompt`), so one call covers a whole
         agent turn of big tool results (no message is then left neither summarized nor
         sent); a longer backlog is summarized in passes, one per model call."""
         settings = self.settings  # the room for new material beside the previous summary:
@@ -170,7 +170,7 @@ class SummaryUpdates:
             if used > room and best > lo:
                 break
             if is_tool_result(msg):
-                pending.discard(getattr(msg, "tool_call_id", None))
+                pending.discard(result_id(msg))
             else:
                 pending.update(call_ids(msg))
             nxt = conv[j + 1] if j + 1 < len(conv) else None
