@@ -1,7 +1,5 @@
-"""The package's clock: microseconds since the epoch, milliseconds, and an aware `datetime`.
-
-Every timestamp is read through this module (`clock.now_us()`), so that tests can move time
-forward for the whole package at once."""
+"""The package's clock (microseconds, milliseconds, an aware `datetime`): every timestamp is
+read through it, so that tests can move time forward for the whole package at once."""
 
 from __future__ import annotations
 

@@ -1,20 +1,13 @@
-"""Optional encryption at rest of chat messages (AES-GCM from pycryptodome).
+"""Optional encryption at rest (AES-GCM from pycryptodome, the package's `encryption` extra).
 
-With an `encryption_key` (or a [`MessageCipher`][langmem_sqlite.MessageCipher]) given to
-[`ConversationStore`][langmem_sqlite.ConversationStore] or
-[`SQLChatMessageHistory`][langmem_sqlite.SQLChatMessageHistory], every message body, session title
-and running summary is stored as ciphertext, and the searchable `content_text` column is left empty:
-no conversation text reaches the database in plaintext. Ids, message types, token counts and times
-stay readable (they index the rows).
-
-Each value is sealed with the session it belongs to (user id and session id as associated data):
-a row copied into another user's session fails authentication instead of being read there.
-
-The long-term store ([`SQLStore`][langmem_sqlite.SQLStore]) seals its item values and embeddings
-with the same cipher and key rules (`langmem_sqlite.store.sealed`).
-
-Needs the package's `encryption` extra (`pip install ".[encryption]"` in its checkout). For checkpoints, wrap the saver's
-serializer: `SQLSaver(url, serde=EncryptedSerializer.from_pycryptodome_aes(key=...))`.
+With an `encryption_key` (or a [`MessageCipher`][langmem_sqlite.MessageCipher]),
+[`ConversationStore`][langmem_sqlite.ConversationStore] and
+[`SQLChatMessageHistory`][langmem_sqlite.SQLChatMessageHistory] store every message body, session
+title and summary as ciphertext (the searchable `content_text` column stays empty; ids, types,
+token counts and times stay readable: they index the rows), and
+[`SQLStore`][langmem_sqlite.SQLStore] its item values and embeddings. Each value is sealed with
+the session (or item) it belongs to, so a row copied elsewhere fails authentication. For
+checkpoints: `SQLSaver(url, serde=EncryptedSerializer.from_pycryptodome_aes(key=...))`.
 """
 
 from __future__ import annotations
@@ -30,6 +23,10 @@ ENCRYPTED_PREFIX = "lmenc1:"
 
 _NONCE = 12
 _TAG = 16
+_UNREADABLE = (
+    "stored value cannot be decrypted (wrong key, or the row was tampered with or moved to "
+    "another session or key)"
+)
 
 
 class MessageCipher:
@@ -59,10 +56,8 @@ class MessageCipher:
 
     def encrypt(self, text: str, context: bytes) -> str:
         """Seal `text` to `context`; return the stored form (ASCII)."""
-        aes = self._aes.new(self._key, self._aes.MODE_GCM, nonce=_random(_NONCE))
-        aes.update(context)
-        data, tag = aes.encrypt_and_digest(text.encode("utf-8", "surrogatepass"))
-        return ENCRYPTED_PREFIX + base64.b64encode(aes.nonce + tag + data).decode("ascii")
+        sealed = self.encrypt_bytes(text.encode("utf-8", "surrogatepass"), context)
+        return ENCRYPTED_PREFIX + base64.b64encode(sealed).decode("ascii")
 
     def encrypt_bytes(self, data: bytes, context: bytes) -> bytes:
         """Seal `data` to `context`: nonce, tag and ciphertext (for binary columns)."""
@@ -86,10 +81,7 @@ class MessageCipher:
             aes.update(context)
             return bytes(aes.decrypt_and_verify(raw[_NONCE + _TAG :], raw[_NONCE : _NONCE + _TAG]))
         except ValueError as e:
-            raise ValueError(
-                "stored value cannot be decrypted (wrong key, or the row was tampered with or "
-                "moved)"
-            ) from e
+            raise ValueError(_UNREADABLE) from e
 
     def decrypt(self, stored: str, context: bytes) -> str:
         """Open a value sealed by [`encrypt`][langmem_sqlite.crypto.MessageCipher.encrypt] with the
@@ -102,17 +94,9 @@ class MessageCipher:
             raise ValueError("stored value is not encrypted, but this store has an encryption key")
         try:
             raw = base64.b64decode(stored[len(ENCRYPTED_PREFIX) :], validate=True)
-            if len(raw) < _NONCE + _TAG:
-                raise ValueError("too short")
-            aes = self._aes.new(self._key, self._aes.MODE_GCM, nonce=raw[:_NONCE])
-            aes.update(context)
-            data = aes.decrypt_and_verify(raw[_NONCE + _TAG :], raw[_NONCE : _NONCE + _TAG])
-            return data.decode("utf-8", "surrogatepass")
-        except (ValueError, binascii.Error, UnicodeDecodeError) as e:
-            raise ValueError(
-                "stored value cannot be decrypted (wrong key, or the row was tampered with or "
-                "moved to another session)"
-            ) from e
+            return self.decrypt_bytes(raw, context).decode("utf-8", "surrogatepass")
+        except (binascii.Error, UnicodeDecodeError) as e:
+            raise ValueError(_UNREADABLE) from e
 
 
 def _random(n: int) -> bytes:

@@ -17,11 +17,8 @@ INT64_MAX = 2**63 - 1
 """The largest integer every supported database stores (a signed 64-bit integer)."""
 
 MAX_DAYS = 100_000_000
-"""The largest `days` of
-[`ConversationStore.delete_sessions_older_than`][langmem_sqlite.history.store.ConversationStore.delete_sessions_older_than]
-and of the retention commands (about 270,000 years): `days` in milliseconds stays below 2**53,
-so a whole number of days is exact, and the cutoff fits the 64-bit integer every database
-stores."""
+"""The largest `days` of a retention cutoff (about 270,000 years): `days` in milliseconds stays
+below 2**53, so a whole number of days is exact, and the cutoff fits a 64-bit integer."""
 
 
 def default_connection() -> str:

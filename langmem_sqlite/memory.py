@@ -7,9 +7,7 @@ history = memory.history("session-1", user_id="u1")
 ```
 
 The chat history, the checkpointer and the store share one [`Database`][langmem_sqlite.Database]
-(the same pooled engines) and one set of tables and migrations. With `encryption_key`, all
-three keep what they remember encrypted at rest: messages, checkpoints, and the store's items
-(user facts included) with their embeddings.
+(the same pooled engines), one set of tables and, if given, one `encryption_key`.
 """
 
 from __future__ import annotations
@@ -108,14 +106,14 @@ class Memory:
     @cached_property
     def checkpointer(self) -> SQLSaver:
         """The LangGraph checkpointer (`compile(checkpointer=...)`)."""
-        from .checkpoint import SQLSaver
-
-        if self._key is None:
-            return SQLSaver(self.db, table_prefix=self.table_prefix, schema=self.schema)
         from langgraph.checkpoint.serde.encrypted import EncryptedSerializer
 
-        key = self._key.encode("utf-8") if isinstance(self._key, str) else bytes(self._key)
-        serde = EncryptedSerializer.from_pycryptodome_aes(key=key)
+        from .checkpoint import SQLSaver
+
+        serde = None
+        if self._key is not None:
+            key = self._key.encode("utf-8") if isinstance(self._key, str) else bytes(self._key)
+            serde = EncryptedSerializer.from_pycryptodome_aes(key=key)
         return SQLSaver(self.db, table_prefix=self.table_prefix, schema=self.schema, serde=serde)
 
     def facts(self, user_id: IdLike, **kwargs: Any) -> UserFacts:

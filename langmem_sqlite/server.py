@@ -12,11 +12,9 @@ Name them in `langgraph.json`:
 }
 ```
 
-The database is `$LANGMEM_SQLITE_URL` (a URL or a path; PostgreSQL and MariaDB URLs work too),
-or the SQLite file `langmem.db` in the server's working directory. The server enters each
-context manager when it starts (once per event loop) and leaves it when it stops. Its
-development mode refuses blocking calls on the event loop; nothing here makes one: the saver
-and the store are built, and their tables made, in a worker thread.
+The database is `$LANGMEM_SQLITE_URL` (a URL or a path), or the SQLite file `langmem.db` in
+the server's working directory. The saver and the store are built in a worker thread: the
+server's development mode refuses blocking calls on the event loop.
 """
 
 from __future__ import annotations

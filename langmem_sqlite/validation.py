@@ -5,7 +5,7 @@ from __future__ import annotations
 import math
 import uuid
 from collections.abc import Iterable, Mapping
-from typing import Any
+from typing import Any, NoReturn
 
 from .defaults import INT64_MAX
 from .engine.schema import ID_MAX_CHARS
@@ -74,6 +74,13 @@ def _range(low: float, high: float) -> str:
     return f"from {low:,} to {high:,}".replace(",", "_")
 
 
+def _refuse(value: Any, name: str, expected: str) -> NoReturn:
+    """A `ValueError` for a number (`bool` included) out of its range, else a `TypeError`."""
+    if isinstance(value, bool | int | float):
+        raise ValueError(f"{name}: expected {expected}, got {value!r}")
+    raise TypeError(f"{name}: expected {expected}, got {type(value).__name__}")
+
+
 def check_int(value: Any, name: str, *, low: int = 0, high: int = INT64_MAX) -> int:
     """An `int` from `low` to `high` (both included).
 
@@ -82,12 +89,9 @@ def check_int(value: Any, name: str, *, low: int = 0, high: int = INT64_MAX) -> 
         ValueError: a `bool`, a `float` (NaN and infinities included) or an `int` out of
             the range; the message names the parameter and the range.
     """
-    if isinstance(value, int) and not isinstance(value, bool):
-        if low <= value <= high:
-            return value
-    elif not isinstance(value, bool | float):
-        raise TypeError(f"{name}: expected an int {_range(low, high)}, got {type(value).__name__}")
-    raise ValueError(f"{name}: expected an int {_range(low, high)}, got {value!r}")
+    if isinstance(value, int) and not isinstance(value, bool) and low <= value <= high:
+        return value
+    _refuse(value, name, f"an int {_range(low, high)}")
 
 
 def check_number(value: Any, name: str, *, low: float, high: float) -> float:
@@ -98,14 +102,10 @@ def check_number(value: Any, name: str, *, low: float, high: float) -> float:
         ValueError: a `bool`, NaN, an infinity or a number out of the range; the message names
             the parameter and the range.
     """
-    if isinstance(value, int | float) and not isinstance(value, bool):
-        if math.isfinite(value) and low <= value <= high:
-            return float(value)
-    elif not isinstance(value, bool):
-        raise TypeError(
-            f"{name}: expected a number {_range(low, high)}, got {type(value).__name__}"
-        )
-    raise ValueError(f"{name}: expected a number {_range(low, high)}, got {value!r}")
+    number = isinstance(value, int | float) and not isinstance(value, bool)
+    if number and math.isfinite(value) and low <= value <= high:
+        return float(value)
+    _refuse(value, name, f"a number {_range(low, high)}")
 
 
 def check_positive(

@@ -11,8 +11,7 @@
 """
 
 from .agent import ChatSession, ChatState, build_chat_graph, thread_id_for
-from .app import open_chat, run_lines
-from .models import ChosenModel, choose_model
+from .app import ChosenModel, choose_model, open_chat, run_lines
 from .offline import OFFLINE_LABEL, OfflineChatModel
 
 __all__ = [

@@ -1,23 +1,19 @@
-"""The chat agent: a LangGraph graph with the package's checkpointer, context policy and facts.
+"""The chat agent: a LangGraph graph with the package's checkpointer, context policy and facts,
+and [`ChatSession`][langmem_sqlite.chat.ChatSession], one user's session of it.
 
 ```text
 START -> agent -(tool calls)-> tools -> agent -> END
 ```
 
-* `agent` builds the model input with [`ContextPolicy`][langmem_sqlite.ContextPolicy] (trimming and
-  a running summary kept in the state as `context_summary`), adds the user's long-term facts
-  ([`UserFacts`][langmem_sqlite.store.UserFacts]) to the system message, and calls the model.
-* `tools` runs `remember_fact` / `update_fact` / `forget_fact` on the SQL store.
-
-[`ChatSession`][langmem_sqlite.chat.ChatSession] wraps one user's session: send a turn, read the
-summary, the history and the facts, start a new session. Each turn is also copied to the
-conversation tables (with the summary), so `langmem-sqlite sessions` / `history` show chats too.
+`agent` builds the model input with [`ContextPolicy`][langmem_sqlite.ContextPolicy] (the running
+summary kept in the state as `context_summary`, the user's facts in the system message) and
+calls the model; `tools` runs `remember_fact` / `update_fact` / `forget_fact` on the SQL store.
 """
 
 from __future__ import annotations
 
 import uuid
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import datetime, timezone
 from typing import Annotated, Any
 
@@ -32,7 +28,7 @@ from typing_extensions import NotRequired, TypedDict
 from ..context import ContextPolicy
 from ..engine.errors import DatabaseUnavailableError
 from ..memory import Memory
-from ..store import UserFacts, fact_tools
+from ..store import fact_tools
 from ..validation import check_id
 
 __all__ = ["ChatSession", "ChatState", "build_chat_graph", "thread_id_for"]
@@ -96,15 +92,11 @@ def build_chat_graph(
     return graph.compile(checkpointer=checkpointer, store=store)
 
 
-def new_session_id() -> str:
-    """A fresh, sortable session id (`YYYYmmdd-HHMMSS-xxxx`)."""
-    now = datetime.now(timezone.utc).strftime("%Y%m%d-%H%M%S")
-    return f"{now}-{uuid.uuid4().hex[:4]}"
-
-
 @dataclass
 class ChatSession:
-    """One user's chat over a [`Memory`][langmem_sqlite.Memory].
+    """One user's chat over a [`Memory`][langmem_sqlite.Memory]. Each turn is also copied to
+    the conversation tables (with the summary), so `langmem-sqlite sessions` and `history`
+    show chats too.
 
     Args:
         memory: the database (checkpointer, store and conversation tables).
@@ -119,14 +111,12 @@ class ChatSession:
     graph: Any
     user: str
     session: str | None = None
-    _facts: UserFacts = field(init=False, repr=False)
 
     def __post_init__(self) -> None:
         self.user = check_id(self.user, "user")
         if self.session is None:
             self.session = self.latest_session() or "main"
         self.session = check_id(self.session, "session")
-        self._facts = UserFacts(self.memory.store, self.user)
 
     @property
     def config(self) -> RunnableConfig:
@@ -205,17 +195,21 @@ class ChatSession:
 
     def facts(self) -> list[SearchItem]:
         """The user's long-term facts, most recent first."""
-        return self._facts.list_facts()
+        return self.memory.facts(self.user).list_facts()
 
     def remember(self, fact: str) -> str:
         """Store a fact about the user directly; return its key."""
-        return self._facts.remember(fact)
+        return self.memory.facts(self.user).remember(fact)
 
     def forget(self, key: str) -> bool:
         """Forget fact `key`; False if there is none."""
-        return self._facts.forget(key)
+        return self.memory.facts(self.user).forget(key)
 
     def new(self, session: str | None = None) -> str:
-        """Switch to a new session (facts stay: they belong to the user)."""
-        self.session = check_id(session, "session") if session else new_session_id()
+        """Switch to session `session`, or to a new one (`YYYYmmdd-HHMMSS-xxxx`); facts stay:
+        they belong to the user."""
+        if not session:
+            now = datetime.now(timezone.utc).strftime("%Y%m%d-%H%M%S")
+            session = f"{now}-{uuid.uuid4().hex[:4]}"
+        self.session = check_id(session, "session")
         return self.session

@@ -1,9 +1,13 @@
-"""The terminal chat: setup from command-line options, the read-eval loop and its commands."""
+"""The terminal chat: the model it talks to (ChatOpenAI, any OpenAI-compatible server, or the
+offline stand-in), setup from command-line options, the read-eval loop and its commands."""
 
 from __future__ import annotations
 
 import json
+import os
 from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from typing import Any
 
 from langchain_core.messages import AIMessage, BaseMessage, ToolMessage
 
@@ -12,9 +16,72 @@ from ..engine.errors import DatabaseUnavailableError
 from ..memory import Memory
 from ..messages.counting import resolve_message_counter
 from .agent import SYSTEM_PROMPT, ChatSession, build_chat_graph
-from .models import ChosenModel, choose_model
+from .offline import OFFLINE_LABEL, OfflineChatModel
 
-__all__ = ["COMMANDS", "open_chat", "run_lines"]
+__all__ = ["COMMANDS", "ChosenModel", "choose_model", "open_chat", "run_lines"]
+
+DEFAULT_MODEL = "gpt-4o-mini"
+_OPENAI_API = "https://api.openai.com/v1"
+
+
+@dataclass(frozen=True)
+class ChosenModel:
+    """The chat model, a human-readable label, and whether it is the offline stand-in."""
+
+    model: Any
+    label: str
+    offline: bool
+    name: str
+    why: str = ""
+    """Why this model was chosen (shown by the chat's banner)."""
+    endpoint: str | None = None
+    """The OpenAI-compatible server it talks to (`--base-url`, or `OPENAI_BASE_URL` in the
+    environment), `None` for the OpenAI API and the offline stand-in."""
+
+
+def choose_model(
+    model: str | None = None,
+    *,
+    base_url: str | None = None,
+    offline: bool = False,
+    env: dict[str, str] | None = None,
+) -> ChosenModel:
+    """`ChatOpenAI` when `OPENAI_API_KEY` is set or `base_url` is given (any
+    OpenAI-compatible server, e.g. a local one), else the offline stand-in.
+
+    The label names the server the model talks to: `base_url`, else `OPENAI_BASE_URL` when it
+    points away from the OpenAI API.
+
+    Raises:
+        ValueError: `offline` together with `base_url`.
+        ImportError: a real model is wanted but `langchain-openai` is not installed.
+    """
+    env = dict(os.environ) if env is None else env
+    if offline and base_url:
+        raise ValueError("base_url: cannot be combined with offline")
+    key = env.get("OPENAI_API_KEY")
+    if offline or (not key and not base_url):
+        why = "--offline" if offline else "no OPENAI_API_KEY and no --base-url"
+        return ChosenModel(OfflineChatModel(), OFFLINE_LABEL, True, "offline", why)
+    try:
+        from langchain_openai import ChatOpenAI
+    except ImportError as e:  # pragma: no cover - the openai extra is in the test extra
+        raise ImportError(
+            'a real model needs langchain-openai: the package\'s "openai" extra '
+            '(pip install ".[openai]" in its checkout)'
+        ) from e
+    name = model or DEFAULT_MODEL
+    kwargs: dict[str, Any] = {"model": name, "api_key": key or "not-needed"}
+    if base_url:
+        kwargs["base_url"] = base_url
+    chat_model = ChatOpenAI(**kwargs)
+    # without base_url the client reads OPENAI_BASE_URL: name the server it really talks to
+    url = base_url or str(chat_model.root_client.base_url).rstrip("/")
+    endpoint = None if url == _OPENAI_API else url
+    where = f"at {endpoint}" if endpoint else "on the OpenAI API"
+    why = "--base-url" if base_url else "OPENAI_API_KEY is set"
+    return ChosenModel(chat_model, f"{name} {where}", False, name, why, endpoint)
+
 
 COMMANDS = {
     "/summary": "the running summary of this session",
@@ -93,14 +160,12 @@ def _show(message: BaseMessage, echo: Echo) -> None:
 
 
 def _history(chat: ChatSession, arg: str, echo: Echo) -> None:
+    if arg and (not arg.isdigit() or int(arg) < 1):
+        raise ValueError(f"/history: expected a positive number, got {arg!r}")
     messages = chat.messages()
-    if arg:
-        if not arg.isdigit() or int(arg) < 1:
-            raise ValueError(f"/history: expected a positive number, got {arg!r}")
-        messages = messages[-int(arg) :]
     counter = resolve_message_counter(None)
-    echo(f"session {chat.session}: {_count(len(chat.messages()), 'message')}")
-    for m in messages:
+    echo(f"session {chat.session}: {_count(len(messages), 'message')}")
+    for m in messages[-int(arg) :] if arg else messages:
         text = m.text or ", ".join(c["name"] for c in getattr(m, "tool_calls", []))
         echo(f"  {m.type:>5} ({counter(m):>4} tok) {text}")
 

@@ -1,17 +1,11 @@
 """The offline stand-in model: rule-based, deterministic, and NOT a language model.
 
-It exists so the memory machinery can be seen working without an API key: it answers only from
-what it is sent (facts in the system message, the running summary, the recent messages), so a
-correct recall proves the memory was loaded from the database. It can
-
-* call the `remember_fact` tool when the user states a simple fact about themselves
-  ("my name is Ada", "I live in Lyon", "I like green tea", "remember that ..."),
-* answer "what is my name?", "where do I live?", "what do I like?" from its input, saying
-  where it found the answer (facts, summary or conversation),
-* act as the summarizer: an extractive summary keeping the user's statements,
-* otherwise reply with a plain note of what memory handed it.
-
-Every reply is prefixed with `[offline]` so it is never mistaken for an LLM's.
+It shows the memory working without an API key: it answers only from what it is sent, so a
+correct recall proves the memory was loaded from the database. It calls `remember_fact` when
+the user states a simple fact ("my name is Ada", "I live in Lyon", "I like green tea",
+"remember that ..."), answers "what is my name?", "where do I live?", "what do I like?" saying
+where it found the answer, summarizes extractively, and otherwise says what memory handed it.
+Every reply starts with `[offline]`.
 """
 
 from __future__ import annotations
@@ -69,10 +63,6 @@ _QUESTIONS: list[tuple[str, re.Pattern[str], str]] = [
 _SUMMARY_BLOCK = re.compile(r"<conversation_summary>(.*?)</conversation_summary>", re.S)
 _FACTS_BLOCK = re.compile(r"<user_facts>(.*?)</user_facts>", re.S)
 _HUMAN_XML = re.compile(r'<message type="human">(.*?)</message>', re.S)
-
-
-def _text(message: BaseMessage) -> str:
-    return message.text if isinstance(message.text, str) else str(message.content)
 
 
 def _statement_facts(text: str) -> list[tuple[str, str]]:
@@ -133,18 +123,18 @@ def respond(messages: Sequence[BaseMessage], *, can_remember: bool = False) -> A
     if not messages:
         return AIMessage(f"{_PREFIX} (nothing was sent)")
     system = messages[0] if isinstance(messages[0], SystemMessage) else None
-    system_text = _text(system) if system else ""
+    system_text = system.text if system else ""
     last = messages[-1]
-    if "<new_messages>" in _text(last) and "summary" in system_text.lower():
-        return AIMessage(_summarize(_text(last)))
+    if "<new_messages>" in last.text and "summary" in system_text.lower():
+        return AIMessage(_summarize(last.text))
     if isinstance(last, ToolMessage):
         return AIMessage(f"{_PREFIX} Saved to long-term memory: {_called_facts(messages)}")
-    question = _text(last)
+    question = last.text
     facts_match = _FACTS_BLOCK.search(system_text)
     fact_text = facts_match.group(1) if facts_match else ""
     summary_match = _SUMMARY_BLOCK.search(system_text)
     summary_text = summary_match.group(1) if summary_match else ""
-    earlier = [_text(m) for m in messages[:-1] if m.type == "human"]
+    earlier = [m.text for m in messages[:-1] if m.type == "human"]
     for kind, pattern, form in _QUESTIONS:
         if pattern.search(question):
             return AIMessage(_answer(kind, form, fact_text, summary_text, earlier))

@@ -1,12 +1,9 @@
 """`langmem-sqlite chat --tour`: a scripted offline chat, restarted, on a new database.
 
-Process 1 chats (facts are remembered, the summary starts once the trigger is passed) and
-exits; process 2 starts cold on the same database, continues the conversation, then opens a new
-session where only the long-term facts carry over. The model is the offline stand-in (not an
-LLM): its answers come only from what the memory hands it.
-
-The tour writes only to a database it starts: a SQLite file it creates, or a server's tables
-that hold no rows yet. It never deletes or overwrites anything.
+Process 1 chats (facts are remembered, the summary starts past the trigger) and exits;
+process 2 starts cold on the same database, continues the conversation, then opens a new
+session where only the long-term facts carry over. The tour writes only to a database it
+starts (a SQLite file it creates, or server tables with no rows yet), never over anything.
 """
 
 from __future__ import annotations

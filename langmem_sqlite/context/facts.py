@@ -1,11 +1,9 @@
 """The user's long-term facts as a budgeted part of the model input.
 
-A [`ContextPolicy`][langmem_sqlite.ContextPolicy] built with `facts=` reads, before each model
-call, the facts of the user named in the run's config (`config["configurable"]["user_id"]`,
-else the runtime context) through [`UserFacts`][langmem_sqlite.store.UserFacts]: most relevant to
-the latest human message first when the store has a semantic index, then most recent. The
-policy puts them in the one system message (the `<user_facts>` section of
-[`with_facts`][langmem_sqlite.store.with_facts]) within their share of the budget, counted exactly.
+A [`ContextPolicy`][langmem_sqlite.ContextPolicy] built with `facts=` reads the facts of the
+run's user through [`UserFacts`][langmem_sqlite.store.UserFacts] (most relevant to the latest
+human message first with a semantic index, else most recent) and puts them in the system
+message (the `<user_facts>` section of [`with_facts`][langmem_sqlite.store.with_facts]).
 """
 
 from __future__ import annotations

@@ -1,13 +1,9 @@
 """LangGraph adapters: a `StateGraph` node and a `pre_model_hook` for `create_react_agent`.
 
-Both read `messages` and the summary record from the state and return the model input under
-`llm_input_messages` (the full history in `messages` is left alone) plus the updated record
-under `context_summary` when it changed. The record is plain JSON (strict-msgpack safe). With
-a policy built with `facts=`, the user's facts (the `user_id` of the run's config) are read
-from the store and budgeted into the input.
-
-With `create_react_agent`, give the system prompt to the policy (`system_prompt=`) rather
-than to `prompt=`: the agent prepends `prompt` after the hook, outside the budget.
+Both return the model input under `llm_input_messages` (`messages` is left whole) and the
+summary record (plain JSON) under `context_summary` when it changed. With `create_react_agent`,
+give the system prompt to the policy (`system_prompt=`), not to `prompt=`: the agent prepends
+`prompt` after the hook, outside the budget.
 """
 
 from __future__ import annotations

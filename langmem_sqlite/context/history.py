@@ -1,20 +1,15 @@
-"""A Runnable step for `RunnableWithMessageHistory` chains, with the summary stored in SQL.
-
-Place it between the prompt and the model:
+"""A Runnable step for `RunnableWithMessageHistory` chains, with the summary stored in SQL:
 
 ```python
 chain = prompt | context_step(policy) | model
 RunnableWithMessageHistory(chain, session_history_factory(url), ...)
 ```
 
-It reads the prompt's messages (system prompt, full history, new input), applies the policy with
-the summary record stored on the session row
+It applies the policy to the prompt's messages with the summary record of the session row
 ([`ConversationStore.get_summary`][langmem_sqlite.history.store.ConversationStore.get_summary]),
-stores the updated record
-([`ConversationStore.set_summary`][langmem_sqlite.history.store.ConversationStore.set_summary]) and
-passes the model input on. The history itself stays whole in the database. Watermarks use message
-positions, so use a history without `window=`. With a policy built with `facts=<store>`, the facts
-of the history's user (or `config["configurable"]["user_id"]`) are budgeted into the input.
+stores the updated record and passes the model input on; the history stays whole. Watermarks
+are message positions: use a history without `window=`. With `facts=<store>` on the policy,
+the facts of the history's user (or `config["configurable"]["user_id"]`) are budgeted in.
 """
 
 from __future__ import annotations
@@ -54,14 +49,6 @@ def _history(config: RunnableConfig) -> SQLChatMessageHistory:
             "positions in the full history)"
         )
     return history
-
-
-_UNREAD: Any = object()
-
-
-def _pinned_record(h: SQLChatMessageHistory) -> Any:
-    """The record read together with the messages (`since_summary`), or `_UNREAD`."""
-    return h.pinned[0] if h.since_summary and h.pinned is not None else _UNREAD
 
 
 def _for_policy(h: SQLChatMessageHistory, record: dict[str, Any] | None) -> Any:
@@ -107,10 +94,10 @@ def context_step(policy: ContextPolicy) -> RunnableLambda[Any, list[BaseMessage]
 
     def run(value: Any, config: RunnableConfig) -> list[BaseMessage]:
         h = _history(config)
-        stored = _pinned_record(h)
-        if stored is _UNREAD:
-            stored = h.store.get_summary(h.session_id, user_id=h.user_id)
-        record = load_record(stored)
+        if h.since_summary and h.pinned is not None:  # read together with the messages
+            record = load_record(h.pinned[0])
+        else:
+            record = load_record(h.store.get_summary(h.session_id, user_id=h.user_id))
         messages = _messages(value)
         facts = policy.fetch_facts(messages, config, user_id=h.user_id)
         result = policy.prepare(messages, _for_policy(h, record), facts=facts)
@@ -121,10 +108,10 @@ def context_step(policy: ContextPolicy) -> RunnableLambda[Any, list[BaseMessage]
 
     async def arun(value: Any, config: RunnableConfig) -> list[BaseMessage]:
         h = _history(config)
-        stored = _pinned_record(h)
-        if stored is _UNREAD:
-            stored = await h.store.aget_summary(h.session_id, user_id=h.user_id)
-        record = load_record(stored)
+        if h.since_summary and h.pinned is not None:
+            record = load_record(h.pinned[0])
+        else:
+            record = load_record(await h.store.aget_summary(h.session_id, user_id=h.user_id))
         messages = _messages(value)
         facts = await policy.afetch_facts(messages, config, user_id=h.user_id)
         result = await policy.aprepare(messages, _for_policy(h, record), facts=facts)

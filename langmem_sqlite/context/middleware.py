@@ -1,11 +1,6 @@
-"""An `AgentMiddleware` for `langchain.agents.create_agent`.
-
-It wraps each model call: the request's system message and messages go through the policy, the
-model sees the result (the summary rendered into the one system message), and an updated summary
-record is written to the agent state (`context_summary`) with the model's reply. The history in
-`messages` is never rewritten. With a policy built with `facts=`, the user's facts (the
-`user_id` of the run's config or context) are read from the agent's store (or the policy's)
-and budgeted into the one system message.
+"""An `AgentMiddleware` for `langchain.agents.create_agent`: each model call sees the policy's
+input (summary and facts in the one system message), and an updated summary record goes to
+the agent state (`context_summary`) with the model's reply; `messages` is never rewritten.
 """
 
 from __future__ import annotations

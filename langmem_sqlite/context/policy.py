@@ -1,22 +1,11 @@
-"""`ContextPolicy`: the one object that turns a history into a model input, everywhere.
+"""[`ContextPolicy`][langmem_sqlite.ContextPolicy]: the one object that turns a history into a
+model input, for every adapter (the order of priority is in the package's docstring).
 
-Before each model call: merge system content into one system message; check that the system
-message and the turn in progress (the latest human message and what follows it, tool results
-shortened if need be) fit, or raise [`ContextBudgetError`][langmem_sqlite.ContextBudgetError] naming
-the part that is too large; if the messages not yet summarized pass the trigger (tokens and/or
-messages, system prompt, facts and summary included), fold the oldest of them into the running
-summary with one summarizer call, down to `keep`; keep the summary within `max_summary_tokens`
-(folded by the summarizer, else its oldest part dropped); then build the input in this order of
-priority: system message, turn in progress, summary (shortened for this call, newest part kept, if
-it does not fit beside the turn), the user's facts (within their share, least relevant dropped
-first), the turn's tool results in full, and as much older history as fits (`trimming`).
-The full history is never modified.
-
-This module holds the policy and its assembly of the model input (the fixed part with facts
-and summary, then the window); `settings` validates its configuration and
-`summarizing` updates the summary. The decision is written once as a generator that
-yields summarizer requests; `prepare` and `aprepare` only differ in how they call
-the summarizer.
+The policy's decision is written once, as a generator (`_plan`) that yields summarizer
+requests: [`prepare`][langmem_sqlite.context.ContextPolicy.prepare] and
+[`aprepare`][langmem_sqlite.context.ContextPolicy.aprepare] only differ in how they call the
+summarizer. `settings` validates the configuration, `summarizing` updates the summary,
+`trimming` chooses the window. The full history is never modified.
 """
 
 from __future__ import annotations
@@ -44,13 +33,7 @@ from .settings import (
     default_max_tokens,
 )
 from .structure import merge_system
-from .summarizing import (
-    SummarizerRequest,
-    SummaryUpdates,
-    aguard,
-    guard,
-    largest,
-)
+from .summarizing import SummarizerRequest, SummaryUpdates, aguard, guard
 from .summary import (
     DEFAULT_SUMMARY_INSTRUCTIONS,
     SUMMARY_SHORTENED_MARKER,
@@ -64,6 +47,7 @@ from .trimming import (
     Limits,
     count_input,
     fail_closed,
+    largest,
     minimal_turn,
     require_turn,
     select_window,
@@ -98,7 +82,7 @@ class ContextResult:
     info: dict[str, Any] = field(default_factory=dict)
 
 
-class ContextPolicy(SummaryUpdates):
+class ContextPolicy:
     """How a history becomes a model input: budget, counting, trimming, summary and facts.
 
     Args:
@@ -221,8 +205,16 @@ class ContextPolicy(SummaryUpdates):
         self.keep_messages = settings.keep_messages
         self.max_summary_tokens = settings.max_summary_tokens
         self.max_summarizer_input_tokens = settings.max_summarizer_input_tokens
+        self._updates = SummaryUpdates(
+            settings,
+            self.counter,
+            self._text_counter,
+            summarizer,
+            summary_instructions,
+            summary_placement,
+        )
         self._setup_facts(facts, facts_share, facts_namespace, user_id_key)
-        self.counter.load()  # an exact counter's encoding, now: a clear error if offline
+        self.counter.load()  # an exact counter's encoding: a clear error here if offline
 
     def _setup_facts(
         self, facts: Any, share: float, namespace: tuple[str, ...], user_id_key: str
@@ -256,7 +248,7 @@ class ContextPolicy(SummaryUpdates):
         items = self._check_facts(facts)
         record = load_record(summary)
         if system is None and not conv:
-            _nothing()
+            raise ValueError("messages: nothing to send (no system message and no conversation)")
         upto = find_watermark(conv, record)
         info: dict[str, Any] = {
             "summarized": False,
@@ -277,15 +269,16 @@ class ContextPolicy(SummaryUpdates):
         items = self._facts_within_share(system, items)
         new: dict[str, Any] | None = None
         with_facts = render_facts(system, items)
-        if self.summarizer is not None and self._triggered(with_facts, record, conv, lo):
-            chunk = self._chunk(conv, lo, self._keep_cut(conv, lo))
+        updates = self._updates
+        if self.summarizer is not None and updates.triggered(with_facts, record, conv, lo):
+            chunk = updates.chunk(conv, lo, updates.keep_cut(conv, lo))
             if chunk > lo:
-                reply = yield from self._call(self._prompt(record, conv[lo:chunk]), info)
-                got = self._absorb(reply, record, conv, lo, chunk, info)
+                reply = yield from updates.call(updates.prompt(record, conv[lo:chunk]), info)
+                got = updates.absorb(reply, record, conv, lo, chunk, info)
                 if got is not None:
                     record, new, lo = got, got, chunk
         if record is not None:
-            capped = yield from self._cap(record, info)
+            capped = yield from updates.cap(record, info)
             if capped is not record:
                 record = new = capped
         fixed = self._compose(system, items, record, minimal_turn(tail), info)
@@ -390,12 +383,8 @@ class ContextPolicy(SummaryUpdates):
             store: the graph's store, used when the policy was given `facts=True`.
             user_id: the user, when the caller knows it.
         """
-        facts = self._user_facts(config, store, user_id)
-        if facts is None:
-            check_message_list(messages)
-            return []
-        query = latest_question(check_messages(messages))
-        return list(facts.select(query, **self._select_args()))
+        facts, query = self._facts_query(messages, config, store, user_id)
+        return [] if facts is None else list(facts.select(query, **self._select_args()))
 
     async def afetch_facts(
         self,
@@ -406,17 +395,18 @@ class ContextPolicy(SummaryUpdates):
         user_id: Any = None,
     ) -> list[Item]:
         """Async [`fetch_facts`][langmem_sqlite.context.ContextPolicy.fetch_facts]."""
-        facts = self._user_facts(config, store, user_id)
-        if facts is None:
-            check_message_list(messages)
-            return []
-        query = latest_question(check_messages(messages))
-        return list(await facts.aselect(query, **self._select_args()))
+        facts, query = self._facts_query(messages, config, store, user_id)
+        return [] if facts is None else list(await facts.aselect(query, **self._select_args()))
 
-    def _user_facts(self, config: Any, store: BaseStore | None, user_id: Any) -> UserFacts | None:
+    def _facts_query(
+        self, messages: Sequence[BaseMessage], config: Any, store: BaseStore | None, user_id: Any
+    ) -> tuple[UserFacts | None, str | None]:
+        """The user's facts (`None` without `facts=`) and the query to rank them by."""
         if self.facts_source is None:
-            return None
-        return self.facts_source.user_facts(config, store=store, user_id=user_id)
+            check_message_list(messages)
+            return None, None
+        facts = self.facts_source.user_facts(config, store=store, user_id=user_id)
+        return facts, latest_question(check_messages(messages))
 
     def _select_args(self) -> dict[str, Any]:
         # UserFacts.select counts each line as a message of its own (a few tokens more than
@@ -461,7 +451,3 @@ class ContextPolicy(SummaryUpdates):
         awaited)."""
         plan = self._plan(messages, summary, facts)
         return await adrive(plan, lambda request: aguard(self.summarizer.ainvoke(request.prompt)))
-
-
-def _nothing() -> list[BaseMessage]:
-    raise ValueError("messages: nothing to send (no system message and no conversation)")

@@ -1,16 +1,12 @@
 """The configuration of a [`ContextPolicy`][langmem_sqlite.ContextPolicy]: the known model
 windows, the defaults derived from them, and the validation of every setting.
-
-Every number a policy takes is checked here, before anything is loaded or counted: an `int`
-in its range (`bool`, floats, NaN and infinities refused), or for `facts_share` a finite
-fraction strictly between 0 and 1; the `ValueError` names the parameter and the range.
 """
 
 from __future__ import annotations
 
 import math
 import warnings
-from dataclasses import dataclass, fields
+from dataclasses import dataclass
 from typing import Any, Literal
 
 from ..validation import INT64_MAX, check_positive
@@ -19,7 +15,6 @@ __all__ = [
     "MODEL_CONTEXT_WINDOWS",
     "SummaryPlacement",
     "SummarySettings",
-    "check_fraction",
     "check_numbers",
     "default_max_tokens",
     "window_for",
@@ -67,28 +62,23 @@ def default_max_tokens(model: str | None) -> int | None:
     return window - min(16_384, window // 4) if window else None
 
 
-def check_fraction(value: Any, name: str) -> float:
-    """A finite number strictly between 0 and 1, as `float`.
+def check_numbers(numbers: dict[str, Any], facts_share: Any) -> None:
+    """Check every number given to a policy (`None` means "not given"): ints from 1 to
+    `INT64_MAX`, and `facts_share` a finite number strictly between 0 and 1.
 
     Raises:
-        ValueError: a `bool`, NaN, an infinity, a non-number or a value outside (0, 1).
+        ValueError: a number out of its range (`bool`, NaN and infinities refused).
     """
-    if (
-        isinstance(value, bool)
-        or not isinstance(value, int | float)
-        or not math.isfinite(value)
-        or not 0 < value < 1
-    ):
-        raise ValueError(f"{name}: expected a number above 0 and below 1, got {value!r}")
-    return float(value)
-
-
-def check_numbers(numbers: dict[str, Any], facts_share: Any) -> None:
-    """Check every number given to a policy (`None` means "not given")."""
     for name, value in numbers.items():
         if value is not None:
             check_positive(value, name)
-    check_fraction(facts_share, "facts_share")
+    if (
+        isinstance(facts_share, bool)
+        or not isinstance(facts_share, int | float)
+        or not math.isfinite(facts_share)
+        or not 0 < facts_share < 1
+    ):
+        raise ValueError(f"facts_share: expected a number above 0 and below 1, got {facts_share!r}")
 
 
 @dataclass(frozen=True)
@@ -104,23 +94,15 @@ class SummarySettings:
 
     @classmethod
     def make(cls, summarizer: Any, max_tokens: int | None, **given: int | None) -> SummarySettings:
-        """Validate the settings in `given` (named as this class's fields) for a policy with
-        `summarizer` (or `None`) and budget `max_tokens`."""
-        names = {f.name for f in fields(cls)}
-        for name, value in given.items():
-            if name not in names:
-                raise TypeError(f"unexpected setting {name!r}")
-            if value is not None:
-                check_positive(value, name)
+        """The settings in `given` (named as this class's fields, each checked by
+        `check_numbers`) for a policy with `summarizer` (or `None`) and budget `max_tokens`."""
         trigger_tokens = given.get("trigger_tokens")
         trigger_messages = given.get("trigger_messages")
         keep_tokens = given.get("keep_tokens")
         keep_messages = given.get("keep_messages")
+        timing = (trigger_tokens, trigger_messages, keep_tokens, keep_messages)
         if summarizer is None:
-            if any(
-                v is not None
-                for v in (trigger_tokens, trigger_messages, keep_tokens, keep_messages)
-            ):
+            if any(v is not None for v in timing):
                 raise ValueError("summarizer: trigger/keep settings need a summarizer model")
         elif not (hasattr(summarizer, "invoke") and hasattr(summarizer, "ainvoke")):
             raise TypeError("summarizer: expected a chat model or Runnable")

@@ -1,11 +1,9 @@
 """The structural rules of a model input, as pure functions.
 
-A valid model input has at most one system message, at index 0; is not empty; never starts the
-conversation on a tool result; has no tool result without its call (an orphan) and no tool call
-without its result anywhere after it (a dangling call). Tool calls and their results form one atomic
-unit: windows are cut only between units (see
-[`langmem_sqlite.messages.windows.drop_leading_orphans`][langmem_sqlite.drop_leading_orphans] for
-the leading-orphan rule this extends).
+A valid model input is not empty, has at most one system message, at index 0, never starts the
+conversation on a tool result, and has no orphan tool result (without its call) and no dangling
+tool call (without its result after it). A call and its results are one unit: windows are cut
+only between units.
 """
 
 from __future__ import annotations
@@ -14,7 +12,8 @@ from collections.abc import Sequence
 
 from langchain_core.messages import AIMessage, BaseMessage, SystemMessage
 
-from ..messages.checks import check_messages, checked_with_types
+from ..messages.checks import check_messages
+from ..messages.windows import TOOL_RESULT_TYPES
 
 __all__ = [
     "ContextBudgetError",
@@ -23,9 +22,8 @@ __all__ = [
     "check_structure",
     "is_tool_result",
     "merge_system",
+    "plain_text",
 ]
-
-_TOOL_TYPES = frozenset({"tool", "function", "ToolMessageChunk"})
 
 
 class ContextBudgetError(ValueError):
@@ -65,8 +63,8 @@ class ContextStructureError(ValueError):
 
 
 def is_tool_result(message: BaseMessage) -> bool:
-    """A `ToolMessage` (or legacy `FunctionMessage`)."""
-    return message.type in _TOOL_TYPES
+    """A `ToolMessage` (or legacy `FunctionMessage`), chunks included."""
+    return message.type in TOOL_RESULT_TYPES
 
 
 def call_ids(message: BaseMessage) -> list[str]:
@@ -87,7 +85,8 @@ def result_id(message: BaseMessage) -> str | None:
     return getattr(message, "tool_call_id", None)
 
 
-def _system_text(message: SystemMessage) -> str:
+def plain_text(message: BaseMessage) -> str:
+    """The message's text: its content if a `str`, else the text of its blocks."""
     return message.content if isinstance(message.content, str) else message.text
 
 
@@ -96,10 +95,8 @@ def merge_system(
 ) -> tuple[SystemMessage | None, list[BaseMessage]]:
     """Split `messages` into one system message and the conversation.
 
-    `system` (the configured prompt) comes first, then the text of every `SystemMessage` found
-    in `messages`, in order, joined by blank lines: system content is never trimmed or
-    summarized away, and a second system message is never produced. A single system message is
-    returned as is (same object).
+    The system message holds `system` (the configured prompt), then the text of every
+    `SystemMessage` in `messages`, joined by blank lines; a single one is returned as is.
 
     Raises:
         TypeError: `messages` is not a list of messages (a `str` is refused, not split).
@@ -108,17 +105,15 @@ def merge_system(
         system = SystemMessage(system)
     if system is not None and not isinstance(system, SystemMessage):
         raise TypeError(f"system_prompt: expected str or SystemMessage, got {type(system)}")
-    found: list[SystemMessage] = []
-    conv, kinds = checked_with_types(messages)
-    if any(issubclass(kind, SystemMessage) for kind in kinds):  # fast pre-check
-        found = [m for m in conv if isinstance(m, SystemMessage)]
-        conv = [m for m in conv if not isinstance(m, SystemMessage)]
+    items = check_messages(messages)
+    found = [m for m in items if isinstance(m, SystemMessage)]
+    conv = [m for m in items if not isinstance(m, SystemMessage)]
     parts = ([system] if system is not None else []) + found
     if not parts:
         return None, conv
     if len(parts) == 1:
         return parts[0], conv
-    text = "\n\n".join(t for t in (_system_text(p) for p in parts) if t)
+    text = "\n\n".join(t for t in (plain_text(p) for p in parts) if t)
     return SystemMessage(text, id=parts[0].id), conv
 
 

@@ -1,12 +1,6 @@
 """How a policy updates the running summary: when to summarize, what one summarizer call
-gets, and how its reply becomes the record (kept within its cap).
-
-`SummaryUpdates` holds these steps for [`ContextPolicy`][langmem_sqlite.ContextPolicy]
-(the settings it reads are the policy's, validated by `settings`). Each step that calls
-the summarizer is a generator yielding a `SummarizerRequest`: the policy's decision is
-written once, and [`prepare`][langmem_sqlite.context.ContextPolicy.prepare] /
-[`aprepare`][langmem_sqlite.context.ContextPolicy.aprepare] only differ in how they call the
-summarizer.
+gets, and how its reply becomes the record (kept within its cap). Each step that calls the
+summarizer is a generator yielding a `SummarizerRequest` (see `policy`).
 """
 
 from __future__ import annotations
@@ -18,7 +12,8 @@ from typing import Any
 from langchain_core.messages import BaseMessage, SystemMessage
 
 from ..messages.counting import TokenCounter
-from .structure import call_ids, is_tool_result
+from .settings import SummarySettings
+from .structure import call_ids, is_tool_result, plain_text, result_id
 from .summary import (
     SUMMARY_DROPPED_MARKER,
     cap_text,
@@ -31,9 +26,9 @@ from .summary import (
     summarizer_prompt,
     text_tokens,
 )
-from .trimming import _close, _Meter, _plain_text, turn_start
+from .trimming import _close, largest, turn_start
 
-__all__ = ["SummarizerRequest", "SummaryUpdates", "aguard", "guard", "largest"]
+__all__ = ["SummarizerRequest", "SummaryUpdates", "aguard", "guard"]
 
 
 _CHUNK_MARKER = "\n[...the rest of this part was too long for one summarizer call]"
@@ -52,30 +47,28 @@ def uncached_count(counter: TokenCounter, messages: Sequence[BaseMessage]) -> in
     return counter.reply_overhead + sum(counter.uncached(m) for m in messages)
 
 
+@dataclass(frozen=True)
 class SummaryUpdates:
-    """The summary steps of a policy (a base class of `ContextPolicy`)."""
+    """The summary steps of a [`ContextPolicy`][langmem_sqlite.ContextPolicy], with what they
+    read: the validated settings, the counters (`text_counter` counts text even when the
+    budget counts messages), the summarizer model, its instructions and the summary's place."""
 
+    settings: SummarySettings
     counter: TokenCounter
-    _text_counter: TokenCounter
+    text_counter: TokenCounter
     summarizer: Any
-    summary_instructions: str
-    summary_placement: str
-    trigger_tokens: int | None
-    trigger_messages: int | None
-    keep_tokens: int | None
-    keep_messages: int | None
-    max_summary_tokens: int
-    max_summarizer_input_tokens: int
+    instructions: str
+    placement: str
 
-    def _call(
+    def call(
         self, prompt: list[BaseMessage], info: dict[str, Any]
     ) -> Generator[SummarizerRequest, Any, Any]:
         """One summarizer call (counted in `info`); returns its reply or exception."""
         info["summarizer_calls"] += 1
-        info["summarizer_input_tokens"] += uncached_count(self._text_counter, prompt)
+        info["summarizer_input_tokens"] += uncached_count(self.text_counter, prompt)
         return (yield SummarizerRequest(prompt))
 
-    def _absorb(
+    def absorb(
         self,
         reply: Any,
         record: dict[str, Any] | None,
@@ -90,22 +83,22 @@ class SummaryUpdates:
             failed = isinstance(reply, BaseException)
             info["summary_error"] = repr(reply) if failed else "summarizer returned no text"
             return None
-        tokens = text_tokens(self._text_counter, text)
+        tokens = text_tokens(self.text_counter, text)
         info["summarized"] = True
         return new_record(text, chunk - 1, conv[chunk - 1].id, tokens, record, chunk - lo)
 
-    def _cap(
+    def cap(
         self, record: dict[str, Any], info: dict[str, Any]
     ) -> Generator[SummarizerRequest, Any, dict[str, Any]]:
         """`record` with its summary within `max_summary_tokens`: folded by the summarizer,
         else (failure, still too long, no summarizer) with its oldest part dropped."""
-        cap, counter = self.max_summary_tokens, self._text_counter
+        cap, counter = self.settings.max_summary_tokens, self.text_counter
         text = record["summary"]
         if text_tokens(counter, text) <= cap:
             return record
         shorter = None
         if self.summarizer is not None:
-            reply = yield from self._call(compaction_prompt(text, cap), info)
+            reply = yield from self.call(compaction_prompt(text, cap), info)
             shorter = reply_text(reply)
             if shorter is None:
                 info["summary_error"] = (
@@ -119,31 +112,28 @@ class SummaryUpdates:
             info["compacted"] = "summarizer, dropped oldest" if by_summarizer else "dropped oldest"
         return compacted_record(record, shorter, text_tokens(counter, shorter), by_summarizer)
 
-    def _unsummarized_meters(self, system: SystemMessage | None, record: Any) -> list[_Meter]:
-        text = record["summary"] if record else None
-        head, notes = render_summary(system, text, self.summary_placement)
-        out = []
-        if self.trigger_tokens is not None:
-            c = self.counter
-            used = c.reply_overhead + sum(c(m) for m in ([head] if head else []) + notes)
-            out.append(_Meter("trigger_tokens", "tokens", c, self.trigger_tokens, used))
-        if self.trigger_messages is not None:
-            out.append(_Meter("trigger_messages", "messages", lambda m: 1, self.trigger_messages))
-        return out
-
-    def _triggered(
+    def triggered(
         self, system: SystemMessage | None, record: Any, conv: Sequence[BaseMessage], lo: int
     ) -> bool:
         """Whether the unsummarized part passes a trigger (walks back, stops once it does)."""
-        meters = self._unsummarized_meters(system, record)
+        if (
+            self.settings.trigger_messages is not None
+            and len(conv) - lo > self.settings.trigger_messages
+        ):
+            return True
+        if self.settings.trigger_tokens is None:
+            return False
+        text = record["summary"] if record else None
+        head, notes = render_summary(system, text, self.placement)
+        c = self.counter
+        used = c.reply_overhead + sum(c(m) for m in ([head] if head else []) + notes)
         for j in range(len(conv) - 1, lo - 1, -1):
-            for m in meters:
-                m.used += m.fn(conv[j])
-                if m.used > m.limit:
-                    return True
+            used += c(conv[j])
+            if used > self.settings.trigger_tokens:
+                return True
         return False
 
-    def _keep_cut(self, conv: Sequence[BaseMessage], lo: int) -> int:
+    def keep_cut(self, conv: Sequence[BaseMessage], lo: int) -> int:
         """Where the verbatim part starts after summarizing: the earliest turn boundary whose
         suffix fits `keep`, never after the latest human message."""
         pinned = turn_start(conv, lo)
@@ -155,8 +145,8 @@ class SummaryUpdates:
             msg = conv[j]
             tokens += self.counter(msg)
             count += 1
-            if (self.keep_tokens is not None and tokens > self.keep_tokens) or (
-                self.keep_messages is not None and count > self.keep_messages
+            if (self.settings.keep_tokens is not None and tokens > self.settings.keep_tokens) or (
+                self.settings.keep_messages is not None and count > self.settings.keep_messages
             ):
                 break
             _close(open_ids, msg)
@@ -164,26 +154,23 @@ class SummaryUpdates:
                 best = j
         return best
 
-    def _material_room(self) -> int:
-        """Tokens of new material one summarizer call takes (beside the previous summary)."""
-        return self.max_summarizer_input_tokens - self.max_summary_tokens - 150
-
-    def _chunk(self, conv: Sequence[BaseMessage], lo: int, cut: int) -> int:
+    def chunk(self, conv: Sequence[BaseMessage], lo: int, cut: int) -> int:
         """End (exclusive) of the oldest new material for one summarizer call, at a tool-unit
         boundary; at least one unit. A message counts at most 1/24 of the room: larger ones
-        are shortened for the summarizer (see `_prompt`), so one call covers a whole
+        are shortened for the summarizer (see `prompt`), so one call covers a whole
         agent turn of big tool results (no message is then left neither summarized nor
         sent); a longer backlog is summarized in passes, one per model call."""
-        room = self._material_room()
+        settings = self.settings  # the room for new material beside the previous summary:
+        room = settings.max_summarizer_input_tokens - settings.max_summary_tokens - 150
         most = max(1, room // 24)
         used, pending, best = 0, set(), lo
         for j in range(lo, cut):
             msg = conv[j]
-            used += min(self._text_counter(msg), most)
+            used += min(self.text_counter(msg), most)
             if used > room and best > lo:
                 break
             if is_tool_result(msg):
-                pending.discard(getattr(msg, "tool_call_id", None))
+                pending.discard(result_id(msg))
             else:
                 pending.update(call_ids(msg))
             nxt = conv[j + 1] if j + 1 < len(conv) else None
@@ -193,25 +180,27 @@ class SummaryUpdates:
                     break
         return best
 
-    def _prompt(self, record: Any, new: Sequence[BaseMessage]) -> list[BaseMessage]:
+    def prompt(self, record: Any, new: Sequence[BaseMessage]) -> list[BaseMessage]:
         """The summarizer input: the previous summary whole, then the new material, its
         longest messages shortened to one common length if it is over the call's budget."""
         previous = record["summary"] if record else None
-        counter = self._text_counter
+        counter = self.text_counter
 
         def prompt(text: str) -> list[BaseMessage]:
             return summarizer_prompt(
-                previous, text, self.summary_instructions, self.max_summary_tokens
+                previous, text, self.instructions, self.settings.max_summary_tokens
             )
 
-        room = max(1, self.max_summarizer_input_tokens - uncached_count(counter, prompt("")))
+        room = max(
+            1, self.settings.max_summarizer_input_tokens - uncached_count(counter, prompt(""))
+        )
 
         def fits(text: str) -> bool:
             return text_tokens(counter, text, cache=False) <= room
 
         text = render_messages(new)
         if not fits(text):
-            texts = [_plain_text(m) for m in new]
+            texts = [plain_text(m) for m in new]
 
             def squeezed(cap: int) -> str:
                 return render_messages(
@@ -229,18 +218,6 @@ class SummaryUpdates:
             else:
                 text = cap_text(counter, squeezed(0), room, _CHUNK_MARKER)
         return prompt(text)
-
-
-def largest(n: int, ok: Any) -> int:
-    """The largest `k` in `0..n` with `ok(k)` (`ok` true at 0, monotone), by bisection."""
-    lo, hi = 0, n
-    while lo < hi:
-        mid = (lo + hi + 1) // 2
-        if ok(mid):
-            lo = mid
-        else:
-            hi = mid - 1
-    return lo
 
 
 def guard(fn: Any, arg: Any) -> Any:
@@ -265,8 +242,7 @@ def reply_text(reply: Any) -> str | None:
     if isinstance(reply, str):
         text = reply
     elif isinstance(reply, BaseMessage):
-        text = reply.content if isinstance(reply.content, str) else reply.text
+        text = plain_text(reply)
     else:
         return None
-    text = str(text).strip()
-    return text or None
+    return text.strip() or None

@@ -29,6 +29,7 @@ from langchain_core.messages import (
 
 from ..messages.counting import TokenCounter
 from ..validation import INT64_MAX, check_int
+from .trimming import largest
 
 __all__ = [
     "COMPACTION_INSTRUCTIONS",
@@ -268,13 +269,7 @@ def newest_part(text: str, marker: str, fits: Callable[[str], bool]) -> str | No
     body = text[len(marker) :] if text.startswith(marker) else text
     if not fits(marker):
         return None
-    lo, hi = 0, len(body)  # the smallest start whose end fits
-    while lo < hi:
-        mid = (lo + hi) // 2
-        if fits(marker + body[mid:]):
-            hi = mid
-        else:
-            lo = mid + 1
+    lo = len(body) - largest(len(body), lambda k: fits(marker + body[len(body) - k :]))
     least = min(len(body), _LEAST_KEPT)
     if len(body) - lo < least:
         return None  # not even a sentence's worth of the text fits beside the marker
@@ -289,11 +284,5 @@ def cap_text(counter: TokenCounter, text: str, max_tokens: int, marker: str) -> 
     with `marker` appended, if it is longer."""
     if text_tokens(counter, text) <= max_tokens:
         return text
-    lo, hi = 0, len(text)
-    while lo < hi:
-        mid = (lo + hi + 1) // 2
-        if text_tokens(counter, text[:mid] + marker) <= max_tokens:
-            lo = mid
-        else:
-            hi = mid - 1
-    return text[:lo] + marker
+    kept = largest(len(text), lambda k: text_tokens(counter, text[:k] + marker) <= max_tokens)
+    return text[:kept] + marker

@@ -1,16 +1,11 @@
 """Trimming a conversation to a budget: pure functions, messages in, messages out.
 
-The window is chosen by walking back from the end with cached per-message counts, so the work
-is proportional to what is kept, not to the history's length. Rules (see `structure`):
-
-* exactly one system message, at index 0, counted in the budget (never trimmed);
-* an AI message with tool calls and all its tool results are kept or dropped together
-  (parallel and interleaved calls included), and the window never starts on a tool result;
-* the latest human message and everything after it (the turn in progress) are always kept; if
-  that turn alone is over the budget, its largest tool results are shortened with a visible
-  marker, and if it still does not fit a [`ContextBudgetError`][langmem_sqlite.ContextBudgetError]
-  says why;
-* the result is never empty and never over the budget.
+The window is chosen walking back from the end with cached per-message counts (the work grows
+with what is kept, not with the history). The system message is kept and counted; a tool call
+and its results are kept or dropped together; the turn in progress (the latest human message
+and what follows) is always kept, its largest tool results shortened with a visible marker if
+it alone is over the budget, else a [`ContextBudgetError`][langmem_sqlite.ContextBudgetError]
+says why. The result is never empty and never over the budget.
 """
 
 from __future__ import annotations
@@ -30,6 +25,7 @@ from .structure import (
     check_structure,
     is_tool_result,
     merge_system,
+    plain_text,
     result_id,
 )
 
@@ -39,6 +35,7 @@ __all__ = [
     "Limits",
     "count_input",
     "is_shortened",
+    "largest",
     "minimal_turn",
     "require_turn",
     "select_window",
@@ -118,11 +115,8 @@ class Limits:
         token_counter: Any,
     ) -> Limits:
         """Validated limits; at least one must be given."""
-        for value, name in (
-            (max_tokens, "max_tokens"),
-            (max_messages, "max_messages"),
-            (max_chars, "max_chars"),
-        ):
+        budgets = {"max_tokens": max_tokens, "max_messages": max_messages, "max_chars": max_chars}
+        for name, value in budgets.items():
             if value is not None:
                 check_positive(value, name)
         if max_tokens is None and max_messages is None and max_chars is None:
@@ -136,28 +130,22 @@ class Limits:
         With `check`, a fixed part over a limit raises
         [`ContextBudgetError`][langmem_sqlite.ContextBudgetError]."""
         out = []
-        if self.max_tokens is not None and self.counter is not None:
-            c = self.counter
-            used = c.reply_overhead + sum(c(m) for m in fixed)
-            out.append(_Meter("max_tokens", "tokens", c, self.max_tokens, used))
-        if self.max_messages is not None:
-            out.append(_Meter("max_messages", "messages", _one, self.max_messages, len(fixed)))
-        if self.max_chars is not None:
-            used = sum(count_characters(m) for m in fixed)
-            out.append(_Meter("max_chars", "characters", count_characters, self.max_chars, used))
-        for m in out:
-            m.fixed = len(fixed)
+        for label, unit, fn, limit in (
+            ("max_tokens", "tokens", self.counter, self.max_tokens),
+            ("max_messages", "messages", resolve_message_counter("messages"), self.max_messages),
+            ("max_chars", "characters", count_characters, self.max_chars),
+        ):
+            if limit is not None and fn is not None:
+                used = sum(fn(m) for m in fixed) + getattr(fn, "reply_overhead", 0)
+                out.append(_Meter(label, unit, fn, limit, used, len(fixed)))
         for m in out if check else ():
             if m.used > m.limit:
                 priming = " (with the reply priming)" if m.unit == "tokens" else ""
-                raise ContextBudgetError(
-                    f"{m.label}={m.limit}: the system message is too large: it needs {m.used} "
-                    f"{m.unit}{priming} alone, {m.used - m.limit} over the budget",
-                    part="system message",
-                    needed=m.used,
-                    limit=m.limit,
-                    unit=m.unit,
+                text = (
+                    f"the system message is too large: it needs {m.used} {m.unit}{priming} "
+                    f"alone, {m.used - m.limit} over the budget"
                 )
+                raise _budget_error(m, "system message", text, m.used)
         return out
 
     def fits(
@@ -165,15 +153,11 @@ class Limits:
     ) -> bool:
         """Whether `fixed` and `rest` fit every limit; `fixed` is counted uncached (a
         one-off variant) unless `cached`."""
-        for m in self.meters((), check=False):
+        meters = self.meters((), check=False)
+        for m in meters:
             count = m.fn if cached else getattr(m.fn, "uncached", m.fn)
-            if m.used + sum(count(x) for x in fixed) + _sum(m, rest) > m.limit:
-                return False
-        return True
-
-
-def _one(message: BaseMessage) -> int:
-    return 1
+            m.used += sum(count(x) for x in fixed)
+        return _fits(meters, rest)
 
 
 def _close(open_ids: set[str], message: BaseMessage) -> None:
@@ -207,11 +191,16 @@ def turn_start(conv: Sequence[BaseMessage], lo: int = 0) -> int:
     return latest_valid
 
 
-_pinned_start = turn_start
-
-
-def _plain_text(message: BaseMessage) -> str:
-    return message.content if isinstance(message.content, str) else message.text
+def largest(n: int, ok: Callable[[int], bool]) -> int:
+    """The largest `k` in `0..n` with `ok(k)` (`ok` true at 0, monotone), by bisection."""
+    lo, hi = 0, n
+    while lo < hi:
+        mid = (lo + hi + 1) // 2
+        if ok(mid):
+            lo = mid
+        else:
+            hi = mid - 1
+    return lo
 
 
 def _shortened(message: BaseMessage, text: str, cap: int) -> BaseMessage:
@@ -235,7 +224,7 @@ def shorten_tool_results(
     [`TRUNCATION_MARKER`][langmem_sqlite.context.TRUNCATION_MARKER]; the call/result structure is
     untouched.
     """
-    texts = {i: _plain_text(m) for i, m in enumerate(messages) if is_tool_result(m)}
+    texts = {i: plain_text(m) for i, m in enumerate(messages) if is_tool_result(m)}
     if not texts:
         return None
 
@@ -247,21 +236,13 @@ def shorten_tool_results(
 
     if not _fits(meters, build(0)):
         return None
-    lo, hi = 0, max(len(t) for t in texts.values())
-    while lo < hi:
-        mid = (lo + hi + 1) // 2
-        if _fits(meters, build(mid)):
-            lo = mid
-        else:
-            hi = mid - 1
-    return build(lo)
+    return build(largest(max(map(len, texts.values())), lambda cap: _fits(meters, build(cap))))
 
 
 def minimal_turn(tail: Sequence[BaseMessage]) -> list[BaseMessage]:
     """The turn in progress as small as it may become: every tool result cut to its marker."""
     return [
-        _shortened(m, _plain_text(m), 0) if is_tool_result(m) and _plain_text(m) else m
-        for m in tail
+        _shortened(m, plain_text(m), 0) if is_tool_result(m) and plain_text(m) else m for m in tail
     ]
 
 
@@ -273,52 +254,44 @@ def _turn_error(m: _Meter, sent: Sequence[BaseMessage], shortened: bool) -> Cont
     """Why `sent` (the turn in progress, as small as allowed) cannot fit meter `m` (whose
     `used` holds the system message): the part that is too large, and by how much."""
     need = m.used + _sum(m, sent)
-    over = need - m.limit
     human = next((x for x in sent if x.type == "human"), None)
     h = m.cost(human) if human is not None else 0
-    calls = [x for x in sent if call_ids(x)]
-    results = [x for x in sent if is_tool_result(x)]
     who = [
         w
         for w, ok in (("the system message", m.fixed), ("the reply priming", m.unit == "tokens"))
         if ok
     ]
     fixed = f", plus {m.used} for {' and '.join(who)}" if m.used and who else ""
+    total = f"{fixed}: {need} in all, {need - m.limit} over the budget"
+    part = "turn in progress"
     if m.unit == "messages":
-        return ContextBudgetError(
-            f"{m.label}={m.limit}: the turn in progress has {len(sent)} message(s){fixed}: "
-            f"{need} in all, {over} over the budget",
-            part="turn in progress",
-            needed=need,
-            limit=m.limit,
-            unit=m.unit,
+        text = f"the turn in progress has {len(sent)} message(s){total}"
+    elif human is not None and (m.used + h > m.limit or len(sent) == 1):
+        part = "latest human message"
+        text = (
+            f"the latest human message is too large: it needs {h} {m.unit}{total} (shorten the "
+            f"message or raise {m.label})"
         )
-    if human is not None and (m.used + h > m.limit or len(sent) == 1):
-        return ContextBudgetError(
-            f"{m.label}={m.limit}: the latest human message is too large: it needs {h} "
-            f"{m.unit}{fixed}: {need} in all, {over} over the budget (shorten the message or "
-            f"raise {m.label})",
-            part="latest human message",
-            needed=need,
-            limit=m.limit,
-            unit=m.unit,
-        )
-    parts = [f"the latest human message {h}"] if human is not None else []
-    if calls:
-        parts.append(f"{len(calls)} AI message(s) with tool calls {_sum(m, calls)}")
-    if results:
+    else:
+        calls = [x for x in sent if call_ids(x)]
+        results = [x for x in sent if is_tool_result(x)]
+        rest = [x for x in sent if x is not human and not call_ids(x) and not is_tool_result(x)]
         how = " (shortened to their markers)" if shortened else ""
-        parts.append(f"{len(results)} tool result(s){how} {_sum(m, results)}")
-    rest = [x for x in sent if x is not human and not call_ids(x) and not is_tool_result(x)]
-    if rest:
-        parts.append(f"{len(rest)} other message(s) {_sum(m, rest)}")
+        parts = [f"the latest human message {h}"] if human is not None else []
+        for group, label in (
+            (calls, "AI message(s) with tool calls"),
+            (results, f"tool result(s){how}"),
+            (rest, "other message(s)"),
+        ):
+            if group:
+                parts.append(f"{len(group)} {label} {_sum(m, group)}")
+        text = f"the turn in progress is too large: {', '.join(parts)} {m.unit}{total}"
+    return _budget_error(m, part, text, need)
+
+
+def _budget_error(m: _Meter, part: str, text: str, need: int) -> ContextBudgetError:
     return ContextBudgetError(
-        f"{m.label}={m.limit}: the turn in progress is too large: {', '.join(parts)} "
-        f"{m.unit}{fixed}: {need} in all, {over} over the budget",
-        part="turn in progress",
-        needed=need,
-        limit=m.limit,
-        unit=m.unit,
+        f"{m.label}={m.limit}: {text}", part=part, needed=need, limit=m.limit, unit=m.unit
     )
 
 
@@ -352,20 +325,16 @@ def select_window(
         return []
     pinned = turn_start(conv, lo)
     tail: list[BaseMessage] = list(conv[pinned:])
-    for m in meters:
-        m.used += _sum(m, tail)
-    over = [m for m in meters if m.used > m.limit]
+    over = [m for m in meters if m.used + _sum(m, tail) > m.limit]
     if over:
-        for m in meters:
-            m.used -= _sum(m, tail)
         tried = shorten and all(m.label != "max_messages" for m in over)
         short = shorten_tool_results(tail, meters) if tried else None
         if short is None:
-            require_turn(meters, tail, shorten=tried)
-            raise _turn_error(over[0], tail, False)  # not reached: require_turn raised
+            require_turn(meters, tail, shorten=tried)  # raises: the turn cannot fit
+            raise AssertionError("require_turn did not raise")
         tail = short
-        for m in meters:
-            m.used += _sum(m, tail)
+    for m in meters:
+        m.used += _sum(m, tail)
     best = pinned
     open_ids: set[str] = set()
     for j in range(pinned - 1, lo - 1, -1):

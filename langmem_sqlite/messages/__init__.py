@@ -1,10 +1,6 @@
-"""Pure functions on lists of messages (no database): token counting and safe window starts.
-
-* `counting`: exact (tiktoken), approximate or custom token counts, cached per message
-  (`per_message` holds the counting rules of one message, `encodings` tiktoken's
-  encodings and their offline loading);
-* `windows`: where a window of recent messages may start without breaking a tool call;
-* `checks`: the check of a list of messages (a `str` is refused, not split).
+"""Pure functions on lists of messages (no database): token counts (`counting`, with the rules
+for one message in `per_message` and tiktoken's encodings in `encodings`), safe window starts
+(`windows`) and the check of a list of messages (`checks`).
 """
 
 from .counting import EncodingUnavailableError, count_tokens, resolve_message_counter

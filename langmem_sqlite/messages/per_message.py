@@ -1,8 +1,7 @@
 """How one message is counted: the text OpenAI's chat format sends, fixed media costs, the
 approximate estimate, the character count, and the exact tiktoken formula.
 
-Pure functions of one message (no cache, no state beyond a bounded table of word scores);
-`counting` wraps them in a cached `TokenCounter`.
+Pure functions of one message (no cache); `counting` wraps them in a cached `TokenCounter`.
 """
 
 from __future__ import annotations
@@ -42,32 +41,25 @@ IMAGE_LOW_DETAIL_TOKENS = 85
 FILE_TOKENS = 1_500
 """Fixed cost of a file block (about two pages of a PDF, text and page image)."""
 AUDIO_TOKENS = 1_000
+"""Fixed cost of an audio block."""
 
 
 # -- content walking (shared by every mode) ---------------------------------------------------
 
 
-def _is_media(block: dict[str, Any]) -> str | None:
-    """`"image"`, `"image_low"`, `"file"`, `"audio"` or `None` for a content block."""
+def _media_tokens(block: dict[str, Any]) -> int | None:
+    """The fixed cost of a media content block, `None` for other blocks."""
     kind = block.get("type")
     if kind in ("image_url", "input_image", "image"):
         detail = block.get("detail")
         if kind == "image_url" and isinstance(block.get("image_url"), dict):
             detail = block["image_url"].get("detail", detail)
-        return "image_low" if detail == "low" else "image"
+        return IMAGE_LOW_DETAIL_TOKENS if detail == "low" else IMAGE_TOKENS
     if kind in ("file", "input_file", "document"):
-        return "file"
+        return FILE_TOKENS
     if kind in ("audio", "input_audio"):
-        return "audio"
+        return AUDIO_TOKENS
     return None
-
-
-_MEDIA_TOKENS = {
-    "image": IMAGE_TOKENS,
-    "image_low": IMAGE_LOW_DETAIL_TOKENS,
-    "file": FILE_TOKENS,
-    "audio": AUDIO_TOKENS,
-}
 
 
 def _block_texts(block: Any) -> Iterable[str]:
@@ -102,9 +94,9 @@ def _content_parts(content: Any) -> tuple[list[str], int]:
     texts: list[str] = []
     media = 0
     for block in content:
-        kind = _is_media(block) if isinstance(block, dict) else None
-        if kind is not None:
-            media += _MEDIA_TOKENS[kind]
+        cost = _media_tokens(block) if isinstance(block, dict) else None
+        if cost is not None:
+            media += cost
         else:
             texts.extend(_block_texts(block))
     return texts, media
@@ -194,8 +186,6 @@ _PIECE = re.compile(
     rf"|[^\w\s{_CJK}]+"  # a run of punctuation
     r"|_+"
 )
-_PIECE_ASCII = re.compile(r"[A-Za-z]+|\d{1,3}|[^\w\s]+|_+")
-"""The pieces of `_PIECE` in an ASCII text (twice as fast: no Unicode classes to test)."""
 
 
 def _piece_tokens(piece: str) -> float:
@@ -210,37 +200,12 @@ def _piece_tokens(piece: str) -> float:
     return float((len(piece) + 1) // 2)
 
 
-class _PieceTokens(dict[str, float]):
-    """`_piece_tokens` of pieces already seen (words repeat: most lookups hit). At most
-    `_PIECES_KEPT` pieces of up to `_PIECE_KEPT_CHARS` characters are kept (a few
-    MB at most); others are scored each time."""
-
-    def __missing__(self, piece: str) -> float:
-        tokens = _piece_tokens(piece)
-        if len(piece) <= _PIECE_KEPT_CHARS and len(self) < _PIECES_KEPT:
-            self[piece] = tokens
-        return tokens
-
-
-_PIECES_KEPT = 1 << 16
-_PIECE_KEPT_CHARS = 40
-_piece_cache = _PieceTokens()
-
-
 def _approx_text(text: str) -> float:
     """Estimate of the tokens of a text, close to o200k/cl100k on English, code, CJK and logs."""
-    if not text:
-        return 0.0
     total = 0.0
-    scores = _piece_cache
-    pieces = (_PIECE_ASCII if text.isascii() else _PIECE).findall(text)
-    for piece in pieces:  # in order: the same float sum as piece by piece
-        total += scores[piece]
+    for piece in _PIECE.findall(text):  # in order: the float sum stored counts were made with
+        total += _piece_tokens(piece)
     return total
-
-
-def _text_tokens_approx(texts: Iterable[str]) -> float:
-    return sum(_approx_text(t) for t in texts)
 
 
 def count_approximately(message: BaseMessage) -> int:
@@ -258,7 +223,7 @@ def count_approximately(message: BaseMessage) -> int:
         extra += 3
     if name is not None:
         extra += 1 + _approx_text(name)
-    return round(extra + _text_tokens_approx(texts) + _text_tokens_approx(calls))
+    return round(extra + sum(map(_approx_text, texts)) + sum(map(_approx_text, calls)))
 
 
 def count_characters(message: BaseMessage) -> int:

@@ -1,7 +1,5 @@
-"""Where a window of recent messages may start without breaking the message structure.
-
-Pure functions (messages in, messages out), shared by every reader of recent history.
-"""
+"""Where a window of recent messages may start without breaking a tool call: pure functions,
+shared by every reader of recent history."""
 
 from __future__ import annotations
 
@@ -34,15 +32,11 @@ def orphan_prefix_length(types: Sequence[str]) -> int:
 def drop_leading_orphans(messages: Sequence[BaseMessage]) -> list[BaseMessage]:
     """Drop tool results at the start of a window whose tool call was cut off.
 
-    A window that is a suffix of a conversation can only break a tool-call pair at its start:
-    every result after a kept `AIMessage` with tool calls is kept too. So dropping the leading
-    `ToolMessage`s (and legacy `FunctionMessage`s) is enough to never start on an orphan.
+    A suffix of a conversation can only break a tool-call pair at its start, so dropping the
+    leading tool results (`TOOL_RESULT_TYPES`) is enough to never start on an orphan.
 
     Raises:
         TypeError: `messages` is not a list of messages (a `str` is refused, not split).
     """
     items = check_messages(messages)
-    start = 0
-    while start < len(items) and items[start].type in TOOL_RESULT_TYPES:
-        start += 1
-    return items[start:]
+    return items[orphan_prefix_length([m.type for m in items]) :]

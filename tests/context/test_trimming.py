@@ -5,7 +5,14 @@ from __future__ import annotations
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from langchain_core.messages import AIMessage, HumanMessage, SystemMessage, ToolMessage
+from langchain_core.messages import (
+    AIMessage,
+    FunctionMessage,
+    FunctionMessageChunk,
+    HumanMessage,
+    SystemMessage,
+    ToolMessage,
+)
 from tiktoken_offline import install_offline_encodings
 
 install_offline_encodings()
@@ -222,3 +229,14 @@ def test_structure_checker_catches_each_violation() -> None:
     assert any("system messages" in p for p in check_structure([s, h, s]))
     assert any("index 1" in p for p in check_structure([h, s]))
     assert "no human message" in check_structure([call, res], require_human=True)
+
+
+@pytest.mark.parametrize("kind", [FunctionMessage, FunctionMessageChunk])
+def test_legacy_function_results_stay_with_their_call(kind: type[FunctionMessage]) -> None:
+    call = AIMessage("", additional_kwargs={"function_call": {"name": "f", "arguments": "{}"}})
+    result = kind(name="f", content="r" * 50)
+    assert "conversation starts on a tool result" in check_structure([result, HumanMessage("q")])
+    history = [HumanMessage("q1"), call, result, AIMessage("a1"), HumanMessage("q2")]
+    for n in range(1, 6):
+        out = trim_context(history, max_messages=n, cut="unit")
+        assert out[0] is not result and (result not in out or call in out), n
