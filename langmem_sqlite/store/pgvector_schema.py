@@ -13,8 +13,8 @@ import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 from sqlalchemy.types import UserDefinedType
 
-from ..engine.dialects import dialect_class
 from ..engine.schema import NamespacePath, Tables
+from .dialect_sql import store_sql
 from .vectors import ANN, from_blob
 
 __all__ = [
@@ -24,10 +24,6 @@ __all__ = [
     "enable_pgvector",
     "pgvector_table",
 ]
-
-
-def _may_have_pgvector(conn: Connection) -> bool:
-    return dialect_class(conn.engine.url).store_pgvector
 
 
 def raw_vector(blob: bytes, norm: float | None) -> list[float]:
@@ -95,7 +91,7 @@ def enable_pgvector(conn: Connection, t: Tables, ann: ANN | None = None) -> bool
         ValueError: `ann` has `vector_type` `"halfvec"` and the server's pgvector is
             older than 0.7, which introduced it.
     """
-    if not _may_have_pgvector(conn):
+    if not store_sql(conn.dialect.name).pgvector:
         return False
     installed = conn.execute(
         sa.text("SELECT 1 FROM pg_extension WHERE extname = 'vector'")

@@ -7,8 +7,6 @@ batch's writes, and of several writes to one item in a batch the last wins.
 
 from __future__ import annotations
 
-from typing import Any
-
 from langgraph.store.base import Result
 
 from .. import clock
@@ -16,15 +14,20 @@ from ..engine import Database, Plan, Step
 from ..engine.migrations import schema_plan
 from ..engine.schema import Tables
 from ..engine.unit import Unit
+from .dialect_sql import store_sql
+from .items import (
+    CHUNK,
+    apply_puts,
+    get_items,
+    list_namespaces,
+    refresh_ttl,
+    sweep_expired,
+)
 from .pgvector_schema import enable_pgvector
-from .prepared import Batch, copied, item_of, literal_prefix, search_item_of, shape_namespaces
-from .reads import get_items, list_namespaces
-from .rows import CHUNK, ItemRow
+from .prepared import Batch, item_of, literal_prefix, search_item_of, shape_namespaces
 from .sealed import Sealer
-from .searches import search_items
-from .vector_ranking import vector_search
+from .searches import search_items, vector_search
 from .vectors import ANN, VectorIndex, norms, to_blobs
-from .writes import PutRow, apply_puts, refresh_ttl, sweep_expired
 
 __all__ = ["StorePlans"]
 
@@ -98,7 +101,7 @@ class StorePlans:
                 self.index is not None
                 and self.pgvector_wanted is not False
                 and self.sealer is None
-                and self.db.rules.store_pgvector
+                and store_sql(self.db.url.get_backend_name()).pgvector
             ):
                 enabled = yield Step(
                     enable_pgvector, (self.tables, self.index.ann), write=True, schema=True
@@ -115,8 +118,8 @@ class StorePlans:
     ) -> Step:
         vectors = iter(zip(to_blobs(doc_vectors), norms(doc_vectors), strict=True))
         rows = [
-            PutRow(ns, key, value, ttl_us, tuple((f, *next(vectors)) for f, _ in texts), text)
-            for (ns, key), (value, ttl_us, text, texts) in batch.puts.items()
+            p._replace(vectors=tuple((f, *next(vectors)) for f, _ in p.texts))
+            for p in batch.puts.values()
         ]
         # one item without vectors to replace is one statement: no BEGIN/COMMIT on a server
         one = len(rows) == 1 and (rows[0].value is None or self.index is None)
@@ -156,7 +159,7 @@ class StorePlans:
         """Fill `results` for the read operations; return the ids whose TTL to refresh."""
         t = self.tables
         refresh: list[int] = []
-        pairs = [(ns, k) for _, ns, k, _ in batch.gets]
+        pairs = [(get.ns, get.key) for get in batch.gets]
         found = get_items(unit, t, pairs, now, self.omit_expired, self.sealer)
         handed: set[int] = set()
         for i, ns, key, refreshes in batch.gets:
@@ -166,30 +169,14 @@ class StorePlans:
                 handed.add(row.id)
                 if refreshes and row.ttl_us is not None:
                     refresh.append(row.id)
-        done: dict[Any, list[ItemRow]] = {}  # equal searches of a batch run once
-        firsts: dict[Any, int] = {}
         for i, query, text, refreshes in batch.searches:
-            same = (query.prefix, repr(query.filter), query.limit, query.offset, text)
-            rows = done.get(same)
-            if rows is not None:  # another caller's copy of the same items
-                results[i] = [copied(item) for item in results[firsts[same]]]  # type: ignore[arg-type,union-attr]
+            if text is None:
+                rows = search_items(unit, t, query, now)
             else:
-                rows = done[same] = (
-                    search_items(unit, t, query, now)
-                    if text is None
-                    else vector_search(
-                        unit,
-                        t,
-                        query,
-                        queries[text],
-                        now,
-                        pgvector,
-                        self._ann(pgvector),
-                        self.index.distance,  # type: ignore[union-attr]
-                    )
-                )
-                firsts[same] = i
-                results[i] = [search_item_of(r) for r in rows]
+                distance = self.index.distance  # type: ignore[union-attr]
+                ann = self._ann(pgvector)
+                rows = vector_search(unit, t, query, queries[text], now, pgvector, ann, distance)
+            results[i] = [search_item_of(r) for r in rows]
             if refreshes:
                 refresh.extend(r.id for r in rows if r.ttl_us is not None)
         for i, op in batch.lists:
@@ -205,6 +192,6 @@ def _one_statement(batch: Batch) -> bool:
         return False
     if batch.gets:
         return True
-    _, query, text, _ = batch.searches[0]
+    search = batch.searches[0]
     # a filter may be re-checked page by page: those pages read one snapshot
-    return text is None and not query.filter
+    return search.text is None and not search.query.filter

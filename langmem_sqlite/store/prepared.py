@@ -4,9 +4,9 @@ caller's own)."""
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, NamedTuple
 
 from langgraph.store.base import (
     GetOp,
@@ -26,59 +26,56 @@ from . import namespaces
 from .checks import check_match, check_max_depth, check_page, check_ttl_minutes, check_value
 from .filter_sql import SearchQuery
 from .filters import check_filter
-from .rows import ItemRow
+from .items import ItemRow, Put
 from .sealed import Sealer
 from .vectors import VectorIndex
 
-__all__ = ["Batch", "Prepared", "Preparer"]
+__all__ = ["Batch", "Get", "Listing", "Preparer", "Put", "Search"]
+
+
+class Get(NamedTuple):
+    """A validated `GetOp`, the `at`-th operation of its batch (`ns` encoded)."""
+
+    at: int
+    ns: str
+    key: str
+    refresh_ttl: bool
+
+
+class Search(NamedTuple):
+    """A validated `SearchOp` (`text`: the query to embed, None without a vector query)."""
+
+    at: int
+    query: SearchQuery
+    text: str | None
+    refresh_ttl: bool
+
+
+class Listing(NamedTuple):
+    """A validated `ListNamespacesOp`."""
+
+    at: int
+    op: ListNamespacesOp
 
 
 @dataclass
 class Batch:
-    """A validated batch: what to read, what to write, what to embed."""
+    """A validated batch: what to read, what to write (of several writes to one item, the
+    last), what to embed."""
 
     size: int
-    gets: list[tuple[int, str, str, bool]] = field(default_factory=list)
-    searches: list[tuple[int, SearchQuery, str | None, bool]] = field(default_factory=list)
-    lists: list[tuple[int, ListNamespacesOp]] = field(default_factory=list)
-    puts: dict[
-        tuple[str, str],
-        tuple[dict[str, Any] | None, int | None, str | None, list[tuple[str, str]]],
-    ] = field(default_factory=dict)
-    """(ns, key) -> (value, TTL in us, the value's JSON text, (field, text) pairs to embed)"""
+    gets: list[Get] = field(default_factory=list)
+    searches: list[Search] = field(default_factory=list)
+    lists: list[Listing] = field(default_factory=list)
+    puts: dict[tuple[str, str], Put] = field(default_factory=dict)
 
     @property
     def texts(self) -> list[str]:
-        return [text for *_, fields in self.puts.values() for _, text in fields]
+        return [text for put in self.puts.values() for _, text in put.texts]
 
     @property
     def queries(self) -> list[str]:
-        return [text for _, _, text, _ in self.searches if text is not None]
-
-    @staticmethod
-    def build(items: Sequence[Prepared]) -> Batch:
-        """The batch of prepared operations, in order (of several writes to one item, the last
-        wins)."""
-        batch = Batch(len(items))
-        for i, p in enumerate(items):
-            kind = p[0]
-            if kind == "g":
-                batch.gets.append((i, p[1], p[2], p[3]))
-            elif kind == "s":
-                batch.searches.append((i, p[1], p[2], p[3]))
-            elif kind == "l":
-                batch.lists.append((i, p[1]))
-            else:
-                item = (p[1], p[2])
-                batch.puts.pop(item, None)
-                batch.puts[item] = p[3:]  # type: ignore[assignment]
-        return batch
-
-
-Prepared = tuple[Any, ...]
-"""One validated operation: `("g", ns, key, refresh_ttl)`, `("s", SearchQuery, query text,
-refresh_ttl)`, `("l", ListNamespacesOp)` or `("p", ns, key, value, TTL in us, JSON text,
-(field, text) pairs to embed)` (`ns` encoded)."""
+        return [s.text for s in self.searches if s.text is not None]
 
 
 def _matches_path(condition: MatchCondition, ns: tuple[str, ...]) -> bool:
@@ -139,13 +136,6 @@ def search_item_of(row: ItemRow) -> SearchItem:
     )
 
 
-def copied(item: SearchItem) -> SearchItem:
-    """Another caller's copy of `item` (a new value; the immutable parts shared)."""
-    return SearchItem(
-        item.namespace, item.key, _fresh(item.value), item.created_at, item.updated_at, item.score
-    )
-
-
 class Preparer:
     """The validation of [`SQLStore`][langmem_sqlite.SQLStore]'s operations (sync and async
     alike: it runs before anything is read, written or embedded).
@@ -166,27 +156,39 @@ class Preparer:
         self._sealer = sealer
 
     def batch(self, ops: Iterable[Op]) -> Batch:
-        """The validated batch of `ops`."""
-        return Batch.build([self._prepare_op(op) for op in ops])
+        """The validated batch of `ops`, in order."""
+        prepared = [self._prepare_op(i, op) for i, op in enumerate(ops)]
+        batch = Batch(len(prepared))
+        for p in prepared:
+            if isinstance(p, Get):
+                batch.gets.append(p)
+            elif isinstance(p, Search):
+                batch.searches.append(p)
+            elif isinstance(p, Listing):
+                batch.lists.append(p)
+            else:
+                batch.puts.pop((p.ns, p.key), None)  # the last write goes last
+                batch.puts[(p.ns, p.key)] = p
+        return batch
 
-    def _prepare_op(self, op: Op) -> Prepared:
-        """One validated operation (see `Prepared`)."""
+    def _prepare_op(self, at: int, op: Op) -> Get | Search | Listing | Put:
         if isinstance(op, GetOp):
             ns = namespaces.encoded(op.namespace, allow_empty=True)
-            return ("g", ns, check_text(op.key, "key", max_chars=ID_MAX_CHARS), op.refresh_ttl)
+            key = check_text(op.key, "key", max_chars=ID_MAX_CHARS)
+            return Get(at, ns, key, op.refresh_ttl)
         if isinstance(op, PutOp):
             return self._prepare_put(op)
         if isinstance(op, SearchOp):
-            return self._prepare_search(op)
+            return self._prepare_search(at, op)
         if isinstance(op, ListNamespacesOp):
             conditions = tuple(check_match(c) for c in op.match_conditions or ())
             check_max_depth(op.max_depth)
             check_page(op.limit, "limit")
             check_page(op.offset, "offset")
-            return ("l", op._replace(match_conditions=conditions))
+            return Listing(at, op._replace(match_conditions=conditions))
         raise TypeError(f"ops: unknown operation type {type(op).__name__}")
 
-    def _prepare_put(self, op: PutOp) -> Prepared:
+    def _prepare_put(self, op: PutOp) -> Put:
         ns = namespaces.encoded(op.namespace)
         key = check_text(op.key, "key", max_chars=ID_MAX_CHARS)
         value, text = check_value(op.value, self._nul_ok)
@@ -200,9 +202,9 @@ class Preparer:
         texts: list[tuple[str, str]] = []
         if self.index is not None and value is not None and op.index is not False:
             texts = self.index.texts(value, None if op.index is None else list(op.index))
-        return ("p", ns, key, value, ttl_us, text, texts)
+        return Put(ns, key, value, ttl_us, text, tuple(texts))
 
-    def _prepare_search(self, op: SearchOp) -> Prepared:
+    def _prepare_search(self, at: int, op: SearchOp) -> Search:
         prefix = namespaces.check_namespace(
             op.namespace_prefix, "namespace_prefix", allow_empty=True
         )
@@ -217,4 +219,4 @@ class Preparer:
             self._sealer,
         )
         text = op.query if (op.query and self.index is not None) else None
-        return ("s", query, text, op.refresh_ttl)
+        return Search(at, query, text, op.refresh_ttl)

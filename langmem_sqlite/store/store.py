@@ -40,8 +40,7 @@ from .checks import check_timeout, check_ttl_config, public_namespace
 from .plans import StorePlans
 from .prepared import Preparer
 from .sealed import Sealer
-from .sweeper import Sweeper
-from .twins import awaitable_from_coroutines
+from .sweeper import Sweeper, awaitable_from_coroutines
 from .vectors import VectorIndex
 
 __all__ = ["SLOTS", "SQLStore"]
@@ -237,7 +236,7 @@ class SQLStore(BaseStore):
         )
 
     # -- lifecycle: the sync methods return their async twin's awaitable to a coroutine, as
-    # LangGraph's async stores have them (see .twins)
+    # LangGraph's async stores have them (see .sweeper)
 
     @awaitable_from_coroutines("asetup")
     def setup(self) -> None:
