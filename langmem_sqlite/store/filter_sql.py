@@ -74,39 +74,19 @@ integers and floats no longer meet one for one (a float is stored as its shortes
 `float(2**70)`, exactly 1180591620717411303424, is stored as 1180591620717411300000.0)."""
 
 
-def _kind(v: Any) -> Any:
-    """The part of a filter value that shapes the SQL (the rest is a bound parameter)."""
-    if v is None or isinstance(v, bool):
-        return v
-    if isinstance(v, str) and v.startswith(("[", "{")):
-        return "jsonish str"
-    if isinstance(v, int) and abs(v) >= _EXACT:
-        return "bigint"
-    if isinstance(v, float):
-        if not math.isfinite(v):
-            return "nan" if math.isnan(v) else ("inf" if v > 0 else "-inf")
-        if abs(v) >= _EXACT:
-            return "bigfloat"
-    if isinstance(v, str | int | float):
-        return type(v).__name__
-    return "json" if is_finite_json(v) else "nonfinite json"
+def _big(v: Any) -> bool:
+    """Whether `v` is a finite number from `_EXACT` on (compared loosely, re-checked)."""
+    return is_number(v) and math.isfinite(v) and abs(v) >= _EXACT
 
 
-_BIG = ("bigint", "bigfloat")
-
-
-_SCALARS = ("str", "jsonish str", "int", "float", "bigint", "bigfloat")
-_NONFINITE = ("nan", "inf", "-inf")
-
-
-def _nonfinite(op: str, kind: str) -> Pushed:
+def _nonfinite(op: str, v: float) -> Pushed:
     """A NaN or infinite operand, by Python's rule (stored values are finite): the condition
     is a constant, or "is a number" (re-checked in Python)."""
     if op == "$ne":
         return None, True  # differs from every stored value (and from a missing one)
-    if kind == "nan" or op == "$eq":
+    if math.isnan(v) or op == "$eq":
         return sa.false(), True
-    if (kind == "inf") == (op in ("$gt", "$gte")):
+    if (v > 0) == (op in ("$gt", "$gte")):
         return sa.false(), True  # above +inf, below -inf: nothing
     return None, False  # below +inf, above -inf: every number
 
@@ -139,7 +119,7 @@ def _pg_condition(t: Tables, path: tuple[str, ...], op: str, v: Any, name: str) 
     if v is None:
         cond = sa.or_(at.is_(None), sa.func.jsonb_typeof(at) == "null") if op == "$eq" else None
         return cond, cond is not None and len(path) == 1
-    if _kind(v) in _BIG:  # integers and floats meet loosely there (see _EXACT): in Python
+    if _big(v):  # integers and floats meet loosely there (see _EXACT): in Python
         return None, False
     # a jsonb parameter (psycopg sends it typed): no text-to-jsonb cast per row
     operand = sa.bindparam(name, type_=postgresql.JSONB)
@@ -198,7 +178,7 @@ def _sqlite_condition(t: Tables, path: tuple[str, ...], op: str, v: Any, name: s
         if op == "$eq" and not v.startswith(("[", "{")):
             return compare, True  # only a JSON string extracts to this text
         return sa.and_(compare, kind == "text"), True
-    if _kind(v) in _BIG:
+    if _big(v):
         # compared as floats (SQLite reads integers beyond 64 bits as floats): several
         # integers meet at one float, re-checked
         operand = sa.bindparam(name, type_=sa.Float)
@@ -236,10 +216,9 @@ def prefilter(sql: StoreSQL, t: Tables, q: SearchQuery) -> tuple[list[Any], bool
     make = _BUILDERS[sql.json]
     out, exact = [], True
     for i, (path, op, operand) in enumerate(q.leaves):
-        kind = _kind(operand)
-        if kind in _NONFINITE:
-            cond, is_exact = _nonfinite(op, kind)
-        elif kind == "nonfinite json":
+        if isinstance(operand, float) and not math.isfinite(operand):
+            cond, is_exact = _nonfinite(op, operand)
+        elif not is_finite_json(operand):
             cond, is_exact = None, False
         else:
             cond, is_exact = make(t, path, op, operand, f"f{i}")
@@ -250,18 +229,14 @@ def prefilter(sql: StoreSQL, t: Tables, q: SearchQuery) -> tuple[list[Any], bool
 
 
 def search_params(sql: StoreSQL, q: SearchQuery, now: int) -> dict[str, Any]:
-    """Bound values for the statements built from `q` (prefix bounds, now, filter values)."""
+    """Bound values for the statements built from `q` (prefix bounds, now, filter values:
+    a statement ignores those it does not use)."""
     params: dict[str, Any] = {"now": now}
     bounds = namespaces.prefix_range(q.prefix)
     if bounds is not None:
         params["lo"], params["hi"] = bounds
-    jsonb = sql.json == "jsonb"
     for i, (_, _, v) in enumerate(q.leaves):
-        kind = _kind(v)
-        if v is None or kind in _NONFINITE or kind == "nonfinite json" or (jsonb and kind in _BIG):
-            continue
-        if jsonb or kind in _SCALARS:
-            params[f"f{i}"] = v if isinstance(v, str) else sql.number(v)
+        params[f"f{i}"] = sql.number(v) if is_number(v) else v
     return params
 
 

@@ -131,29 +131,18 @@ def _exact_distance(pgv: sa.Table, distance: str) -> Any:
     return sa.func.coalesce(sa.func.nullif(d, sa.literal_column("'NaN'::float8")), 1.0)
 
 
-def _pg_ranking(
-    unit: Unit,
-    t: Tables,
-    q: SearchQuery,
-    ann: ANN | None = None,
-    distance: str = "cosine",
-) -> tuple[Any, bool]:
-    """pgvector: `(item_id, neg)` per item matching the prefix and filter, best first, where
-    `neg` is the item's smallest distance (`distance`) to the query (parameter `q`):
-    `_score` turns it into the score `vectors.rank_max_pool` computes; and whether
-    the filter is exact in SQL. With `ann`, only the `candidates` nearest vectors of the
-    whole table, through its index, are grouped and then tested (prefix, expiry, filter), as
-    pgvector 0.6 would test them after its scan anyway. The nearest vectors are taken from the
-    vectors alone so that the index is the only way to rank them: with the tests inside, a
-    plan made without the values (PostgreSQL's generic plan, after five runs) would rank every
-    vector instead."""
+def _pg_ranking(t: Tables, where: list[Any], ann: ANN | None, distance: str) -> Any:
+    """pgvector: `(item_id, neg)` per item matching `where`, best first, where `neg` is the
+    item's smallest distance to the query (parameter `q`; `_score` turns it into the score).
+
+    With `ann`, only the `candidates` nearest vectors of the whole table are grouped and then
+    tested: taken from the vectors alone, so that PostgreSQL's generic plan (made without the
+    values) still ranks them through the index."""
     pgv, items = pgvector_table(t), t.store_items
-    where, exact = search_where(unit, t, q)
     if ann is None:
-        neg = _exact_distance(pgv, distance)
-        joined = sa.select(pgv.c.item_id).join(items, items.c.id == pgv.c.item_id).where(*where)
-        best = sa.func.min(neg).label("neg")
-        return joined.add_columns(best).group_by(pgv.c.item_id).order_by(best, pgv.c.item_id), exact
+        best = sa.func.min(_exact_distance(pgv, distance)).label("neg")
+        joined = sa.select(pgv.c.item_id, best).join(items, items.c.id == pgv.c.item_id)
+        return joined.where(*where).group_by(pgv.c.item_id).order_by(best, pgv.c.item_id)
     typed = Vector(ann.dims, ann.vector_type)
     neg = _pg_distance(sa.cast(pgv.c.embedding, typed), ann.distance, typed)
     nearest = sa.select(pgv.c.item_id, neg.label("neg")).order_by(neg)
@@ -165,7 +154,7 @@ def _pg_ranking(
         .where(*where)
         .group_by(near.c.item_id)
     )
-    return top.order_by(best, near.c.item_id), exact
+    return top.order_by(best, near.c.item_id)
 
 
 def _pg_top(
@@ -186,10 +175,10 @@ def _pg_top(
     dry under a selective prefix or filter), the exact ranking answers instead, so the
     approximation may reorder or swap near neighbours but never returns fewer items than
     match."""
-    top, exact = _pg_ranking(unit, t, q, ann, distance)
+    where, exact = search_where(unit, t, q)
     if not exact:
         return None
-    ranked = top.limit(sa.bindparam("lim")).subquery()
+    ranked = _pg_ranking(t, where, ann, distance).limit(sa.bindparam("lim")).subquery()
     stmt = (
         sa.select(*item_columns(t), ranked.c.neg)
         .join_from(ranked, t.store_items, t.store_items.c.id == ranked.c.item_id)
