@@ -2,7 +2,7 @@
 
 Same database, engines and migrations as the conversation history and the checkpointer: SQLite
 by default, PostgreSQL or MariaDB/MySQL by URL. `batch` and `abatch` validate the operations
-the same way (`prepared.Preparer`), embed what needs embedding (the only sync/async
+the same way (`plans.Preparer`), embed what needs embedding (the only sync/async
 difference), then drive one plan of `plans.StorePlans` with
 [`Database.drive`][langmem_sqlite.engine.Database.drive] or
 [`Database.adrive`][langmem_sqlite.engine.Database.adrive]. `get`, `put`, `search` and their
@@ -37,8 +37,7 @@ from ..crypto import MessageCipher, resolve_cipher
 from ..engine import Database, DatabaseLike, get_database
 from ..engine.schema import DEFAULT_PREFIX, Tables, get_tables
 from .checks import check_timeout, check_ttl_config, public_namespace
-from .plans import StorePlans
-from .prepared import Preparer
+from .plans import Preparer, StorePlans
 from .sealed import Sealer
 from .sweeper import Sweeper, awaitable_from_coroutines
 from .vectors import VectorIndex
