@@ -9,12 +9,14 @@ are microseconds since the epoch; namespaces are stored encoded (see `namespaces
 from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
+from functools import cached_property
 from typing import Any, NamedTuple
 
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 from sqlalchemy.sql.elements import ColumnElement
 
+from ..engine.dialects import Dialect
 from ..engine.schema import Tables
 from ..engine.unit import Unit
 from . import namespaces
@@ -25,6 +27,7 @@ from .sealed import Sealer, plain_value
 __all__ = [
     "CHUNK",
     "ItemRow",
+    "ItemStatements",
     "Put",
     "apply_puts",
     "get_items",
@@ -117,19 +120,69 @@ def _at_keys(t: Tables) -> list[ColumnElement[bool]]:
     ]
 
 
+class ItemStatements:
+    """The statements on one store's items by key, built on first use (the values are bound
+    per call).
+
+    Args:
+        t: the store's tables.
+        rules: the database's dialect object (its upsert).
+        omit_expired: lapsed items are never read.
+    """
+
+    def __init__(self, t: Tables, rules: Dialect, omit_expired: bool) -> None:
+        self.t = t
+        self.rules = rules
+        self.omit_expired = omit_expired
+        self.sql = store_sql(rules.name)
+
+    @cached_property
+    def get(self) -> Any:
+        """The live items of `ns` and `keys`."""
+        t = self.t
+        return sa.select(*item_columns(t)).where(*_at_keys(t), not_lapsed(t, self.omit_expired))
+
+    @cached_property
+    def ids(self) -> Any:
+        """`(id, ns, key)` of the items of `ns` and `keys`."""
+        c = self.t.store_items.c
+        return sa.select(c.id, c.ns, c.key).where(*_at_keys(self.t))
+
+    @cached_property
+    def delete(self) -> Any:
+        """Delete the items of `ns` and `keys`."""
+        return sa.delete(self.t.store_items).where(*_at_keys(self.t))
+
+    @cached_property
+    def upsert(self) -> Any:
+        """Insert or replace an item by `(ns, key)`, its value bound as JSON text (PostgreSQL
+        casts it to `jsonb`); inline: no implicit RETURNING of the new id, which nothing
+        reads."""
+        upsert = self.rules.upsert(self.t.store_items, _CHANGING, ("ns", "key")).inline()
+        return upsert.values(value=self.sql.value(sa.bindparam("value", type_=sa.Text)))
+
+    @cached_property
+    def refresh(self) -> Any:
+        """Restart the TTL of the items `ids` (those that have one) from `now`."""
+        c = self.t.store_items.c
+        return (
+            sa.update(self.t.store_items)
+            .where(c.id.in_(sa.bindparam("ids", expanding=True)), c.ttl_us.is_not(None))
+            .values(expires_at=c.ttl_us + sa.bindparam("now", type_=sa.BigInteger))
+        )
+
+
 def get_items(
     unit: Unit,
-    t: Tables,
+    s: ItemStatements,
     pairs: Sequence[tuple[str, str]],
     now: int,
-    omit_expired: bool,
     sealer: Sealer | None = None,
 ) -> dict[tuple[str, str], ItemRow]:
     """The live items at `(encoded ns, key)` pairs, keyed by that pair."""
-    stmt = sa.select(*item_columns(t)).where(*_at_keys(t), not_lapsed(t, omit_expired))
     out: dict[tuple[str, str], ItemRow] = {}
     for params in _by_namespace(list(dict.fromkeys(pairs))):
-        for row in unit.execute(stmt, {**params, "now": now}):
+        for row in unit.execute(s.get, {**params, "now": now}):
             out[(row[1], row[2])] = item_row(row, None, sealer)
     return out
 
@@ -167,21 +220,15 @@ class Put(NamedTuple):
     """`(field, unit vector as float32 bytes, its length)` of each embedded text."""
 
 
-def refresh_ttl(unit: Unit, t: Tables, ids: Sequence[int], now: int) -> None:
+def refresh_ttl(unit: Unit, s: ItemStatements, ids: Sequence[int], now: int) -> None:
     """Restart the TTL of the items `ids` (those that have one) from `now`."""
-    c = t.store_items.c
-    stmt = (
-        sa.update(t.store_items)
-        .where(c.id.in_(sa.bindparam("ids", expanding=True)), c.ttl_us.is_not(None))
-        .values(expires_at=c.ttl_us + sa.bindparam("now", type_=sa.BigInteger))
-    )
     for i in range(0, len(ids), CHUNK):
-        unit.execute(stmt, {"ids": list(ids[i : i + CHUNK]), "now": now})
+        unit.execute(s.refresh, {"ids": list(ids[i : i + CHUNK]), "now": now})
 
 
 def apply_puts(
     unit: Unit,
-    t: Tables,
+    s: ItemStatements,
     rows: Sequence[Put],
     now: int,
     index: bool,
@@ -190,26 +237,18 @@ def apply_puts(
 ) -> None:
     """Apply writes (the last per `(ns, key)` should be given once); with `index`, replace
     the vectors of every written item."""
-    deletes = [(r.ns, r.key) for r in rows if r.value is None]
-    if deletes:
-        stmt = sa.delete(t.store_items).where(*_at_keys(t))
-        for params in _by_namespace(deletes):
-            unit.execute(stmt, params)
+    for params in _by_namespace([(r.ns, r.key) for r in rows if r.value is None]):
+        unit.execute(s.delete, params)
     puts = [r for r in rows if r.value is not None]
     if not puts:
         return
-    sql = store_sql(unit.connection.dialect.name)
-    # the value bound as the validation's JSON text (PostgreSQL casts it to jsonb); inline:
-    # no implicit RETURNING of the new id, which nothing reads
-    upsert = unit.rules.upsert(t.store_items, _CHANGING, ("ns", "key")).inline()
-    value = sql.value(sa.bindparam("value", type_=sa.Text))
     unit.execute(
-        upsert.values(value=value),
+        s.upsert,
         [
             {
                 "ns": r.ns,
                 "key": r.key,
-                "value": sql.text(r.text),  # type: ignore[arg-type]
+                "value": s.sql.text(r.text),  # type: ignore[arg-type]
                 "created_at": now,
                 "updated_at": now,
                 "ttl_us": r.ttl_us,
@@ -219,17 +258,16 @@ def apply_puts(
         ],
     )
     if index:
-        _replace_vectors(unit, t, puts, pgvector, sealer)
+        _replace_vectors(unit, s, puts, pgvector, sealer)
 
 
 def _replace_vectors(
-    unit: Unit, t: Tables, puts: list[Put], pgvector: bool, sealer: Sealer | None
+    unit: Unit, s: ItemStatements, puts: list[Put], pgvector: bool, sealer: Sealer | None
 ) -> None:
-    c = t.store_items.c
+    t = s.t
     ids: dict[tuple[str, str], int] = {}
-    find = sa.select(c.id, c.ns, c.key).where(*_at_keys(t))
     for params in _by_namespace([(r.ns, r.key) for r in puts]):
-        ids.update({(ns, key): item_id for item_id, ns, key in unit.execute(find, params)})
+        ids.update({(ns, key): item_id for item_id, ns, key in unit.execute(s.ids, params)})
     targets = [t.store_vectors, *([pgvector_table(t)] if pgvector else [])]
     id_list = list(ids.values())
     for table in targets:

@@ -41,6 +41,7 @@ from .filters import check_filter
 from .items import (
     CHUNK,
     ItemRow,
+    ItemStatements,
     Put,
     apply_puts,
     get_items,
@@ -259,6 +260,7 @@ class StorePlans:
         self.omit_expired = omit_expired
         self.sealer = sealer
         self.pgvector_wanted = pgvector_wanted
+        self.statements = ItemStatements(tables, db.rules, omit_expired)
         self.pgvector: bool | None = None
         """Whether pgvector ranks (None: not known before the first plan)."""
 
@@ -286,7 +288,8 @@ class StorePlans:
             if refresh:
                 # one UPDATE (up to CHUNK ids): no BEGIN/COMMIT on a server
                 single = len(refresh) <= CHUNK
-                yield Step(refresh_ttl, (self.tables, refresh, now), write=True, single=single)
+                args = (self.statements, refresh, now)
+                yield Step(refresh_ttl, args, write=True, single=single)
         if batch.puts:
             yield self._puts_step(batch, doc_vectors, now, pgvector)
         return results
@@ -325,7 +328,7 @@ class StorePlans:
         one = len(rows) == 1 and (rows[0].value is None or self.index is None)
         return Step(
             apply_puts,
-            (self.tables, rows, now, self.index is not None, pgvector, self.sealer),
+            (self.statements, rows, now, self.index is not None, pgvector, self.sealer),
             write=True,
             single=one,
         )
@@ -360,7 +363,7 @@ class StorePlans:
         t = self.tables
         refresh: list[int] = []
         pairs = [(get.ns, get.key) for get in batch.gets]
-        found = get_items(unit, t, pairs, now, self.omit_expired, self.sealer)
+        found = get_items(unit, self.statements, pairs, now, self.sealer)
         handed: set[int] = set()
         for i, ns, key, refreshes in batch.gets:
             row = found.get((ns, key))
