@@ -2,8 +2,9 @@
 conditions, reads by key, namespace listings, puts and deletes (with the vectors of indexed
 items), TTL refreshes and the sweep of lapsed items.
 
-Every function takes a [`Unit`][langmem_sqlite.engine.Unit] and the store's `Tables`. Times
-are microseconds since the epoch; namespaces are stored encoded (see `namespaces`).
+Every function takes a [`Unit`][langmem_sqlite.engine.Unit] and the store's `Tables` (or its
+`ItemStatements`). Times are microseconds since the epoch; namespaces are stored encoded (see
+`namespaces`).
 """
 
 from __future__ import annotations

@@ -35,7 +35,6 @@ from ..engine.unit import Unit
 from ..validation import check_text
 from . import namespaces
 from .checks import check_match, check_max_depth, check_page, check_ttl_minutes, check_value
-from .dialect_sql import store_sql
 from .filter_sql import SearchQuery
 from .filters import check_filter
 from .items import (
@@ -304,7 +303,7 @@ class StorePlans:
                 self.index is not None
                 and self.pgvector_wanted is not False
                 and self.sealer is None
-                and store_sql(self.db.url.get_backend_name()).pgvector
+                and self.statements.sql.pgvector
             ):
                 enabled = yield Step(
                     enable_pgvector, (self.tables, self.index.ann), write=True, schema=True
