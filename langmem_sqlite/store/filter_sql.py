@@ -205,7 +205,7 @@ def _mysql_condition(t: Tables, path: tuple[str, ...], op: str, v: Any, name: st
 
 
 _BUILDERS = {"jsonb": _pg_condition, "json1": _sqlite_condition, "json_value": _mysql_condition}
-"""The filter conditions of each dialect's `store_json`."""
+"""The filter conditions of each kind of `StoreSQL.json`."""
 
 
 def prefilter(sql: StoreSQL, t: Tables, q: SearchQuery) -> tuple[list[Any], bool]:
