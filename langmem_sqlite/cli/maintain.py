@@ -219,28 +219,18 @@ def vacuum(full: bool, db: str | None, prefix: str, as_json: bool) -> None:
 @prefix_option
 @json_option
 def migrate(db: str | None, prefix: str, as_json: bool) -> None:
-    """Create or upgrade the schema to the latest version (and on PostgreSQL the store's
-    pgvector table, whose first use would otherwise upgrade it)."""
+    """Create or upgrade the schema to the latest version."""
     from ..engine import get_database
     from ..engine.migrations import LATEST_VERSION, ensure_schema
     from ..engine.schema import get_tables
-    from ..store.pgvector_schema import upgrade_pgvector
 
     database = get_database(url(db))
     tables = get_tables(prefix)
     ensure_schema(database, tables)
-    pgvector = database.run(upgrade_pgvector, tables, write=True, schema=True)
     if as_json:
-        doc = {
-            "database": str(database.url),
-            "version": LATEST_VERSION,
-            "pgvector_upgraded": pgvector,
-        }
-        out.json(doc)
+        out.json({"database": str(database.url), "version": LATEST_VERSION})
     else:
         out.line(f"schema at version {LATEST_VERSION} in {database.url}")
-        if pgvector:
-            out.line("pgvector table upgraded (namespace column, HNSW indexes built again)")
 
 
 @cli.command(name="copy")

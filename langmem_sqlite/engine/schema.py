@@ -357,7 +357,7 @@ def _build(prefix: str, schema: str | None) -> Tables:
         UniqueConstraint("ns", "key", name=f"{prefix}store_items_ns_key_uq"),
         Index(f"{prefix}store_items_updated_ix", "updated_at", "id"),
         # for the sweeper; only items with a TTL (on PostgreSQL: a search's "no TTL" test
-        # cannot read the whole index, see store.rows)
+        # cannot read the whole index, see store.items)
         Index(
             f"{prefix}store_items_expires_ix",
             "expires_at",

@@ -3,10 +3,8 @@ rejects an item `filters.matches` accepts, flagged exact when it also never acce
 that `filters.matches` rejects. When the whole filter is exact, LIMIT/OFFSET go to the
 database; otherwise candidates are re-checked in Python (see `searches`).
 
-How a database reads JSON is its dialect's `store_json`: PostgreSQL's `jsonb` operators,
-SQLite's `json_extract`/`json_type`, MySQL's `JSON_VALUE`. Statements are kept by the
-filter's shape (fields, operators, kinds of values); the values are bound parameters `f0`,
-`f1`...
+How a database reads JSON is its `StoreSQL.json`: PostgreSQL's `jsonb` operators, SQLite's
+`json_extract`/`json_type`, MySQL's `JSON_VALUE`. The values are bound parameters `f0`, `f1`...
 """
 
 from __future__ import annotations
@@ -20,12 +18,12 @@ from typing import Any
 import sqlalchemy as sa
 from sqlalchemy.dialects import mysql, postgresql
 
-from ..engine.dialects import Dialect
 from ..engine.schema import Tables
 from ..engine.unit import Unit
 from . import namespaces
+from .dialect_sql import StoreSQL, store_sql
 from .filters import is_finite_json, is_number, is_operator_dict
-from .rows import not_lapsed, within_prefix
+from .items import not_lapsed, within_prefix
 from .sealed import Sealer
 
 __all__ = ["SearchQuery", "prefilter"]
@@ -44,13 +42,9 @@ class SearchQuery:
     """The store's cipher, if its values are encrypted (filters then run in Python)."""
     leaves: tuple[tuple[tuple[str, ...], str, Any], ...] = field(init=False, compare=False)
     """`(path, op, operand)` of each leaf condition of the filter."""
-    shape: tuple[Any, ...] = field(init=False, compare=False)
-    """What of the filter shapes the SQL (paths, operators, kinds of values)."""
 
     def __post_init__(self) -> None:
-        leaves = tuple(_conditions(self.filter or {}))
-        object.__setattr__(self, "leaves", leaves)
-        object.__setattr__(self, "shape", tuple((p, op, _kind(v)) for p, op, v in leaves))
+        object.__setattr__(self, "leaves", tuple(_conditions(self.filter or {})))
 
 
 def _conditions(filter: dict[str, Any], path: tuple[str, ...] = ()) -> Iterator[Any]:
@@ -80,61 +74,21 @@ integers and floats no longer meet one for one (a float is stored as its shortes
 `float(2**70)`, exactly 1180591620717411303424, is stored as 1180591620717411300000.0)."""
 
 
-def _kind(v: Any) -> Any:
-    """The part of a filter value that shapes the SQL (the rest is a bound parameter)."""
-    if v is None or isinstance(v, bool):
-        return v
-    if isinstance(v, str) and v.startswith(("[", "{")):
-        return "jsonish str"
-    if isinstance(v, int) and abs(v) >= _EXACT:
-        return "bigint"
-    if isinstance(v, float):
-        if not math.isfinite(v):
-            return "nan" if math.isnan(v) else ("inf" if v > 0 else "-inf")
-        if abs(v) >= _EXACT:
-            return "bigfloat"
-    if isinstance(v, str | int | float):
-        return type(v).__name__
-    return "json" if is_finite_json(v) else "nonfinite json"
+def _big(v: Any) -> bool:
+    """Whether `v` is a finite number from `_EXACT` on (compared loosely, re-checked)."""
+    return is_number(v) and math.isfinite(v) and abs(v) >= _EXACT
 
 
-_BIG = ("bigint", "bigfloat")
-
-
-def _big_params(op: str, v: int | float) -> tuple[int, int]:
-    """PostgreSQL's two parameters for a number of a `_BIG` kind: for `$eq` its exact
-    value and its nearest float (stored as that float's spelling); for a range, a bound two
-    floats wider than `v` (no stored number on the right side of `v` lies beyond it)."""
-    exact = int(v)
-    try:
-        near = float(v)
-    except OverflowError:  # beyond every float: only integers can be near it
-        return exact, exact
-    if op == "$eq":
-        return exact, near  # type: ignore[return-value]
-    toward = -math.inf if op in ("$gt", "$gte") else math.inf
-    bound = int(math.nextafter(math.nextafter(near, toward), toward))
-    return (min(bound, exact), 0) if toward < 0 else (max(bound, exact), 0)
-
-
-_SCALARS = ("str", "jsonish str", "int", "float", "bigint", "bigfloat")
-_NONFINITE = ("nan", "inf", "-inf")
-
-
-def _nonfinite(op: str, kind: str) -> Pushed:
+def _nonfinite(op: str, v: float) -> Pushed:
     """A NaN or infinite operand, by Python's rule (stored values are finite): the condition
     is a constant, or "is a number" (re-checked in Python)."""
     if op == "$ne":
         return None, True  # differs from every stored value (and from a missing one)
-    if kind == "nan" or op == "$eq":
+    if math.isnan(v) or op == "$eq":
         return sa.false(), True
-    if (kind == "inf") == (op in ("$gt", "$gte")):
+    if (v > 0) == (op in ("$gt", "$gte")):
         return sa.false(), True  # above +inf, below -inf: nothing
     return None, False  # below +inf, above -inf: every number
-
-
-def _param(rules: Dialect, v: Any) -> Any:
-    return v if isinstance(v, str) else rules.filter_number(v)
 
 
 def _dotted(path: tuple[str, ...]) -> list[int]:
@@ -165,38 +119,15 @@ def _pg_condition(t: Tables, path: tuple[str, ...], op: str, v: Any, name: str) 
     if v is None:
         cond = sa.or_(at.is_(None), sa.func.jsonb_typeof(at) == "null") if op == "$eq" else None
         return cond, cond is not None and len(path) == 1
-    # a jsonb parameter (psycopg sends it typed): no text-to-jsonb cast per row in a generic plan
-    operand = sa.bindparam(name, type_=postgresql.JSONB)
-    if _kind(v) in _BIG:  # loosely, re-checked (see _EXACT and _big_params)
-        if op == "$eq":
-            near = sa.bindparam(f"{name}x", type_=postgresql.JSONB)
-            return sa.or_(at.op("=")(operand), at.op("=")(near)), False
-        if op in _RANGES:
-            bound = at.op(">=" if op in ("$gt", "$gte") else "<=")(operand)
-            return sa.and_(bound, sa.func.jsonb_typeof(at) == "number"), False
+    if _big(v):  # integers and floats meet loosely there (see _EXACT): in Python
         return None, False
-    if _contained(op, v) and not _dotted(path):
-        # value @> {"a": {"b": v}} (the parameter, see search_params): for a scalar, exactly JSON
-        # equality at that path (arrays contain scalars only at the top level), and cheaper
-        # for the server than extracting and comparing
-        return doc.op("@>")(operand), True
+    # a jsonb parameter (psycopg sends it typed): no text-to-jsonb cast per row
+    operand = sa.bindparam(name, type_=postgresql.JSONB)
     if op == "$eq":
         return at.op("=")(operand), True
     if op in _RANGES and is_number(v):
         return sa.and_(at.op(_SQL_OP[op])(operand), sa.func.jsonb_typeof(at) == "number"), True
     return None, False
-
-
-def _contained(op: str, v: Any) -> bool:
-    """Whether PostgreSQL tests this leaf as containment (`$eq` with a scalar operand)."""
-    return op == "$eq" and isinstance(v, str | int | float | bool) and _kind(v) not in _BIG
-
-
-def _nested(path: tuple[str, ...], v: Any) -> Any:
-    """`{"a": {"b": v}}` for the path `("a", "b")`."""
-    for name in reversed(path):
-        v = {name: v}
-    return v
 
 
 _LABEL = re.compile(r'^[^"\\\x00-\x1f]{1,200}$')
@@ -247,7 +178,7 @@ def _sqlite_condition(t: Tables, path: tuple[str, ...], op: str, v: Any, name: s
         if op == "$eq" and not v.startswith(("[", "{")):
             return compare, True  # only a JSON string extracts to this text
         return sa.and_(compare, kind == "text"), True
-    if _kind(v) in _BIG:
+    if _big(v):
         # compared as floats (SQLite reads integers beyond 64 bits as floats): several
         # integers meet at one float, re-checked
         operand = sa.bindparam(name, type_=sa.Float)
@@ -274,64 +205,45 @@ def _mysql_condition(t: Tables, path: tuple[str, ...], op: str, v: Any, name: st
 
 
 _BUILDERS = {"jsonb": _pg_condition, "json1": _sqlite_condition, "json_value": _mysql_condition}
-"""The filter conditions of each dialect's `store_json`."""
+"""The filter conditions of each kind of `StoreSQL.json`."""
 
 
-def prefilter(unit: Unit, t: Tables, q: SearchQuery) -> tuple[list[Any], bool]:
+def prefilter(sql: StoreSQL, t: Tables, q: SearchQuery) -> tuple[list[Any], bool]:
     """SQL conditions implied by `q.filter` (values as parameters `f0`...), and whether
     they are exactly the filter."""
-    leaves = q.leaves
-    shape = q.shape
     if q.sealer is not None:  # ciphertext: the filter runs in Python only
         return [], not q.filter
-
-    def build() -> tuple[list[Any], bool]:
-        make = _BUILDERS[unit.rules.store_json]
-        out, exact = [], True
-        for i, ((path, op, operand), (_, _, kind)) in enumerate(zip(leaves, shape, strict=True)):
-            if kind in _NONFINITE:
-                cond, is_exact = _nonfinite(op, kind)
-            elif kind == "nonfinite json":
-                cond, is_exact = None, False
-            else:
-                cond, is_exact = make(t, path, op, operand, f"f{i}")
-            if cond is not None:
-                out.append(cond)
-            exact = exact and is_exact
-        return out, exact
-
-    return unit.statement(("filter", t.key, q.shape), build)  # type: ignore[no-any-return]
+    make = _BUILDERS[sql.json]
+    out, exact = [], True
+    for i, (path, op, operand) in enumerate(q.leaves):
+        if isinstance(operand, float) and not math.isfinite(operand):
+            cond, is_exact = _nonfinite(op, operand)
+        elif not is_finite_json(operand):
+            cond, is_exact = None, False
+        else:
+            cond, is_exact = make(t, path, op, operand, f"f{i}")
+        if cond is not None:
+            out.append(cond)
+        exact = exact and is_exact
+    return out, exact
 
 
-def search_params(rules: Dialect, q: SearchQuery, now: int) -> dict[str, Any]:
-    """Bound values for the statements built from `q` (prefix bounds, now, filter values)."""
+def search_params(sql: StoreSQL, q: SearchQuery, now: int) -> dict[str, Any]:
+    """Bound values for the statements built from `q` (prefix bounds, now, filter values:
+    a statement ignores those it does not use)."""
     params: dict[str, Any] = {"now": now}
-    jsonb = rules.store_json == "jsonb"
     bounds = namespaces.prefix_range(q.prefix)
     if bounds is not None:
         params["lo"], params["hi"] = bounds
-    for i, ((path, op, v), (_, _, kind)) in enumerate(zip(q.leaves, q.shape, strict=True)):
-        if v is None or kind in _NONFINITE or kind == "nonfinite json":
-            continue
-        if jsonb and _contained(op, v) and not _dotted(path):
-            params[f"f{i}"] = _nested(path, v)
-        elif jsonb and kind in _BIG:
-            params[f"f{i}"], params[f"f{i}x"] = _big_params(op, v)
-        elif jsonb or kind in _SCALARS:
-            params[f"f{i}"] = _param(rules, v)
+    for i, (_, _, v) in enumerate(q.leaves):
+        params[f"f{i}"] = sql.number(v) if is_number(v) else v
     return params
 
 
 def search_where(unit: Unit, t: Tables, q: SearchQuery) -> tuple[list[Any], bool]:
-    """The conditions of a search: prefix (first: SQLite's newest-first search drops it), not
-    lapsed, filter (the filter first is slower on PostgreSQL's large stores)."""
-    conds, exact = prefilter(unit, t, q)
-    live = not_lapsed(t, q.omit_expired, unit.rules.store_expiry_as_or)
+    """The conditions of a search (prefix, not lapsed, filter) and whether they are exactly
+    the filter."""
+    sql = store_sql(unit.connection.dialect.name)
+    conds, exact = prefilter(sql, t, q)
+    live = not_lapsed(t, q.omit_expired, sql.expiry_as_or)
     return [within_prefix(t.store_items.c.ns, q.prefix), live, *conds], exact
-
-
-def statement_key(t: Tables, q: SearchQuery, what: str) -> tuple[Any, ...]:
-    """The key of a statement built for searches like `q` (see
-    [`Unit.statement`][langmem_sqlite.engine.Unit.statement])."""
-    sealed = q.sealer is not None
-    return (what, t.key, bool(q.prefix), q.omit_expired, q.shape, sealed)

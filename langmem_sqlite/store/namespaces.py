@@ -46,14 +46,6 @@ def check_namespace(
     labels = tuple(namespace)
     if not labels and not allow_empty:
         raise InvalidNamespaceError(f"{name}: must not be empty")
-    if all(type(label) is str and 0 < len(label) <= ID_MAX_CHARS for label in labels):
-        joined = "".join(labels)
-        if joined.isascii() and "\x00" not in joined:  # the common case, checked at once
-            if len(encode(labels)) > NAMESPACE_MAX_BYTES:
-                raise InvalidNamespaceError(
-                    f"{name}: longer than {NAMESPACE_MAX_BYTES} bytes encoded"
-                )
-            return labels
     for label in labels:
         if not isinstance(label, str):
             raise NamespaceTypeError(
@@ -75,28 +67,13 @@ def encode(namespace: tuple[str, ...]) -> str:
     return "".join(label.translate(_ENCODE) + _SEP for label in namespace)
 
 
-_known: dict[tuple[str, ...], str] = {}
-_KNOWN_LIMIT = 4096
-
-
 def encoded(namespace: Any, name: str = "namespace", *, allow_empty: bool = False) -> str:
-    """`encode(check_namespace(namespace))`, remembered for the namespaces seen last (an app
-    reads and writes the same few namespaces over and over: a get then skips the checks).
+    """`encode(check_namespace(namespace))`.
 
     Raises:
         TypeError, ValueError: as `check_namespace`.
     """
-    if type(namespace) is tuple and (namespace or allow_empty):
-        try:
-            return _known[namespace]
-        except (KeyError, TypeError):  # not seen yet, or holds something unhashable
-            pass
-    text = encode(check_namespace(namespace, name, allow_empty=allow_empty))
-    if type(namespace) is tuple and all(type(label) is str for label in namespace):
-        if len(_known) >= _KNOWN_LIMIT:
-            _known.clear()
-        _known[namespace] = text
-    return text
+    return encode(check_namespace(namespace, name, allow_empty=allow_empty))
 
 
 def decode(text: str) -> tuple[str, ...]:

@@ -1,10 +1,9 @@
 """pgvector (PostgreSQL with the `vector` extension): its `vector` type, the store's copy
-of the vectors as pgvector values, the extension's setup and upgrades, and the approximate
+of the vectors as pgvector values, the extension's setup, and the approximate
 (HNSW, IVFFlat) indexes of an index config's `ann_index_config`."""
 
 from __future__ import annotations
 
-import logging
 import re
 import zlib
 from typing import Any
@@ -14,11 +13,9 @@ import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 from sqlalchemy.types import UserDefinedType
 
-from ..engine.dialects import dialect_class
 from ..engine.schema import NamespacePath, Tables
+from .dialect_sql import store_sql
 from .vectors import ANN, from_blob
-
-logger = logging.getLogger(__name__)
 
 __all__ = [
     "Vector",
@@ -26,12 +23,7 @@ __all__ = [
     "ann_index_name",
     "enable_pgvector",
     "pgvector_table",
-    "upgrade_pgvector",
 ]
-
-
-def _may_have_pgvector(conn: Connection) -> bool:
-    return dialect_class(conn.engine.url).store_pgvector
 
 
 def raw_vector(blob: bytes, norm: float | None) -> list[float]:
@@ -82,7 +74,7 @@ def pgvector_table(t: Tables) -> sa.Table:
             sa.Column("field", sa.String(255), primary_key=True),
             sa.Column("embedding", Vector(), nullable=False),
             # the item's namespace: a search under a prefix ranks its vectors without reading
-            # the items (added to tables made before it, see enable_pgvector)
+            # the items
             sa.Column("ns", NamespacePath, nullable=False),
             sa.Index(f"{t.prefix}store_pgvectors_ns_ix", "ns"),
         )
@@ -99,7 +91,7 @@ def enable_pgvector(conn: Connection, t: Tables, ann: ANN | None = None) -> bool
         ValueError: `ann` has `vector_type` `"halfvec"` and the server's pgvector is
             older than 0.7, which introduced it.
     """
-    if not _may_have_pgvector(conn):
+    if not store_sql(conn.dialect.name).pgvector:
         return False
     installed = conn.execute(
         sa.text("SELECT 1 FROM pg_extension WHERE extname = 'vector'")
@@ -138,8 +130,6 @@ def enable_pgvector(conn: Connection, t: Tables, ann: ANN | None = None) -> bool
                     for r in rows
                 ],
             )
-    else:
-        upgrade_pgvector(conn, t)
     if ann is not None:
         ann_index(t, ann).create(conn, checkfirst=True)
     return True
@@ -159,125 +149,6 @@ def _check_halfvec(conn: Connection) -> None:
             f"server has pgvector {version} (ALTER EXTENSION vector UPDATE after upgrading it, "
             "or use vector_type 'vector', or pgvector=False to rank in the application)"
         )
-
-
-def upgrade_pgvector(conn: Connection, t: Tables) -> bool:
-    """Bring the pgvector table (if this PostgreSQL database has one) up to date, as its first
-    use by a store would; True if it needed it. For `langmem-sqlite migrate`, so that the
-    slow part (HNSW indexes built again) can run at a chosen time.
-
-    Two upgrades: tables made before the `ns` column get it (`_add_pgvector_ns`), and
-    the HNSW indexes made when the table held unit vectors ranked by inner product
-    (`<table>_hnsw<dims>`) are replaced by the same index for cosine distance, which ranks
-    the vectors as given."""
-    if not _may_have_pgvector(conn):
-        return False
-    table = pgvector_table(t)
-    if not sa.inspect(conn).has_table(table.name, schema=t.schema):
-        return False
-    if _has_ns(conn, table) and not _legacy_indexes(conn, t, table):
-        return False
-    preparer = conn.dialect.identifier_preparer
-    conn.execute(sa.text(f"LOCK TABLE {preparer.format_table(table)} IN ACCESS EXCLUSIVE MODE"))
-    legacy = _legacy_indexes(conn, t, table)  # again, under the lock
-    changed = False
-    if not _has_ns(conn, table):
-        changed = _add_pgvector_ns(conn, t, table, skip={name for name, *_ in legacy})
-    schema = f"{preparer.quote_schema(t.schema)}." if t.schema else ""
-    for name, dims, m, ef_construction in legacy:
-        logger.warning("upgrading %s: building its HNSW index for cosine distance again", name)
-        conn.execute(sa.text(f"DROP INDEX IF EXISTS {schema}{preparer.quote(name)}"))
-        ann = ANN("hnsw", dims, m=m, ef_construction=ef_construction)
-        ann_index(t, ann).create(conn, checkfirst=True)
-        changed = True
-    return changed
-
-
-def _legacy_indexes(
-    conn: Connection, t: Tables, table: sa.Table
-) -> list[tuple[str, int, int, int]]:
-    """`(name, dims, m, ef_construction)` of the table's HNSW indexes made for unit vectors
-    and inner products (named `<table>_hnsw<dims>`)."""
-    name = conn.dialect.identifier_preparer.format_table(table)
-    rows = conn.execute(
-        sa.text(
-            "SELECT c.relname, c.reloptions FROM pg_index i "
-            "JOIN pg_class c ON c.oid = i.indexrelid JOIN pg_am a ON a.oid = c.relam "
-            "WHERE i.indrelid = to_regclass(:name) AND a.amname = 'hnsw'"
-        ),
-        {"name": name},
-    ).all()
-    out = []
-    pattern = re.compile(re.escape(table.name) + r"_hnsw(\d+)$")
-    for index, options in rows:
-        found = pattern.match(index)
-        if found is None:
-            continue
-        settings = dict(o.split("=", 1) for o in options or [])
-        m, ef = int(settings.get("m", 16)), int(settings.get("ef_construction", 64))
-        out.append((index, int(found.group(1)), m, ef))
-    return out
-
-
-def _has_ns(conn: Connection, table: sa.Table) -> bool:
-    """Whether the pgvector table has its `ns` column (tables made before it have not)."""
-    name = conn.dialect.identifier_preparer.format_table(table)
-    found = conn.execute(
-        sa.text(
-            "SELECT 1 FROM pg_attribute WHERE attrelid = to_regclass(:name) "
-            "AND attname = 'ns' AND NOT attisdropped"
-        ),
-        {"name": name},
-    ).scalar()
-    return found is not None
-
-
-def _add_pgvector_ns(
-    conn: Connection, t: Tables, table: sa.Table, skip: set[str] | None = None
-) -> bool:
-    """Upgrade a pgvector table made before it had the `ns` column: add it and fill it from
-    the items, in the caller's transaction. The table is locked first (a concurrent upgrade
-    waits, then finds it done). Its HNSW indexes are dropped before the rows are rewritten
-    and built again afterwards, as they were defined (updating 100,000 rows under the
-    index took 93 s; the rewrite takes 0.75 s, a new index 16 to 33 s with 256 MB of
-    `maintenance_work_mem`, about 80 s with the default 64 MB)."""
-    preparer = conn.dialect.identifier_preparer
-    name = preparer.format_table(table)
-    conn.execute(sa.text(f"LOCK TABLE {name} IN ACCESS EXCLUSIVE MODE"))
-    if _has_ns(conn, table):
-        return False  # upgraded meanwhile
-    # the HNSW indexes as the server defines them (its own CREATE INDEX text), to build again
-    hnsw = conn.execute(
-        sa.text(
-            "SELECT c.relname, pg_get_indexdef(i.indexrelid) FROM pg_index i "
-            "JOIN pg_class c ON c.oid = i.indexrelid JOIN pg_am a ON a.oid = c.relam "
-            "WHERE i.indrelid = to_regclass(:name) AND a.amname = 'hnsw'"
-        ),
-        {"name": name},
-    ).all()
-    # (those to replace are dropped, not built again: see upgrade_pgvector)
-    rebuild = [(index, sql) for index, sql in hnsw if index not in (skip or ())]
-    schema = f"{preparer.quote_schema(t.schema)}." if t.schema else ""
-    logger.warning(
-        "upgrading %s: adding its namespace column%s",
-        name,
-        f" and building its {len(rebuild)} HNSW index(es) again (minutes for large tables)"
-        if rebuild
-        else "",
-    )
-    for index, _ in hnsw:
-        conn.execute(sa.text(f"DROP INDEX {schema}{preparer.quote(index)}"))
-    ns_type = table.c.ns.type.compile(dialect=conn.dialect)
-    conn.execute(sa.text(f"ALTER TABLE {name} ADD COLUMN ns {ns_type}"))
-    items = t.store_items
-    conn.execute(sa.update(table).where(table.c.item_id == items.c.id).values(ns=items.c.ns))
-    conn.execute(sa.text(f"ALTER TABLE {name} ALTER COLUMN ns SET NOT NULL"))
-    for index in table.indexes:
-        if "ns" in index.columns:
-            index.create(conn)
-    for _, definition in rebuild:
-        conn.exec_driver_sql(definition)
-    return True
 
 
 _indexes: dict[tuple[Any, ...], sa.Index] = {}

@@ -1,5 +1,7 @@
-"""The store's operations as [`Plan`][langmem_sqlite.engine.Plan]s, written once for the sync
-and async API: a validated batch (reads, then writes), setup, and the TTL sweep.
+"""The store's operations: a batch validated into a `Batch` (what to read, write and embed),
+run as a [`Plan`][langmem_sqlite.engine.Plan] written once for the sync and async API (reads,
+then writes), with setup and the TTL sweep; the rows read become the `Item` and `SearchItem`
+values handed out (each caller's own).
 
 As in LangGraph's `InMemoryStore`, the reads of a batch see the data as it was before the
 batch's writes, and of several writes to one item in a batch the last wins.
@@ -7,26 +9,227 @@ batch's writes, and of several writes to one item in a batch the last wins.
 
 from __future__ import annotations
 
-from typing import Any
+import copy
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from typing import Any, NamedTuple
 
-from langgraph.store.base import Result
+from langgraph.store.base import (
+    GetOp,
+    Item,
+    ListNamespacesOp,
+    MatchCondition,
+    Op,
+    PutOp,
+    Result,
+    SearchItem,
+    SearchOp,
+)
 
 from .. import clock
+from ..clock import dt
 from ..engine import Database, Plan, Step
 from ..engine.migrations import schema_plan
-from ..engine.schema import Tables
+from ..engine.schema import ID_MAX_CHARS, Tables
 from ..engine.unit import Unit
+from ..validation import check_text
+from . import namespaces
+from .checks import check_match, check_max_depth, check_page, check_ttl_minutes, check_value
+from .filter_sql import SearchQuery
+from .filters import check_filter
+from .items import (
+    CHUNK,
+    ItemRow,
+    ItemStatements,
+    Put,
+    apply_puts,
+    get_items,
+    list_namespaces,
+    refresh_ttl,
+    sweep_expired,
+)
 from .pgvector_schema import enable_pgvector
-from .prepared import Batch, copied, item_of, literal_prefix, search_item_of, shape_namespaces
-from .reads import get_items, list_namespaces
-from .rows import CHUNK, ItemRow
 from .sealed import Sealer
-from .searches import search_items
-from .vector_ranking import vector_search
+from .searches import search_items, vector_search
 from .vectors import ANN, VectorIndex, norms, to_blobs
-from .writes import PutRow, apply_puts, refresh_ttl, sweep_expired
 
-__all__ = ["StorePlans"]
+__all__ = ["Batch", "Get", "Listing", "Preparer", "Search", "StorePlans"]
+
+
+class Get(NamedTuple):
+    """A validated `GetOp`, the `at`-th operation of its batch (`ns` encoded)."""
+
+    at: int
+    ns: str
+    key: str
+    refresh_ttl: bool
+
+
+class Search(NamedTuple):
+    """A validated `SearchOp` (`text`: the query to embed, None without a vector query)."""
+
+    at: int
+    query: SearchQuery
+    text: str | None
+    refresh_ttl: bool
+
+
+class Listing(NamedTuple):
+    """A validated `ListNamespacesOp`."""
+
+    at: int
+    op: ListNamespacesOp
+
+
+@dataclass
+class Batch:
+    """A validated batch: what to read, what to write (of several writes to one item, the
+    last), what to embed."""
+
+    size: int
+    gets: list[Get] = field(default_factory=list)
+    searches: list[Search] = field(default_factory=list)
+    lists: list[Listing] = field(default_factory=list)
+    puts: dict[tuple[str, str], Put] = field(default_factory=dict)
+
+    @property
+    def texts(self) -> list[str]:
+        return [text for put in self.puts.values() for _, text in put.texts]
+
+    @property
+    def queries(self) -> list[str]:
+        return [s.text for s in self.searches if s.text is not None]
+
+
+def _matches_path(condition: MatchCondition, ns: tuple[str, ...]) -> bool:
+    path = tuple(condition.path)
+    if len(ns) < len(path):
+        return False
+    part = ns[: len(path)] if condition.match_type == "prefix" else ns[len(ns) - len(path) :]
+    return all(p in ("*", n) for p, n in zip(path, part, strict=True))
+
+
+def literal_prefix(op: ListNamespacesOp) -> tuple[str, ...]:
+    """The leading labels (before any `*`) every listed namespace must start with."""
+    for condition in op.match_conditions or ():
+        if condition.match_type == "prefix":
+            labels = []
+            for label in condition.path:
+                if label == "*":
+                    break
+                labels.append(label)
+            return tuple(labels)
+    return ()
+
+
+def shape_namespaces(op: ListNamespacesOp, found: list[tuple[str, ...]]) -> list[Any]:
+    kept = [ns for ns in found if all(_matches_path(c, ns) for c in op.match_conditions or ())]
+    if op.max_depth is not None:
+        kept = sorted({ns[: op.max_depth] for ns in kept})
+    return kept[op.offset : op.offset + op.limit]
+
+
+def item_of(row: ItemRow, again: bool = False) -> Item:
+    """The item of a row (`again`: a row already handed out, whose value is copied)."""
+    return Item(
+        value=copy.deepcopy(row.value) if again else row.value,
+        key=row.key,
+        namespace=row.ns,
+        created_at=dt(row.created_at),
+        updated_at=dt(row.updated_at),
+    )
+
+
+def search_item_of(row: ItemRow) -> SearchItem:
+    return SearchItem(
+        row.ns, row.key, row.value, dt(row.created_at), dt(row.updated_at), score=row.score
+    )
+
+
+class Preparer:
+    """The validation of [`SQLStore`][langmem_sqlite.SQLStore]'s operations (sync and async
+    alike: it runs before anything is read, written or embedded).
+
+    Args:
+        index: the semantic index (None: nothing to embed).
+        omit_expired: lapsed items are never returned.
+        nul_ok: values may hold NUL characters (not in PostgreSQL's `jsonb`).
+        sealer: encrypts values at rest (None: plaintext).
+    """
+
+    def __init__(
+        self, index: VectorIndex | None, omit_expired: bool, nul_ok: bool, sealer: Sealer | None
+    ) -> None:
+        self.index = index
+        self.omit_expired = omit_expired
+        self._nul_ok = nul_ok
+        self._sealer = sealer
+
+    def batch(self, ops: Iterable[Op]) -> Batch:
+        """The validated batch of `ops`, in order."""
+        prepared = [self._prepare_op(i, op) for i, op in enumerate(ops)]
+        batch = Batch(len(prepared))
+        for p in prepared:
+            if isinstance(p, Get):
+                batch.gets.append(p)
+            elif isinstance(p, Search):
+                batch.searches.append(p)
+            elif isinstance(p, Listing):
+                batch.lists.append(p)
+            else:
+                batch.puts.pop((p.ns, p.key), None)  # the last write goes last
+                batch.puts[(p.ns, p.key)] = p
+        return batch
+
+    def _prepare_op(self, at: int, op: Op) -> Get | Search | Listing | Put:
+        if isinstance(op, GetOp):
+            ns = namespaces.encoded(op.namespace, allow_empty=True)
+            key = check_text(op.key, "key", max_chars=ID_MAX_CHARS)
+            return Get(at, ns, key, op.refresh_ttl)
+        if isinstance(op, PutOp):
+            return self._prepare_put(op)
+        if isinstance(op, SearchOp):
+            return self._prepare_search(at, op)
+        if isinstance(op, ListNamespacesOp):
+            conditions = tuple(check_match(c) for c in op.match_conditions or ())
+            check_max_depth(op.max_depth)
+            check_page(op.limit, "limit")
+            check_page(op.offset, "offset")
+            return Listing(at, op._replace(match_conditions=conditions))
+        raise TypeError(f"ops: unknown operation type {type(op).__name__}")
+
+    def _prepare_put(self, op: PutOp) -> Put:
+        ns = namespaces.encoded(op.namespace)
+        key = check_text(op.key, "key", max_chars=ID_MAX_CHARS)
+        value, text = check_value(op.value, self._nul_ok)
+        if self._sealer is not None and text is not None:
+            text = self._sealer.seal(ns, key, text)
+        ttl_us = check_ttl_minutes(op.ttl, "ttl")
+        if op.index not in (None, False) and (
+            isinstance(op.index, str) or not all(isinstance(f, str) for f in op.index)  # type: ignore[union-attr]
+        ):
+            raise TypeError("index: expected False, None or a list of field paths")
+        texts: list[tuple[str, str]] = []
+        if self.index is not None and value is not None and op.index is not False:
+            texts = self.index.texts(value, None if op.index is None else list(op.index))
+        return Put(ns, key, value, ttl_us, text, tuple(texts))
+
+    def _prepare_search(self, at: int, op: SearchOp) -> Search:
+        prefix = namespaces.check_namespace(
+            op.namespace_prefix, "namespace_prefix", allow_empty=True
+        )
+        if op.query is not None and not isinstance(op.query, str):
+            raise TypeError(f"query: expected str, got {type(op.query).__name__}")
+        query = SearchQuery(
+            prefix,
+            check_filter(op.filter),
+            check_page(op.limit, "limit"),
+            check_page(op.offset, "offset"),
+            self.omit_expired,
+            self._sealer,
+        )
+        text = op.query if (op.query and self.index is not None) else None
+        return Search(at, query, text, op.refresh_ttl)
 
 
 class StorePlans:
@@ -56,6 +259,7 @@ class StorePlans:
         self.omit_expired = omit_expired
         self.sealer = sealer
         self.pgvector_wanted = pgvector_wanted
+        self.statements = ItemStatements(tables, db.rules, omit_expired)
         self.pgvector: bool | None = None
         """Whether pgvector ranks (None: not known before the first plan)."""
 
@@ -83,7 +287,8 @@ class StorePlans:
             if refresh:
                 # one UPDATE (up to CHUNK ids): no BEGIN/COMMIT on a server
                 single = len(refresh) <= CHUNK
-                yield Step(refresh_ttl, (self.tables, refresh, now), write=True, single=single)
+                args = (self.statements, refresh, now)
+                yield Step(refresh_ttl, args, write=True, single=single)
         if batch.puts:
             yield self._puts_step(batch, doc_vectors, now, pgvector)
         return results
@@ -98,7 +303,7 @@ class StorePlans:
                 self.index is not None
                 and self.pgvector_wanted is not False
                 and self.sealer is None
-                and self.db.rules.store_pgvector
+                and self.statements.sql.pgvector
             ):
                 enabled = yield Step(
                     enable_pgvector, (self.tables, self.index.ann), write=True, schema=True
@@ -115,14 +320,14 @@ class StorePlans:
     ) -> Step:
         vectors = iter(zip(to_blobs(doc_vectors), norms(doc_vectors), strict=True))
         rows = [
-            PutRow(ns, key, value, ttl_us, tuple((f, *next(vectors)) for f, _ in texts), text)
-            for (ns, key), (value, ttl_us, text, texts) in batch.puts.items()
+            p._replace(vectors=tuple((f, *next(vectors)) for f, _ in p.texts))
+            for p in batch.puts.values()
         ]
         # one item without vectors to replace is one statement: no BEGIN/COMMIT on a server
         one = len(rows) == 1 and (rows[0].value is None or self.index is None)
         return Step(
             apply_puts,
-            (self.tables, rows, now, self.index is not None, pgvector, self.sealer),
+            (self.statements, rows, now, self.index is not None, pgvector, self.sealer),
             write=True,
             single=one,
         )
@@ -156,8 +361,8 @@ class StorePlans:
         """Fill `results` for the read operations; return the ids whose TTL to refresh."""
         t = self.tables
         refresh: list[int] = []
-        pairs = [(ns, k) for _, ns, k, _ in batch.gets]
-        found = get_items(unit, t, pairs, now, self.omit_expired, self.sealer)
+        pairs = [(get.ns, get.key) for get in batch.gets]
+        found = get_items(unit, self.statements, pairs, now, self.sealer)
         handed: set[int] = set()
         for i, ns, key, refreshes in batch.gets:
             row = found.get((ns, key))
@@ -166,30 +371,14 @@ class StorePlans:
                 handed.add(row.id)
                 if refreshes and row.ttl_us is not None:
                     refresh.append(row.id)
-        done: dict[Any, list[ItemRow]] = {}  # equal searches of a batch run once
-        firsts: dict[Any, int] = {}
         for i, query, text, refreshes in batch.searches:
-            same = (query.prefix, repr(query.filter), query.limit, query.offset, text)
-            rows = done.get(same)
-            if rows is not None:  # another caller's copy of the same items
-                results[i] = [copied(item) for item in results[firsts[same]]]  # type: ignore[arg-type,union-attr]
+            if text is None:
+                rows = search_items(unit, t, query, now)
             else:
-                rows = done[same] = (
-                    search_items(unit, t, query, now)
-                    if text is None
-                    else vector_search(
-                        unit,
-                        t,
-                        query,
-                        queries[text],
-                        now,
-                        pgvector,
-                        self._ann(pgvector),
-                        self.index.distance,  # type: ignore[union-attr]
-                    )
-                )
-                firsts[same] = i
-                results[i] = [search_item_of(r) for r in rows]
+                distance = self.index.distance  # type: ignore[union-attr]
+                ann = self._ann(pgvector)
+                rows = vector_search(unit, t, query, queries[text], now, pgvector, ann, distance)
+            results[i] = [search_item_of(r) for r in rows]
             if refreshes:
                 refresh.extend(r.id for r in rows if r.ttl_us is not None)
         for i, op in batch.lists:
@@ -205,6 +394,6 @@ def _one_statement(batch: Batch) -> bool:
         return False
     if batch.gets:
         return True
-    _, query, text, _ = batch.searches[0]
+    search = batch.searches[0]
     # a filter may be re-checked page by page: those pages read one snapshot
-    return text is None and not query.filter
+    return search.text is None and not search.query.filter

@@ -1,43 +1,45 @@
-"""The store's searches without a vector query: newest first, by namespace prefix and filter,
-with pages re-checked in Python where the filter is not exact in SQL."""
+"""The store's searches: newest first without a query, ranked by the items' best vector
+against a query otherwise.
+
+Without a query, items under the prefix are read newest first, with pages re-checked in Python
+where the filter is not exact in SQL. With one, the (unit-length) vectors under the prefix are
+ranked exactly: with numpy after reading them (`vectors.rank_max_pool`), or in the database
+with pgvector (inner products grouped per item, cut at `offset + limit` when the filter is
+exact in SQL; through an HNSW or IVFFlat index when the index config asks for one). Then only
+the best items are read. Both give the same items and scores (to float32 rounding).
+"""
 
 from __future__ import annotations
 
-from collections.abc import Hashable
+from collections.abc import Sequence
 from typing import Any
 
+import numpy as np
 import sqlalchemy as sa
 
 from ..engine.schema import Tables
 from ..engine.unit import Unit
-from .filter_sql import SearchQuery, search_params, search_where, statement_key
+from .dialect_sql import store_sql
+from .filter_sql import SearchQuery, search_params, search_where
 from .filters import matches
-from .rows import ItemRow, item_columns, item_row, newest_first
+from .items import ItemRow, item_columns, item_row, newest_first, not_lapsed, within_prefix
+from .pgvector_schema import Vector, pgvector_table
+from .vectors import ANN, rank_max_pool
 
-__all__ = ["search_items"]
+__all__ = ["matching_pages", "search_items", "vector_search"]
 
 
 def matching_pages(
-    unit: Unit,
-    key: Hashable,
-    stmt: Any,
-    params: dict[str, Any],
-    q: SearchQuery,
-    want: int,
-    exact: bool,
+    unit: Unit, stmt: Any, params: dict[str, Any], q: SearchQuery, want: int, exact: bool
 ) -> list[ItemRow]:
-    """The first `want` rows of an ordered select (kept under `key`) that match
-    `q.filter`: one query when the SQL is exact, else pages re-checked in Python."""
+    """The first `want` rows of an ordered select that match `q.filter`: one query when the
+    SQL is exact, else pages re-checked in Python."""
     if want <= 0:
         return []
-    paged = unit.statement(
-        ("paged", key), lambda: stmt.limit(sa.bindparam("lim")).offset(sa.bindparam("off"))
-    )
+    paged = stmt.limit(sa.bindparam("lim")).offset(sa.bindparam("off"))
     if exact:
-        return [
-            item_row(r, None, q.sealer)
-            for r in unit.execute(paged, {**params, "lim": want, "off": 0})
-        ]
+        rows = unit.execute(paged, {**params, "lim": want, "off": 0})
+        return [item_row(r, None, q.sealer) for r in rows]
     kept: list[ItemRow] = []
     start, size = 0, max(want, 100)
     while len(kept) < want:
@@ -51,50 +53,212 @@ def matching_pages(
 
 
 def search_items(unit: Unit, t: Tables, q: SearchQuery, now: int) -> list[ItemRow]:
-    """Items under `q.prefix` matching `q.filter`, most recently updated first.
-
-    Where the dialect reads each namespace newest first (SQLite) and the filter is exact in
-    SQL, a prefix is read through the `(ns, updated_at, id)` index (`_newest_under`), which
-    stops at `offset + limit` matches instead of reading and sorting every item under it."""
-
-    def build() -> tuple[Any, bool]:
-        where, exact = search_where(unit, t, q)
-        if exact and q.prefix and unit.rules.store_newest_per_namespace:
-            return _newest_under(t, where[1:]), exact
-        stmt = sa.select(*item_columns(t)).where(*where).order_by(*newest_first(t))
-        if exact:
-            stmt = stmt.limit(sa.bindparam("lim")).offset(sa.bindparam("off"))
-        return stmt, exact
-
-    key = statement_key(t, q, "search")
-    stmt, exact = unit.statement(key, build)
-    params = search_params(unit.rules, q, now)
+    """Items under `q.prefix` matching `q.filter`, most recently updated first."""
+    where, exact = search_where(unit, t, q)
+    stmt = sa.select(*item_columns(t)).where(*where).order_by(*newest_first(t))
+    params = search_params(store_sql(unit.connection.dialect.name), q, now)
     if exact:
-        page = {"lim": q.limit, "off": q.offset, "want": q.limit + q.offset}
-        return [item_row(r, None, q.sealer) for r in unit.execute(stmt, {**params, **page})]
-    return matching_pages(unit, key, stmt, params, q, q.offset + q.limit, exact)[q.offset :]
+        paged = stmt.limit(sa.bindparam("lim")).offset(sa.bindparam("off"))
+        rows = unit.execute(paged, {**params, "lim": q.limit, "off": q.offset})
+        return [item_row(r, None, q.sealer) for r in rows]
+    return matching_pages(unit, stmt, params, q, q.offset + q.limit, exact)[q.offset :]
 
 
-def _newest_under(t: Tables, conditions: list[Any]) -> Any:
-    """The `lim` newest items (after `off`) under the `lo`/`hi` prefix matching
-    `conditions`: the items of the prefix's own namespace and those of its sub-namespaces,
-    each part newest first and cut at `want` = `off + lim`, then merged.
+_PG_OPS = {"cosine": "<=>", "inner_product": "<#>", "l2": "<->"}
+"""pgvector's distance operators (lower is nearer) for each `distance_type`."""
 
-    On SQLite, the first part walks the `(ns, updated_at, id)` index of one namespace from its
-    newest item and stops after `want` matches, instead of reading and sorting every item of
-    the namespace.
-    """
-    c = t.store_items.c
 
-    def newest(*where: Any) -> Any:
-        part = sa.select(*item_columns(t)).where(*where, *conditions).order_by(*newest_first(t))
-        return sa.select(*part.limit(sa.bindparam("want")).subquery().c)
+def _score(distance: str, d: float) -> float:
+    """The score of a pgvector distance, as PostgresStore gives it."""
+    return 1.0 - d if distance == "cosine" else -d
 
-    lo, hi = sa.bindparam("lo", type_=c.ns.type), sa.bindparam("hi", type_=c.ns.type)
-    both = sa.union_all(newest(c.ns == lo), newest(c.ns > lo, c.ns < hi)).subquery()
-    return (
-        sa.select(*both.c)
-        .order_by(both.c.updated_at.desc(), both.c.id.desc())
-        .limit(sa.bindparam("lim"))
-        .offset(sa.bindparam("off"))
+
+def _query32(query_vector: list[float]) -> list[float]:
+    """The query as float32 values, as pgvector computes with them."""
+    return np.asarray(query_vector, dtype=np.float32).tolist()  # type: ignore[no-any-return]
+
+
+def _scored(
+    unit: Unit,
+    t: Tables,
+    q: SearchQuery,
+    query_vector: list[float],
+    now: int,
+    distance: str = "cosine",
+) -> tuple[list[int], list[float]]:
+    """Candidates with a vector, best score per item, best first (expiry and the filter are
+    checked later), ranked by numpy."""
+    items = t.store_items
+    params = search_params(store_sql(unit.connection.dialect.name), q, now)
+    lengths = distance != "cosine"
+    v = t.store_vectors
+    # the driver's bytes as they are (no result processing: this can be every vector stored)
+    raw = sa.type_coerce(v.c.embedding, sa.types.NullType())
+    extra = [v.c.norm] if lengths else []
+    if q.sealer is not None:
+        extra += [v.c.ns, v.c.field]
+    stmt = sa.select(v.c.item_id, raw, *extra).where(within_prefix(v.c.ns, q.prefix))
+    if q.filter:  # narrow in SQL with the item's value
+        stmt = stmt.join(items, items.c.id == v.c.item_id).where(*search_where(unit, t, q)[0])
+    pairs: Sequence[Any] = unit.execute(stmt, params).all()
+    if q.sealer is not None:
+        opened, at = q.sealer.open_vector, 3 if lengths else 2
+        blobs = [opened(_text(r[at]), r[0], _text(r[at + 1]), r[1]) for r in pairs]
+    else:
+        blobs = [r[1] for r in pairs]
+    norms = [r[2] for r in pairs] if lengths else None
+    ids = [r[0] for r in pairs]
+    return rank_max_pool(query_vector, ids, b"".join(blobs), norms, distance)
+
+
+def _text(ns: Any) -> str:
+    """An id column read raw (bytes on MySQL/MariaDB)."""
+    return ns.decode("utf-8") if isinstance(ns, bytes | bytearray) else str(ns)
+
+
+def _pg_distance(embedding: Any, distance: str, vector_type: Vector) -> Any:
+    """pgvector's distance of `embedding` to the query (parameter `q`, of `vector_type`)."""
+    op = embedding.op(_PG_OPS[distance], return_type=sa.Float)
+    return op(sa.bindparam("q", type_=vector_type))
+
+
+def _exact_distance(pgv: sa.Table, distance: str) -> Any:
+    """The distance of the full-precision vectors, as the application ranks them: a zero
+    vector's cosine is 0 (pgvector's `<=>` gives NaN)."""
+    d = _pg_distance(pgv.c.embedding, distance, Vector())
+    if distance != "cosine":
+        return d
+    return sa.func.coalesce(sa.func.nullif(d, sa.literal_column("'NaN'::float8")), 1.0)
+
+
+def _pg_ranking(t: Tables, where: list[Any], ann: ANN | None, distance: str) -> Any:
+    """pgvector: `(item_id, neg)` per item matching `where`, best first, where `neg` is the
+    item's smallest distance to the query (parameter `q`; `_score` turns it into the score).
+
+    With `ann`, only the `candidates` nearest vectors of the whole table are grouped and then
+    tested: taken from the vectors alone, so that PostgreSQL's generic plan (made without the
+    values) still ranks them through the index."""
+    pgv, items = pgvector_table(t), t.store_items
+    if ann is None:
+        best = sa.func.min(_exact_distance(pgv, distance)).label("neg")
+        joined = sa.select(pgv.c.item_id, best).join(items, items.c.id == pgv.c.item_id)
+        return joined.where(*where).group_by(pgv.c.item_id).order_by(best, pgv.c.item_id)
+    typed = Vector(ann.dims, ann.vector_type)
+    neg = _pg_distance(sa.cast(pgv.c.embedding, typed), ann.distance, typed)
+    nearest = sa.select(pgv.c.item_id, neg.label("neg")).order_by(neg)
+    near = nearest.limit(sa.bindparam("candidates")).subquery()
+    best = sa.func.min(near.c.neg).label("neg")
+    top = (
+        sa.select(near.c.item_id, best)
+        .join(items, items.c.id == near.c.item_id)
+        .where(*where)
+        .group_by(near.c.item_id)
     )
+    return top.order_by(best, near.c.item_id)
+
+
+def _pg_top(
+    unit: Unit,
+    t: Tables,
+    q: SearchQuery,
+    query_vector: list[float],
+    now: int,
+    want: int,
+    ann: ANN | None,
+    distance: str = "cosine",
+) -> list[ItemRow] | None:
+    """pgvector: the best `want` items with their rows, in one statement; None when the
+    filter is not exact in SQL (then numpy ranks and Python re-checks).
+
+    With `ann`, its index yields the nearest vectors (two per wanted item per field, as
+    PostgresStore), filtered afterwards; when that leaves fewer than `want` items (the scan ran
+    dry under a selective prefix or filter), the exact ranking answers instead, so the
+    approximation may reorder or swap near neighbours but never returns fewer items than
+    match."""
+    where, exact = search_where(unit, t, q)
+    if not exact:
+        return None
+    ranked = _pg_ranking(t, where, ann, distance).limit(sa.bindparam("lim")).subquery()
+    stmt = (
+        sa.select(*item_columns(t), ranked.c.neg)
+        .join_from(ranked, t.store_items, t.store_items.c.id == ranked.c.item_id)
+        .order_by(ranked.c.neg, ranked.c.item_id)
+    )
+    params = search_params(store_sql(unit.connection.dialect.name), q, now)
+    params.update(q=_query32(query_vector), lim=want)
+    if ann is not None:
+        params["candidates"] = _candidates(ann, want)
+        # an HNSW scan yields at most ef_search vectors, an IVFFlat one reads `probes` lists:
+        # set for this transaction only (the store runs such searches as one)
+        if ann.kind == "hnsw":
+            setting = ("hnsw.ef_search", _ef_search(ann, want))
+        else:
+            setting = ("ivfflat.probes", ann.probes)
+        unit.execute(_SET_LOCAL, {"name": setting[0], "value": str(setting[1])})
+    found = [item_row(r, _score(distance, r[7])) for r in unit.execute(stmt, params)]
+    if ann is not None and len(found) < want:
+        # the index scan ran dry (ef_search, then the filter) or its vectors were of fewer
+        # items: rank exactly, so that a search never returns fewer items than match
+        return _pg_top(unit, t, q, query_vector, now, want, None, distance)
+    return found
+
+
+_SET_LOCAL = sa.select(sa.func.set_config(sa.bindparam("name"), sa.bindparam("value"), True))
+
+
+def _candidates(ann: ANN, want: int) -> int:
+    """The nearest vectors an index search of `want` items groups: two per wanted item per
+    embedded field (as PostgresStore), plus one."""
+    return 2 * want * ann.per_item + 1
+
+
+def _ef_search(ann: ANN, want: int) -> int:
+    """pgvector's `hnsw.ef_search` for a search of `want` items: at least its candidates
+    (up to pgvector's limit of 1,000)."""
+    return max(ann.ef_search, min(_candidates(ann, want), 1000))
+
+
+def vector_search(
+    unit: Unit,
+    t: Tables,
+    q: SearchQuery,
+    query_vector: list[float],
+    now: int,
+    pgvector: bool = False,
+    ann: ANN | None = None,
+    distance: str = "cosine",
+) -> list[ItemRow]:
+    """Items ranked by their best vector's score against `query_vector` (`distance`: see
+    `vectors`), among those matching the prefix and filter; items without a vector
+    follow, unscored. With `pgvector` and a filter exact in SQL, the database ranks
+    (approximately, through the index of `ann`, see `_pg_top`)."""
+    want = q.offset + q.limit
+    c = t.store_items.c
+    top = _pg_top(unit, t, q, query_vector, now, want, ann, distance) if pgvector else None
+    ids: list[int] = []
+    scores: list[float] = []
+    if top is None:  # rank with numpy, then read the items best first
+        ids, scores = _scored(unit, t, q, query_vector, now, distance)
+    kept = top or []
+    step = max(2 * want, 50) if q.filter else want  # rows to read per round
+    stmt = sa.select(*item_columns(t)).where(
+        c.id.in_(sa.bindparam("ids", expanding=True)), not_lapsed(t, q.omit_expired)
+    )
+    for i in range(0, len(ids), max(step, 1)):
+        if len(kept) >= want:
+            break
+        chunk = dict(zip(ids[i : i + step], scores[i : i + step], strict=True))
+        rows = unit.execute(stmt, {"ids": list(chunk), "now": now})
+        by_id = {r[0]: item_row(r, chunk[r[0]], q.sealer) for r in rows}
+        kept.extend(
+            by_id[item_id]
+            for item_id in chunk
+            if item_id in by_id and matches(by_id[item_id].value, q.filter)
+        )
+    if len(kept) < want:  # then the items without a vector, newest first
+        has_vector = sa.exists().where(t.store_vectors.c.item_id == c.id)
+        where, exact = search_where(unit, t, q)
+        unscored = sa.select(*item_columns(t)).where(*where, ~has_vector).order_by(*newest_first(t))
+        params = search_params(store_sql(unit.connection.dialect.name), q, now)
+        kept.extend(matching_pages(unit, unscored, params, q, want - len(kept), exact))
+    return kept[q.offset : want]

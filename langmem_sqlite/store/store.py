@@ -2,7 +2,7 @@
 
 Same database, engines and migrations as the conversation history and the checkpointer: SQLite
 by default, PostgreSQL or MariaDB/MySQL by URL. `batch` and `abatch` validate the operations
-the same way (`prepared.Preparer`), embed what needs embedding (the only sync/async
+the same way (`plans.Preparer`), embed what needs embedding (the only sync/async
 difference), then drive one plan of `plans.StorePlans` with
 [`Database.drive`][langmem_sqlite.engine.Database.drive] or
 [`Database.adrive`][langmem_sqlite.engine.Database.adrive]. `get`, `put`, `search` and their
@@ -37,11 +37,9 @@ from ..crypto import MessageCipher, resolve_cipher
 from ..engine import Database, DatabaseLike, get_database
 from ..engine.schema import DEFAULT_PREFIX, Tables, get_tables
 from .checks import check_timeout, check_ttl_config, public_namespace
-from .plans import StorePlans
-from .prepared import Preparer
+from .plans import Preparer, StorePlans
 from .sealed import Sealer
-from .sweeper import Sweeper
-from .twins import awaitable_from_coroutines
+from .sweeper import Sweeper, awaitable_from_coroutines
 from .vectors import VectorIndex
 
 __all__ = ["SLOTS", "SQLStore"]
@@ -237,7 +235,7 @@ class SQLStore(BaseStore):
         )
 
     # -- lifecycle: the sync methods return their async twin's awaitable to a coroutine, as
-    # LangGraph's async stores have them (see .twins)
+    # LangGraph's async stores have them (see .sweeper)
 
     @awaitable_from_coroutines("asetup")
     def setup(self) -> None:

@@ -1,16 +1,31 @@
-"""The TTL sweeper of a store: a daemon thread, or a task of an event loop, deleting lapsed
-items every few minutes until stopped."""
+"""The lifecycle of a store: its TTL sweeper (a daemon thread, or a task of an event loop,
+deleting lapsed items every few minutes until stopped), and the sync lifecycle methods that a
+coroutine may await, as on LangGraph's async stores.
+
+LangGraph's async stores spell their lifecycle `await store.setup()`, `await store.sweep_ttl()`,
+`await store.start_ttl_sweeper()` and `await store.stop_ttl_sweeper()`. The same methods of
+[`SQLStore`][langmem_sqlite.SQLStore] are sync; decorated with `awaitable_from_coroutines`,
+called from a coroutine (an `async def`, an async generator, or a notebook cell with a top-level
+`await`) they return the awaitable of their `a` twin instead, so that code written for
+AsyncSqliteStore or AsyncPostgresStore runs as it is without blocking its event loop. Called
+from anywhere else they run at once.
+"""
 
 from __future__ import annotations
 
 import asyncio
+import functools
+import inspect
 import logging
 import threading
 from collections.abc import Awaitable, Callable
+from typing import Any, TypeVar
 
 from .checks import check_sweep_minutes
 
-__all__ = ["Sweeper"]
+__all__ = ["Sweeper", "awaitable_from_coroutines"]
+
+F = TypeVar("F", bound=Callable[..., Any])
 
 logger = logging.getLogger(__name__)
 
@@ -121,3 +136,27 @@ class Sweeper:
             stop.set()
         else:
             task.get_loop().call_soon_threadsafe(stop.set)
+
+
+_ASYNC_CODE = inspect.CO_COROUTINE | inspect.CO_ASYNC_GENERATOR | inspect.CO_ITERABLE_COROUTINE
+
+
+def awaitable_from_coroutines(twin: str) -> Callable[[F], F]:
+    """A method that, called from a coroutine, returns `self.<twin>(...)` (a coroutine with
+    the same arguments) instead of running."""
+
+    def wrap(method: F) -> F:
+        @functools.wraps(method)
+        def call(self: Any, *args: Any, **kwargs: Any) -> Any:
+            frame = inspect.currentframe()
+            caller = frame.f_back if frame is not None else None
+            try:
+                if caller is not None and caller.f_code.co_flags & _ASYNC_CODE:
+                    return getattr(self, twin)(*args, **kwargs)
+            finally:
+                del frame, caller
+            return method(self, *args, **kwargs)
+
+        return call  # type: ignore[return-value]
+
+    return wrap

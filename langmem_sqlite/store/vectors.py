@@ -1,31 +1,23 @@
 """Semantic search: which texts of a value get embedded, how vectors are stored and ranked.
 
-The index config is LangGraph's `IndexConfig`, with the keys that
-LangGraph's stores add: `embed` (any LangChain `Embeddings`, a sync or async function, or a
-provider string), `dims`, `fields` (or `SqliteStore`'s spelling `text_fields`: JSON paths
-such as `"text"`, `"meta.title"`, `"notes[*].body"`; `"$"` is the whole value), and
-`PostgresStore`'s `distance_type` and `ann_index_config`. Any other key is an error.
+The index config is LangGraph's `IndexConfig` with the keys LangGraph's stores add: `embed`
+(LangChain `Embeddings`, a sync or async function, or a provider string), `dims`, `fields` (or
+`SqliteStore`'s `text_fields`: paths such as `"meta.title"` or `"notes[*].body"`; `"$"` is the
+whole value), and `PostgresStore`'s `distance_type` (`"cosine"`, `"inner_product"` or `"l2"`:
+the score is the similarity, the inner product or minus the distance) and `ann_index_config`.
 
-`distance_type` (default `"cosine"`) gives the score as `PostgresStore` does: the cosine
-similarity, the inner product (`"inner_product"`) or minus the Euclidean distance (`"l2"`).
 Vectors are stored as their unit vector (float32 bytes) and their length, so every distance is
-computed exactly, in the application (numpy) or, on PostgreSQL with the `vector` extension, by
-pgvector in the database (see `sql`); the scores agree to float32 rounding.
-
-`ann_index_config` (as `PostgresStore`'s; needs `dims`): `kind` `"hnsw"` (its default
-when the dict is given; `m`, `ef_construction`, and `ef_search` for searches),
-`"ivfflat"` (`lists`, or `nlist`, and `probes` for searches) or `"flat"` (no index:
-exact), `vector_type` `"vector"` or `"halfvec"` (half-precision index entries: a smaller
-index, and up to 4,000 dims; pgvector 0.7 or later). Only pgvector uses it: elsewhere the
-ranking is exact, with the same results. An HNSW or IVFFlat search is approximate (it may miss
-items that the exact ranking returns); without `ann_index_config` the ranking is exact.
+exact, computed by numpy or by pgvector in the database (the scores agree to float32 rounding).
+`ann_index_config` (`kind` `"hnsw"` with `m`, `ef_construction`, `ef_search`; `"ivfflat"`
+with `lists` or `nlist` and `probes`; or `"flat"`; `vector_type` `"vector"` or `"halfvec"`,
+pgvector 0.7 or later) asks pgvector for an approximate index, which may miss items that the
+exact ranking returns; elsewhere the ranking is exact.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from functools import lru_cache
 from typing import Any
 
 import numpy as np
@@ -42,7 +34,6 @@ __all__ = [
     "from_blob",
     "rank_max_pool",
     "to_blobs",
-    "unit",
 ]
 
 DISTANCES = ("cosine", "l2", "inner_product")
@@ -68,11 +59,6 @@ def to_blobs(vectors: Sequence[Sequence[float]]) -> list[bytes]:
     return [row.tobytes() for row in m]
 
 
-@lru_cache(maxsize=256)
-def _tokens(path: str) -> list[str]:
-    return tokenize_path(path)
-
-
 def from_blob(blob: bytes) -> np.ndarray:
     """A vector stored by `to_blobs`."""
     return np.frombuffer(bytes(blob), dtype="<f4")
@@ -82,12 +68,11 @@ def rank_max_pool(
     query: Sequence[float],
     ids: Sequence[int],
     blobs: bytes,
-    lengths: Sequence[float | None] | None = None,
+    lengths: Sequence[float] | None = None,
     distance: str = "cosine",
 ) -> tuple[list[int], list[float]]:
     """The score of `query` against each stored vector (its unit vector's blob, concatenated,
-    and its length: `None` or missing for vectors stored before lengths were, taken as 1),
-    by `distance`; the best per item id, best first."""
+    and its length), by `distance`; the best per item id, best first."""
     if not ids:
         return [], []
     matrix = np.frombuffer(blobs, dtype="<f4").reshape(len(ids), -1)
@@ -95,7 +80,7 @@ def rank_max_pool(
     cosine = _cosine(q, matrix)
     if distance == "cosine":
         return best_first(ids, cosine)
-    size = np.array([1.0 if n is None else n for n in lengths or [None] * len(ids)])
+    size = np.array(lengths, dtype=np.float64)
     q_len = float(np.linalg.norm(q))
     if distance == "inner_product":
         return best_first(ids, size * q_len * cosine)
@@ -103,20 +88,11 @@ def rank_max_pool(
     return best_first(ids, -np.sqrt(np.maximum(squared, 0.0)))
 
 
-def _unit32(q: np.ndarray) -> np.ndarray:
-    norm = np.linalg.norm(q)
-    return (q / norm if norm else np.zeros_like(q)).astype(np.float32)
-
-
-def unit(query: Sequence[float]) -> list[float]:
-    """`query` scaled to unit length in float32, as the ranking uses it (zero stays zero):
-    its inner product with a stored vector is their cosine."""
-    return _unit32(np.asarray(query, dtype=np.float64)).tolist()  # type: ignore[no-any-return]
-
-
 def _cosine(q: np.ndarray, matrix: np.ndarray) -> np.ndarray:
     """Cosine of `q` with unit-length (or zero) rows."""
-    return (matrix @ _unit32(q)).astype(np.float64)
+    norm = np.linalg.norm(q)
+    unit = (q / norm if norm else np.zeros_like(q)).astype(np.float32)
+    return (matrix @ unit).astype(np.float64)
 
 
 def best_first(
@@ -155,9 +131,6 @@ class ANN:
     ef_search: int = 40
     lists: int | None = None
     probes: int = 1
-
-
-HNSW = ANN  # the name of its first kind
 
 
 _MAX_DIMS = {"vector": 2000, "halfvec": 4000}  # pgvector's limits for an indexed vector
@@ -262,7 +235,7 @@ class VectorIndex:
         config's); an array path yields one vector per element (`"path.0"`, ...)."""
         out: list[tuple[str, str]] = []
         for path in self.fields if fields is None else fields:
-            tokens = path if path == "$" else _tokens(path)
+            tokens = path if path == "$" else tokenize_path(path)
             found = [t for t in get_text_at_path(value, tokens) if t]
             if len(found) == 1:
                 out.append((path, found[0]))

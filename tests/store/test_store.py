@@ -194,9 +194,8 @@ def test_batch_reads_see_state_before_writes_and_last_write_wins(store: SQLStore
 
 
 def test_batches_of_many_keys(db_url: str, prefix: str) -> None:
-    """Gets, deletes and vector replacement for many (namespace, key) pairs in one batch
-    (looked up pair by pair: see Dialect.at_pairs), across chunks, with labels and keys
-    that need quoting."""
+    """Gets, deletes and vector replacement for many (namespace, key) pairs in one batch,
+    across chunks, with labels and keys that need quoting."""
     from langchain_core.embeddings import DeterministicFakeEmbedding
 
     store = SQLStore(
@@ -345,8 +344,8 @@ def test_put_checks_as_basestore(db_url: str, prefix: str) -> None:
 
 
 def test_search_merges_a_namespace_and_its_sub_namespaces_newest_first(store: SQLStore) -> None:
-    """A prefix search reads the prefix's own namespace and its sub-namespaces apart (see
-    store.searches._newest_under); the merged pages must be the newest-first order of both."""
+    """A prefix search returns the items of the prefix's own namespace and of its
+    sub-namespaces in one newest-first order."""
     spaces = [("u",), ("u", "x"), ("u", "x", "y"), ("u", "z"), ("v",), ("u0",)]
     for i in range(48):
         store.put(spaces[i % len(spaces)], f"k{i:02d}", {"i": i, "even": i % 2 == 0})
@@ -565,9 +564,8 @@ def test_library_code_never_touches_the_garbage_collector(store: SQLStore) -> No
 
 
 def test_prefix_search_pages_newest_first(db_url: str, prefix: str) -> None:
-    """A prefix's own namespace and its sub-namespaces give one newest-first order (SQLite
-    reads and merges them apart, see store.searches._newest_under): pages with filters,
-    offsets and lapsed items, sync and batch alike."""
+    """A prefix's own namespace and its sub-namespaces give one newest-first order: pages
+    with filters, offsets and lapsed items, sync and batch alike."""
     from langmem_sqlite.store.filters import matches
 
     store = SQLStore(db_url, table_prefix=prefix)

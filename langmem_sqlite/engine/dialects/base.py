@@ -13,7 +13,7 @@ import contextlib
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any, ClassVar
 
-from sqlalchemy import Table, bindparam, exc, insert, text, tuple_
+from sqlalchemy import Table, exc, insert, text
 from sqlalchemy.engine import URL, Connection, Engine
 from sqlalchemy.sql.dml import Insert
 from sqlalchemy.sql.elements import ColumnElement
@@ -219,61 +219,6 @@ class Dialect:
     def give_back_space(self, engine: Engine, full: bool) -> None:
         """Return the pages freed by deletes to the OS where the database keeps them in its
         file (`full`: rewrite the whole file). The base rule: nothing to do."""
-
-    # -- store (items, vectors, filters) ----------------------------------------------------------
-
-    store_json: ClassVar[str] = "json_value"
-    """How the store's search filters read a JSON value in SQL: `"json_value"` (MySQL's and
-    MariaDB's `JSON_VALUE`: compared as text or double, a superset re-checked in Python),
-    `"json1"` (SQLite's `json_extract` and `json_type`) or `"jsonb"` (PostgreSQL's
-    operators and containment)."""
-    store_expiry_as_or: ClassVar[bool] = False
-    """Whether "not lapsed" is written `expires_at IS NULL OR expires_at > :now` (PostgreSQL,
-    whose planner estimates that from the column's statistics) rather than
-    `COALESCE(expires_at, <never>) > :now` (which no planner ANDs into a search through the
-    expiry index)."""
-    store_newest_per_namespace: ClassVar[bool] = False
-    """Whether a prefix search reads the prefix's own namespace and its sub-namespaces apart,
-    each newest first through the `(ns, updated_at, id)` index, and a broad prefix newest
-    first through `(updated_at, id)` (SQLite: it does not pick those plans by itself)."""
-    store_custom_plans: ClassVar[bool] = False
-    """Whether large stores' searches force plans made for their actual values (PostgreSQL's
-    `plan_cache_mode`: a generic plan of a prepared statement cannot see what a prefix or a
-    filter selects)."""
-    store_pgvector: ClassVar[bool] = False
-    """Whether the database may have the pgvector extension (PostgreSQL)."""
-
-    def json_from_text(self, bind: Any) -> Any:
-        """A bound JSON text as the JSON column's value (the text itself where the column is
-        text; PostgreSQL casts it to `jsonb`)."""
-        return bind
-
-    def json_text(self, text: str) -> str:
-        """JSON text as the JSON column stores it without changing a number (PostgreSQL: see
-        `jsonb_text`)."""
-        return text
-
-    def filter_number(self, value: int | float) -> int | float:
-        """A number of a search filter bound for comparison with a JSON number read in SQL
-        (MySQL compares as a double)."""
-        return float(value)
-
-    def at_pairs(self, table: Table, columns: tuple[str, str]) -> Any:
-        """`(a, b)` of `table` is one of the pairs of the parameters `pairs_params`
-        makes: a row-value `IN` list."""
-        a, b = (table.c[c] for c in columns)
-        return tuple_(a, b).in_(bindparam("pairs", expanding=True))
-
-    def pairs_params(self, pairs: Sequence[tuple[str, str]]) -> dict[str, Any]:
-        """The parameters of `at_pairs` for `pairs`."""
-        return {"pairs": list(pairs)}
-
-    def upsert_arrays(
-        self, table: Table, columns: Sequence[str], update: Sequence[str], key: Sequence[str]
-    ) -> Insert | None:
-        """An upsert of many rows in one statement, each column given as one list parameter
-        named as the column, or None where the driver's `executemany` is that already."""
-        return None
 
     # -- whole-database operations (copy, erasure, maintenance) ---------------------------------
 

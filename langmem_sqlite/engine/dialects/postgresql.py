@@ -6,30 +6,19 @@ import contextlib
 import json
 import re
 import zlib
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Iterator, Mapping
 from decimal import Decimal
 from typing import Any, ClassVar
 
 from sqlalchemy import (
-    JSON,
-    String,
     Table,
-    Text,
-    bindparam,
-    cast,
-    collate,
-    func,
-    select,
     text,
-    tuple_,
     type_coerce,
 )
 from sqlalchemy.dialects import postgresql
 from sqlalchemy.engine import URL, Connection
 from sqlalchemy.schema import CreateSchema
-from sqlalchemy.sql.dml import Insert
 from sqlalchemy.sql.elements import ColumnElement
-from sqlalchemy.types import TypeDecorator
 
 from ..retry import Fault
 from .base import DEFAULT_CONNECT_TIMEOUT_S, Dialect, merge_connect_args
@@ -223,64 +212,6 @@ class PostgreSQLDialect(Dialect):
     ) -> list[ColumnElement[bool]]:
         """`column @> :filter`: JSONB containment of the whole filter (the index's operator)."""
         return [type_coerce(column, postgresql.JSONB).contains(dict(filter))]
-
-    # -- store (items, vectors, filters) ----------------------------------------------------------
-
-    store_json: ClassVar[str] = "jsonb"
-    store_expiry_as_or: ClassVar[bool] = True
-    store_custom_plans: ClassVar[bool] = True
-    store_pgvector: ClassVar[bool] = True
-
-    def json_from_text(self, bind: Any) -> Any:
-        return cast(bind, postgresql.JSONB)
-
-    def json_text(self, text: str) -> str:
-        return jsonb_text(text)
-
-    def filter_number(self, value: int | float) -> int | float:
-        return value  # bound as jsonb
-
-    def at_pairs(self, table: Table, columns: tuple[str, str]) -> Any:
-        """The pairs as two text arrays: one statement text whatever their number (a long
-        `IN` list costs the driver its parsing and the server its planning on every call);
-        the first column compared in its collation, so that the index serves the lookup."""
-        a, b = (table.c[c] for c in columns)
-        arr = postgresql.ARRAY(Text)
-        want = (
-            func.unnest(
-                cast(bindparam("pair_a", type_=arr), arr), cast(bindparam("pair_b", type_=arr), arr)
-            )
-            .table_valued("a", "b")
-            .render_derived(name="want")
-        )
-        return tuple_(a, b).in_(select(collate(want.c.a, "C"), want.c.b))
-
-    def pairs_params(self, pairs: Sequence[tuple[str, str]]) -> dict[str, Any]:
-        return {"pair_a": [p[0] for p in pairs], "pair_b": [p[1] for p in pairs]}
-
-    def upsert_arrays(
-        self, table: Table, columns: Sequence[str], update: Sequence[str], key: Sequence[str]
-    ) -> Insert | None:
-        """One `INSERT ... SELECT FROM unnest(...)` (psycopg's `executemany` sends one
-        statement per row: 20,000 puts of a burst of async calls were 20,000 statements).
-        Strings and JSON go as text arrays (JSON cast back to `jsonb`)."""
-        arrays, picked = [], []
-        for name in columns:
-            kind = table.c[name].type
-            # strings, JSON and this package's column types (text on PostgreSQL)
-            as_text = isinstance(kind, JSON | String | TypeDecorator)
-            arr = postgresql.ARRAY(Text if as_text else kind)
-            arrays.append(cast(bindparam(name, type_=arr), arr))
-        src = func.unnest(*arrays).table_valued(*columns).render_derived(name="src")
-        for name in columns:
-            column = src.c[name]
-            picked.append(
-                cast(column, postgresql.JSONB) if isinstance(table.c[name].type, JSON) else column
-            )
-        ins = postgresql.insert(table).from_select(list(columns), select(*picked))
-        return ins.on_conflict_do_update(
-            index_elements=self._key(table, key), set_={c: ins.excluded[c] for c in update}
-        )
 
     # -- whole-database operations (copy, erasure, maintenance) ---------------------------------
 

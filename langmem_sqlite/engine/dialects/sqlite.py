@@ -3,20 +3,16 @@
 from __future__ import annotations
 
 import contextlib
-import json
 import os
 import sqlite3
 import time
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping
 from typing import Any, ClassVar
 
 from sqlalchemy import (
     Integer,
     String,
     Table,
-    Text,
-    and_,
-    bindparam,
     event,
     exc,
     exists,
@@ -284,31 +280,6 @@ class SQLiteDialect(Dialect):
             conn.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchall()
         finally:
             raw.close()
-
-    # -- store (items, vectors, filters) ----------------------------------------------------------
-
-    store_json: ClassVar[str] = "json1"
-    store_newest_per_namespace: ClassVar[bool] = True
-
-    def filter_number(self, value: int | float) -> int | float:
-        # SQLite reads integers beyond 64 bits as floats, too
-        return value if type(value) is int and -(2**63) <= value < 2**63 else float(value)
-
-    def at_pairs(self, table: Table, columns: tuple[str, str]) -> Any:
-        """The pairs as one JSON array, each looked up in the index on `columns`: SQLite
-        uses no index for a row-value `IN` list and scans the table."""
-        a, b = columns
-        j = func.json_each(bindparam("pairs_json", type_=Text)).table_valued("value")
-        found = table.alias("found")
-        match = and_(
-            found.c[a] == func.json_extract(j.c.value, "$[0]"),
-            found.c[b] == func.json_extract(j.c.value, "$[1]"),
-        )
-        pk = next(iter(table.primary_key.columns)).name
-        return table.c[pk].in_(select(found.c[pk]).select_from(j.join(found, match)))
-
-    def pairs_params(self, pairs: Sequence[tuple[str, str]]) -> dict[str, Any]:
-        return {"pairs_json": json.dumps(list(pairs))}
 
     # -- whole-database operations (copy, erasure, maintenance) ---------------------------------
 
