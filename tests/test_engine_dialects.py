@@ -12,6 +12,7 @@ import sqlalchemy as sa
 
 from langmem_sqlite.engine import Database, Unit, get_database
 from langmem_sqlite.engine.dialects import SQLiteDialect
+from langmem_sqlite.operations.per_database import table_bytes
 
 
 @pytest.fixture
@@ -77,7 +78,7 @@ def test_sizes_limits_and_files(table: tuple[Database, sa.Table], backend: str) 
         lambda c: c.execute(sa.insert(t), [{"k": str(i), "a": i} for i in range(100)]),
         write=True,
     )
-    size = db.run(lambda c: db.rules.table_bytes(c, t))
+    size = db.run(table_bytes, t)
     assert size is None or size > 0
     if backend != "sqlite":  # dbstat may be left out of a SQLite build
         assert size is not None and size > 0

@@ -188,7 +188,9 @@ def _file_bytes(session: Any) -> int | None:
     """The database file's size (None on servers); also checks that the database answers."""
     import sqlalchemy as sa
 
-    size = session.rules.file_bytes(session)
+    from ..operations.per_database import file_bytes
+
+    size = file_bytes(session)
     if size is None:
         session.execute(sa.select(sa.literal(1)))
     return size  # type: ignore[no-any-return]

@@ -30,7 +30,7 @@ from sqlalchemy.pool import StaticPool
 
 from .. import plans
 from .dialects import Dialect, dialect_for
-from .retry import Attempts, Fault, default_retry_seconds
+from .retry import Attempts, default_retry_seconds
 from .unit import Statements, Step, watch_disconnects, work
 
 __all__ = ["Database", "Plan", "Step"]
@@ -207,14 +207,6 @@ class Database:
     def safe_url(self) -> str:
         """The URL as text, password hidden (for messages)."""
         return self.url.render_as_string(hide_password=True)
-
-    def fault(self, error: BaseException) -> Fault | None:
-        """The kind of transient failure `error` is, or None (see `retry`)."""
-        return self.rules.fault(error)
-
-    def reason(self, error: BaseException, kind: Fault | None) -> str | None:
-        """Why `error` keeps the database from the user, in words (None: the driver's)."""
-        return self.rules.reason(self.url, error, kind)
 
     # -- running work ---------------------------------------------------------------------------
 

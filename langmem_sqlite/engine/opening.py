@@ -16,9 +16,12 @@ from sqlalchemy.engine import URL, Engine, create_engine, make_url
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from .database import Database
-from .dialects import dialect_class, driver_alias
+from .dialects import dialect_class
 
 __all__ = ["DatabaseLike", "get_database", "reading_database"]
+
+_ALIASES = {"postgres": "postgresql"}
+"""Other spellings of a URL's driver name -> the one SQLAlchemy knows."""
 
 DatabaseLike = str | os.PathLike[str] | URL | Engine | AsyncEngine
 """Anything [`get_database`][langmem_sqlite.get_database] accepts."""
@@ -40,7 +43,7 @@ def _to_url(target: str | os.PathLike[str] | URL) -> URL:
             url = make_url(text)
         except exc.ArgumentError as e:
             raise ValueError(f"connection: not a database URL: {text!r}") from e
-    name = driver_alias(url.drivername)
+    name = _ALIASES.get(url.drivername, url.drivername)
     url = url.set(drivername=name)
     return url.set(drivername=dialect_class(url).default_drivers.get(name, name))
 

@@ -72,9 +72,8 @@ class _Target(Protocol):
     noticed_at: float
     busy: str | None
 
-    def fault(self, error: BaseException) -> Fault | None: ...
-
-    def reason(self, error: BaseException, kind: Fault | None) -> str | None: ...
+    rules: Any
+    url: Any
 
     def safe_url(self) -> str: ...
 
@@ -127,11 +126,11 @@ class Attempts:
                 be opened), or the deadline has passed.
         """
         db = self._db
-        kind = db.fault(error)
+        kind = db.rules.fault(error)
         self.count += 1
         if kind is None and db.reached:
             raise error
-        why = db.reason(error, kind) or _first_line(error)
+        why = db.rules.reason(db.url, error, kind) or _first_line(error)
         if kind is not Fault.BUSY and not db.reached:
             raise DatabaseUnavailableError(
                 f"cannot open the database {db.safe_url()}: {why}",

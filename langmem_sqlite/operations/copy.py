@@ -30,7 +30,6 @@ import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 
 from ..engine import Database, DatabaseLike, get_database
-from ..engine.dialects import dialect_for
 from ..engine.errors import DatabaseUnavailableError
 from ..engine.migrations import LATEST_VERSION, applied_versions, ensure_schema, up_to_date
 from ..engine.schema import DEFAULT_PREFIX, Tables, get_tables
@@ -38,6 +37,7 @@ from ..engine.unit import Unit
 from ..validation import check_id, check_positive
 from .importers.report import progress_bar, source_connection, source_name
 from .ownership import users_by_thread
+from .per_database import create_database, move_sequence
 
 __all__ = [
     "MAX_BATCH_SIZE",
@@ -299,7 +299,7 @@ def _pgvector_copy(
     extension is available, else filled with the rows it lacks."""
     from ..store.pgvector_schema import enable_pgvector, pgvector_table
 
-    if not db.rules.copies_pgvector:
+    if db.dialect != "postgresql":
         return None
     name = pgvector_table(tables).name
 
@@ -328,7 +328,7 @@ def _created(db: Database) -> bool:
         ValueError: it is missing and this login may not create it.
     """
     try:
-        return db.rules.create_database(db.url)
+        return create_database(db.url)
     except PermissionError as e:
         raise ValueError(
             f"target: the database {db.url.database!r} does not exist on "
@@ -436,7 +436,7 @@ def copy_database(
                 raise
             ensure_schema(db, dst_tables)
         source_has_pgvector = False
-        if dialect_for(src.engine).copies_pgvector:
+        if src.dialect.name == "postgresql":
             from ..store.pgvector_schema import pgvector_table
 
             name = pgvector_table(src_tables).name
@@ -456,8 +456,8 @@ def copy_database(
                         entry.copied += copied
                         entry.present += present
                         bar.advance(len(rows))
-            if entry.copied:
-                db.run(db.rules.after_copy, dst, write=True)
+            if entry.copied and db.dialect == "postgresql":
+                db.run(move_sequence, dst, write=True)
             entry.verified = True
         filled = _pgvector_copy(db, dst_tables, user_id, batch_size, source_has_pgvector)
         if filled is not None:

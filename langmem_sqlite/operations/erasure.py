@@ -45,6 +45,7 @@ from ..history import sql
 from ..plans import adrive, drive
 from ..validation import IdLike, check_id
 from .ownership import THREAD_USER_KEYS, threads_named, user_filters
+from .per_database import scrub
 
 if TYPE_CHECKING:
     from ..checkpoint import SQLSaver
@@ -302,7 +303,7 @@ def _forget(
 
     wal_emptied = None
     if not dry_run and db.rules.file_path(db.url) is not None:  # an embedded database's file
-        wal_emptied = yield _sql(db, db.rules.scrub, vacuum, write=True, own_transaction=True)
+        wal_emptied = yield _sql(db, scrub, vacuum, write=True, own_transaction=True)
     return ForgetReport(
         user_id=user_id,
         dry_run=dry_run,

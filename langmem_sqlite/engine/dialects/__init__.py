@@ -25,7 +25,6 @@ __all__ = [
     "dialect_class",
     "dialect_for",
     "dialect_named",
-    "driver_alias",
     "register",
     "registered",
 ]
@@ -43,15 +42,6 @@ def register(cls: type[Dialect]) -> type[Dialect]:
 _BUILTIN = (SQLiteDialect, PostgreSQLDialect, MySQLDialect)
 for _cls in _BUILTIN:
     register(_cls)
-
-
-def driver_alias(drivername: str) -> str:
-    """The driver name a registered dialect gives `drivername` (`postgres` ->
-    `postgresql`), else `drivername` itself."""
-    for cls in registered():
-        if drivername in cls.aliases:
-            return cls.aliases[drivername]
-    return drivername
 
 
 def registered() -> tuple[type[Dialect], ...]:
