@@ -13,9 +13,8 @@ receives, and the one retry rule.
 """
 
 from .database import Database, Plan, Step
-from .errors import DatabaseUnavailableError
 from .opening import DatabaseLike, get_database, reading_database
-from .retry import DEFAULT_RETRY_SECONDS, Fault
+from .retry import DEFAULT_RETRY_SECONDS, DatabaseUnavailableError, Fault
 from .unit import Unit
 
 __all__ = [

@@ -166,5 +166,5 @@ def reading_database(connection: DatabaseLike | Database) -> Database:
 def _alive(db: Database, engine: Engine | AsyncEngine) -> bool:
     # id() of a garbage-collected engine can be reused; make sure the entry is that engine.
     if isinstance(engine, AsyncEngine):
-        return db._given_async is engine
+        return db.async_engine is engine
     return db._sync is engine

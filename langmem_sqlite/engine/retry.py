@@ -37,9 +37,13 @@ from typing import Any, Protocol
 
 from sqlalchemy import exc
 
-from .errors import DatabaseUnavailableError
-
-__all__ = ["DEFAULT_RETRY_SECONDS", "Attempts", "Fault", "default_retry_seconds"]
+__all__ = [
+    "DEFAULT_RETRY_SECONDS",
+    "Attempts",
+    "DatabaseUnavailableError",
+    "Fault",
+    "default_retry_seconds",
+]
 
 logger = logging.getLogger(__name__)
 logger.addHandler(logging.NullHandler())  # quiet unless the application shows warnings
@@ -54,6 +58,30 @@ database in a span of its retry deadline: calls that wait together make one)."""
 
 _FIRST_PAUSE = 0.05
 _LONGEST_PAUSE = 1.0
+
+
+class DatabaseUnavailableError(ConnectionError):
+    """The database could not be used: at the first connection of a process (no retries: the
+    server is not there or does not answer within the connect timeout, the database does not
+    exist, the file is not a database or its directory is missing), or for longer than the
+    retry deadline (a restart or an outage that outlasted it, a SQLite file whose write lock
+    another process kept).
+
+    The message names the database with its password hidden, and why (the driver's last error,
+    or in words such as "another process holds its write lock"); the driver's error is the
+    `__cause__` (none when the call waited for this process's other writers).
+
+    Attributes:
+        url: the database URL, password hidden.
+        attempts: how many times the operation was tried.
+        waited: seconds spent trying.
+    """
+
+    def __init__(self, message: str, *, url: str, attempts: int, waited: float) -> None:
+        super().__init__(message)
+        self.url = url
+        self.attempts = attempts
+        self.waited = waited
 
 
 class Fault(enum.Enum):

@@ -24,13 +24,13 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
+from functools import partial
 from typing import Any
 
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 
-from ..engine import Database, DatabaseLike, get_database
-from ..engine.errors import DatabaseUnavailableError
+from ..engine import Database, DatabaseLike, DatabaseUnavailableError, get_database
 from ..engine.migrations import LATEST_VERSION, applied_versions, ensure_schema, up_to_date
 from ..engine.schema import DEFAULT_PREFIX, Tables, get_tables
 from ..engine.unit import Unit
@@ -447,15 +447,15 @@ def copy_database(
             if conditions is None:
                 entry.note = "not per user: left out"
                 continue
-            with progress_bar(table.name, totals[table.name] or 1, progress) as bar:
-                bar.advance(0 if totals[table.name] else 1)  # an empty table: a full bar
+            with progress_bar(table.name, totals[table.name] or 1, progress) as advance:
+                advance(0 if totals[table.name] else 1)  # an empty table: a full bar
                 for condition in conditions:
                     for rows in _pages(src, table, condition, batch_size):
                         copied, present = _page_into(db, dst, rows)
                         entry.rows += len(rows)
                         entry.copied += copied
                         entry.present += present
-                        bar.advance(len(rows))
+                        advance(len(rows))
             if entry.copied and db.dialect == "postgresql":
                 db.run(move_sequence, dst, write=True)
             entry.verified = True
@@ -481,15 +481,4 @@ async def acopy_database(
     so that the event loop goes on while the tables stream (a copy is one long job of many pages,
     made on the databases' sync connections; the arguments, report and errors are those of
     [`copy_database`][langmem_sqlite.copy_database])."""
-    return await asyncio.to_thread(
-        copy_database,
-        source,
-        target,
-        table_prefix=table_prefix,
-        target_prefix=target_prefix,
-        schema=schema,
-        target_schema=target_schema,
-        user_id=user_id,
-        batch_size=batch_size,
-        progress=progress,
-    )
+    return await asyncio.to_thread(partial(copy_database, **locals()))

@@ -1,10 +1,10 @@
-"""One object per kind of database: everything this package does differently per database.
+"""One object per kind of database: what this package does differently per database.
 
-A dialect is a subclass of `Dialect` in a module of its own, registered below with
-`register`. Supporting a new database means writing that module (its engine settings,
-how a transaction starts, which errors are transient, its column types, upserts and the
-rules each feature asks for: `Dialect` lists them all with their defaults) and adding
-it to `_BUILTIN`.
+Each kind is a subclass of `Dialect` in a module of its own, listed in `BUILTIN`: its engine
+settings, how a unit of work starts, which errors are transient, its column types and upserts,
+and the rules the history, the checkpointer and the store ask for (`Dialect` lists them with
+their defaults). A rule that only one whole-database operation needs lives with that operation
+(`langmem_sqlite.operations.per_database`).
 """
 
 from __future__ import annotations
@@ -17,6 +17,7 @@ from .postgresql import PostgreSQLDialect
 from .sqlite import SQLiteDialect
 
 __all__ = [
+    "BUILTIN",
     "DEFAULT_CONNECT_TIMEOUT_S",
     "Dialect",
     "MySQLDialect",
@@ -25,33 +26,17 @@ __all__ = [
     "dialect_class",
     "dialect_for",
     "dialect_named",
-    "register",
-    "registered",
 ]
 
-_BY_NAME: dict[str, type[Dialect]] = {}
+BUILTIN: tuple[type[Dialect], ...] = (SQLiteDialect, PostgreSQLDialect, MySQLDialect)
+"""Every dialect class, each serving the SQLAlchemy dialect names it lists in `names`."""
 
-
-def register(cls: type[Dialect]) -> type[Dialect]:
-    """Make `cls` the dialect of the SQLAlchemy dialect names it lists in `names`."""
-    for name in cls.names:
-        _BY_NAME[name] = cls
-    return cls
-
-
-_BUILTIN = (SQLiteDialect, PostgreSQLDialect, MySQLDialect)
-for _cls in _BUILTIN:
-    register(_cls)
-
-
-def registered() -> tuple[type[Dialect], ...]:
-    """Every registered dialect class, once each, in registration order."""
-    return tuple(dict.fromkeys(_BY_NAME.values()))
+_BY_NAME = {name: cls for cls in BUILTIN for name in cls.names}
 
 
 def dialect_named(name: str) -> type[Dialect]:
     """The dialect class serving SQLAlchemy's dialect `name`; the base rules for a name no
-    registered class serves (a SQLAlchemy dialect this package was not written for)."""
+    class in `BUILTIN` serves (a SQLAlchemy dialect this package was not written for)."""
     return _BY_NAME.get(name, Dialect)
 
 

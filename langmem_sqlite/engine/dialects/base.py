@@ -28,7 +28,7 @@ DEFAULT_CONNECT_TIMEOUT_S = 3
 
 
 class Dialect:
-    """The rules of one kind of database (subclasses: one module each, registered by name).
+    """The rules of one kind of database (subclasses: one module each, listed in `BUILTIN`).
 
     Class attributes describe URLs before any engine exists; an instance serves one engine.
     """
