@@ -13,7 +13,7 @@ from sqlalchemy.engine import make_url
 
 from langmem_sqlite import SQLSaver
 from langmem_sqlite.engine import get_database
-from langmem_sqlite.engine.dialects import PostgreSQLDialect
+from langmem_sqlite.engine.dialects import PostgreSQLRules
 from langmem_sqlite.engine.schema import get_tables
 
 
@@ -31,17 +31,17 @@ from langmem_sqlite.engine.schema import get_tables
 )
 def test_prepared_statements_unless_a_pooler(url: str, threshold: Any) -> None:
     parsed = make_url(url)
-    connect = PostgreSQLDialect.engine_kwargs(parsed)["connect_args"]
+    connect = PostgreSQLRules.engine_kwargs(parsed)["connect_args"]
     if threshold == "default":
         assert "prepare_threshold" not in connect  # psycopg's own default (5)
     else:
         assert connect["prepare_threshold"] == threshold
-    assert "prepare_threshold" not in PostgreSQLDialect.driver_url(parsed).query
+    assert "prepare_threshold" not in PostgreSQLRules.driver_url(parsed).query
 
 
 def test_a_bad_prepare_threshold_is_refused() -> None:
     with pytest.raises(ValueError, match="prepare_threshold"):
-        PostgreSQLDialect.engine_kwargs(make_url("postgresql://u@h/x?prepare_threshold=-2"))
+        PostgreSQLRules.engine_kwargs(make_url("postgresql://u@h/x?prepare_threshold=-2"))
     with pytest.raises(ValueError, match="prepare_threshold"):
         get_database("postgresql://u@127.0.0.1:1/x?prepare_threshold=soon")
 

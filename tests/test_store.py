@@ -195,7 +195,7 @@ def test_batch_reads_see_state_before_writes_and_last_write_wins(store: SQLStore
 
 def test_batches_of_many_keys(db_url: str, prefix: str) -> None:
     """Gets, deletes and vector replacement for many (namespace, key) pairs in one batch
-    (looked up pair by pair: see Dialect.at_pairs), across chunks, with labels and keys
+    (looked up pair by pair: see Rules.at_pairs), across chunks, with labels and keys
     that need quoting."""
     from langchain_core.embeddings import DeterministicFakeEmbedding
 

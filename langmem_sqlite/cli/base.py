@@ -140,11 +140,11 @@ def readable_url(db: str | None, option: str = "--db") -> str:
         click.ClickException: no such SQLite file.
     """
     from ..engine import get_database
-    from ..engine.dialects import dialect_class
+    from ..engine.dialects import rules_class
 
     target = url(db)
     found = get_database(target).url
-    path = dialect_class(found).file_path(found)
+    path = rules_class(found).file_path(found)
     if path not in (None, "", ":memory:"):
         if path.startswith("file:"):  # a URI filename
             path = path[len("file:") :].split("?", 1)[0]

@@ -1,4 +1,4 @@
-"""The execution layer: databases, their dialect objects, the unit of work a storage function
+"""The execution layer: databases, their rules objects, the unit of work a storage function
 receives, and the one retry rule.
 
 * `opening`: [`get_database`][langmem_sqlite.engine.get_database] turns a URL, a path or an

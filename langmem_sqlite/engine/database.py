@@ -1,4 +1,4 @@
-"""A [`Database`][langmem_sqlite.Database]: an engine, its dialect object, and the running of work
+"""A [`Database`][langmem_sqlite.Database]: an engine, its rules object, and the running of work
 on it.
 
 A storage operation is a function of a [`Unit`][langmem_sqlite.engine.Unit], written once:
@@ -29,7 +29,7 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 from sqlalchemy.pool import StaticPool
 
 from .. import plans
-from .dialects import Dialect, dialect_for
+from .dialects import Rules, rules_for
 from .retry import Attempts, default_retry_seconds
 from .unit import Statements, Step, watch_disconnects, work
 
@@ -107,7 +107,7 @@ def _close_at_exit() -> None:
 
 
 class Database:
-    """A database: its sync engine, its dialect object, and the running of work on it.
+    """A database: its sync engine, its rules object, and the running of work on it.
 
     Obtain instances with [`get_database`][langmem_sqlite.get_database]. An `AsyncEngine` given by
     the caller is used for the async API as given (the sync API uses a sync engine for the same
@@ -131,8 +131,8 @@ class Database:
         core = sync_engine if sync_engine is not None else async_engine.sync_engine  # type: ignore[union-attr]
         self.url: URL = core.url
         """The database URL (password hidden when rendered with `str`)."""
-        self.rules: Dialect = dialect_for(core)
-        """This database's dialect object (see `langmem_sqlite.engine.dialects`)."""
+        self.rules: Rules = rules_for(core)
+        """This database's rules object (see `langmem_sqlite.engine.dialects`)."""
         for engine in (sync_engine, async_engine.sync_engine if async_engine else None):
             if engine is not None:
                 self.rules.configure(engine)
@@ -192,7 +192,7 @@ class Database:
         return self._sync
 
     @property
-    def dialect(self) -> str:
+    def backend(self) -> str:
         """`"sqlite"`, `"postgresql"`, `"mysql"` or `"mariadb"`."""
         return self.rules.name
 

@@ -16,7 +16,7 @@ from sqlalchemy.engine import URL, Engine, create_engine, make_url
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from .database import Database
-from .dialects import dialect_class
+from .dialects import rules_class
 
 __all__ = ["DatabaseLike", "get_database", "reading_database"]
 
@@ -45,7 +45,7 @@ def _to_url(target: str | os.PathLike[str] | URL) -> URL:
             raise ValueError(f"connection: not a database URL: {text!r}") from e
     name = _ALIASES.get(url.drivername, url.drivername)
     url = url.set(drivername=name)
-    return url.set(drivername=dialect_class(url).default_drivers.get(name, name))
+    return url.set(drivername=rules_class(url).default_drivers.get(name, name))
 
 
 _registry: dict[Any, Database] = {}
@@ -53,7 +53,7 @@ _registry_lock = threading.Lock()
 
 
 def _from_url(url: URL, engine_args: dict[str, Any], retry_seconds: float | None) -> Database:
-    cls = dialect_class(url)
+    cls = rules_class(url)
     kwargs = cls.engine_kwargs(url)
     given = dict(engine_args)
     if "connect_args" in given:  # the caller's connect arguments win, one by one
@@ -73,7 +73,7 @@ def _from_url(url: URL, engine_args: dict[str, Any], retry_seconds: float | None
 
 def _from_async_engine(engine: AsyncEngine, retry_seconds: float | None) -> Database:
     url = engine.url
-    cls = dialect_class(url)
+    cls = rules_class(url)
     sync_name = cls.sync_twins.get(url.drivername)
     if sync_name is None or cls.is_private(url):
         return Database(None, engine, retry_seconds=retry_seconds)
@@ -124,7 +124,7 @@ def get_database(
     elif isinstance(connection, str | os.PathLike | URL):
         url = _to_url(connection)
         extra = dict(engine_args or {})
-        if dialect_class(url).is_private(url):
+        if rules_class(url).is_private(url):
             return _from_url(url, extra, retry_seconds)
         key = (
             "url",

@@ -2,8 +2,8 @@
 
 Every public call of the package runs its transactions through `Attempts`,
 whatever the database, the driver or the path (sync, async in a worker thread, or a caller's
-`AsyncEngine`). A failure is *transient* when the database's dialect object
-(`Dialect.fault`) names its kind:
+`AsyncEngine`). A failure is *transient* when the database's rules object
+(`Rules.fault`) names its kind:
 
 * [`Fault.CONNECT`][langmem_sqlite.engine.Fault]: the server refused the connection or is
   not ready yet (starting up, recovering, shutting down);

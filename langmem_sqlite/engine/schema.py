@@ -36,7 +36,7 @@ from sqlalchemy.engine import Dialect as SADialect
 from sqlalchemy.types import TypeDecorator
 
 from ..defaults import DEFAULT_PREFIX
-from .dialects import BUILTIN, dialect_named
+from .dialects import BUILTIN, rules_named
 
 __all__ = [
     "DEFAULT_PREFIX",
@@ -55,7 +55,7 @@ _IDENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,39}$")
 
 
 def _typed(generic: Any, kind: str) -> Any:
-    """`generic`, with each dialect class's own type for `kind` as its variant."""
+    """`generic`, with each rules class's own type for `kind` as its variant."""
     for cls in BUILTIN:
         own = cls.column_types().get(kind)
         if own is not None:
@@ -93,7 +93,7 @@ class _OrderedText(TypeDecorator[str]):
         return Text()
 
     def load_dialect_impl(self, dialect: SADialect) -> Any:
-        rules = dialect_named(dialect.name)
+        rules = rules_named(dialect.name)
         if rules.text_as_bytes:
             return dialect.type_descriptor(VARBINARY(self.max_bytes))
         plain = self._text_type()
@@ -102,7 +102,7 @@ class _OrderedText(TypeDecorator[str]):
         return dialect.type_descriptor(plain)
 
     def process_bind_param(self, value: str | None, dialect: SADialect) -> Any:
-        if value is not None and dialect_named(dialect.name).text_as_bytes:
+        if value is not None and rules_named(dialect.name).text_as_bytes:
             return value.encode("utf-8")
         return value
 
@@ -180,7 +180,7 @@ def _validate_identifier(value: str, name: str) -> str:
 
 def _namespace_listing_index(ddl: Any, target: Any, bind: Any, **kw: Any) -> bool:
     """Whether the dialect keeps the store's `(ns, updated_at, id)` index."""
-    return dialect_named(kw["dialect"].name).namespace_listing_index
+    return rules_named(kw["dialect"].name).namespace_listing_index
 
 
 def _build(prefix: str, schema: str | None) -> Tables:

@@ -299,7 +299,7 @@ def _pgvector_copy(
     extension is available, else filled with the rows it lacks."""
     from ..store.pgvector_schema import enable_pgvector, pgvector_table
 
-    if db.dialect != "postgresql":
+    if db.backend != "postgresql":
         return None
     name = pgvector_table(tables).name
 
@@ -456,7 +456,7 @@ def copy_database(
                         entry.copied += copied
                         entry.present += present
                         advance(len(rows))
-            if entry.copied and db.dialect == "postgresql":
+            if entry.copied and db.backend == "postgresql":
                 db.run(move_sequence, dst, write=True)
             entry.verified = True
         filled = _pgvector_copy(db, dst_tables, user_id, batch_size, source_has_pgvector)

@@ -10,7 +10,7 @@ import sqlalchemy as sa
 from sqlalchemy.engine import URL, Connection
 from sqlalchemy.pool import NullPool
 
-from ..engine.dialects import dialect_class
+from ..engine.dialects import rules_class
 from ..engine.unit import Unit
 
 __all__ = ["create_database", "file_bytes", "move_sequence", "scrub", "table_bytes", "table_names"]
@@ -96,7 +96,7 @@ def create_database(url: URL) -> bool:
     if catalog is None or not url.database:
         return False
     home, name, column = catalog
-    rules = dialect_class(url)
+    rules = rules_class(url)
     admin = url.set(database=home)
     engine = sa.create_engine(
         rules.driver_url(admin),

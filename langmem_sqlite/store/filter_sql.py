@@ -20,7 +20,7 @@ from typing import Any
 import sqlalchemy as sa
 from sqlalchemy.dialects import mysql, postgresql
 
-from ..engine.dialects import Dialect
+from ..engine.dialects import Rules
 from ..engine.schema import Tables
 from ..engine.unit import Unit
 from . import namespaces
@@ -133,7 +133,7 @@ def _nonfinite(op: str, kind: str) -> Pushed:
     return None, False  # below +inf, above -inf: every number
 
 
-def _param(rules: Dialect, v: Any) -> Any:
+def _param(rules: Rules, v: Any) -> Any:
     return v if isinstance(v, str) else rules.filter_number(v)
 
 
@@ -303,7 +303,7 @@ def prefilter(unit: Unit, t: Tables, q: SearchQuery) -> tuple[list[Any], bool]:
     return unit.statement(("filter", t.key, q.shape), build)  # type: ignore[no-any-return]
 
 
-def search_params(rules: Dialect, q: SearchQuery, now: int) -> dict[str, Any]:
+def search_params(rules: Rules, q: SearchQuery, now: int) -> dict[str, Any]:
     """Bound values for the statements built from `q` (prefix bounds, now, filter values)."""
     params: dict[str, Any] = {"now": now}
     jsonb = rules.store_json == "jsonb"

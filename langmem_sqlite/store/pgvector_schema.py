@@ -14,7 +14,7 @@ import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 from sqlalchemy.types import UserDefinedType
 
-from ..engine.dialects import dialect_class
+from ..engine.dialects import rules_class
 from ..engine.schema import NamespacePath, Tables
 from .vectors import ANN, from_blob
 
@@ -31,7 +31,7 @@ __all__ = [
 
 
 def _may_have_pgvector(conn: Connection) -> bool:
-    return dialect_class(conn.engine.url).store_pgvector
+    return rules_class(conn.engine.url).store_pgvector
 
 
 def raw_vector(blob: bytes, norm: float | None) -> list[float]:

@@ -16,7 +16,7 @@ from .sealed import Sealer
 __all__ = ["get_item", "get_items", "list_namespaces"]
 
 _PAIR = ("ns", "key")
-"""The columns of an item's key (see `Dialect.at_pairs`)."""
+"""The columns of an item's key (see `Rules.at_pairs`)."""
 
 
 def _get_one_stmt(unit: Unit, t: Tables, omit_expired: bool) -> Any:

@@ -1,10 +1,9 @@
-"""The base of the dialect objects: what every database kind must say about itself.
+"""`Rules`: what every kind of database must say about itself.
 
-SQLAlchemy's own dialects already turn statements into each database's SQL; a
-`Dialect` of this package holds the few rules SQLAlchemy leaves to its users: how this
-package opens engines for that database (pools, connect timeouts, per-connection settings), how
-a unit of work starts, and which driver errors are
-transient. Features ask the database's dialect object instead of comparing dialect names.
+SQLAlchemy's dialects turn statements into each database's SQL; a `Rules` object holds what
+SQLAlchemy leaves to its users: how this package opens engines for that database (pools,
+connect timeouts, per-connection settings), how a unit of work starts, and which driver errors
+are transient. Features ask the database's rules object instead of comparing dialect names.
 """
 
 from __future__ import annotations
@@ -20,14 +19,14 @@ from sqlalchemy.sql.elements import ColumnElement
 
 from ..retry import Fault
 
-__all__ = ["Dialect"]
+__all__ = ["Rules"]
 
 DEFAULT_CONNECT_TIMEOUT_S = 3
 """Seconds a new connection to a database server may take before it fails (servers only;
 `connect_timeout` in the URL's query or in `engine_args["connect_args"]` overrides it)."""
 
 
-class Dialect:
+class Rules:
     """The rules of one kind of database (subclasses: one module each, listed in `BUILTIN`).
 
     Class attributes describe URLs before any engine exists; an instance serves one engine.
@@ -45,7 +44,7 @@ class Dialect:
 
     def __init__(self, engine: Engine) -> None:
         self.sa = engine.dialect
-        """SQLAlchemy's dialect object of the engine."""
+        """SQLAlchemy's `Dialect` of the engine."""
 
     @property
     def name(self) -> str:

@@ -13,9 +13,9 @@ from sqlalchemy.sql.dml import Insert
 from sqlalchemy.sql.elements import ColumnElement
 
 from ..retry import Fault
-from .base import DEFAULT_CONNECT_TIMEOUT_S, Dialect, merge_connect_args
+from .base import DEFAULT_CONNECT_TIMEOUT_S, Rules, merge_connect_args
 
-__all__ = ["DEFAULT_READ_TIMEOUT_S", "MySQLDialect"]
+__all__ = ["DEFAULT_READ_TIMEOUT_S", "MySQLRules"]
 
 DEFAULT_READ_TIMEOUT_S = 3600
 """Seconds PyMySQL waits for the server's reply to one statement (and to send one), on engines
@@ -76,7 +76,7 @@ MIGRATION_LOCK_TIMEOUT_S = 120
 """How long a process waits for another one's schema changes to finish."""
 
 
-class MySQLDialect(Dialect):
+class MySQLRules(Rules):
     """MySQL and MariaDB through PyMySQL (`asyncmy` or `aiomysql` for a caller's
     `AsyncEngine`). `name` tells the two servers apart once connected."""
 

@@ -32,9 +32,9 @@ from sqlalchemy.sql.elements import ColumnElement
 from sqlalchemy.types import TypeDecorator
 
 from ..retry import Fault
-from .base import DEFAULT_CONNECT_TIMEOUT_S, Dialect, merge_connect_args
+from .base import DEFAULT_CONNECT_TIMEOUT_S, Rules, merge_connect_args
 
-__all__ = ["PostgreSQLDialect", "jsonb_dumps", "jsonb_text"]
+__all__ = ["PostgreSQLRules", "jsonb_dumps", "jsonb_text"]
 
 #: SQLSTATE -> kind of transient failure (class 08, connection exceptions, is matched whole)
 _STATES = {
@@ -91,7 +91,7 @@ def _threshold(text: str) -> int | None:
     return value
 
 
-class PostgreSQLDialect(Dialect):
+class PostgreSQLRules(Rules):
     """PostgreSQL through psycopg 3, directly or behind a transaction pooler.
 
     On a direct connection psycopg prepares a statement on the server once it has run it 5

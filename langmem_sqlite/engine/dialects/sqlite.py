@@ -30,13 +30,13 @@ from sqlalchemy.pool import StaticPool
 from sqlalchemy.sql.elements import ColumnElement
 
 from ..retry import Fault
-from .base import Dialect
+from .base import Rules
 
 __all__ = [
     "SQLITE_BUSY_TIMEOUT_MS",
     "SQLITE_JOURNAL_SIZE_LIMIT",
     "SQLITE_WAL_AUTOCHECKPOINT_PAGES",
-    "SQLiteDialect",
+    "SQLiteRules",
 ]
 
 SQLITE_BUSY_TIMEOUT_MS = 1_000
@@ -145,7 +145,7 @@ def _code(error: Any) -> int | None:
     return None if code is None else int(code) & 0xFF
 
 
-class SQLiteDialect(Dialect):
+class SQLiteRules(Rules):
     """SQLite through the standard library's `sqlite3` (`aiosqlite` for a caller's
     `AsyncEngine`)."""
 

@@ -88,10 +88,10 @@ def progress_bar(label: str, total: int, show: bool) -> Iterator[Callable[..., N
 
 def source_name(conn: Any) -> str:
     """The source for messages: a SQLite file's path, else its URL (password hidden)."""
-    from ...engine.dialects import dialect_for
+    from ...engine.dialects import rules_for
 
     url = conn.engine.url
-    path: str | None = dialect_for(conn.engine).file_path(url)
+    path: str | None = rules_for(conn.engine).file_path(url)
     return path or str(url.render_as_string(hide_password=True))
 
 
