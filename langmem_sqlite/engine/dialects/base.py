@@ -222,10 +222,6 @@ class Rules:
     """Whether a prefix search reads the prefix's own namespace and its sub-namespaces apart,
     each newest first through the `(ns, updated_at, id)` index, and a broad prefix newest
     first through `(updated_at, id)` (SQLite: it does not pick those plans by itself)."""
-    store_custom_plans: ClassVar[bool] = False
-    """Whether large stores' searches force plans made for their actual values (PostgreSQL's
-    `plan_cache_mode`: a generic plan of a prepared statement cannot see what a prefix or a
-    filter selects)."""
     store_pgvector: ClassVar[bool] = False
     """Whether the database may have the pgvector extension (PostgreSQL)."""
 

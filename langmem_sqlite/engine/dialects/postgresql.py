@@ -128,11 +128,6 @@ class PostgreSQLRules(Rules):
         return postgresql.insert(table)
 
     @classmethod
-    def behind_pooler(cls, url: URL) -> bool:
-        """Whether `url` looks like a transaction pooler's (see the class documentation)."""
-        return url.port in POOLER_PORTS or "pooler" in (url.host or "").lower()
-
-    @classmethod
     def driver_url(cls, url: URL) -> URL:
         return url.difference_update_query(["prepare_threshold"])
 
@@ -146,7 +141,7 @@ class PostgreSQLRules(Rules):
             connect["prepare_threshold"] = _threshold(
                 given if isinstance(given, str) else given[-1]
             )
-        elif cls.behind_pooler(url):
+        elif url.port in POOLER_PORTS or "pooler" in (url.host or "").lower():
             connect["prepare_threshold"] = None
         return {
             "pool_size": 10,
@@ -216,7 +211,6 @@ class PostgreSQLRules(Rules):
 
     store_json: ClassVar[str] = "jsonb"
     store_expiry_as_or: ClassVar[bool] = True
-    store_custom_plans: ClassVar[bool] = True
     store_pgvector: ClassVar[bool] = True
 
     def json_from_text(self, bind: Any) -> Any:
