@@ -184,16 +184,13 @@ def forget_user(
         raise click.ClickException("a reader kept the write-ahead log busy: run again")
 
 
-def _file_bytes(session: Any) -> int | None:
-    """The database file's size (None on servers); also checks that the database answers."""
-    import sqlalchemy as sa
-
-    from ..operations.per_database import file_bytes
-
-    size = file_bytes(session)
-    if size is None:
-        session.execute(sa.select(sa.literal(1)))
-    return size  # type: ignore[no-any-return]
+def _file_bytes(unit: Any) -> int | None:
+    """The SQLite file's size (None on servers); also checks that the database answers."""
+    if unit.connection.dialect.name != "sqlite":
+        unit.exec_driver_sql("SELECT 1")
+        return None
+    pages = unit.exec_driver_sql("PRAGMA page_count").scalar_one()
+    return int(pages) * int(unit.exec_driver_sql("PRAGMA page_size").scalar_one())
 
 
 @cli.command()

@@ -8,6 +8,7 @@ from __future__ import annotations
 import os
 import threading
 from collections.abc import Callable
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -117,10 +118,10 @@ def get_database(
         raise ValueError(f"retry_seconds: expected seconds from 0 to 86400, got {retry_seconds!r}")
     if isinstance(connection, AsyncEngine):
         key: Any = ("async", id(connection.sync_engine), retry_seconds)
-        build: Callable[[], Database] = lambda: _from_async_engine(connection, retry_seconds)  # noqa: E731
+        build: Callable[[], Database] = partial(_from_async_engine, connection, retry_seconds)
     elif isinstance(connection, Engine):
         key = ("sync", id(connection), retry_seconds)
-        build = lambda: Database(connection, retry_seconds=retry_seconds)  # noqa: E731
+        build = partial(Database, connection, retry_seconds=retry_seconds)
     elif isinstance(connection, str | os.PathLike | URL):
         url = _to_url(connection)
         extra = dict(engine_args or {})
@@ -132,7 +133,7 @@ def get_database(
             repr(sorted(extra.items())),
             retry_seconds,
         )
-        build = lambda: _from_url(url, extra, retry_seconds)  # noqa: E731
+        build = partial(_from_url, url, extra, retry_seconds)
     else:
         raise TypeError(
             "connection: expected a URL, a path, an Engine or an AsyncEngine, "
@@ -140,7 +141,7 @@ def get_database(
         )
     with _registry_lock:
         db = _registry.get(key)
-        if db is None or (key[0] != "url" and not _alive(db, connection)):  # type: ignore[arg-type]
+        if db is None:  # the entry keeps its engine alive: an engine's id is not reused
             db = _registry[key] = build()
         return db
 
@@ -161,10 +162,3 @@ def reading_database(connection: DatabaseLike | Database) -> Database:
             connection, engine_args={"execution_options": {"langmem_reading": True}}
         )
     return get_database(connection)
-
-
-def _alive(db: Database, engine: Engine | AsyncEngine) -> bool:
-    # id() of a garbage-collected engine can be reused; make sure the entry is that engine.
-    if isinstance(engine, AsyncEngine):
-        return db.async_engine is engine
-    return db._sync is engine

@@ -33,9 +33,12 @@ import logging
 import os
 import random
 import time
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any
 
 from sqlalchemy import exc
+
+if TYPE_CHECKING:
+    from .database import Database
 
 __all__ = [
     "DEFAULT_RETRY_SECONDS",
@@ -92,20 +95,6 @@ class Fault(enum.Enum):
     BUSY = "busy"
 
 
-class _Target(Protocol):
-    """What `Attempts` needs of a database."""
-
-    reached: bool
-    retry_seconds: float
-    noticed_at: float
-    busy: str | None
-
-    rules: Any
-    url: Any
-
-    def safe_url(self) -> str: ...
-
-
 def default_retry_seconds() -> float:
     """[`DEFAULT_RETRY_SECONDS`][langmem_sqlite.engine.DEFAULT_RETRY_SECONDS], or
     `$LANGMEM_SQLITE_RETRY_SECONDS` when set."""
@@ -134,7 +123,7 @@ class Attempts:
 
     __slots__ = ("_db", "_deadline", "_start", "count")
 
-    def __init__(self, db: _Target) -> None:
+    def __init__(self, db: Database) -> None:
         self._db = db
         self._start = time.monotonic()
         self._deadline = self._start + db.retry_seconds

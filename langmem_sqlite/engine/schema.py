@@ -89,14 +89,11 @@ class _OrderedText(TypeDecorator[str]):
     """Whether `ORDER BY` and ranges on the column must follow code point order (else only
     equality must be exact)."""
 
-    def _text_type(self) -> Any:
-        return Text()
-
     def load_dialect_impl(self, dialect: SADialect) -> Any:
         rules = rules_named(dialect.name)
         if rules.text_as_bytes:
             return dialect.type_descriptor(VARBINARY(self.max_bytes))
-        plain = self._text_type()
+        plain = self.impl_instance.copy()
         if self.code_point_order and rules.id_order_collation is not None:
             plain.collation = rules.id_order_collation
         return dialect.type_descriptor(plain)
@@ -124,9 +121,6 @@ class IdString(_OrderedText):
     impl = String(ID_MAX_CHARS)
     cache_ok = True
     max_bytes = ID_MAX_CHARS * 4
-
-    def _text_type(self) -> Any:
-        return String(ID_MAX_CHARS)
 
 
 NAMESPACE_MAX_BYTES = 1024

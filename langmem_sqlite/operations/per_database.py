@@ -1,6 +1,6 @@
 """What the whole-database operations do differently per database: table names and sizes for
-`stats`, a SQLite file's size and scrubbing after an erasure, creating a copy's target
-database on its server, and PostgreSQL's id sequences after a copy."""
+`stats`, scrubbing a SQLite file after an erasure, creating a copy's target database on its
+server, and PostgreSQL's id sequences after a copy."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ from sqlalchemy.pool import NullPool
 from ..engine.dialects import rules_class
 from ..engine.unit import Unit
 
-__all__ = ["create_database", "file_bytes", "move_sequence", "scrub", "table_bytes", "table_names"]
+__all__ = ["create_database", "move_sequence", "scrub", "table_bytes", "table_names"]
 
 _CHECKPOINT_TRIES = 50
 """Times an erasure tries to empty the write-ahead log while readers keep it busy."""
@@ -54,14 +54,6 @@ def table_bytes(unit: Unit, table: sa.Table) -> int | None:
         )
         size = unit.execute(stmt, {"t": table.name}).scalar()
     return None if size is None else int(size)
-
-
-def file_bytes(unit: Unit) -> int | None:
-    """Bytes of a SQLite database's main file, else `None`."""
-    if unit.connection.dialect.name != "sqlite":
-        return None
-    pages = unit.exec_driver_sql("PRAGMA page_count").scalar_one()
-    return int(pages) * int(unit.exec_driver_sql("PRAGMA page_size").scalar_one())
 
 
 def scrub(conn: Connection, vacuum: bool) -> bool:
