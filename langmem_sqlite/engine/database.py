@@ -200,6 +200,10 @@ class Database:
         """The URL as text, password hidden (for messages)."""
         return self.url.render_as_string(hide_password=True)
 
+    def location(self) -> str:
+        """Where the database is, for messages: a SQLite file's path, else `safe_url()`."""
+        return self.rules.file_path(self.url) or self.safe_url()
+
     # -- running work ---------------------------------------------------------------------------
 
     def run(

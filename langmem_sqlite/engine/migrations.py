@@ -128,7 +128,7 @@ def _migrate(conn: Connection, t: Tables) -> None:
 
 def _not_ready(db: Database, t: Tables, applied: set[int] | None) -> Plan[SchemaNotReadyError]:
     """The error for a reading database without `t` at the latest version."""
-    where = db.rules.file_path(db.url) or db.safe_url()
+    where = db.location()
     if applied is not None:
         return SchemaNotReadyError(
             f"the langmem-sqlite tables with prefix {t.prefix!r} in {where} are at schema "

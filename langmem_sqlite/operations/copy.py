@@ -405,7 +405,7 @@ def copy_database(
     with source_connection(source) as src:
         report = CopyReport(
             source=source_name(src),
-            target=db.rules.file_path(db.url) or db.safe_url(),
+            target=db.location(),
             user_id=user_id,
         )
         _check_version(src, src_tables)
