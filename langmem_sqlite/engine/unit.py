@@ -55,8 +55,7 @@ class Statements:
     """The statements the features build per set of tables, by a key of their choosing, one
     bounded dict per engine. It holds SQLAlchemy constructs only, never a value of a call."""
 
-    def __init__(self, size: int = STATEMENTS_KEPT) -> None:
-        self.size = size
+    def __init__(self) -> None:
         self._built: dict[Hashable, Any] = {}
         self._lock = threading.Lock()
 
@@ -66,7 +65,7 @@ class Statements:
         if stmt is None:
             stmt = build()
             with self._lock:
-                while len(self._built) >= self.size:
+                while len(self._built) >= STATEMENTS_KEPT:
                     del self._built[next(iter(self._built))]
                 self._built[key] = stmt
         return stmt

@@ -11,14 +11,13 @@ from __future__ import annotations
 
 from sqlalchemy.engine import URL, Engine
 
-from .base import DEFAULT_CONNECT_TIMEOUT_S, Rules
+from .base import Rules
 from .mysql import MySQLRules
 from .postgresql import PostgreSQLRules
 from .sqlite import SQLiteRules
 
 __all__ = [
     "BUILTIN",
-    "DEFAULT_CONNECT_TIMEOUT_S",
     "MySQLRules",
     "PostgreSQLRules",
     "Rules",
