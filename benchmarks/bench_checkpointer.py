@@ -207,8 +207,8 @@ def total_times(
         runs["floor"].append(floor["total"])
         floor_turns = floor_turns or floor["turns"]
     t_ours, t_anchor, base = (statistics.median(runs[k]) for k in ("ours", "anchor", "floor"))
-    row(f"total run time (median of {REPS})", t_ours, t_anchor, "s", TOTAL_TARGET[ours.db.dialect])
-    row("total vs LangGraph on InMemorySaver", t_ours, base, "s", FLOOR_TARGET[ours.db.dialect])
+    row(f"total run time (median of {REPS})", t_ours, t_anchor, "s", TOTAL_TARGET[ours.db.backend])
+    row("total vs LangGraph on InMemorySaver", t_ours, base, "s", FLOOR_TARGET[ours.db.backend])
     print(f"  InMemorySaver's total = {base / t_anchor:.3f}x the anchor's")
     row("total - InMemorySaver's total", t_ours - base, t_anchor - base, "s", "-")
     return floor_turns

@@ -26,7 +26,7 @@ from langgraph.store.base import BaseStore, SearchItem
 from typing_extensions import NotRequired, TypedDict
 
 from ..context import ContextPolicy
-from ..engine.errors import DatabaseUnavailableError
+from ..engine import DatabaseUnavailableError
 from ..memory import Memory
 from ..store import fact_tools
 from ..validation import check_id

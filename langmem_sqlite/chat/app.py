@@ -12,7 +12,7 @@ from typing import Any
 from langchain_core.messages import AIMessage, BaseMessage, ToolMessage
 
 from ..context import ContextPolicy
-from ..engine.errors import DatabaseUnavailableError
+from ..engine import DatabaseUnavailableError
 from ..memory import Memory
 from ..messages.counting import resolve_message_counter
 from .agent import SYSTEM_PROMPT, ChatSession, build_chat_graph

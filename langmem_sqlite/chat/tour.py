@@ -18,7 +18,7 @@ from typing import NamedTuple
 from sqlalchemy.engine import make_url
 
 from ..engine import get_database
-from ..engine.dialects import dialect_class
+from ..engine.dialects import rules_class
 from ..engine.schema import DEFAULT_PREFIX, get_tables
 from ..operations.maintenance import table_stats
 
@@ -92,7 +92,7 @@ def _start(db: str | None, prefix: str) -> _Start:
     database = get_database(db)
     url = database.url
     if url.get_backend_name() == "sqlite":
-        file = dialect_class(url).file_path(url)
+        file = rules_class(url).file_path(url)
         if not file:
             raise ValueError(
                 f"{db} is an in-memory database; the tour needs one that outlives a process"

@@ -11,7 +11,7 @@ from typing import Any
 from sqlalchemy.engine import URL
 from sqlalchemy.sql.elements import ColumnElement
 
-from ..engine.dialects import Dialect, dialect_class
+from ..engine.dialects import Rules, rules_class
 
 __all__ = ["check_filter", "json_copy", "json_safe", "matches", "prefilter"]
 
@@ -63,7 +63,7 @@ def _sql_comparable(value: Any) -> bool:
 
 
 def prefilter(
-    column: Any, filter: Mapping[str, Any], dialect: Dialect | str
+    column: Any, filter: Mapping[str, Any], dialect: Rules | str
 ) -> list[ColumnElement[bool]]:
     """SQL conditions on the JSON copy `column` that every match of `filter` satisfies.
 
@@ -76,7 +76,7 @@ def prefilter(
     safe = {k: v for k, v in filter.items() if _json_key(k) and _sql_comparable(v)}
     if not safe:
         return []
-    rules = dialect if isinstance(dialect, Dialect) else dialect_class(URL.create(dialect))
+    rules = dialect if isinstance(dialect, Rules) else rules_class(URL.create(dialect))
     return rules.metadata_contains(column, safe)
 
 

@@ -140,11 +140,11 @@ def readable_url(db: str | None, option: str = "--db") -> str:
         click.ClickException: no such SQLite file.
     """
     from ..engine import get_database
-    from ..engine.dialects import dialect_class
+    from ..engine.dialects import rules_class
 
     target = url(db)
     found = get_database(target).url
-    path = dialect_class(found).file_path(found)
+    path = rules_class(found).file_path(found)
     if path not in (None, "", ":memory:"):
         if path.startswith("file:"):  # a URI filename
             path = path[len("file:") :].split("?", 1)[0]
@@ -188,32 +188,31 @@ def database(db: str | None, prefix: str, *, write: bool = False) -> Any:
     return get_database(target)
 
 
+def _opened(cls: Any, db: str | None, prefix: str, create: bool, write: bool) -> Any:
+    """`cls` on the [`database`][langmem_sqlite.cli.base.database] of `--db`, or with
+    `create` on one where it creates its tables."""
+    return cls(url(db) if create else database(db, prefix, write=write), table_prefix=prefix)
+
+
 def store(db: str | None, prefix: str, *, create: bool = False, write: bool = False) -> Any:
-    """A [`ConversationStore`][langmem_sqlite.ConversationStore] on `--db`: on its
-    [`database`][langmem_sqlite.cli.base.database], or with `create` one that creates the
-    tables."""
+    """A [`ConversationStore`][langmem_sqlite.ConversationStore] on `--db` (see `_opened`)."""
     from ..history.store import ConversationStore
 
-    where = url(db) if create else database(db, prefix, write=write)
-    return ConversationStore(where, table_prefix=prefix)
+    return _opened(ConversationStore, db, prefix, create, write)
 
 
 def saver(db: str | None, prefix: str, *, create: bool = False, write: bool = False) -> Any:
-    """A [`SQLSaver`][langmem_sqlite.SQLSaver] on `--db` (as
-    [`store`][langmem_sqlite.cli.base.store])."""
+    """A [`SQLSaver`][langmem_sqlite.SQLSaver] on `--db` (see `_opened`)."""
     from ..checkpoint import SQLSaver
 
-    where = url(db) if create else database(db, prefix, write=write)
-    return SQLSaver(where, table_prefix=prefix)
+    return _opened(SQLSaver, db, prefix, create, write)
 
 
 def kv_store(db: str | None, prefix: str, *, create: bool = False, write: bool = False) -> Any:
-    """A [`SQLStore`][langmem_sqlite.SQLStore] on `--db` (as
-    [`store`][langmem_sqlite.cli.base.store])."""
+    """A [`SQLStore`][langmem_sqlite.SQLStore] on `--db` (see `_opened`)."""
     from ..store import SQLStore
 
-    where = url(db) if create else database(db, prefix, write=write)
-    return SQLStore(where, table_prefix=prefix)
+    return _opened(SQLStore, db, prefix, create, write)
 
 
 def refused(e: Exception) -> click.ClickException:

@@ -75,6 +75,8 @@ def _import_saver(
 ) -> None:
     from ..operations.importers import import_checkpoints, source_thread_ids
 
+    if kw["as_user"] is not None and kw["user_key"] is not None:
+        raise click.UsageError("give --as-user or --user-key, not both")
     try:
         ids = source_thread_ids(location)  # also checks that it is a checkpointer database
         with opener(location) as source:
@@ -106,11 +108,6 @@ saver_options = [
 ]
 
 
-def _one_user_option(kw: dict[str, Any]) -> None:
-    if kw["as_user"] is not None and kw["user_key"] is not None:
-        raise click.UsageError("give --as-user or --user-key, not both")
-
-
 @import_.command(name="sqlite-saver")
 @click.argument("path")
 @with_options(saver_options)
@@ -118,7 +115,6 @@ def import_sqlite_saver(path: str, only: tuple[str, ...], db: str | None, **kw: 
     """A langgraph-checkpoint-sqlite (SqliteSaver) file at PATH."""
     from ..operations.importers import open_sqlite_saver
 
-    _one_user_option(kw)
     _import_saver(open_sqlite_saver, path, only, db, **kw)
 
 
@@ -129,5 +125,4 @@ def import_postgres_saver(url: str, only: tuple[str, ...], db: str | None, **kw:
     """A langgraph-checkpoint-postgres (PostgresSaver) database at URL."""
     from ..operations.importers import open_postgres_saver
 
-    _one_user_option(kw)
     _import_saver(open_postgres_saver, url, only, db, **kw)

@@ -79,12 +79,6 @@ _FORGET_KINDS = (
 )
 
 
-def _where(database: Any) -> str:
-    """A database for messages: a SQLite file's path, else its URL (password hidden)."""
-    path: str | None = database.rules.file_path(database.url)
-    return path or str(database.safe_url())
-
-
 @cli.command(name="forget-user")
 @click.argument("user")
 @click.option("--dry-run", is_flag=True, help="Count what would be deleted; delete nothing.")
@@ -146,7 +140,9 @@ def forget_user(
         if as_json:
             out.json(report.as_dict())
         out_or_err = err if as_json else out
-        out_or_err.line(f"nothing stored about user {user!r} in {_where(reading)}: nothing deleted")
+        out_or_err.line(
+            f"nothing stored about user {user!r} in {reading.location()}: nothing deleted"
+        )
         return
     if not dry_run:
         if not yes:
@@ -163,7 +159,7 @@ def forget_user(
                     count(report.store_items, "other store item"),
                 )
             )
-            question = f"delete {what} of user {user!r} in {_where(reading)}?"
+            question = f"delete {what} of user {user!r} in {reading.location()}?"
             if not click.confirm(question, err=True):
                 raise click.ClickException("not confirmed: nothing deleted")
         report = forget(database(db, prefix, write=True), False)
@@ -184,14 +180,13 @@ def forget_user(
         raise click.ClickException("a reader kept the write-ahead log busy: run again")
 
 
-def _file_bytes(session: Any) -> int | None:
-    """The database file's size (None on servers); also checks that the database answers."""
-    import sqlalchemy as sa
-
-    size = session.rules.file_bytes(session)
-    if size is None:
-        session.execute(sa.select(sa.literal(1)))
-    return size  # type: ignore[no-any-return]
+def _file_bytes(unit: Any) -> int | None:
+    """The SQLite file's size (None on servers); also checks that the database answers."""
+    if unit.connection.dialect.name != "sqlite":
+        unit.exec_driver_sql("SELECT 1")
+        return None
+    pages = unit.exec_driver_sql("PRAGMA page_count").scalar_one()
+    return int(pages) * int(unit.exec_driver_sql("PRAGMA page_size").scalar_one())
 
 
 @cli.command()

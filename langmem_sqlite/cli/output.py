@@ -102,11 +102,6 @@ class Output:
                 text.append(visible(part))
         self._console().print(text)
 
-    def lines(self, texts: Iterable[str]) -> None:
-        """Print each of `texts` on its own line."""
-        for t in texts:
-            self.line(t)
-
     def table(self, columns: Iterable[str], rows: Iterable[Iterable[Any]]) -> None:
         """A table; `None` cells print empty, every other cell as `str(value)` with its
         control characters and newlines spelled out (a row stays one row)."""

@@ -1,4 +1,4 @@
-"""The execution layer: databases, their dialect objects, the unit of work a storage function
+"""The execution layer: databases, their rules objects, the unit of work a storage function
 receives, and the one retry rule.
 
 * `opening`: [`get_database`][langmem_sqlite.engine.get_database] turns a URL, a path or an
@@ -13,9 +13,8 @@ receives, and the one retry rule.
 """
 
 from .database import Database, Plan, Step
-from .errors import DatabaseUnavailableError
 from .opening import DatabaseLike, get_database, reading_database
-from .retry import DEFAULT_RETRY_SECONDS, Fault
+from .retry import DEFAULT_RETRY_SECONDS, DatabaseUnavailableError, Fault
 from .unit import Unit
 
 __all__ = [

@@ -1,4 +1,4 @@
-"""A [`Database`][langmem_sqlite.Database]: an engine, its dialect object, and the running of work
+"""A [`Database`][langmem_sqlite.Database]: an engine, its rules object, and the running of work
 on it.
 
 A storage operation is a function of a [`Unit`][langmem_sqlite.engine.Unit], written once:
@@ -29,8 +29,8 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 from sqlalchemy.pool import StaticPool
 
 from .. import plans
-from .dialects import Dialect, dialect_for
-from .retry import Attempts, Fault, default_retry_seconds
+from .dialects import Rules, rules_for
+from .retry import Attempts, default_retry_seconds
 from .unit import Statements, Step, watch_disconnects, work
 
 __all__ = ["Database", "Plan", "Step"]
@@ -107,7 +107,7 @@ def _close_at_exit() -> None:
 
 
 class Database:
-    """A database: its sync engine, its dialect object, and the running of work on it.
+    """A database: its sync engine, its rules object, and the running of work on it.
 
     Obtain instances with [`get_database`][langmem_sqlite.get_database]. An `AsyncEngine` given by
     the caller is used for the async API as given (the sync API uses a sync engine for the same
@@ -125,10 +125,14 @@ class Database:
         if sync_engine is None and async_engine is None:
             raise ValueError("connection: need a sync or an async engine")
         self._sync = sync_engine
-        self._given_async = async_engine
+        self.async_engine = async_engine
+        """The caller's `AsyncEngine`, if one was given (else the async API runs the sync
+        path in worker threads)."""
         core = sync_engine if sync_engine is not None else async_engine.sync_engine  # type: ignore[union-attr]
-        self.rules: Dialect = dialect_for(core)
-        """This database's dialect object (see `langmem_sqlite.engine.dialects`)."""
+        self.url: URL = core.url
+        """The database URL (password hidden when rendered with `str`)."""
+        self.rules: Rules = rules_for(core)
+        """This database's rules object (see `langmem_sqlite.engine.dialects`)."""
         for engine in (sync_engine, async_engine.sync_engine if async_engine else None):
             if engine is not None:
                 self.rules.configure(engine)
@@ -177,12 +181,6 @@ class Database:
     # -- what it is -----------------------------------------------------------------------------
 
     @property
-    def async_engine(self) -> AsyncEngine | None:
-        """The caller's `AsyncEngine`, if one was given (else the async API runs the sync
-        path in worker threads)."""
-        return self._given_async
-
-    @property
     def sync_engine(self) -> Engine:
         """The sync engine (every database has one; see
         [`get_database`][langmem_sqlite.get_database])."""
@@ -194,27 +192,17 @@ class Database:
         return self._sync
 
     @property
-    def dialect(self) -> str:
+    def backend(self) -> str:
         """`"sqlite"`, `"postgresql"`, `"mysql"` or `"mariadb"`."""
         return self.rules.name
-
-    @property
-    def url(self) -> URL:
-        """The database URL (password hidden when rendered with `str`)."""
-        engine = self._sync if self._sync is not None else self._given_async.sync_engine  # type: ignore[union-attr]
-        return engine.url
 
     def safe_url(self) -> str:
         """The URL as text, password hidden (for messages)."""
         return self.url.render_as_string(hide_password=True)
 
-    def fault(self, error: BaseException) -> Fault | None:
-        """The kind of transient failure `error` is, or None (see `retry`)."""
-        return self.rules.fault(error)
-
-    def reason(self, error: BaseException, kind: Fault | None) -> str | None:
-        """Why `error` keeps the database from the user, in words (None: the driver's)."""
-        return self.rules.reason(self.url, error, kind)
+    def location(self) -> str:
+        """Where the database is, for messages: a SQLite file's path, else `safe_url()`."""
+        return self.rules.file_path(self.url) or self.safe_url()
 
     # -- running work ---------------------------------------------------------------------------
 
@@ -236,7 +224,7 @@ class Database:
         deadline (`retry`).
         """
         step = Step(fn, args, write, own_transaction, schema, single, transaction)
-        return self.run_step(step)  # type: ignore[no-any-return]
+        return self._run(step)  # type: ignore[no-any-return]
 
     async def arun(
         self,
@@ -256,11 +244,9 @@ class Database:
         still ends (committed or rolled back) there.
         """
         step = Step(fn, args, write, own_transaction, schema, single, transaction)
-        return await self.arun_step(step)  # type: ignore[no-any-return]
+        return await self._arun(step)  # type: ignore[no-any-return]
 
-    def run_step(self, step: Step) -> Any:
-        """Run one [`Step`][langmem_sqlite.engine.Step] (see
-        [`run`][langmem_sqlite.engine.Database.run])."""
+    def _run(self, step: Step) -> Any:
         attempts = Attempts(self)
         while True:
             try:
@@ -268,10 +254,9 @@ class Database:
             except exc.DBAPIError as e:
                 time.sleep(attempts.pause(e))
 
-    async def arun_step(self, step: Step) -> Any:
-        """The async twin of [`run_step`][langmem_sqlite.engine.Database.run_step]."""
-        if self._given_async is None:
-            call = functools.partial(self.run_step, step)
+    async def _arun(self, step: Step) -> Any:
+        if self.async_engine is None:
+            call = functools.partial(self._run, step)
             return await asyncio.get_running_loop().run_in_executor(self._worker_threads(), call)
         attempts = Attempts(self)
         while True:
@@ -282,12 +267,11 @@ class Database:
 
     def drive(self, plan: Plan[T]) -> T:
         """Run a [`Plan`][langmem_sqlite.engine.Plan] synchronously and return its result."""
-        return plans.drive(plan, self.run_step)
+        return plans.drive(plan, self._run)
 
     async def adrive(self, plan: Plan[T]) -> T:
-        """Run a [`Plan`][langmem_sqlite.engine.Plan] with
-        [`arun_step`][langmem_sqlite.engine.Database.arun_step] and return its result."""
-        return await plans.adrive(plan, self.arun_step)
+        """The async twin of [`drive`][langmem_sqlite.engine.Database.drive]."""
+        return await plans.adrive(plan, self._arun)
 
     def _once(self, step: Step, attempts: Attempts) -> Any:
         if step.own_transaction or step.schema:
@@ -309,7 +293,7 @@ class Database:
             return work(conn, self.rules, self._statements, step)
 
     async def _aonce(self, step: Step) -> Any:
-        engine = self._given_async
+        engine = self.async_engine
         assert engine is not None
         if step.own_transaction or step.schema:
             if step.write:
@@ -351,15 +335,11 @@ class Database:
     def _worker_threads(self) -> ThreadPoolExecutor:
         """The threads that run this database's async calls (made on first use, and again in
         a forked child, which has none of its parent's threads)."""
-        pid = os.getpid()
-        workers = self._workers
-        if workers is None or self._pid != pid:
-            with self.lock:
-                workers = self._workers
-                if workers is None or self._pid != pid:
-                    workers = ThreadPoolExecutor(_WORKER_THREADS, "langmem-sqlite")
-                    self._workers, self._pid = workers, pid
-        return workers
+        with self.lock:
+            if self._workers is None or self._pid != os.getpid():
+                self._workers = ThreadPoolExecutor(_WORKER_THREADS, "langmem-sqlite")
+                self._pid = os.getpid()
+            return self._workers
 
     # -- the end --------------------------------------------------------------------------------
 

@@ -4,7 +4,7 @@ applied automatically, once, safely.
 The first use of a set of tables in a process calls
 [`ensure_schema`][langmem_sqlite.engine.migrations.ensure_schema] (async callers drive its
 plan, `schema_plan`, with `adrive`). It reads the recorded versions without locking; only when
-one is missing does it take a database-wide lock (the dialect object's `migration_lock`:
+one is missing does it take a database-wide lock (the rules object's `migration_lock`:
 SQLite's write lock, PostgreSQL's advisory lock, MySQL/MariaDB's `GET_LOCK`), so that any
 number of processes starting together apply each migration exactly once. MySQL/MariaDB commit
 DDL as it runs, so a migration step must be idempotent there.
@@ -20,7 +20,7 @@ from sqlalchemy.engine import Connection
 
 from .. import clock
 from .database import Database, Plan, Step
-from .dialects import dialect_for
+from .dialects import rules_for
 from .schema import Tables
 
 __all__ = [
@@ -114,7 +114,7 @@ def _migrate(conn: Connection, t: Tables) -> None:
     """Apply the missing migrations under a database-wide lock, on a connection that commits
     as it goes: everything is committed before the lock is released, so the next process to
     take it sees the finished work."""
-    with dialect_for(conn.engine).migration_lock(conn, _lock_name(t), t.schema):
+    with rules_for(conn.engine).migration_lock(conn, _lock_name(t), t.schema):
         t.metadata.create_all(conn, tables=[t.migrations], checkfirst=True)
         applied = applied_versions(conn, t)
         up_to_date(applied)
@@ -128,7 +128,7 @@ def _migrate(conn: Connection, t: Tables) -> None:
 
 def _not_ready(db: Database, t: Tables, applied: set[int] | None) -> Plan[SchemaNotReadyError]:
     """The error for a reading database without `t` at the latest version."""
-    where = db.rules.file_path(db.url) or db.safe_url()
+    where = db.location()
     if applied is not None:
         return SchemaNotReadyError(
             f"the langmem-sqlite tables with prefix {t.prefix!r} in {where} are at schema "

@@ -8,6 +8,7 @@ from __future__ import annotations
 import os
 import threading
 from collections.abc import Callable
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -16,9 +17,12 @@ from sqlalchemy.engine import URL, Engine, create_engine, make_url
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from .database import Database
-from .dialects import dialect_class, driver_alias
+from .dialects import rules_class
 
 __all__ = ["DatabaseLike", "get_database", "reading_database"]
+
+_ALIASES = {"postgres": "postgresql"}
+"""Other spellings of a URL's driver name -> the one SQLAlchemy knows."""
 
 DatabaseLike = str | os.PathLike[str] | URL | Engine | AsyncEngine
 """Anything [`get_database`][langmem_sqlite.get_database] accepts."""
@@ -40,9 +44,9 @@ def _to_url(target: str | os.PathLike[str] | URL) -> URL:
             url = make_url(text)
         except exc.ArgumentError as e:
             raise ValueError(f"connection: not a database URL: {text!r}") from e
-    name = driver_alias(url.drivername)
+    name = _ALIASES.get(url.drivername, url.drivername)
     url = url.set(drivername=name)
-    return url.set(drivername=dialect_class(url).default_drivers.get(name, name))
+    return url.set(drivername=rules_class(url).default_drivers.get(name, name))
 
 
 _registry: dict[Any, Database] = {}
@@ -50,7 +54,7 @@ _registry_lock = threading.Lock()
 
 
 def _from_url(url: URL, engine_args: dict[str, Any], retry_seconds: float | None) -> Database:
-    cls = dialect_class(url)
+    cls = rules_class(url)
     kwargs = cls.engine_kwargs(url)
     given = dict(engine_args)
     if "connect_args" in given:  # the caller's connect arguments win, one by one
@@ -70,7 +74,7 @@ def _from_url(url: URL, engine_args: dict[str, Any], retry_seconds: float | None
 
 def _from_async_engine(engine: AsyncEngine, retry_seconds: float | None) -> Database:
     url = engine.url
-    cls = dialect_class(url)
+    cls = rules_class(url)
     sync_name = cls.sync_twins.get(url.drivername)
     if sync_name is None or cls.is_private(url):
         return Database(None, engine, retry_seconds=retry_seconds)
@@ -114,14 +118,14 @@ def get_database(
         raise ValueError(f"retry_seconds: expected seconds from 0 to 86400, got {retry_seconds!r}")
     if isinstance(connection, AsyncEngine):
         key: Any = ("async", id(connection.sync_engine), retry_seconds)
-        build: Callable[[], Database] = lambda: _from_async_engine(connection, retry_seconds)  # noqa: E731
+        build: Callable[[], Database] = partial(_from_async_engine, connection, retry_seconds)
     elif isinstance(connection, Engine):
         key = ("sync", id(connection), retry_seconds)
-        build = lambda: Database(connection, retry_seconds=retry_seconds)  # noqa: E731
+        build = partial(Database, connection, retry_seconds=retry_seconds)
     elif isinstance(connection, str | os.PathLike | URL):
         url = _to_url(connection)
         extra = dict(engine_args or {})
-        if dialect_class(url).is_private(url):
+        if rules_class(url).is_private(url):
             return _from_url(url, extra, retry_seconds)
         key = (
             "url",
@@ -129,7 +133,7 @@ def get_database(
             repr(sorted(extra.items())),
             retry_seconds,
         )
-        build = lambda: _from_url(url, extra, retry_seconds)  # noqa: E731
+        build = partial(_from_url, url, extra, retry_seconds)
     else:
         raise TypeError(
             "connection: expected a URL, a path, an Engine or an AsyncEngine, "
@@ -137,7 +141,7 @@ def get_database(
         )
     with _registry_lock:
         db = _registry.get(key)
-        if db is None or (key[0] != "url" and not _alive(db, connection)):  # type: ignore[arg-type]
+        if db is None:  # the entry keeps its engine alive: an engine's id is not reused
             db = _registry[key] = build()
         return db
 
@@ -158,10 +162,3 @@ def reading_database(connection: DatabaseLike | Database) -> Database:
             connection, engine_args={"execution_options": {"langmem_reading": True}}
         )
     return get_database(connection)
-
-
-def _alive(db: Database, engine: Engine | AsyncEngine) -> bool:
-    # id() of a garbage-collected engine can be reused; make sure the entry is that engine.
-    if isinstance(engine, AsyncEngine):
-        return db._given_async is engine
-    return db._sync is engine

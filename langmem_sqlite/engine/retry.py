@@ -2,8 +2,8 @@
 
 Every public call of the package runs its transactions through `Attempts`,
 whatever the database, the driver or the path (sync, async in a worker thread, or a caller's
-`AsyncEngine`). A failure is *transient* when the database's dialect object
-(`Dialect.fault`) names its kind:
+`AsyncEngine`). A failure is *transient* when the database's rules object
+(`Rules.fault`) names its kind:
 
 * [`Fault.CONNECT`][langmem_sqlite.engine.Fault]: the server refused the connection or is
   not ready yet (starting up, recovering, shutting down);
@@ -33,13 +33,20 @@ import logging
 import os
 import random
 import time
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any
 
 from sqlalchemy import exc
 
-from .errors import DatabaseUnavailableError
+if TYPE_CHECKING:
+    from .database import Database
 
-__all__ = ["DEFAULT_RETRY_SECONDS", "Attempts", "Fault", "default_retry_seconds"]
+__all__ = [
+    "DEFAULT_RETRY_SECONDS",
+    "Attempts",
+    "DatabaseUnavailableError",
+    "Fault",
+    "default_retry_seconds",
+]
 
 logger = logging.getLogger(__name__)
 logger.addHandler(logging.NullHandler())  # quiet unless the application shows warnings
@@ -56,27 +63,36 @@ _FIRST_PAUSE = 0.05
 _LONGEST_PAUSE = 1.0
 
 
+class DatabaseUnavailableError(ConnectionError):
+    """The database could not be used: at the first connection of a process (no retries: the
+    server is not there or does not answer within the connect timeout, the database does not
+    exist, the file is not a database or its directory is missing), or for longer than the
+    retry deadline (a restart or an outage that outlasted it, a SQLite file whose write lock
+    another process kept).
+
+    The message names the database with its password hidden, and why (the driver's last error,
+    or in words such as "another process holds its write lock"); the driver's error is the
+    `__cause__` (none when the call waited for this process's other writers).
+
+    Attributes:
+        url: the database URL, password hidden.
+        attempts: how many times the operation was tried.
+        waited: seconds spent trying.
+    """
+
+    def __init__(self, message: str, *, url: str, attempts: int, waited: float) -> None:
+        super().__init__(message)
+        self.url = url
+        self.attempts = attempts
+        self.waited = waited
+
+
 class Fault(enum.Enum):
     """The kinds of transient failure (see the module documentation)."""
 
     CONNECT = "connect"
     LOST = "lost"
     BUSY = "busy"
-
-
-class _Target(Protocol):
-    """What `Attempts` needs of a database."""
-
-    reached: bool
-    retry_seconds: float
-    noticed_at: float
-    busy: str | None
-
-    def fault(self, error: BaseException) -> Fault | None: ...
-
-    def reason(self, error: BaseException, kind: Fault | None) -> str | None: ...
-
-    def safe_url(self) -> str: ...
 
 
 def default_retry_seconds() -> float:
@@ -107,7 +123,7 @@ class Attempts:
 
     __slots__ = ("_db", "_deadline", "_start", "count")
 
-    def __init__(self, db: _Target) -> None:
+    def __init__(self, db: Database) -> None:
         self._db = db
         self._start = time.monotonic()
         self._deadline = self._start + db.retry_seconds
@@ -127,11 +143,11 @@ class Attempts:
                 be opened), or the deadline has passed.
         """
         db = self._db
-        kind = db.fault(error)
+        kind = db.rules.fault(error)
         self.count += 1
         if kind is None and db.reached:
             raise error
-        why = db.reason(error, kind) or _first_line(error)
+        why = db.rules.reason(db.url, error, kind) or _first_line(error)
         if kind is not Fault.BUSY and not db.reached:
             raise DatabaseUnavailableError(
                 f"cannot open the database {db.safe_url()}: {why}",

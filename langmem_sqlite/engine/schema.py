@@ -1,15 +1,11 @@
 """The schema: every table of the package in one `MetaData`.
 
 Tables are SQLAlchemy Core objects built once per `(table_prefix, schema)` by
-[`get_tables`][langmem_sqlite.engine.schema.get_tables]. Their column types are portable: long
-text and blobs hold 100 MB on every dialect (`LONGTEXT`/`LONGBLOB` on MySQL/MariaDB, whose
-`TEXT`/`BLOB` stop at 64 KiB), and ids are compared byte for byte everywhere (MySQL/MariaDB
-store them as `VARBINARY` so that `"UserA"`, `"usera"` and `"usera "` are three different ids)
-and stay indexable.
-
-The `<prefix>migrations` table records the schema versions a database has
-([`langmem_sqlite.engine.migrations`][langmem_sqlite.engine.migrations]): a new table or column
-is declared here, with a migration appended there.
+[`get_tables`][langmem_sqlite.engine.schema.get_tables]. Long text and blobs hold 4 GiB on every
+dialect (MySQL's `TEXT`/`BLOB` stop at 64 KiB), and ids compare byte for byte everywhere
+(MySQL/MariaDB store them as `VARBINARY`: `"UserA"`, `"usera"` and `"usera "` are three ids).
+A new table or column is declared here, with a migration appended to
+[`langmem_sqlite.engine.migrations`][langmem_sqlite.engine.migrations].
 """
 
 from __future__ import annotations
@@ -40,7 +36,7 @@ from sqlalchemy.engine import Dialect as SADialect
 from sqlalchemy.types import TypeDecorator
 
 from ..defaults import DEFAULT_PREFIX
-from .dialects import dialect_named, registered
+from .dialects import BUILTIN, rules_named
 
 __all__ = [
     "DEFAULT_PREFIX",
@@ -59,8 +55,8 @@ _IDENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,39}$")
 
 
 def _typed(generic: Any, kind: str) -> Any:
-    """`generic`, with each registered dialect's own type for `kind` as its variant."""
-    for cls in registered():
+    """`generic`, with each rules class's own type for `kind` as its variant."""
+    for cls in BUILTIN:
         own = cls.column_types().get(kind)
         if own is not None:
             generic = generic.with_variant(own, *cls.names)
@@ -93,20 +89,17 @@ class _OrderedText(TypeDecorator[str]):
     """Whether `ORDER BY` and ranges on the column must follow code point order (else only
     equality must be exact)."""
 
-    def _text_type(self) -> Any:
-        return Text()
-
     def load_dialect_impl(self, dialect: SADialect) -> Any:
-        rules = dialect_named(dialect.name)
+        rules = rules_named(dialect.name)
         if rules.text_as_bytes:
             return dialect.type_descriptor(VARBINARY(self.max_bytes))
-        plain = self._text_type()
+        plain = self.impl_instance.copy()
         if self.code_point_order and rules.id_order_collation is not None:
             plain.collation = rules.id_order_collation
         return dialect.type_descriptor(plain)
 
     def process_bind_param(self, value: str | None, dialect: SADialect) -> Any:
-        if value is not None and dialect_named(dialect.name).text_as_bytes:
+        if value is not None and rules_named(dialect.name).text_as_bytes:
             return value.encode("utf-8")
         return value
 
@@ -128,9 +121,6 @@ class IdString(_OrderedText):
     impl = String(ID_MAX_CHARS)
     cache_ok = True
     max_bytes = ID_MAX_CHARS * 4
-
-    def _text_type(self) -> Any:
-        return String(ID_MAX_CHARS)
 
 
 NAMESPACE_MAX_BYTES = 1024
@@ -182,19 +172,9 @@ def _validate_identifier(value: str, name: str) -> str:
     return value
 
 
-def _namespace_listing_index(
-    ddl: Any,
-    target: Any,
-    bind: Any,
-    tables: Any = None,
-    state: Any = None,
-    *,
-    dialect: SADialect,
-    compiler: Any = None,
-    checkfirst: bool = False,
-) -> bool:
+def _namespace_listing_index(ddl: Any, target: Any, bind: Any, **kw: Any) -> bool:
     """Whether the dialect keeps the store's `(ns, updated_at, id)` index."""
-    return dialect_named(dialect.name).namespace_listing_index
+    return rules_named(kw["dialect"].name).namespace_listing_index
 
 
 def _build(prefix: str, schema: str | None) -> Tables:

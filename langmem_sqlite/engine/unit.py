@@ -17,7 +17,7 @@ from typing import Any, NamedTuple
 from sqlalchemy import event
 from sqlalchemy.engine import Connection, CursorResult, Engine, ExceptionContext
 
-from .dialects import Dialect, dialect_named
+from .dialects import Rules, rules_named
 
 __all__ = ["Statements", "Step", "Unit", "watch_disconnects", "work"]
 
@@ -55,8 +55,7 @@ class Statements:
     """The statements the features build per set of tables, by a key of their choosing, one
     bounded dict per engine. It holds SQLAlchemy constructs only, never a value of a call."""
 
-    def __init__(self, size: int = STATEMENTS_KEPT) -> None:
-        self.size = size
+    def __init__(self) -> None:
         self._built: dict[Hashable, Any] = {}
         self._lock = threading.Lock()
 
@@ -66,7 +65,7 @@ class Statements:
         if stmt is None:
             stmt = build()
             with self._lock:
-                while len(self._built) >= self.size:
+                while len(self._built) >= STATEMENTS_KEPT:
                     del self._built[next(iter(self._built))]
                 self._built[key] = stmt
         return stmt
@@ -78,12 +77,12 @@ class Unit:
     Attributes:
         connection: SQLAlchemy's `Connection` (its `dialect`, `info` and events are
             SQLAlchemy's).
-        rules: this package's dialect object (`engine.dialects`: what differs between databases).
+        rules: this package's rules object (`engine.dialects`: what differs between databases).
     """
 
     __slots__ = ("_statements", "connection", "rules")
 
-    def __init__(self, connection: Connection, rules: Dialect, statements: Statements) -> None:
+    def __init__(self, connection: Connection, rules: Rules, statements: Statements) -> None:
         self.connection = connection
         self.rules = rules
         self._statements = statements
@@ -105,7 +104,7 @@ class Unit:
         return self.connection.exec_driver_sql(sql, params)
 
 
-def work(connection: Connection, rules: Dialect, statements: Statements, step: Step) -> Any:
+def work(connection: Connection, rules: Rules, statements: Statements, step: Step) -> Any:
     """Run `step.fn(unit, *step.args)` as one unit of work on `connection`: the dialect
     object prepares it (`BEGIN IMMEDIATE` for SQLite writers, autocommit for PostgreSQL's single
     statements), a success commits, a failure rolls back, and the connection is left as it was
@@ -132,7 +131,7 @@ def _on_error(context: ExceptionContext) -> None:
     if context.is_disconnect or conn is None or conn.closed:
         return
     dbapi = conn.connection.dbapi_connection
-    if dbapi is not None and dialect_named(context.dialect.name).broken(dbapi):
+    if dbapi is not None and rules_named(context.dialect.name).broken(dbapi):
         context.is_disconnect = True
 
 

@@ -17,7 +17,7 @@ from typing import Any, NamedTuple
 
 from sqlalchemy import and_, bindparam, delete, func, insert, select, update
 
-from ..engine.dialects import Dialect
+from ..engine.dialects import Rules
 from ..engine.schema import Tables
 from ..engine.unit import Unit
 
@@ -88,7 +88,7 @@ class _Statements:
     bound parameters only: built once per engine
     ([`Unit.statement`][langmem_sqlite.engine.Unit.statement]), so SQLAlchemy compiles each once."""
 
-    def __init__(self, t: Tables, rules: Dialect) -> None:
+    def __init__(self, t: Tables, rules: Rules) -> None:
         s, m = t.sessions.c, t.messages.c
         match = and_(s.user_id == bindparam("k_user"), s.session_id == bindparam("k_session"))
         pk = select(s.id).where(match).scalar_subquery()

@@ -24,20 +24,20 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
+from functools import partial
 from typing import Any
 
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 
-from ..engine import Database, DatabaseLike, get_database
-from ..engine.dialects import dialect_for
-from ..engine.errors import DatabaseUnavailableError
+from ..engine import Database, DatabaseLike, DatabaseUnavailableError, get_database
 from ..engine.migrations import LATEST_VERSION, applied_versions, ensure_schema, up_to_date
 from ..engine.schema import DEFAULT_PREFIX, Tables, get_tables
 from ..engine.unit import Unit
 from ..validation import check_id, check_positive
 from .importers.report import progress_bar, source_connection, source_name
 from .ownership import users_by_thread
+from .per_database import create_database, move_sequence
 
 __all__ = [
     "MAX_BATCH_SIZE",
@@ -299,7 +299,7 @@ def _pgvector_copy(
     extension is available, else filled with the rows it lacks."""
     from ..store.pgvector_schema import enable_pgvector, pgvector_table
 
-    if not db.rules.copies_pgvector:
+    if db.backend != "postgresql":
         return None
     name = pgvector_table(tables).name
 
@@ -328,7 +328,7 @@ def _created(db: Database) -> bool:
         ValueError: it is missing and this login may not create it.
     """
     try:
-        return db.rules.create_database(db.url)
+        return create_database(db.url)
     except PermissionError as e:
         raise ValueError(
             f"target: the database {db.url.database!r} does not exist on "
@@ -405,7 +405,7 @@ def copy_database(
     with source_connection(source) as src:
         report = CopyReport(
             source=source_name(src),
-            target=db.rules.file_path(db.url) or db.safe_url(),
+            target=db.location(),
             user_id=user_id,
         )
         _check_version(src, src_tables)
@@ -436,7 +436,7 @@ def copy_database(
                 raise
             ensure_schema(db, dst_tables)
         source_has_pgvector = False
-        if dialect_for(src.engine).copies_pgvector:
+        if src.dialect.name == "postgresql":
             from ..store.pgvector_schema import pgvector_table
 
             name = pgvector_table(src_tables).name
@@ -447,17 +447,17 @@ def copy_database(
             if conditions is None:
                 entry.note = "not per user: left out"
                 continue
-            with progress_bar(table.name, totals[table.name] or 1, progress) as bar:
-                bar.advance(0 if totals[table.name] else 1)  # an empty table: a full bar
+            with progress_bar(table.name, totals[table.name] or 1, progress) as advance:
+                advance(0 if totals[table.name] else 1)  # an empty table: a full bar
                 for condition in conditions:
                     for rows in _pages(src, table, condition, batch_size):
                         copied, present = _page_into(db, dst, rows)
                         entry.rows += len(rows)
                         entry.copied += copied
                         entry.present += present
-                        bar.advance(len(rows))
-            if entry.copied:
-                db.run(db.rules.after_copy, dst, write=True)
+                        advance(len(rows))
+            if entry.copied and db.backend == "postgresql":
+                db.run(move_sequence, dst, write=True)
             entry.verified = True
         filled = _pgvector_copy(db, dst_tables, user_id, batch_size, source_has_pgvector)
         if filled is not None:
@@ -481,15 +481,4 @@ async def acopy_database(
     so that the event loop goes on while the tables stream (a copy is one long job of many pages,
     made on the databases' sync connections; the arguments, report and errors are those of
     [`copy_database`][langmem_sqlite.copy_database])."""
-    return await asyncio.to_thread(
-        copy_database,
-        source,
-        target,
-        table_prefix=table_prefix,
-        target_prefix=target_prefix,
-        schema=schema,
-        target_schema=target_schema,
-        user_id=user_id,
-        batch_size=batch_size,
-        progress=progress,
-    )
+    return await asyncio.to_thread(partial(copy_database, **locals()))

@@ -5,11 +5,9 @@
 
 * the user's **sessions** of the conversation store, with their **messages**, titles and
   running **summaries**;
-* the checkpointer **threads** tied to the user by
-  [`ownership`][langmem_sqlite.operations.ownership]'s rule: any of their checkpoints' metadata
-  names the user under `user_id` or `langgraph_auth_user_id`, as a string or, for a numeric id, as
-  an integer (every checkpoint is searched, not only the latest, so a later run without the id does
-  not hide the thread). Threads the caller names (`thread_ids`) go too;
+* the checkpointer **threads** that are the user's by
+  [`ownership`][langmem_sqlite.operations.ownership]'s rule, and those the caller names
+  (`thread_ids`);
 * the long-term store's **items** under the user's namespaces, by default everything under
   `("users", user_id)`: the user's **facts** and pending facts
   ([`UserFacts`][langmem_sqlite.store.UserFacts]) and whatever else an application keeps there,
@@ -23,8 +21,8 @@ the write-ahead log. PostgreSQL and MariaDB keep deleted rows' bytes in their fi
 own vacuum or purge reuses the space (and in their WAL, redo logs, binary logs and backups):
 see the README.
 
-The operation is written once as a plan of calls (`_Job`, see `langmem_sqlite.plans`); the
-sync function runs each call's sync half, the async one awaits its async half.
+The operation is written once as a plan of calls, each with a sync and an async half
+(`langmem_sqlite.plans`).
 """
 
 from __future__ import annotations
@@ -45,6 +43,7 @@ from ..history import sql
 from ..plans import adrive, drive
 from ..validation import IdLike, check_id
 from .ownership import THREAD_USER_KEYS, threads_named, user_filters
+from .per_database import scrub
 
 if TYPE_CHECKING:
     from ..checkpoint import SQLSaver
@@ -302,7 +301,7 @@ def _forget(
 
     wal_emptied = None
     if not dry_run and db.rules.file_path(db.url) is not None:  # an embedded database's file
-        wal_emptied = yield _sql(db, db.rules.scrub, vacuum, write=True, own_transaction=True)
+        wal_emptied = yield _sql(db, scrub, vacuum, write=True, own_transaction=True)
     return ForgetReport(
         user_id=user_id,
         dry_run=dry_run,
@@ -423,22 +422,7 @@ def forget_user(
     Raises:
         ValueError, TypeError: a bad argument (nothing is deleted).
     """
-    return drive(
-        _job(
-            target,
-            user_id,
-            dry_run,
-            table_prefix,
-            schema,
-            store_prefixes,
-            thread_ids,
-            thread_keys,
-            vacuum,
-            saver,
-            store,
-        ),
-        _sync,
-    )
+    return drive(_job(**locals()), _sync)
 
 
 async def aforget_user(
@@ -456,19 +440,4 @@ async def aforget_user(
     store: SQLStore | None = None,
 ) -> ForgetReport:
     """Async [`forget_user`][langmem_sqlite.forget_user] (the same steps, on the async APIs)."""
-    return await adrive(
-        _job(
-            target,
-            user_id,
-            dry_run,
-            table_prefix,
-            schema,
-            store_prefixes,
-            thread_ids,
-            thread_keys,
-            vacuum,
-            saver,
-            store,
-        ),
-        _async,
-    )
+    return await adrive(_job(**locals()), _async)

@@ -20,6 +20,7 @@ from ..history.store import ConversationStore, idle_cutoff
 from ..validation import check_id
 from .erasure import threads_of_user
 from .ownership import thread_users
+from .per_database import table_bytes, table_names
 
 __all__ = [
     "PruneReport",
@@ -47,7 +48,7 @@ def _count_rows(table: sa.Table) -> Any:
 
 
 def _table_stats(unit: Unit, tables: Tables) -> list[TableStat]:
-    present = unit.rules.table_names(unit, tables.schema)
+    present = table_names(unit, tables.schema)
     out = []
     for table in tables.metadata.sorted_tables:
         if table.name not in present:
@@ -56,7 +57,7 @@ def _table_stats(unit: Unit, tables: Tables) -> list[TableStat]:
             ("maintenance", tables.key, "count", table.name), partial(_count_rows, table)
         )
         rows = int(unit.execute(count).scalar() or 0)
-        size = unit.rules.table_bytes(unit, table)
+        size = table_bytes(unit, table)
         out.append(TableStat(table.name, rows, size))
     return out
 

@@ -111,21 +111,17 @@ def users_by_thread(
     `Unit`, or on a SQLAlchemy `Connection` (`copy_database` streams it with
     `execution_options(yield_per=...)`)."""
     c = t.checkpoints.c
-    out: dict[str, set[str]] = {}
     rows = conn.execute(select(c.thread_id, c.metadata_json).where(c.metadata_json.is_not(None)))
-    for row in rows:
-        named = named_users(row.metadata_json, keys)
-        if named:
-            out.setdefault(row.thread_id, set()).update(named)
-    return out
+    return _by_thread(((row.thread_id, row.metadata_json) for row in rows), keys)
 
 
-def _collect(tuples: Iterable[Any], keys: Sequence[str]) -> dict[str, set[str]]:
+def _by_thread(metadata: Iterable[tuple[str, Any]], keys: Sequence[str]) -> dict[str, set[str]]:
+    """Each thread of `(thread_id, metadata)` pairs with the users its metadata names."""
     out: dict[str, set[str]] = {}
-    for tp in tuples:
-        named = named_users(tp.metadata, keys)
+    for thread_id, meta in metadata:
+        named = named_users(meta, keys)
         if named:
-            out.setdefault(tp.config["configurable"]["thread_id"], set()).update(named)
+            out.setdefault(thread_id, set()).update(named)
     return out
 
 
@@ -134,4 +130,7 @@ def thread_users(saver: SQLSaver, keys: Sequence[str] = THREAD_USER_KEYS) -> dic
     searchable metadata decodes every checkpoint for it)."""
     if saver.searchable_metadata:
         return saver.db.run(users_by_thread, saver.tables, tuple(keys))  # type: ignore[no-any-return]
-    return _collect(saver.list(None), keys)
+    tuples = saver.list(None)
+    return _by_thread(
+        ((tp.config["configurable"]["thread_id"], tp.metadata) for tp in tuples), keys
+    )

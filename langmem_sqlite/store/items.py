@@ -17,7 +17,7 @@ import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 from sqlalchemy.sql.elements import ColumnElement
 
-from ..engine.dialects import Dialect
+from ..engine.dialects import Rules
 from ..engine.schema import Tables
 from ..engine.unit import Unit
 from . import namespaces
@@ -131,7 +131,7 @@ class ItemStatements:
         omit_expired: lapsed items are never read.
     """
 
-    def __init__(self, t: Tables, rules: Dialect, omit_expired: bool) -> None:
+    def __init__(self, t: Tables, rules: Rules, omit_expired: bool) -> None:
         self.t = t
         self.rules = rules
         self.omit_expired = omit_expired

@@ -32,7 +32,7 @@ def test_path_and_url_forms_share_one_database(
     b = get_database(str(tmp_path / "memory.db"))
     c = get_database(f"sqlite:///{tmp_path / 'memory.db'}")
     assert a is b is c
-    assert a.dialect == "sqlite" and a.url.database == str(tmp_path / "memory.db")
+    assert a.backend == "sqlite" and a.url.database == str(tmp_path / "memory.db")
     engine = sa.create_engine(f"sqlite:///{tmp_path / 'other.db'}")
     assert get_database(engine) is get_database(engine)
     assert get_database(engine).sync_engine is engine
@@ -508,10 +508,10 @@ def test_dialect_specific_indexes(db_url: str, prefix: str) -> None:
     ensure_schema(db, t)
     with db.sync_engine.connect() as conn:
         found = {i["name"] for i in sa.inspect(conn).get_indexes(t.store_items.name)}
-        if db.dialect == "postgresql":
+        if db.backend == "postgresql":
             definition = conn.execute(
                 sa.text("SELECT indexdef FROM pg_indexes WHERE indexname = :n"),
                 {"n": f"{prefix}store_items_expires_ix"},
             ).scalar()
             assert "WHERE (expires_at IS NOT NULL)" in str(definition)
-    assert (f"{prefix}store_items_ns_upd_ix" in found) is (db.dialect == "sqlite")
+    assert (f"{prefix}store_items_ns_upd_ix" in found) is (db.backend == "sqlite")

@@ -1,4 +1,4 @@
-"""The dialect objects' statements and facts, on every backend: insert-if-absent and upsert
+"""The rules objects' statements and facts, on every backend: insert-if-absent and upsert
 built once for every feature, the server's limits and sizes."""
 
 from __future__ import annotations
@@ -11,7 +11,8 @@ import pytest
 import sqlalchemy as sa
 
 from langmem_sqlite.engine import Database, Unit, get_database
-from langmem_sqlite.engine.dialects import SQLiteDialect
+from langmem_sqlite.engine.dialects import SQLiteRules
+from langmem_sqlite.operations.per_database import table_bytes
 
 
 @pytest.fixture
@@ -77,7 +78,7 @@ def test_sizes_limits_and_files(table: tuple[Database, sa.Table], backend: str) 
         lambda c: c.execute(sa.insert(t), [{"k": str(i), "a": i} for i in range(100)]),
         write=True,
     )
-    size = db.run(lambda c: db.rules.table_bytes(c, t))
+    size = db.run(table_bytes, t)
     assert size is None or size > 0
     if backend != "sqlite":  # dbstat may be left out of a SQLite build
         assert size is not None and size > 0
@@ -85,4 +86,4 @@ def test_sizes_limits_and_files(table: tuple[Database, sa.Table], backend: str) 
     assert (packet is not None and packet >= 1 << 20) if backend == "mariadb" else packet is None
     assert db.rules.text_holds_nul is (backend not in ("postgres", "pgbouncer"))
     assert (db.rules.file_path(db.url) is not None) is (backend == "sqlite")
-    assert SQLiteDialect.file_path(sa.make_url("sqlite://")) is None
+    assert SQLiteRules.file_path(sa.make_url("sqlite://")) is None

@@ -164,7 +164,7 @@ def test_async_runs_the_same_function(table: tuple[Database, sa.Table]) -> None:
 def test_a_dropped_connection_is_retried(server: str) -> None:
     url = server_url(server)
     db = get_database(url, engine_args={"pool_size": 1, "max_overflow": 0})
-    pg = db.dialect == "postgresql"
+    pg = db.backend == "postgresql"
     pid_sql = "SELECT pg_backend_pid()" if pg else "SELECT CONNECTION_ID()"
     pid = db.run(lambda c: c.exec_driver_sql(pid_sql).scalar())
     admin = sa.create_engine(db.url, poolclass=sa.pool.NullPool)
@@ -246,7 +246,7 @@ def test_every_pooled_connection_killed_is_retried(server: str) -> None:
     """Every idle connection of the pool ended by the server: the next unit of work fails on
     one, and runs again on a new connection (the pool's older connections are dropped)."""
     db = get_database(server_url(server), engine_args={"pool_size": 4, "max_overflow": 0})
-    pg = db.dialect == "postgresql"
+    pg = db.backend == "postgresql"
     pid_sql = "SELECT pg_backend_pid()" if pg else "SELECT CONNECTION_ID()"
     try:
         held = [db.sync_engine.raw_connection() for _ in range(4)]

@@ -13,7 +13,7 @@ from support import PGBOUNCER_URL, POSTGRES_URL, server_url
 
 from langmem_sqlite import SQLSaver
 from langmem_sqlite.engine import get_database
-from langmem_sqlite.engine.dialects import PostgreSQLDialect
+from langmem_sqlite.engine.dialects import PostgreSQLRules
 from langmem_sqlite.engine.schema import get_tables
 
 
@@ -31,17 +31,17 @@ from langmem_sqlite.engine.schema import get_tables
 )
 def test_prepared_statements_unless_a_pooler(url: str, threshold: Any) -> None:
     parsed = make_url(url)
-    connect = PostgreSQLDialect.engine_kwargs(parsed)["connect_args"]
+    connect = PostgreSQLRules.engine_kwargs(parsed)["connect_args"]
     if threshold == "default":
         assert "prepare_threshold" not in connect  # psycopg's own default (5)
     else:
         assert connect["prepare_threshold"] == threshold
-    assert "prepare_threshold" not in PostgreSQLDialect.driver_url(parsed).query
+    assert "prepare_threshold" not in PostgreSQLRules.driver_url(parsed).query
 
 
 def test_a_bad_prepare_threshold_is_refused() -> None:
     with pytest.raises(ValueError, match="prepare_threshold"):
-        PostgreSQLDialect.engine_kwargs(make_url("postgresql://u@h/x?prepare_threshold=-2"))
+        PostgreSQLRules.engine_kwargs(make_url("postgresql://u@h/x?prepare_threshold=-2"))
     with pytest.raises(ValueError, match="prepare_threshold"):
         get_database("postgresql://u@127.0.0.1:1/x?prepare_threshold=soon")
 
@@ -51,10 +51,8 @@ def test_connections_say_whether_they_prepare() -> None:
     pooled = get_database(server_url("pgbouncer"))
     option = get_database(POSTGRES_URL + "?prepare_threshold=none")
     for db, prepares in ((direct, True), (pooled, False), (option, False)):
-        got = db.run(
-            lambda c: c.rules.prepares_statements(c.connection.connection.dbapi_connection)
-        )
-        assert got is prepares, db.safe_url()
+        threshold = db.run(lambda c: c.connection.connection.dbapi_connection.prepare_threshold)
+        assert (threshold is not None) is prepares, db.safe_url()
 
 
 def _chat(url: str, prefix: str) -> int:

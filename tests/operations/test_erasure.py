@@ -201,7 +201,7 @@ def test_forget_user_removes_every_row_on_each_database(db_url: str, prefix: str
     report = forget_user(memory, "alice")
     assert (report.sessions, report.messages, report.summaries) == (3, 5, 1)
     assert (report.threads, report.facts, report.store_items) == (2, 2, 2)  # a lapsed item too
-    assert report.wal_emptied is (True if memory.db.dialect == "sqlite" else None)
+    assert report.wal_emptied is (True if memory.db.backend == "sqlite" else None)
     after = rows("alice")
     assert after == {**dict.fromkeys(before, 0), "all store items": before["all store items"] - 4}
     _bob_intact(memory)

@@ -242,7 +242,7 @@ async def test_nul_is_refused_only_where_the_database_cannot_hold_it(
         "deep": {"a": [{"b": "x"}, {"b": "y\x00"}]},
         "key": {"k\x00": 1},
     }
-    if store.db.dialect != "postgresql":
+    if store.db.backend != "postgresql":
         for key, value in values.items():
             await store.aput(("nul",), key, value)
             item = store.get(("nul",), key)

@@ -1,72 +1,46 @@
-"""One object per kind of database: everything this package does differently per database.
+"""One object per kind of database: what this package does differently per database.
 
-A dialect is a subclass of `Dialect` in a module of its own, registered below with
-`register`. Supporting a new database means writing that module (its engine settings,
-how a transaction starts, which errors are transient, its column types, upserts and the
-rules each feature asks for: `Dialect` lists them all with their defaults) and adding
-it to `_BUILTIN`.
+Each kind is a subclass of `Rules` in a module of its own, listed in `BUILTIN`: its engine
+settings, how a unit of work starts, which errors are transient, its column types and upserts,
+and the rules the history, the checkpointer and the store ask for (`Rules` lists them with
+their defaults). A rule that only one whole-database operation needs lives with that operation
+(`langmem_sqlite.operations.per_database`).
 """
 
 from __future__ import annotations
 
 from sqlalchemy.engine import URL, Engine
 
-from .base import DEFAULT_CONNECT_TIMEOUT_S, Dialect
-from .mysql import MySQLDialect
-from .postgresql import PostgreSQLDialect
-from .sqlite import SQLiteDialect
+from .base import Rules
+from .mysql import MySQLRules
+from .postgresql import PostgreSQLRules
+from .sqlite import SQLiteRules
 
 __all__ = [
-    "DEFAULT_CONNECT_TIMEOUT_S",
-    "Dialect",
-    "MySQLDialect",
-    "PostgreSQLDialect",
-    "SQLiteDialect",
-    "dialect_class",
-    "dialect_for",
-    "dialect_named",
-    "driver_alias",
-    "register",
-    "registered",
+    "BUILTIN",
+    "MySQLRules",
+    "PostgreSQLRules",
+    "Rules",
+    "SQLiteRules",
+    "rules_class",
+    "rules_for",
+    "rules_named",
 ]
 
-_BY_NAME: dict[str, type[Dialect]] = {}
+BUILTIN: tuple[type[Rules], ...] = (SQLiteRules, PostgreSQLRules, MySQLRules)
+"""Every rules class, each serving the SQLAlchemy dialect names it lists in `names`."""
+
+_BY_NAME = {name: cls for cls in BUILTIN for name in cls.names}
 
 
-def register(cls: type[Dialect]) -> type[Dialect]:
-    """Make `cls` the dialect of the SQLAlchemy dialect names it lists in `names`."""
-    for name in cls.names:
-        _BY_NAME[name] = cls
-    return cls
+def rules_named(name: str) -> type[Rules]:
+    """The rules class serving SQLAlchemy's dialect `name`; the base rules for a name no
+    class in `BUILTIN` serves (a SQLAlchemy dialect this package was not written for)."""
+    return _BY_NAME.get(name, Rules)
 
 
-_BUILTIN = (SQLiteDialect, PostgreSQLDialect, MySQLDialect)
-for _cls in _BUILTIN:
-    register(_cls)
-
-
-def driver_alias(drivername: str) -> str:
-    """The driver name a registered dialect gives `drivername` (`postgres` ->
-    `postgresql`), else `drivername` itself."""
-    for cls in registered():
-        if drivername in cls.aliases:
-            return cls.aliases[drivername]
-    return drivername
-
-
-def registered() -> tuple[type[Dialect], ...]:
-    """Every registered dialect class, once each, in registration order."""
-    return tuple(dict.fromkeys(_BY_NAME.values()))
-
-
-def dialect_named(name: str) -> type[Dialect]:
-    """The dialect class serving SQLAlchemy's dialect `name`; the base rules for a name no
-    registered class serves (a SQLAlchemy dialect this package was not written for)."""
-    return _BY_NAME.get(name, Dialect)
-
-
-def dialect_class(url: URL) -> type[Dialect]:
-    """The dialect class for a URL (`ValueError` for a database this package does not know)."""
+def rules_class(url: URL) -> type[Rules]:
+    """The rules class for a URL (`ValueError` for a database this package does not know)."""
     name = url.get_backend_name()
     cls = _BY_NAME.get(name)
     if cls is None:
@@ -75,6 +49,6 @@ def dialect_class(url: URL) -> type[Dialect]:
     return cls
 
 
-def dialect_for(engine: Engine) -> Dialect:
-    """A dialect object for `engine`."""
-    return dialect_class(engine.url)(engine)
+def rules_for(engine: Engine) -> Rules:
+    """A rules object for `engine`."""
+    return rules_class(engine.url)(engine)

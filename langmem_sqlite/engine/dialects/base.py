@@ -1,10 +1,9 @@
-"""The base of the dialect objects: what every database kind must say about itself.
+"""`Rules`: what every kind of database must say about itself.
 
-SQLAlchemy's own dialects already turn statements into each database's SQL; a
-`Dialect` of this package holds the few rules SQLAlchemy leaves to its users: how this
-package opens engines for that database (pools, connect timeouts, per-connection settings), how
-a unit of work starts, and which driver errors are
-transient. Features ask the database's dialect object instead of comparing dialect names.
+SQLAlchemy's dialects turn statements into each database's SQL; a `Rules` object holds what
+SQLAlchemy leaves to its users: how this package opens engines for that database (pools,
+connect timeouts, per-connection settings), how a unit of work starts, and which driver errors
+are transient. Features ask the database's rules object instead of comparing dialect names.
 """
 
 from __future__ import annotations
@@ -13,22 +12,22 @@ import contextlib
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any, ClassVar
 
-from sqlalchemy import Table, exc, insert, text
+from sqlalchemy import Table, exc, insert
 from sqlalchemy.engine import URL, Connection, Engine
 from sqlalchemy.sql.dml import Insert
 from sqlalchemy.sql.elements import ColumnElement
 
 from ..retry import Fault
 
-__all__ = ["Dialect"]
+__all__ = ["Rules"]
 
 DEFAULT_CONNECT_TIMEOUT_S = 3
 """Seconds a new connection to a database server may take before it fails (servers only;
 `connect_timeout` in the URL's query or in `engine_args["connect_args"]` overrides it)."""
 
 
-class Dialect:
-    """The rules of one kind of database (subclasses: one module each, registered by name).
+class Rules:
+    """The rules of one kind of database (subclasses: one module each, listed in `BUILTIN`).
 
     Class attributes describe URLs before any engine exists; an instance serves one engine.
     """
@@ -40,14 +39,12 @@ class Dialect:
     sync_twins: ClassVar[dict[str, str]] = {}
     """Async driver name -> the sync driver for the same database (a caller's `AsyncEngine`
     gets a sync twin engine for the sync API)."""
-    aliases: ClassVar[dict[str, str]] = {}
-    """Other spellings of the URL's driver name -> the one SQLAlchemy knows (`postgres://`)."""
     extra: ClassVar[str | None] = None
     """The package extra that installs the driver (`pip install ".[extra]"` in the package's checkout)."""
 
     def __init__(self, engine: Engine) -> None:
         self.sa = engine.dialect
-        """SQLAlchemy's dialect object of the engine."""
+        """SQLAlchemy's `Dialect` of the engine."""
 
     @property
     def name(self) -> str:
@@ -105,14 +102,6 @@ class Dialect:
         remember it in [`Database.facts`][langmem_sqlite.engine.Database.facts])."""
         return None
 
-    def table_bytes(self, conn: Any, table: Table) -> int | None:
-        """Bytes on disk of `table` with its indexes, where the database tells."""
-        return None
-
-    def file_bytes(self, conn: Any) -> int | None:
-        """Bytes of the database's main file (an embedded database), else `None`."""
-        return None
-
     # -- statements ----------------------------------------------------------------------------
 
     def _insert(self, table: Table) -> Any:
@@ -150,9 +139,6 @@ class Dialect:
     namespace_listing_index: ClassVar[bool] = False
     """Whether the store keeps an index on `(ns, updated_at, id)`, for a planner that reads
     one namespace's newest items through it (SQLite); servers do without it."""
-    partial_expiry_index: ClassVar[bool] = False
-    """Whether the store's expiry index holds only items with a TTL (a partial index the
-    planner uses for "no TTL" tests: PostgreSQL)."""
 
     @classmethod
     def column_types(cls) -> dict[str, Any]:
@@ -228,77 +214,6 @@ class Dialect:
         the database can do so (SQLite's `secure_delete`). The base rule: nothing to do."""
         yield
 
-    def scrub(self, conn: Connection, vacuum: bool) -> bool | None:
-        """After an erasure, on a connection that commits as it goes: leave no copy of deleted
-        rows in the database's files (SQLite: `VACUUM` if asked, then empty the write-ahead
-        log). `True`: done; `False`: a reader kept it from finishing (try again); `None`:
-        nothing this package can do (a server, or a database in memory)."""
-        return None
-
-    def after_copy(self, session: Any, table: Table) -> None:
-        """What `table` needs once [`copy_database`][langmem_sqlite.copy_database] wrote
-        rows with their own ids into it (PostgreSQL: move its id sequence past them; MySQL,
-        MariaDB and SQLite move their auto-increment counters themselves)."""
-
-    copies_pgvector: ClassVar[bool] = False
-    """Whether a copy fills this database's pgvector table of store vectors (PostgreSQL)."""
-
-    server_catalog: ClassVar[tuple[str | None, str | None, str, str] | None] = None
-    """Where a server lists its databases, for `create_database`: (the database a login
-    reaches to create another one, the catalog's schema, its table, its name column); `None`
-    for an embedded database."""
-
-    def create_database(self, url: URL) -> bool:
-        """Create the database `url` names on its server if it is not there (`CREATE
-        DATABASE`, from the database of `server_catalog`): `True` if it was created,
-        `False` if it exists (or the database is embedded).
-
-        Raises:
-            sqlalchemy.exc.DBAPIError: the server or its catalog cannot be reached.
-            PermissionError: the database is not there and this login may not create it.
-        """
-        from sqlalchemy import column, create_engine, literal, select, table
-        from sqlalchemy.pool import NullPool
-
-        if self.server_catalog is None or not url.database:
-            return False
-        home, schema, name, column_name = self.server_catalog
-        admin = url.set(database=home)
-        engine = create_engine(
-            self.driver_url(admin),
-            connect_args=self.engine_kwargs(admin).get("connect_args", {}),
-            poolclass=NullPool,
-            isolation_level="AUTOCOMMIT",
-        )
-        try:
-            with engine.connect() as conn:
-                catalog = table(name, column(column_name), schema=schema)
-                listed = select(literal(1)).where(catalog.c[column_name] == url.database)
-                if conn.execute(listed.select_from(catalog)).first() is not None:
-                    return False
-                quoted = conn.dialect.identifier_preparer.quote_identifier(url.database)
-                try:
-                    conn.exec_driver_sql(f"CREATE DATABASE {quoted}")
-                except exc.DBAPIError as e:
-                    raise PermissionError(" ".join(str(e.orig).split())) from e
-            return True
-        finally:
-            engine.dispose()
-
-    def table_names(self, session: Any, schema: str | None) -> set[str]:
-        """The tables of `schema` (default: the connection's own), read on a
-        [`Unit`][langmem_sqlite.engine.Unit] (the base rule: the SQL standard's
-        `information_schema`)."""
-        stmt = text(
-            "SELECT table_name FROM information_schema.tables WHERE table_schema = "
-            + (":schema" if schema else self.current_schema_sql)
-        )
-        rows = session.execute(stmt, {"schema": schema} if schema else None)
-        return {str(r[0]) for r in rows}
-
-    current_schema_sql: ClassVar[str] = "CURRENT_SCHEMA"
-    """SQL naming the connection's default schema (for `table_names`)."""
-
     # -- errors --------------------------------------------------------------------------------
 
     def fault(self, error: BaseException) -> Fault | None:
@@ -323,11 +238,6 @@ class Dialect:
     def broken(cls, dbapi_connection: Any) -> bool:
         """Whether the driver says its connection is gone (for disconnects whose message
         SQLAlchemy's dialect does not know)."""
-        return False
-
-    def prepares_statements(self, dbapi_connection: Any) -> bool:
-        """Whether the driver keeps server-side prepared statements on this connection (whose
-        cached plans may turn generic)."""
         return False
 
 

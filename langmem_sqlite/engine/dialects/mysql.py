@@ -13,17 +13,14 @@ from sqlalchemy.sql.dml import Insert
 from sqlalchemy.sql.elements import ColumnElement
 
 from ..retry import Fault
-from .base import DEFAULT_CONNECT_TIMEOUT_S, Dialect, merge_connect_args
+from .base import DEFAULT_CONNECT_TIMEOUT_S, Rules, merge_connect_args
 
-__all__ = ["DEFAULT_READ_TIMEOUT_S", "MySQLDialect"]
+__all__ = ["DEFAULT_READ_TIMEOUT_S", "MySQLRules"]
 
 DEFAULT_READ_TIMEOUT_S = 3600
 """Seconds PyMySQL waits for the server's reply to one statement (and to send one), on engines
-the package makes; `?read_timeout=N&write_timeout=N` in the URL overrides them. An hour is far
-above any one statement the package sends, even on a large database (a migration's
-`ALTER TABLE`, a `forget-user` or sweep `DELETE`, a `copy` batch, the migration lock's
-wait of 120 s), so it never cuts off legitimate work; it only ends the wait on a server that
-stopped answering mid-statement. The connection handshake is bounded by `connect_timeout`."""
+the package makes (`?read_timeout=N&write_timeout=N` in the URL overrides them): far above any
+statement the package sends, it only ends the wait on a server that stopped answering."""
 
 #: MySQL/MariaDB error number -> kind of transient failure
 _ERRORS = {
@@ -79,7 +76,7 @@ MIGRATION_LOCK_TIMEOUT_S = 120
 """How long a process waits for another one's schema changes to finish."""
 
 
-class MySQLDialect(Dialect):
+class MySQLRules(Rules):
     """MySQL and MariaDB through PyMySQL (`asyncmy` or `aiomysql` for a caller's
     `AsyncEngine`). `name` tells the two servers apart once connected."""
 
@@ -116,16 +113,6 @@ class MySQLDialect(Dialect):
     def max_statement_bytes(self, conn: Any) -> int | None:
         """`max_allowed_packet` (16 MiB by default on MariaDB)."""
         return int(conn.execute(select(text("@@max_allowed_packet"))).scalar_one())
-
-    def table_bytes(self, conn: Any, table: Table) -> int | None:
-        size = conn.execute(
-            text(
-                "SELECT data_length + index_length FROM information_schema.tables "
-                "WHERE table_schema = DATABASE() AND table_name = :t"
-            ),
-            {"t": table.name},
-        ).scalar()
-        return None if size is None else int(size)
 
     def insert_ignore(self, table: Table, key: Sequence[str] | None = None) -> Insert:
         """`ON DUPLICATE KEY UPDATE` of a key column to itself: unlike `INSERT IGNORE`, it
@@ -245,8 +232,3 @@ class MySQLDialect(Dialect):
         ]
 
     # -- store (items, vectors, filters) ----------------------------------------------------------
-
-    # -- whole-database operations (copy, erasure, maintenance) ---------------------------------
-
-    server_catalog = ("information_schema", None, "schemata", "schema_name")
-    current_schema_sql: ClassVar[str] = "DATABASE()"

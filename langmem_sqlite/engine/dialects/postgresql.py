@@ -21,9 +21,9 @@ from sqlalchemy.schema import CreateSchema
 from sqlalchemy.sql.elements import ColumnElement
 
 from ..retry import Fault
-from .base import DEFAULT_CONNECT_TIMEOUT_S, Dialect, merge_connect_args
+from .base import DEFAULT_CONNECT_TIMEOUT_S, Rules, merge_connect_args
 
-__all__ = ["PostgreSQLDialect", "jsonb_dumps", "jsonb_text"]
+__all__ = ["PostgreSQLRules", "jsonb_dumps", "jsonb_text"]
 
 #: SQLSTATE -> kind of transient failure (class 08, connection exceptions, is matched whole)
 _STATES = {
@@ -80,12 +80,12 @@ def _threshold(text: str) -> int | None:
     return value
 
 
-class PostgreSQLDialect(Dialect):
+class PostgreSQLRules(Rules):
     """PostgreSQL through psycopg 3, directly or behind a transaction pooler.
 
     On a direct connection psycopg prepares a statement on the server once it has run it 5
-    times (its `prepare_threshold`), which saves the server parsing and planning it again:
-    a checkpoint read costs 40% less. Behind a transaction pooler (PgBouncer in
+    times (its `prepare_threshold`), which saves the server parsing and planning it again.
+    Behind a transaction pooler (PgBouncer in
     `pool_mode = transaction`, and the hosted poolers that work this way) a prepared
     statement outlives the server connection it was made on, so it is never used there. A URL
     is taken to point at a pooler when its port is one of `POOLER_PORTS` or its host
@@ -98,14 +98,12 @@ class PostgreSQLDialect(Dialect):
     """
 
     id_order_collation = "C"
-    partial_expiry_index = True
 
     @classmethod
     def column_types(cls) -> dict[str, Any]:
         return {"json": postgresql.JSONB()}
 
     names: ClassVar[tuple[str, ...]] = ("postgresql",)
-    aliases: ClassVar[dict[str, str]] = {"postgres": "postgresql"}
     default_drivers: ClassVar[dict[str, str]] = {"postgresql": "postgresql+psycopg"}
     sync_twins: ClassVar[dict[str, str]] = {
         "postgresql+psycopg_async": "postgresql+psycopg",
@@ -117,18 +115,6 @@ class PostgreSQLDialect(Dialect):
 
     def _insert(self, table: Table) -> Any:
         return postgresql.insert(table)
-
-    def table_bytes(self, conn: Any, table: Table) -> int | None:
-        name = f"{table.schema}.{table.name}" if table.schema else table.name
-        size = conn.execute(
-            text("SELECT pg_total_relation_size(to_regclass(:t))"), {"t": name}
-        ).scalar()
-        return None if size is None else int(size)
-
-    @classmethod
-    def behind_pooler(cls, url: URL) -> bool:
-        """Whether `url` looks like a transaction pooler's (see the class documentation)."""
-        return url.port in POOLER_PORTS or "pooler" in (url.host or "").lower()
 
     @classmethod
     def driver_url(cls, url: URL) -> URL:
@@ -144,7 +130,7 @@ class PostgreSQLDialect(Dialect):
             connect["prepare_threshold"] = _threshold(
                 given if isinstance(given, str) else given[-1]
             )
-        elif cls.behind_pooler(url):
+        elif url.port in POOLER_PORTS or "pooler" in (url.host or "").lower():
             connect["prepare_threshold"] = None
         return {
             "pool_size": 10,
@@ -199,9 +185,6 @@ class PostgreSQLDialect(Dialect):
     def broken(cls, dbapi_connection: Any) -> bool:
         return getattr(dbapi_connection, "closed", False) is True
 
-    def prepares_statements(self, dbapi_connection: Any) -> bool:
-        return getattr(dbapi_connection, "prepare_threshold", None) is not None
-
     # -- history (sessions and messages) ----------------------------------------------------
 
     # -- checkpoints ----------------------------------------------------------------------------
@@ -212,24 +195,3 @@ class PostgreSQLDialect(Dialect):
     ) -> list[ColumnElement[bool]]:
         """`column @> :filter`: JSONB containment of the whole filter (the index's operator)."""
         return [type_coerce(column, postgresql.JSONB).contains(dict(filter))]
-
-    # -- whole-database operations (copy, erasure, maintenance) ---------------------------------
-
-    copies_pgvector: ClassVar[bool] = True
-    server_catalog = ("postgres", None, "pg_database", "datname")
-
-    def after_copy(self, session: Any, table: Table) -> None:
-        """Move the id sequence of `table` past its largest id (rows were given their ids)."""
-        column = table.autoincrement_column
-        if column is None:
-            return
-        quote = self.sa.identifier_preparer
-        name = quote.format_table(table)
-        session.execute(
-            text(
-                "SELECT setval(pg_get_serial_sequence(:t, :c), m) "
-                f"FROM (SELECT MAX({quote.quote(column.name)}) AS m "
-                f"FROM {name}) AS top WHERE m IS NOT NULL"
-            ),
-            {"t": name, "c": column.name},
-        )

@@ -5,7 +5,6 @@ from __future__ import annotations
 import contextlib
 import os
 import sqlite3
-import time
 from collections.abc import Callable, Iterator, Mapping
 from typing import Any, ClassVar
 
@@ -20,7 +19,6 @@ from sqlalchemy import (
     literal,
     literal_column,
     select,
-    text,
 )
 from sqlalchemy.dialects import sqlite
 from sqlalchemy.engine import URL, Connection, Engine
@@ -28,13 +26,13 @@ from sqlalchemy.pool import StaticPool
 from sqlalchemy.sql.elements import ColumnElement
 
 from ..retry import Fault
-from .base import Dialect
+from .base import Rules
 
 __all__ = [
     "SQLITE_BUSY_TIMEOUT_MS",
     "SQLITE_JOURNAL_SIZE_LIMIT",
     "SQLITE_WAL_AUTOCHECKPOINT_PAGES",
-    "SQLiteDialect",
+    "SQLiteRules",
 ]
 
 SQLITE_BUSY_TIMEOUT_MS = 1_000
@@ -44,9 +42,7 @@ whole wait by the call's retry deadline (a longer busy timeout would wait that l
 
 SQLITE_WAL_AUTOCHECKPOINT_PAGES = 256
 """Pages in the write-ahead log before a commit copies them into the database file (a quarter
-of SQLite's default 1,000): the log stays near 1 MiB while a database is in use. A 200-turn
-chat graph's files then hold 2.06 MB while the saver is open (3.62 MB with 1,000 pages, of
-which 2.70 MB log), with no run-time cost measurable above the machine's noise."""
+of SQLite's default 1,000): the log stays near 1 MiB while a database is in use."""
 
 SQLITE_JOURNAL_SIZE_LIMIT = 1024 * 1024
 """Bytes of write-ahead log left on disk when a checkpoint lets the log start over (the rest is
@@ -55,9 +51,6 @@ when the last connection to the file closes)."""
 
 _SECURE_DELETE = {0: "OFF", 1: "ON", 2: "FAST"}
 """`PRAGMA secure_delete` values as read -> as set."""
-
-_CHECKPOINT_TRIES = 50
-"""Times an erasure tries to empty the write-ahead log while readers keep it busy."""
 
 _BUSY = (5, 6)
 """SQLite's primary result codes `SQLITE_BUSY` and `SQLITE_LOCKED`."""
@@ -148,7 +141,7 @@ def _code(error: Any) -> int | None:
     return None if code is None else int(code) & 0xFF
 
 
-class SQLiteDialect(Dialect):
+class SQLiteRules(Rules):
     """SQLite through the standard library's `sqlite3` (`aiosqlite` for a caller's
     `AsyncEngine`)."""
 
@@ -172,21 +165,6 @@ class SQLiteDialect(Dialect):
 
     def _insert(self, table: Table) -> Any:
         return sqlite.insert(table)
-
-    def file_bytes(self, conn: Any) -> int | None:
-        pages = conn.exec_driver_sql("PRAGMA page_count").scalar_one()
-        return int(pages) * int(conn.exec_driver_sql("PRAGMA page_size").scalar_one())
-
-    def table_bytes(self, conn: Any, table: Table) -> int | None:
-        try:  # the dbstat virtual table is compiled into most SQLite builds
-            size = conn.execute(
-                text("SELECT SUM(pgsize) FROM dbstat WHERE name = :t"), {"t": table.name}
-            ).scalar()
-        except Exception as e:  # OperationalError: no such table: dbstat
-            if "dbstat" not in str(e):
-                raise
-            return None
-        return None if size is None else int(size)
 
     @classmethod
     def engine_kwargs(cls, url: URL) -> dict[str, Any]:
@@ -295,31 +273,3 @@ class SQLiteDialect(Dialect):
         finally:
             if was is not None:
                 session.exec_driver_sql(f"PRAGMA secure_delete = {was}")
-
-    def scrub(self, conn: Connection, vacuum: bool) -> bool | None:
-        """`VACUUM` (if asked) rewrites the file, so that no free page or free space within a
-        page keeps a copy; `PRAGMA wal_checkpoint(TRUNCATE)` empties the write-ahead log
-        (retried while a reader keeps it busy). Runs outside a transaction, on the pooled
-        DB-API connection; `None` for a database in memory."""
-        if self.is_private(conn.engine.url):
-            return None
-        cursor = conn.connection.dbapi_connection.cursor()  # type: ignore[union-attr]
-        try:
-            if vacuum:
-                cursor.execute("VACUUM")
-            for attempt in range(_CHECKPOINT_TRIES):
-                cursor.execute("PRAGMA wal_checkpoint(TRUNCATE)")
-                row = cursor.fetchone()
-                if row is None or not row[0]:  # (busy, log frames, checkpointed frames)
-                    return True
-                time.sleep(min(0.05 * (attempt + 1), 0.5))
-            return False
-        finally:
-            cursor.close()
-
-    def table_names(self, session: Any, schema: str | None) -> set[str]:
-        master = "sqlite_master"
-        if schema:  # an attached database
-            master = f"{self.sa.identifier_preparer.quote_schema(schema)}.sqlite_master"
-        rows = session.exec_driver_sql(f"SELECT name FROM {master} WHERE type = 'table'")
-        return {str(r[0]) for r in rows}

@@ -205,7 +205,7 @@ def import_checkpoints(
             raise LookupError(f"thread_ids: no thread {thread_id!r} in the source")
     target.list_threads(limit=1)  # the target answers (and has its tables) before any bar
     without_user = 0
-    with progress_bar("importing threads", len(ids), progress) as bar:
+    with progress_bar("importing threads", len(ids), progress) as advance:
         for thread_id in ids:
             tuples = list(source.list({"configurable": {"thread_id": thread_id}}))
             user = _thread_user(tuples, user_id, user_key)
@@ -222,7 +222,7 @@ def import_checkpoints(
                 seen[(conf.get("checkpoint_ns", ""), conf["checkpoint_id"])] = t
             for t in tuples:
                 _verify(target, t, _with_user(t, user))
-            bar.advance()
+            advance()
     if user_key is not None:
         report.details["threads_without_user"] = without_user
     report.verified = True

@@ -99,7 +99,7 @@ def import_chat_history(
         report.containers = len(sessions)
         target.list_sessions(limit=1)  # the target answers (and has its tables) before any bar
         total = sum(n for _, n in sessions)
-        with progress_bar(f"importing {table}", total, progress) as bar:
+        with progress_bar(f"importing {table}", total, progress) as advance:
             for session, count in sessions:
                 done = target.count_messages(session, user_id=user_id)
                 if done > count or (
@@ -114,13 +114,13 @@ def import_chat_history(
                         "(import under another user_id, or clear it first)"
                     )
                 report.skipped += done
-                bar.advance(done)
+                advance(done)
                 while done < count:
                     batch = _page(conn, t, session_column, session, done, batch_size)
                     target.add_messages(session, batch, user_id=user_id)
                     done += len(batch)
                     report.imported += len(batch)
-                    bar.advance(len(batch))
+                    advance(len(batch))
                 stored = target.get_messages(session, user_id=user_id)
                 if not _same(stored, _page(conn, t, session_column, session, 0, count)):
                     raise ImportMismatchError(f"session {session!r}: read-back differs")

@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
+from functools import partial
 from typing import Any
 
 __all__ = [
@@ -75,38 +76,22 @@ class ImportReport:
         }
 
 
-class _NoBar:
-    def advance(self, n: int = 1) -> None:
-        pass
-
-
-class _Bar:
-    def __init__(self, progress: Any, task: Any) -> None:
-        self.progress, self.task = progress, task
-
-    def advance(self, n: int = 1) -> None:
-        self.progress.advance(self.task, n)
-
-
 @contextmanager
-def progress_bar(label: str, total: int, show: bool) -> Iterator[Any]:
-    """A rich progress bar on stderr (or a no-op) with `advance(n)`."""
-    if not show:
-        yield _NoBar()
-        return
+def progress_bar(label: str, total: int, show: bool) -> Iterator[Callable[..., None]]:
+    """A rich progress bar on stderr (hidden unless `show`): yields its `advance(n=1)`."""
     from rich.console import Console
     from rich.progress import Progress
 
-    with Progress(console=Console(stderr=True), transient=False) as progress:
-        yield _Bar(progress, progress.add_task(label, total=total))
+    with Progress(console=Console(stderr=True), disable=not show) as progress:
+        yield partial(progress.advance, progress.add_task(label, total=total))
 
 
 def source_name(conn: Any) -> str:
     """The source for messages: a SQLite file's path, else its URL (password hidden)."""
-    from ...engine.dialects import dialect_for
+    from ...engine.dialects import rules_for
 
     url = conn.engine.url
-    path: str | None = dialect_for(conn.engine).file_path(url)
+    path: str | None = rules_for(conn.engine).file_path(url)
     return path or str(url.render_as_string(hide_password=True))
 
 
