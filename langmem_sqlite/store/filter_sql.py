@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import math
 import re
-from collections.abc import Iterator
+from collections.abc import Hashable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -240,10 +240,34 @@ def search_params(sql: StoreSQL, q: SearchQuery, now: int) -> dict[str, Any]:
     return params
 
 
-def search_where(unit: Unit, t: Tables, q: SearchQuery) -> tuple[list[Any], bool]:
+def _kind(v: Any) -> Hashable:
+    """What the SQL of a filter condition depends on in its operand (the value is bound)."""
+    if v is None or isinstance(v, bool):
+        return v
+    if isinstance(v, str):
+        return "str", v.startswith(("[", "{"))
+    if isinstance(v, float) and not math.isfinite(v):
+        return "nan" if math.isnan(v) else v
+    if is_number(v):
+        return "big" if _big(v) else type(v).__name__
+    return "json", is_finite_json(v)
+
+
+def search_shape(q: SearchQuery) -> Hashable:
+    """What the statements of a search depend on: queries of one shape share them (see
+    [`Unit.statement`][langmem_sqlite.engine.unit.Unit.statement])."""
+    leaves = tuple((path, op, _kind(v)) for path, op, v in q.leaves)
+    return bool(q.prefix), q.omit_expired, q.sealer is not None, leaves
+
+
+def search_where(unit: Unit, t: Tables, q: SearchQuery) -> tuple[tuple[Any, ...], bool]:
     """The conditions of a search (prefix, not lapsed, filter) and whether they are exactly
     the filter."""
-    sql = store_sql(unit.connection.dialect.name)
-    conds, exact = prefilter(sql, t, q)
-    live = not_lapsed(t, q.omit_expired, sql.expiry_as_or)
-    return [within_prefix(t.store_items.c.ns, q.prefix), live, *conds], exact
+
+    def build() -> tuple[tuple[Any, ...], bool]:
+        sql = store_sql(unit.connection.dialect.name)
+        conds, exact = prefilter(sql, t, q)
+        live = not_lapsed(t, q.omit_expired, sql.expiry_as_or)
+        return (within_prefix(t.store_items.c.ns, q.prefix), live, *conds), exact
+
+    return unit.statement(("where", t.key, search_shape(q)), build)  # type: ignore[no-any-return]

@@ -144,6 +144,15 @@ class ItemStatements:
         return sa.select(*item_columns(t)).where(*_at_keys(t), not_lapsed(t, self.omit_expired))
 
     @cached_property
+    def get_one(self) -> Any:
+        """The live item at `ns` and `key` (a plain comparison: an `IN` list is rendered
+        anew for each execution)."""
+        t = self.t
+        c = t.store_items.c
+        at = c.ns == sa.bindparam("ns", type_=c.ns.type), c.key == sa.bindparam("key")
+        return sa.select(*item_columns(t)).where(*at, not_lapsed(t, self.omit_expired))
+
+    @cached_property
     def ids(self) -> Any:
         """`(id, ns, key)` of the items of `ns` and `keys`."""
         c = self.t.store_items.c
@@ -183,7 +192,13 @@ def get_items(
     """The live items at `(encoded ns, key)` pairs, keyed by that pair."""
     out: dict[tuple[str, str], ItemRow] = {}
     for params in _by_namespace(list(dict.fromkeys(pairs))):
-        for row in unit.execute(s.get, {**params, "now": now}):
+        if len(params["keys"]) == 1:
+            found = unit.execute(
+                s.get_one, {"ns": params["ns"], "key": params["keys"][0], "now": now}
+            )
+        else:
+            found = unit.execute(s.get, {**params, "now": now})
+        for row in found:
             out[(row[1], row[2])] = item_row(row, None, sealer)
     return out
 

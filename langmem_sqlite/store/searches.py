@@ -20,7 +20,7 @@ import sqlalchemy as sa
 from ..engine.schema import Tables
 from ..engine.unit import Unit
 from .dialect_sql import store_sql
-from .filter_sql import SearchQuery, search_params, search_where
+from .filter_sql import SearchQuery, search_params, search_shape, search_where
 from .filters import matches
 from .items import ItemRow, item_columns, item_row, newest_first, not_lapsed, within_prefix
 from .pgvector_schema import Vector, pgvector_table
@@ -29,14 +29,18 @@ from .vectors import ANN, rank_max_pool
 __all__ = ["matching_pages", "search_items", "vector_search"]
 
 
+def _paged(stmt: Any) -> Any:
+    """An ordered select with its LIMIT and OFFSET as the parameters `lim` and `off`."""
+    return stmt.limit(sa.bindparam("lim")).offset(sa.bindparam("off"))
+
+
 def matching_pages(
-    unit: Unit, stmt: Any, params: dict[str, Any], q: SearchQuery, want: int, exact: bool
+    unit: Unit, paged: Any, params: dict[str, Any], q: SearchQuery, want: int, exact: bool
 ) -> list[ItemRow]:
-    """The first `want` rows of an ordered select that match `q.filter`: one query when the
-    SQL is exact, else pages re-checked in Python."""
+    """The first `want` rows of an ordered, paged select (see `_paged`) that match
+    `q.filter`: one query when the SQL is exact, else pages re-checked in Python."""
     if want <= 0:
         return []
-    paged = stmt.limit(sa.bindparam("lim")).offset(sa.bindparam("off"))
     if exact:
         rows = unit.execute(paged, {**params, "lim": want, "off": 0})
         return [item_row(r, None, q.sealer) for r in rows]
@@ -54,14 +58,18 @@ def matching_pages(
 
 def search_items(unit: Unit, t: Tables, q: SearchQuery, now: int) -> list[ItemRow]:
     """Items under `q.prefix` matching `q.filter`, most recently updated first."""
-    where, exact = search_where(unit, t, q)
-    stmt = sa.select(*item_columns(t)).where(*where).order_by(*newest_first(t))
+
+    def build() -> tuple[Any, bool]:
+        where, exact = search_where(unit, t, q)
+        stmt = sa.select(*item_columns(t)).where(*where).order_by(*newest_first(t))
+        return _paged(stmt), exact
+
+    paged, exact = unit.statement(("search", t.key, search_shape(q)), build)
     params = search_params(store_sql(unit.connection.dialect.name), q, now)
     if exact:
-        paged = stmt.limit(sa.bindparam("lim")).offset(sa.bindparam("off"))
         rows = unit.execute(paged, {**params, "lim": q.limit, "off": q.offset})
         return [item_row(r, None, q.sealer) for r in rows]
-    return matching_pages(unit, stmt, params, q, q.offset + q.limit, exact)[q.offset :]
+    return matching_pages(unit, paged, params, q, q.offset + q.limit, exact)[q.offset :]
 
 
 _PG_OPS = {"cosine": "<=>", "inner_product": "<#>", "l2": "<->"}
@@ -131,7 +139,7 @@ def _exact_distance(pgv: sa.Table, distance: str) -> Any:
     return sa.func.coalesce(sa.func.nullif(d, sa.literal_column("'NaN'::float8")), 1.0)
 
 
-def _pg_ranking(t: Tables, where: list[Any], ann: ANN | None, distance: str) -> Any:
+def _pg_ranking(t: Tables, where: Sequence[Any], ann: ANN | None, distance: str) -> Any:
     """pgvector: `(item_id, neg)` per item matching `where`, best first, where `neg` is the
     item's smallest distance to the query (parameter `q`; `_score` turns it into the score).
 
@@ -260,5 +268,5 @@ def vector_search(
         where, exact = search_where(unit, t, q)
         unscored = sa.select(*item_columns(t)).where(*where, ~has_vector).order_by(*newest_first(t))
         params = search_params(store_sql(unit.connection.dialect.name), q, now)
-        kept.extend(matching_pages(unit, unscored, params, q, want - len(kept), exact))
+        kept.extend(matching_pages(unit, _paged(unscored), params, q, want - len(kept), exact))
     return kept[q.offset : want]
