@@ -36,6 +36,7 @@ from ..validation import check_id, check_number, check_positive, check_text
 from . import puts, reads, threads
 from .codec import dumps, loads
 from .meta import check_filter, json_copy, json_safe, matches, prefilter
+from .reads import ListQuery
 from .records import (
     DELETE_BATCH,
     MAX_IDLE_DAYS,
@@ -49,7 +50,6 @@ from .records import (
     split_versions,
     version_text,
 )
-from .rows import CheckpointRow, ListQuery
 from .storage import DELTA, EMPTY, ListCache, ListState, Resolver, encode_channel, key_hash
 
 __all__ = [
@@ -141,13 +141,11 @@ def _ready(saver: Saver) -> Plan[None]:
 
 
 def _op(saver: Saver, fn: Any, *args: Any, write: bool = False, single: bool = False) -> Plan[Any]:
-    """Run `fn(session, tables, *args)` in a transaction.
+    """Run `fn(unit, tables, *args)` in a transaction.
 
-    `single`: `fn` makes one statement, or only reads rows that are never updated in
-    place; where the dialect says so (`checkpoint_single_autocommits`: PostgreSQL) it
-    then runs in autocommit mode, which saves the BEGIN and COMMIT round trips (SQLite
-    keeps its transaction). Every operation runs on the light lane
-    (`langmem_sqlite.engine.unit`).
+    `single`: `fn` makes one statement, or only reads rows that are never updated in place;
+    where the dialect says so (`checkpoint_single_autocommits`: PostgreSQL) it then runs in
+    autocommit mode, without BEGIN and COMMIT round trips.
     """
     yield from _ready(saver)
     single = single and saver.db.rules.checkpoint_single_autocommits
@@ -308,21 +306,21 @@ def put(
             blobs.append(blob)
         if entry is not None:
             entries[ch] = entry
-    row = CheckpointRow(
-        thread_id=s.thread_id,
-        ns_hash=s.ns_hash,
-        checkpoint_id=cid,
-        checkpoint_ns=s.ns,
-        parent_checkpoint_id=s.checkpoint_id,
-        type=ctype,
-        checkpoint=cdata,
-        versions=json.dumps(column, separators=(",", ":")),
-        metadata_type=mtype,
-        metadata=mdata,
-        metadata_json=md_json,
-        run_id=run_id,
-        created_at=clock.now_ms(),
-    )
+    row = {
+        "thread_id": s.thread_id,
+        "ns_hash": s.ns_hash,
+        "checkpoint_id": cid,
+        "checkpoint_ns": s.ns,
+        "parent_checkpoint_id": s.checkpoint_id,
+        "type": ctype,
+        "checkpoint": cdata,
+        "versions": json.dumps(column, separators=(",", ":")),
+        "metadata_type": mtype,
+        "metadata": mdata,
+        "metadata_json": md_json,
+        "run_id": run_id,
+        "created_at": clock.now_ms(),
+    }
     thread_md = md_json if s.ns == "" else None
     stored = yield from _op(saver, puts.put_checkpoint, row, blobs, thread_md, write=True)
     for ch, entry in entries.items():

@@ -1,35 +1,28 @@
 """The SQL of reads: a checkpoint with its writes and values, pages of `list()`, and the
-walk up a delta channel's ancestors (`get_delta_channel_history`, `prune`)."""
+walk up a delta channel's ancestors (`get_delta_channel_history`, `prune`). The functions
+take a [`Unit`][langmem_sqlite.engine.Unit] and decode nothing."""
 
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from functools import partial
-from typing import Any
+from typing import Any, NamedTuple
 
 from sqlalchemy import and_, bindparam, literal_column, select, tuple_
+from sqlalchemy.sql.elements import ColumnElement
 
 from ..engine.schema import Tables
 from ..engine.unit import Unit
-from .rows import (
-    BLOB_COLS,
-    BlobKey,
-    ListQuery,
-    PendingWrite,
-    blob_keys,
-    checkpoint_columns,
-    chunks,
-    scope_groups,
-)
 from .storage import DELTA, EMPTY, key_hash
 
 __all__ = [
-    "CHAIN_PAGE",
-    "WALK_PAGE",
+    "BlobKey",
+    "ListQuery",
     "WalkResult",
     "blobs_for",
+    "chunks",
     "delta_walk",
     "find_checkpoint",
     "list_page",
@@ -38,7 +31,68 @@ __all__ = [
 ]
 
 WALK_PAGE = 900
-"""Ancestors per recursive query (MySQL 8 stops recursive CTEs at 1000 by default)."""
+"""Rows per recursive query (MySQL 8 stops recursive CTEs at 1000 by default)."""
+CHUNK = 200
+"""Keys per `IN (...)` list (SQLite allows 32766 bound variables)."""
+
+BlobKey = tuple[str, str, str, str]
+"""`(thread_id, ns_hash, channel_hash, version)`."""
+
+
+@dataclass
+class ListQuery:
+    """What `list_page` selects (`None` = no condition)."""
+
+    thread_id: str | None = None
+    ns_hash: str | None = None
+    checkpoint_id: str | None = None
+    before: str | None = None
+    conditions: list[ColumnElement[bool]] = field(default_factory=list)
+
+
+class PendingWrite(NamedTuple):
+    """A row of pending writes."""
+
+    checkpoint_id: str
+    task_id: str
+    task_path: str
+    idx: int
+    channel: str
+    type: str
+    value: Any
+
+
+def chunks(items: Sequence[Any], n: int = CHUNK) -> Iterator[Sequence[Any]]:
+    """`items` in slices of at most `n`."""
+    for i in range(0, len(items), n):
+        yield items[i : i + n]
+
+
+def _scope_groups(keys: Iterable[tuple[Any, ...]]) -> dict[tuple[str, str], list[Any]]:
+    """Distinct keys grouped by their `(thread_id, ns_hash)`."""
+    groups: dict[tuple[str, str], list[tuple[Any, ...]]] = {}
+    for k in dict.fromkeys(keys):
+        groups.setdefault((k[0], k[1]), []).append(k)
+    return groups
+
+
+def _blob_keys(row: Any) -> list[BlobKey]:
+    """The blob keys a checkpoint row references: its `versions` column maps the channels with
+    a blob row (and delta channels) to their versions, and a channel whose value is kept in
+    the record to `null`, so that `walk` finds it."""
+    return [
+        (row.thread_id, row.ns_hash, key_hash(ch), str(v))
+        for ch, v in json.loads(row.versions).items()
+        if v is not None
+    ]
+
+
+def _checkpoint_columns(t: Tables) -> list[Any]:
+    """The `checkpoints` columns a read returns."""
+    c = t.checkpoints.c
+    names = ("thread_id", "ns_hash", "checkpoint_id", "checkpoint_ns", "parent_checkpoint_id")
+    more = ("type", "checkpoint", "versions", "metadata_type", "metadata")
+    return [c[n] for n in (*names, *more)]
 
 
 def _in(col: Any, name: str) -> Any:
@@ -61,7 +115,7 @@ def _writes_for(
 ) -> dict[tuple[str, str, str], list[PendingWrite]]:
     """Pending writes of the given `(thread_id, ns_hash, checkpoint_id)`, unsorted."""
     out: dict[tuple[str, str, str], list[PendingWrite]] = {}
-    for (tid, nsh), group in scope_groups(keys).items():
+    for (tid, nsh), group in _scope_groups(keys).items():
         for part in chunks(group):
             stmt = unit.statement((t.key, "ckpt.writes"), partial(_writes_stmt, t))
             params = {"t": tid, "n": nsh, "ids": [k[2] for k in part]}
@@ -80,11 +134,6 @@ def _kinds_stmt(t: Tables) -> Any:
     )
 
 
-CHAIN_PAGE = 900
-"""Rows of one list's chain per recursive query (MySQL stops recursive CTEs at 1000 by
-default; chains are at most ~14 rows long but for rows of earlier versions)."""
-
-
 def _chain_stmt(t: Tables) -> Any:
     """The blob rows of some `(channel, version)` keys and the rows their deltas are built on,
     in one recursive query (channels and versions are matched as two `IN` lists, which may
@@ -92,7 +141,7 @@ def _chain_stmt(t: Tables) -> Any:
     once per chain."""
     b = t.checkpoint_blobs
     c = b.c
-    names = BLOB_COLS[2:]  # the key within (thread, namespace), then the row
+    names = [col.name for col in b.columns][2:]  # the key within (thread, namespace), the row
     start = select(*[c[n] for n in names], literal_column("0").label("hops")).where(
         c.thread_id == bindparam("t"),
         c.ns_hash == bindparam("n"),
@@ -108,7 +157,7 @@ def _chain_stmt(t: Tables) -> Any:
             p.c.channel_hash == chain.c.channel_hash,
             p.c.version == chain.c.base_version,
             chain.c.kind == DELTA,
-            chain.c.hops < CHAIN_PAGE - 1,
+            chain.c.hops < WALK_PAGE - 1,
         )
     )
     return select(*[chain.c[n] for n in names])
@@ -122,10 +171,9 @@ def _fetch_blobs(
     kinds_only: bool = False,
 ) -> None:
     """Add to `into` the blob rows whose keys are in `keys` and, unless `kinds_only`
-    (which reads the kinds, not the values), the rows their deltas are built on (see
-    `_chain_stmt`)."""
+    (which reads the kinds, not the values), the rows their deltas are built on."""
     build = _kinds_stmt if kinds_only else _chain_stmt
-    for (tid, nsh), group in scope_groups(keys).items():
+    for (tid, nsh), group in _scope_groups(keys).items():
         for part in chunks(group):
             stmt = unit.statement((t.key, "ckpt.blobs", kinds_only), partial(build, t))
             params = {
@@ -139,34 +187,17 @@ def _fetch_blobs(
 
 
 def blobs_for(unit: Unit, t: Tables, keys: Iterable[BlobKey]) -> dict[BlobKey, Any]:
-    """Blob rows by key, plus every row the deltas among them are built on.
-
-    One query follows each chain (`_chain_stmt`); a chain longer than
-    `CHAIN_PAGE` rows is followed from where it stopped. A base that no longer exists is
-    left out (the resolver then raises).
-    """
-    wanted = list(dict.fromkeys(keys))
+    """Blob rows by key, plus every row the deltas among them are built on (a base that no
+    longer exists is left out: the resolver then raises)."""
     rows: dict[BlobKey, Any] = {}
-    _fetch_blobs(unit, t, wanted, rows)
-    tried = set(wanted)
-    while True:
-        bases = [
-            base
-            for base in dict.fromkeys(
-                (*k[:3], r.base_version) for k, r in rows.items() if r.kind == DELTA
-            )
-            if base not in rows and base not in tried
-        ]
-        if not bases:
-            return rows
-        tried.update(bases)
-        _fetch_blobs(unit, t, bases, rows)
+    _fetch_blobs(unit, t, keys, rows)
+    return rows
 
 
 def _ckpt_stmt(t: Tables, by_id: bool) -> Any:
     """The checkpoint `:id` of `(:t, :n)`, or (not `by_id`) its latest."""
     c = t.checkpoints.c
-    q = select(*checkpoint_columns(t)).where(
+    q = select(*_checkpoint_columns(t)).where(
         c.thread_id == bindparam("t"), c.ns_hash == bindparam("n")
     )
     if by_id:
@@ -208,7 +239,7 @@ def read_checkpoint(
         return None
     row = rows[0]
     writes = [PendingWrite(row.checkpoint_id, *r[-6:]) for r in rows if r.w_task_id is not None]
-    return row, writes, blobs_for(unit, t, blob_keys(row))
+    return row, writes, blobs_for(unit, t, _blob_keys(row))
 
 
 def list_page(
@@ -220,7 +251,7 @@ def list_page(
 ) -> tuple[list[Any], dict[tuple[str, str, str], list[PendingWrite]], dict[BlobKey, Any]]:
     """Up to `limit` checkpoint rows after `cursor` (newest first), with writes and blobs."""
     c = t.checkpoints.c
-    stmt = select(*checkpoint_columns(t))
+    stmt = select(*_checkpoint_columns(t))
     if q.thread_id is not None:
         stmt = stmt.where(c.thread_id == q.thread_id)
     if q.ns_hash is not None:
@@ -237,7 +268,7 @@ def list_page(
     rows = list(unit.execute(stmt.limit(limit)).all())
     keys = [(r.thread_id, r.ns_hash, r.checkpoint_id) for r in rows]
     writes = _writes_for(unit, t, keys) if rows else {}
-    blobs = blobs_for(unit, t, [k for r in rows for k in blob_keys(r)]) if rows else {}
+    blobs = blobs_for(unit, t, [k for r in rows for k in _blob_keys(r)]) if rows else {}
     return rows, writes, blobs
 
 
@@ -317,7 +348,7 @@ def walk(
             for ch in list(remaining):
                 if ch not in v:
                     continue
-                if v[ch] is None:  # a value in the record (see blob_keys)
+                if v[ch] is None:  # a value in the record (see _blob_keys)
                     seeds[ch] = (len(path) - 1, None)
                     remaining.remove(ch)
                     continue
@@ -336,7 +367,7 @@ def walk(
 def find_checkpoint(
     unit: Unit, t: Tables, thread_id: str, ns_hash: str, checkpoint_id: str | None
 ) -> Any:
-    """The row (`checkpoint_columns`) of a checkpoint, or of the latest of
+    """The row (`_checkpoint_columns`) of a checkpoint, or of the latest of
     `(thread, namespace)` when `checkpoint_id` is None; None if there is none."""
     by_id = checkpoint_id is not None
     stmt = unit.statement((t.key, "ckpt.one", by_id), partial(_ckpt_stmt, t, by_id))
@@ -353,25 +384,13 @@ def delta_walk(
     channels: Sequence[str],
 ) -> WalkResult | None:
     """Everything `get_delta_channel_history` needs, in one transaction: the parent chain
-    (recursive queries of up to `WALK_PAGE` ancestors), the writes of the requested
-    channels on it, and the seed values. None if the checkpoint does not exist."""
+    (recursive queries of up to `WALK_PAGE` ancestors), its writes, and the seed values.
+    None if the checkpoint does not exist."""
     target = find_checkpoint(unit, t, thread_id, ns_hash, checkpoint_id)
     if target is None:
         return None
     result = walk(unit, t, thread_id, ns_hash, target.parent_checkpoint_id, channels)
-    w = t.checkpoint_writes.c
-    for part in chunks(result.path):
-        q = select(w.checkpoint_id, w.task_id, w.task_path, w.idx, w.channel, w.type, w.value)
-        q = q.where(
-            w.thread_id == thread_id,
-            w.ns_hash == ns_hash,
-            w.checkpoint_id.in_(part),
-            w.channel.in_(list(channels)),
-        )
-        for r in unit.execute(q).all():
-            result.writes.setdefault((thread_id, ns_hash, r.checkpoint_id), []).append(
-                PendingWrite(*r)
-            )
+    result.writes = _writes_for(unit, t, [(thread_id, ns_hash, cid) for cid in result.path])
     result.blobs = blobs_for(unit, t, [k for _, k in result.seeds.values() if k is not None])
     inline = sorted({result.path[i] for i, k in result.seeds.values() if k is None})
     c = t.checkpoints.c

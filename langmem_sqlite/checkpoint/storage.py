@@ -1,12 +1,9 @@
-"""Channel values stored once per version, lists as deltas, so that a long chat does not
-store each message once per checkpoint.
+"""Channel values stored once per version, lists as deltas.
 
-A `list` value is stored as "the first `base_len` items of version `base_version`, then these
-items"; version `d` since the last full copy builds on version `d & (d - 1)` (skip deltas), so
-a read decodes at most `popcount(d) + 1` rows, and a list that doubled is stored whole again.
-The shared prefix is found from 16-byte digests of the serialized items (`ListCache` keeps the
-last ones per channel, never the items), so a message changed in place is stored as changed;
-a delta is written only if its base row still exists.
+A `list` is stored as "the first `base_len` items of version `base_version`, then these items";
+version `d` since the last full copy builds on version `d & (d - 1)` (skip deltas), so a read
+decodes at most `popcount(d) + 1` rows; a list that doubled is stored whole again. The shared
+prefix is found from digests of the serialized items (`ListCache` keeps them, never the items).
 """
 
 from __future__ import annotations
@@ -28,6 +25,7 @@ from ..validation import check_int, check_number
 from .codec import dumps
 
 __all__ = [
+    "DELTA",
     "DIGEST_SIZE",
     "EMPTY",
     "MAX_VERSION_COUNTER",
@@ -56,9 +54,6 @@ MAX_DELTA_DEPTH = 10_000
 
 DIGEST_SIZE = 16
 """Bytes of SHA-256 kept per list item."""
-
-_MAX_CHAIN = MAX_DELTA_DEPTH + 1
-"""Longest chain of rows a read follows (rows of earlier versions chain one delta per version)."""
 
 
 @lru_cache(maxsize=4096)
@@ -89,11 +84,8 @@ def _counter(current: Any) -> int:
 
 
 def next_version(current: str | int | float | None) -> str:
-    """`"<counter:012>.<48 random bits>"`: increasing, and unique across forks of a thread.
-
-    The bits come from the `random` module (seeded from the OS, and reseeded in a forked
-    child): a version is not a secret, and `secrets` costs a system call that releases the
-    GIL on every call, three times per turn of a chat graph.
+    """`"<counter:012>.<48 random bits>"`: increasing, and unique across forks of a thread
+    (the bits come from `random`, reseeded in a forked child: a version is not a secret).
 
     Raises:
         ValueError: `current` is a bool, NaN, an infinity, negative, above
@@ -122,19 +114,8 @@ class BlobRow:
 
     def as_params(self, thread_id: str, ns_hash: str) -> dict[str, Any]:
         """Column values for an insert."""
-        return {
-            "thread_id": thread_id,
-            "ns_hash": ns_hash,
-            "channel_hash": self.channel_hash,
-            "version": self.version,
-            "kind": self.kind,
-            "type": self.type,
-            "value": self.value,
-            "base_version": self.base_version,
-            "base_len": self.base_len,
-            "root_version": self.root_version,
-            "depth": self.depth,
-        }
+        row = {k: v for k, v in vars(self).items() if k not in ("channel", "full")}
+        return {"thread_id": thread_id, "ns_hash": ns_hash, **row}
 
 
 # -- digests ------------------------------------------------------------------------------------
@@ -170,8 +151,7 @@ def common_prefix(a: bytes, b: bytes) -> int:
 
 
 def _pack(items: list[Any], digests: bytes | None) -> Any:
-    """What a list row stores: its items and their digests (rows of earlier versions hold the
-    bare list; a list channel's rows never hold a dict otherwise)."""
+    """What a list row stores: its items and their digests (the bare list without digests)."""
     return items if digests is None else {"items": items, "digests": digests}
 
 
@@ -223,7 +203,7 @@ class ListState:
             base, shared = self.version, common
         else:
             at = [(v, s) for d, v, s in self.chain if d == target]
-            if not at:  # not a chain this module made: store whole
+            if not at:
                 return None
             base, shared = at[0][0], min(at[0][1], common)
         if not shared:
@@ -367,7 +347,7 @@ class Resolver:
         while row.kind == DELTA:
             cur = (*key[:3], row.base_version)
             row = self.rows.get(cur)
-            if row is None or len(chain) > _MAX_CHAIN:
+            if row is None or len(chain) > MAX_DELTA_DEPTH:
                 raise LookupError(f"checkpoint storage: list version {cur[3]!r} is missing")
             chain.append((cur, row))
         items: list[Any] = []

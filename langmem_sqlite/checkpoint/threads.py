@@ -8,14 +8,13 @@ import json
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
-from sqlalchemy import and_, delete, exists, func, literal, select
+from sqlalchemy import and_, delete, exists, func, literal, or_, select
 from sqlalchemy.sql.elements import ColumnElement
 
 from ..engine.schema import Tables
 from ..engine.unit import Unit
-from .reads import blobs_for, find_checkpoint, walk
+from .reads import blobs_for, chunks, find_checkpoint, walk
 from .records import ThreadInfo
-from .rows import chunks, exact_in
 from .storage import DELTA, EMPTY, key_hash
 
 __all__ = [
@@ -26,6 +25,19 @@ __all__ = [
     "list_threads",
     "prune_keep_latest",
 ]
+
+
+def _exact_in(cols: Sequence[Any], keys: Sequence[tuple[Any, ...]]) -> ColumnElement[bool]:
+    """`(cols) IN keys` as an OR of `c1 = ? AND ... AND cN IN (...)` per key prefix: a
+    row-value `IN` list makes SQLite scan the table, this form uses the index everywhere."""
+    groups: dict[tuple[Any, ...], list[Any]] = {}
+    for k in keys:
+        groups.setdefault(tuple(k[:-1]), []).append(k[-1])
+    terms = [
+        and_(*[c == v for c, v in zip(cols[:-1], prefix, strict=True)], cols[-1].in_(last))
+        for prefix, last in groups.items()
+    ]
+    return terms[0] if len(terms) == 1 else or_(*terms)
 
 
 def delete_threads(unit: Unit, t: Tables, thread_ids: Sequence[str]) -> None:
@@ -71,7 +83,7 @@ def _gc_blobs(unit: Unit, t: Tables, thread_id: str, ns_hash: str) -> None:
             delete(t.checkpoint_blobs).where(
                 b.thread_id == thread_id,
                 b.ns_hash == ns_hash,
-                exact_in((b.channel_hash, b.version), part),
+                _exact_in((b.channel_hash, b.version), part),
             )
         )
 
@@ -100,11 +112,11 @@ def delete_for_runs(unit: Unit, t: Tables, run_ids: Sequence[str]) -> None:
         ]
     for part in chunks(victims):
         unit.execute(
-            delete(t.checkpoints).where(exact_in((c.thread_id, c.ns_hash, c.checkpoint_id), part))
+            delete(t.checkpoints).where(_exact_in((c.thread_id, c.ns_hash, c.checkpoint_id), part))
         )
         unit.execute(
             delete(t.checkpoint_writes).where(
-                exact_in((w.thread_id, w.ns_hash, w.checkpoint_id), part)
+                _exact_in((w.thread_id, w.ns_hash, w.checkpoint_id), part)
             )
         )
     scopes = dict.fromkeys((v[0], v[1]) for v in victims)
