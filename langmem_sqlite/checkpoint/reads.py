@@ -15,7 +15,7 @@ from sqlalchemy.sql.elements import ColumnElement
 
 from ..engine.schema import Tables
 from ..engine.unit import Unit
-from .storage import DELTA, EMPTY, key_hash
+from .storage import DELTA, key_hash
 
 __all__ = [
     "BlobKey",
@@ -77,14 +77,9 @@ def _scope_groups(keys: Iterable[tuple[Any, ...]]) -> dict[tuple[str, str], list
 
 
 def _blob_keys(row: Any) -> list[BlobKey]:
-    """The blob keys a checkpoint row references: its `versions` column maps the channels with
-    a blob row (and delta channels) to their versions, and a channel whose value is kept in
-    the record to `null`, so that `walk` finds it."""
-    return [
-        (row.thread_id, row.ns_hash, key_hash(ch), str(v))
-        for ch, v in json.loads(row.versions).items()
-        if v is not None
-    ]
+    """The blob keys a checkpoint row references (its `versions` column)."""
+    versions = json.loads(row.versions).items()
+    return [(row.thread_id, row.ns_hash, key_hash(ch), str(v)) for ch, v in versions]
 
 
 def _checkpoint_columns(t: Tables) -> list[Any]:
@@ -124,9 +119,9 @@ def _writes_for(
     return out
 
 
-def _kinds_stmt(t: Tables) -> Any:
+def _keys_stmt(t: Tables) -> Any:
     b = t.checkpoint_blobs.c
-    return select(b.channel_hash, b.version, b.kind).where(
+    return select(b.channel_hash, b.version).where(
         b.thread_id == bindparam("t"),
         b.ns_hash == bindparam("n"),
         _in(b.channel_hash, "ch"),
@@ -168,14 +163,14 @@ def _fetch_blobs(
     t: Tables,
     keys: Iterable[BlobKey],
     into: dict[BlobKey, Any],
-    kinds_only: bool = False,
+    keys_only: bool = False,
 ) -> None:
-    """Add to `into` the blob rows whose keys are in `keys` and, unless `kinds_only`
-    (which reads the kinds, not the values), the rows their deltas are built on."""
-    build = _kinds_stmt if kinds_only else _chain_stmt
+    """Add to `into` the blob rows whose keys are in `keys` and, unless `keys_only`
+    (which reads whether they exist, not their values), the rows their deltas are built on."""
+    build = _keys_stmt if keys_only else _chain_stmt
     for (tid, nsh), group in _scope_groups(keys).items():
         for part in chunks(group):
-            stmt = unit.statement((t.key, "ckpt.blobs", kinds_only), partial(build, t))
+            stmt = unit.statement((t.key, "ckpt.blobs", keys_only), partial(build, t))
             params = {
                 "t": tid,
                 "n": nsh,
@@ -281,13 +276,10 @@ class WalkResult:
 
     path: list[str]
     """Ancestor checkpoint ids, parent first, up to the farthest seed needed."""
-    seeds: dict[str, tuple[int, BlobKey | None]]
-    """channel -> (index in `path`, blob key) of its nearest stored value; the key is None
-    for a value kept in that checkpoint's record."""
+    seeds: dict[str, tuple[int, BlobKey]]
+    """channel -> (index in `path`, blob key) of its nearest stored value."""
     writes: dict[tuple[str, str, str], list[Any]] = field(default_factory=dict)
     blobs: dict[BlobKey, Any] = field(default_factory=dict)
-    records: dict[str, tuple[str, Any]] = field(default_factory=dict)
-    """checkpoint id -> `(type, record)` of the checkpoints holding a seed in their record."""
 
 
 def _ancestors(unit: Unit, t: Tables, thread_id: str, ns_hash: str, start: str) -> list[Any]:
@@ -323,10 +315,10 @@ def walk(
 ) -> WalkResult:
     """Walk up from `start` until each channel meets a stored value (or the root)."""
     path: list[str] = []
-    seeds: dict[str, tuple[int, BlobKey | None]] = {}
+    seeds: dict[str, tuple[int, BlobKey]] = {}
     remaining = list(dict.fromkeys(channels))
     hashes = {ch: key_hash(ch) for ch in remaining}
-    kinds: dict[BlobKey, str] = {}
+    stored: dict[BlobKey, Any] = {}
     while start is not None and remaining:
         page = _ancestors(unit, t, thread_id, ns_hash, start)
         if not page:
@@ -337,23 +329,17 @@ def walk(
                 (thread_id, ns_hash, hashes[ch], str(v[ch]))
                 for v in versions
                 for ch in remaining
-                if v.get(ch) is not None
+                if ch in v
             )
         )
-        found: dict[BlobKey, Any] = {}
-        _fetch_blobs(unit, t, [k for k in wanted if k not in kinds], found, True)
-        kinds.update((k, r.kind) for k, r in found.items())
+        _fetch_blobs(unit, t, [k for k in wanted if k not in stored], stored, True)
         for row, v in zip(page, versions, strict=True):
             path.append(row.checkpoint_id)
             for ch in list(remaining):
                 if ch not in v:
                     continue
-                if v[ch] is None:  # a value in the record (see _blob_keys)
-                    seeds[ch] = (len(path) - 1, None)
-                    remaining.remove(ch)
-                    continue
                 key = (thread_id, ns_hash, hashes[ch], str(v[ch]))
-                if kinds.get(key, EMPTY) != EMPTY:
+                if key in stored:
                     seeds[ch] = (len(path) - 1, key)
                     remaining.remove(ch)
             if not remaining:
@@ -391,12 +377,5 @@ def delta_walk(
         return None
     result = walk(unit, t, thread_id, ns_hash, target.parent_checkpoint_id, channels)
     result.writes = _writes_for(unit, t, [(thread_id, ns_hash, cid) for cid in result.path])
-    result.blobs = blobs_for(unit, t, [k for _, k in result.seeds.values() if k is not None])
-    inline = sorted({result.path[i] for i, k in result.seeds.values() if k is None})
-    c = t.checkpoints.c
-    for part in chunks(inline):
-        q = select(c.checkpoint_id, c.type, c.checkpoint).where(
-            c.thread_id == thread_id, c.ns_hash == ns_hash, c.checkpoint_id.in_(part)
-        )
-        result.records.update((r.checkpoint_id, (r.type, r.checkpoint)) for r in unit.execute(q))
+    result.blobs = blobs_for(unit, t, [k for _, k in result.seeds.values()])
     return result

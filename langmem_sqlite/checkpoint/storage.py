@@ -27,7 +27,6 @@ from .codec import dumps
 __all__ = [
     "DELTA",
     "DIGEST_SIZE",
-    "EMPTY",
     "MAX_VERSION_COUNTER",
     "BlobRow",
     "ListCache",
@@ -41,11 +40,8 @@ __all__ = [
     "next_version",
 ]
 
-EMPTY = "e"
-"""Blob kind: the channel has a version but no value (such rows are not stored: a version
-without a row reads as empty)."""
 VALUE = "v"
-"""Blob kind: a complete serialized value."""
+"""Blob kind: a complete serialized value (a channel version without a row has no value)."""
 DELTA = "d"
 """Blob kind: `base_version[:base_len]` plus the serialized list of appended items."""
 
@@ -264,8 +260,9 @@ def encode_channel(
     key: tuple[str, str, str],
     version: str,
     values: Mapping[str, Any],
-) -> tuple[BlobRow, ListState | None]:
-    """The row storing channel `key[2]` at `version`, and the list state it would make.
+) -> tuple[BlobRow | None, ListState | None]:
+    """The row storing channel `key[2]` at `version` (None without a value), and the list
+    state it would make.
 
     Lists become a delta when they share a prefix with the list the cache knows for the same
     channel; anything else is serialized whole. Nothing of `values` is kept.
@@ -274,7 +271,7 @@ def encode_channel(
     ch_hash = key_hash(channel)
     what = f"channel {channel!r}"
     if channel not in values:
-        return BlobRow(channel, ch_hash, version, EMPTY), None
+        return None, None
     value = values[channel]
     if type(value) is not list:
         type_, data = dumps(serde, value, what)
@@ -327,9 +324,8 @@ class Resolver:
         self.rows = rows
 
     def has_value(self, key: tuple[str, ...]) -> bool:
-        """True if `key` is stored with a value (not missing, not empty)."""
-        row = self.rows.get(key)
-        return row is not None and row.kind != EMPTY
+        """True if a value is stored under `key`."""
+        return key in self.rows
 
     def value(self, key: tuple[str, ...]) -> Any:
         """The value stored under `key`, decoded afresh."""

@@ -15,7 +15,7 @@ from ..engine.schema import Tables
 from ..engine.unit import Unit
 from .reads import blobs_for, chunks, find_checkpoint, walk
 from .records import ThreadInfo
-from .storage import DELTA, EMPTY, key_hash
+from .storage import DELTA, key_hash
 
 __all__ = [
     "copy_thread",
@@ -59,9 +59,7 @@ def _gc_blobs(unit: Unit, t: Tables, thread_id: str, ns_hash: str) -> None:
     for (versions,) in unit.execute(
         select(c.versions).where(c.thread_id == thread_id, c.ns_hash == ns_hash)
     ):
-        keep.update(
-            (key_hash(ch), str(v)) for ch, v in json.loads(versions).items() if v is not None
-        )
+        keep.update((key_hash(ch), str(v)) for ch, v in json.loads(versions).items())
     base: dict[tuple[str, str], tuple[str, str] | None] = {}
     for r in unit.execute(
         select(b.channel_hash, b.version, b.kind, b.base_version).where(
@@ -146,14 +144,13 @@ def prune_keep_latest(
         assert latest is not None
         keep = [latest.checkpoint_id]
         versions = json.loads(latest.versions)
-        # (a value kept in the record, ``null`` in the column, needs no ancestor)
         wanted = {
             ch: (thread_id, ns_hash, key_hash(ch), str(versions[ch]))
             for ch in delta_channels(latest)
-            if versions.get(ch) is not None
+            if ch in versions
         }
         stored = blobs_for(unit, t, list(wanted.values())) if wanted else {}
-        empty = [ch for ch, k in wanted.items() if k not in stored or stored[k].kind == EMPTY]
+        empty = [ch for ch, k in wanted.items() if k not in stored]
         if empty:
             keep += walk(unit, t, thread_id, ns_hash, latest.parent_checkpoint_id, empty).path
         for table in (t.checkpoints, t.checkpoint_writes):
@@ -166,14 +163,12 @@ def prune_keep_latest(
         _gc_blobs(unit, t, thread_id, ns_hash)
 
 
-def copy_thread(unit: Unit, t: Tables, source: str, target: str, now: int) -> bool:
-    """Copy every row of `source` to `target` (ids unchanged). False if `source` has no
-    checkpoints; raises ValueError if `target` already has some."""
+def copy_thread(unit: Unit, t: Tables, source: str, target: str, now: int) -> None:
+    """Copy every row of `source` to `target` (ids unchanged); raises ValueError if `target`
+    already has checkpoints."""
     c = t.checkpoints.c
     if unit.execute(select(c.thread_id).where(c.thread_id == target).limit(1)).first():
         raise ValueError(f"target_thread_id: thread {target!r} already has checkpoints")
-    if not unit.execute(select(c.thread_id).where(c.thread_id == source).limit(1)).first():
-        return False
     for table in (t.checkpoints, t.checkpoint_blobs, t.checkpoint_writes):
         names = [col.name for col in table.columns]
         cols = [
@@ -197,7 +192,6 @@ def copy_thread(unit: Unit, t: Tables, source: str, target: str, now: int) -> bo
             ).where(th.c.thread_id == source),
         )
     )
-    return True
 
 
 # -- listing and idle threads --------------------------------------------------------------------------------
