@@ -191,27 +191,23 @@ class SQLChatMessageHistory(_Base):  # type: ignore[misc,valid-type]
     def add_messages(self, messages: Sequence[BaseMessage]) -> None:
         """Append messages in one transaction (all validated before anything is written)."""
         self.store.db.drive(self.store._add_plan(self._key, messages, False))
-        self._snapshot = None
-        self.pinned = None
+        self.refresh()
 
     async def aadd_messages(self, messages: Sequence[BaseMessage]) -> None:
         """Async
         [`add_messages`][langmem_sqlite.history.chat_history.SQLChatMessageHistory.add_messages]."""
         await self.store.db.adrive(self.store._add_plan(self._key, messages, False))
-        self._snapshot = None
-        self.pinned = None
+        self.refresh()
 
     def clear(self) -> None:
         """Delete the session's messages."""
         self.store.clear(self._key.session_id, user_id=self._key.user_id or None)
-        self._snapshot = None
-        self.pinned = None
+        self.refresh()
 
     async def aclear(self) -> None:
         """Async [`clear`][langmem_sqlite.history.chat_history.SQLChatMessageHistory.clear]."""
         await self.store.aclear(self._key.session_id, user_id=self._key.user_id or None)
-        self._snapshot = None
-        self.pinned = None
+        self.refresh()
 
     def __str__(self) -> str:
         try:

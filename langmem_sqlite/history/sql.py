@@ -278,8 +278,8 @@ def read_after_summary(
 
 def read_token_window(
     unit: Unit, t: Tables, key: SessionKey, budget: int, max_seq: int | None = None
-) -> list[tuple[int, str, str, int]]:
-    """`(seq, type, body, token_count)` of the longest recent suffix whose stored token counts
+) -> list[tuple[int, str, str]]:
+    """`(seq, type, body)` of the longest recent suffix whose stored token counts
     sum to at most `budget`; found through the `tokens_before` index, not by a scan.
 
     The suffix starts where `tokens_before >= total - budget`, the total being the session's,
@@ -292,7 +292,7 @@ def read_token_window(
         at_snapshot = and_(m.session_pk == _pk(t, key), m.seq == max_seq)
         total = select(m.tokens_before + m.token_count).where(at_snapshot).scalar_subquery()
         where = _in_session(t, key, max_seq)
-    q = select(m.seq, m.type, m.body, m.token_count)
+    q = select(m.seq, m.type, m.body)
     return unit.execute(q.where(where, m.tokens_before >= total - budget).order_by(m.seq)).all()
 
 

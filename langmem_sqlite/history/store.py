@@ -139,6 +139,11 @@ class ConversationStore:
             return stored
         return self.cipher.decrypt(stored, f"{key.user_id}\x00{key.session_id}".encode())
 
+    def _decode(self, key: SessionKey, rows: Sequence[Any]) -> list[tuple[int, BaseMessage]]:
+        """`(position, message)` pairs of rows `(seq, ..., body)`: the body is the last column."""
+        bodies = decode_messages(self._open(key, r[-1]) for r in rows)  # type: ignore[misc]
+        return list(zip([r[0] for r in rows], bodies, strict=True))
+
     def _reveal(self, info: _Info) -> _Info:
         if info is None or self.cipher is None:
             return info
@@ -189,24 +194,20 @@ class ConversationStore:
         if limit is not None:
             check_positive(limit, "limit")
         rows = yield from self._op(sql.read_messages, key, limit, max_seq, single=True)
-        bodies = decode_messages(self._open(key, r[1]) for r in rows)  # type: ignore[misc]
-        return list(zip([r[0] for r in rows], bodies, strict=True))
+        return self._decode(key, rows)
 
     def _after_summary_plan(
         self, key: SessionKey, max_seq: int | None = None
     ) -> Plan[tuple[str | None, list[tuple[int, BaseMessage]]]]:
         summary, rows = yield from self._op(sql.read_after_summary, key, max_seq)
-        bodies = decode_messages(self._open(key, r[1]) for r in rows)  # type: ignore[misc]
-        return self._open(key, summary), list(zip([r[0] for r in rows], bodies, strict=True))
+        return self._open(key, summary), self._decode(key, rows)
 
     def _window_plan(
         self, key: SessionKey, max_tokens: int, max_seq: int | None = None
     ) -> Plan[list[tuple[int, BaseMessage]]]:
         check_positive(max_tokens, "max_tokens", allow_zero=True)
         rows = yield from self._op(sql.read_token_window, key, max_tokens, max_seq, single=True)
-        kept = rows[orphan_prefix_length([r[1] for r in rows]) :]
-        bodies = decode_messages(self._open(key, r[2]) for r in kept)  # type: ignore[misc]
-        return list(zip([r[0] for r in kept], bodies, strict=True))
+        return self._decode(key, rows[orphan_prefix_length([r[1] for r in rows]) :])
 
     def _load_plan(
         self, key: SessionKey, limit: int | None, max_tokens: int | None
