@@ -17,25 +17,13 @@ __all__ = ["put_checkpoint", "put_writes"]
 
 _BYTE_COLS = ("value", "checkpoint", "metadata")
 
-CHECKPOINT_UPDATE = (
-    "checkpoint_ns",
-    "parent_checkpoint_id",
-    "type",
-    "checkpoint",
-    "versions",
-    "metadata_type",
-    "metadata",
-    "metadata_json",
-    "run_id",
-)
-"""The columns a put of an existing checkpoint id replaces."""
 
-WRITE_UPDATE = ("task_id", "task_path", "channel", "type", "value")
-"""The columns a write to a special channel (`__error__`, `__interrupt__`...) replaces."""
-
-
-def _upsert(unit: Unit, table: Table, update: Sequence[str]) -> Any:
-    """The dialect's upsert of `table` setting `update` (built once)."""
+def _upsert(unit: Unit, table: Table, update: Sequence[str] | None = None) -> Any:
+    """The dialect's upsert of `table` setting `update` (default: every column but the key
+    and `created_at`), built once."""
+    if update is None:
+        keep = ("created_at",)
+        update = [c.name for c in table.columns if not c.primary_key and c.name not in keep]
     key = ("ckpt.upsert", table.fullname, tuple(update))
     return unit.statement(key, lambda: unit.rules.upsert(table, update))
 
@@ -128,7 +116,7 @@ def put_checkpoint(
     Returns, per list channel, the row actually inserted (a delta whose base vanished is
     stored whole instead); a list channel missing from the result was already stored.
     """
-    _write(unit, t.checkpoints, _upsert(unit, t.checkpoints, CHECKPOINT_UPDATE), [row], True)
+    _write(unit, t.checkpoints, _upsert(unit, t.checkpoints), [row], True)
     scope = (row["thread_id"], row["ns_hash"])
     plain = [b.as_params(*scope) for b in blobs if b.root_version is None]
     if plain:
@@ -159,7 +147,8 @@ def put_checkpoint(
 
 
 def put_writes(unit: Unit, t: Tables, rows: Sequence[dict[str, Any]], upsert: bool) -> None:
-    """Store pending writes: insert-if-absent, or upsert (special channels)."""
+    """Store pending writes: insert-if-absent, or upsert (special channels: `__error__`,
+    `__interrupt__`...)."""
     table = t.checkpoint_writes
-    stmt = _upsert(unit, table, WRITE_UPDATE) if upsert else _insert_ignore(unit, table)
+    stmt = _upsert(unit, table) if upsert else _insert_ignore(unit, table)
     _write(unit, table, stmt, rows, upsert)

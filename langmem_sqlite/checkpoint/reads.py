@@ -7,10 +7,9 @@ from __future__ import annotations
 import json
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
-from functools import partial
 from typing import Any, NamedTuple
 
-from sqlalchemy import and_, bindparam, literal_column, select, tuple_
+from sqlalchemy import and_, literal_column, select, tuple_
 from sqlalchemy.sql.elements import ColumnElement
 
 from ..engine.schema import Tables
@@ -84,71 +83,37 @@ def _blob_keys(row: Any) -> list[BlobKey]:
 
 def _checkpoint_columns(t: Tables) -> list[Any]:
     """The `checkpoints` columns a read returns."""
-    c = t.checkpoints.c
-    names = ("thread_id", "ns_hash", "checkpoint_id", "checkpoint_ns", "parent_checkpoint_id")
-    more = ("type", "checkpoint", "versions", "metadata_type", "metadata")
-    return [c[n] for n in (*names, *more)]
-
-
-def _in(col: Any, name: str) -> Any:
-    """`col IN (:name)`, the list bound at execution."""
-    return col.in_(bindparam(name, expanding=True))
-
-
-def _writes_stmt(t: Tables) -> Any:
-    w = t.checkpoint_writes.c
-    cols = (w.checkpoint_id, w.task_id, w.task_path, w.idx, w.channel, w.type, w.value)
-    return select(*cols).where(
-        w.thread_id == bindparam("t"),
-        w.ns_hash == bindparam("n"),
-        _in(w.checkpoint_id, "ids"),
-    )
+    skip = ("metadata_json", "run_id", "created_at")
+    return [c for c in t.checkpoints.columns if c.name not in skip]
 
 
 def _writes_for(
     unit: Unit, t: Tables, keys: Iterable[tuple[str, str, str]]
 ) -> dict[tuple[str, str, str], list[PendingWrite]]:
     """Pending writes of the given `(thread_id, ns_hash, checkpoint_id)`, unsorted."""
+    w = t.checkpoint_writes.c
+    cols = (w.checkpoint_id, w.task_id, w.task_path, w.idx, w.channel, w.type, w.value)
     out: dict[tuple[str, str, str], list[PendingWrite]] = {}
     for (tid, nsh), group in _scope_groups(keys).items():
         for part in chunks(group):
-            stmt = unit.statement((t.key, "ckpt.writes"), partial(_writes_stmt, t))
-            params = {"t": tid, "n": nsh, "ids": [k[2] for k in part]}
-            for r in unit.execute(stmt, params).all():
+            ids = [k[2] for k in part]
+            q = select(*cols).where(w.thread_id == tid, w.ns_hash == nsh, w.checkpoint_id.in_(ids))
+            for r in unit.execute(q).all():
                 out.setdefault((tid, nsh, r.checkpoint_id), []).append(PendingWrite(*r))
     return out
 
 
-def _keys_stmt(t: Tables) -> Any:
-    b = t.checkpoint_blobs.c
-    return select(b.channel_hash, b.version).where(
-        b.thread_id == bindparam("t"),
-        b.ns_hash == bindparam("n"),
-        _in(b.channel_hash, "ch"),
-        _in(b.version, "v"),
-    )
-
-
-def _chain_stmt(t: Tables) -> Any:
-    """The blob rows of some `(channel, version)` keys and the rows their deltas are built on,
-    in one recursive query (channels and versions are matched as two `IN` lists, which may
-    add a few rows). The rows' values ride along the recursion; a row two chains share comes
-    once per chain."""
-    b = t.checkpoint_blobs
-    c = b.c
+def _chain(start: Any, t: Tables, thread_id: str, ns_hash: str) -> Any:
+    """The blob rows `start` selects in `(thread_id, ns_hash)` and the rows their deltas are
+    built on, in one recursive query; the rows' values ride along the recursion (a row two
+    chains share comes once per chain)."""
+    b, p = t.checkpoint_blobs, t.checkpoint_blobs.alias("p")
     names = [col.name for col in b.columns][2:]  # the key within (thread, namespace), the row
-    start = select(*[c[n] for n in names], literal_column("0").label("hops")).where(
-        c.thread_id == bindparam("t"),
-        c.ns_hash == bindparam("n"),
-        _in(c.channel_hash, "ch"),
-        _in(c.version, "v"),
-    )
-    chain = start.cte("chain", recursive=True)
-    p = b.alias("p")
+    chain = start.add_columns(literal_column("0").label("hops")).cte("chain", recursive=True)
     chain = chain.union_all(
         select(*[p.c[n] for n in names], chain.c.hops + 1).where(
-            p.c.thread_id == bindparam("t"),
-            p.c.ns_hash == bindparam("n"),
+            p.c.thread_id == thread_id,
+            p.c.ns_hash == ns_hash,
             p.c.channel_hash == chain.c.channel_hash,
             p.c.version == chain.c.base_version,
             chain.c.kind == DELTA,
@@ -158,63 +123,36 @@ def _chain_stmt(t: Tables) -> Any:
     return select(*[chain.c[n] for n in names])
 
 
-def _fetch_blobs(
-    unit: Unit,
-    t: Tables,
-    keys: Iterable[BlobKey],
-    into: dict[BlobKey, Any],
-    keys_only: bool = False,
-) -> None:
-    """Add to `into` the blob rows whose keys are in `keys` and, unless `keys_only`
-    (which reads whether they exist, not their values), the rows their deltas are built on."""
-    build = _keys_stmt if keys_only else _chain_stmt
+def blobs_for(
+    unit: Unit, t: Tables, keys: Iterable[BlobKey], keys_only: bool = False
+) -> dict[BlobKey, Any]:
+    """Blob rows by key, plus (unless `keys_only`: whether they exist, not their values) every
+    row the deltas among them are built on; a base that no longer exists is left out (the
+    resolver then raises). Channels and versions are matched as two `IN` lists, which may add
+    a few rows."""
+    into: dict[BlobKey, Any] = {}
+    b = t.checkpoint_blobs
+    names = [col.name for col in b.columns][2:]
     for (tid, nsh), group in _scope_groups(keys).items():
         for part in chunks(group):
-            stmt = unit.statement((t.key, "ckpt.blobs", keys_only), partial(build, t))
-            params = {
-                "t": tid,
-                "n": nsh,
-                "ch": list(dict.fromkeys(k[2] for k in part)),
-                "v": list(dict.fromkeys(k[3] for k in part)),
-            }
-            for r in unit.execute(stmt, params).all():
+            q = select(*[b.c[n] for n in (names[:2] if keys_only else names)]).where(
+                b.c.thread_id == tid,
+                b.c.ns_hash == nsh,
+                b.c.channel_hash.in_(list(dict.fromkeys(k[2] for k in part))),
+                b.c.version.in_(list(dict.fromkeys(k[3] for k in part))),
+            )
+            for r in unit.execute(q if keys_only else _chain(q, t, tid, nsh)).all():
                 into[(tid, nsh, r.channel_hash, r.version)] = r
+    return into
 
 
-def blobs_for(unit: Unit, t: Tables, keys: Iterable[BlobKey]) -> dict[BlobKey, Any]:
-    """Blob rows by key, plus every row the deltas among them are built on (a base that no
-    longer exists is left out: the resolver then raises)."""
-    rows: dict[BlobKey, Any] = {}
-    _fetch_blobs(unit, t, keys, rows)
-    return rows
-
-
-def _ckpt_stmt(t: Tables, by_id: bool) -> Any:
-    """The checkpoint `:id` of `(:t, :n)`, or (not `by_id`) its latest."""
+def _checkpoint_query(t: Tables, thread_id: str, ns_hash: str, checkpoint_id: str | None) -> Any:
+    """The checkpoint `checkpoint_id` of `(thread_id, ns_hash)`, or (None) its latest."""
     c = t.checkpoints.c
-    q = select(*_checkpoint_columns(t)).where(
-        c.thread_id == bindparam("t"), c.ns_hash == bindparam("n")
-    )
-    if by_id:
-        return q.where(c.checkpoint_id == bindparam("id"))
+    q = select(*_checkpoint_columns(t)).where(c.thread_id == thread_id, c.ns_hash == ns_hash)
+    if checkpoint_id is not None:
+        return q.where(c.checkpoint_id == checkpoint_id)
     return q.order_by(c.checkpoint_id.desc()).limit(1)
-
-
-def _with_writes(t: Tables, by_id: bool) -> Any:
-    """The row `_ckpt_stmt` selects, once per pending write (the write's columns last), or
-    once with NULLs: a checkpoint and its writes in one round trip."""
-    c = _ckpt_stmt(t, by_id).subquery()
-    w = t.checkpoint_writes.c
-    on = and_(
-        w.thread_id == c.c.thread_id,
-        w.ns_hash == c.c.ns_hash,
-        w.checkpoint_id == c.c.checkpoint_id,
-    )
-    wcols = [
-        col.label(f"w_{col.name}")
-        for col in (w.task_id, w.task_path, w.idx, w.channel, w.type, w.value)
-    ]
-    return select(*c.c, *wcols).select_from(c.outerjoin(t.checkpoint_writes, on))
 
 
 def read_checkpoint(
@@ -225,11 +163,21 @@ def read_checkpoint(
     checkpoint_id: str | None,
 ) -> tuple[Any, list[PendingWrite], dict[BlobKey, Any]] | None:
     """A checkpoint row (the latest when `checkpoint_id` is None), its writes, and its blobs
-    (with the rows their deltas are built on): two statements."""
-    by_id = checkpoint_id is not None
-    stmt = unit.statement((t.key, "ckpt.read", by_id), partial(_with_writes, t, by_id))
-    params = {"t": thread_id, "n": ns_hash}
-    rows = unit.execute(stmt, {**params, "id": checkpoint_id} if by_id else params).all()
+    (with the rows their deltas are built on): two statements. The first returns the
+    checkpoint once per pending write (the write's columns last), or once with NULLs."""
+    c = _checkpoint_query(t, thread_id, ns_hash, checkpoint_id).subquery()
+    w = t.checkpoint_writes.c
+    on = and_(
+        w.thread_id == c.c.thread_id,
+        w.ns_hash == c.c.ns_hash,
+        w.checkpoint_id == c.c.checkpoint_id,
+    )
+    wcols = [
+        col.label(f"w_{col.name}")
+        for col in (w.task_id, w.task_path, w.idx, w.channel, w.type, w.value)
+    ]
+    q = select(*c.c, *wcols).select_from(c.outerjoin(t.checkpoint_writes, on))
+    rows = unit.execute(q).all()
     if not rows:
         return None
     row = rows[0]
@@ -332,7 +280,7 @@ def walk(
                 if ch in v
             )
         )
-        _fetch_blobs(unit, t, [k for k in wanted if k not in stored], stored, True)
+        stored.update(blobs_for(unit, t, [k for k in wanted if k not in stored], True))
         for row, v in zip(page, versions, strict=True):
             path.append(row.checkpoint_id)
             for ch in list(remaining):
@@ -355,10 +303,7 @@ def find_checkpoint(
 ) -> Any:
     """The row (`_checkpoint_columns`) of a checkpoint, or of the latest of
     `(thread, namespace)` when `checkpoint_id` is None; None if there is none."""
-    by_id = checkpoint_id is not None
-    stmt = unit.statement((t.key, "ckpt.one", by_id), partial(_ckpt_stmt, t, by_id))
-    params = {"t": thread_id, "n": ns_hash}
-    return unit.execute(stmt, {**params, "id": checkpoint_id} if by_id else params).first()
+    return unit.execute(_checkpoint_query(t, thread_id, ns_hash, checkpoint_id)).first()
 
 
 def delta_walk(

@@ -76,10 +76,9 @@ def check_writes(writes: Any) -> list[tuple[str, Any]]:
     rather than taken apart into characters (or keys)."""
     items = check_list(writes, "writes")
     for i, item in enumerate(items):
-        if not isinstance(item, tuple | list) or len(item) != 2:
-            got = (
-                type(item).__name__ if not isinstance(item, tuple | list) else f"{len(item)} items"
-            )
+        pair = isinstance(item, tuple | list)
+        if not pair or len(item) != 2:
+            got = f"{len(item)} items" if pair else type(item).__name__
             raise TypeError(f"writes[{i}]: expected a (channel, value) pair, got {got}")
     return [(ch, v) for ch, v in items]
 

@@ -39,10 +39,8 @@ __all__ = ["MAX_IDLE_DAYS", "SQLSaver", "ThreadInfo"]
 
 class _SaverContext:
     """What [`SQLSaver.from_conn_string`][langmem_sqlite.checkpoint.saver.SQLSaver.from_conn_string]
-    returns: usable with `with` and `async with`.
-
-    `owned`: the saver's connections were opened for this block (it was given a URL or a
-    path), so leaving the block closes them."""
+    returns: usable with `with` and `async with`; leaving the block closes the saver's
+    connections if they are `owned` (opened from a URL or a path)."""
 
     def __init__(self, saver: SQLSaver, owned: bool) -> None:
         self.saver = saver

@@ -169,32 +169,18 @@ def copy_thread(unit: Unit, t: Tables, source: str, target: str, now: int) -> No
     c = t.checkpoints.c
     if unit.execute(select(c.thread_id).where(c.thread_id == target).limit(1)).first():
         raise ValueError(f"target_thread_id: thread {target!r} already has checkpoints")
-    for table in (t.checkpoints, t.checkpoint_blobs, t.checkpoint_writes):
+    for table in (t.checkpoints, t.checkpoint_blobs, t.checkpoint_writes, t.checkpoint_threads):
+        new = {"thread_id": literal(target, table.c.thread_id.type)}
+        if table is t.checkpoint_threads:  # a new thread: created and updated now
+            new |= {"created_at": literal(now), "updated_at": literal(now)}
         names = [col.name for col in table.columns]
-        cols = [
-            literal(target, table.c.thread_id.type).label("thread_id")
-            if n == "thread_id"
-            else table.c[n]
-            for n in names
-        ]
+        cols = [new[n].label(n) if n in new else table.c[n] for n in names]
         unit.execute(
             table.insert().from_select(names, select(*cols).where(table.c.thread_id == source))
         )
-    th = t.checkpoint_threads
-    unit.execute(
-        th.insert().from_select(
-            ["thread_id", "created_at", "updated_at", "metadata"],
-            select(
-                literal(target, th.c.thread_id.type),
-                literal(now),
-                literal(now),
-                th.c.metadata,
-            ).where(th.c.thread_id == source),
-        )
-    )
 
 
-# -- listing and idle threads --------------------------------------------------------------------------------
+# -- listing and idle threads -------------------------------------------------------------------
 
 
 def list_threads(
