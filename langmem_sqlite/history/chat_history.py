@@ -1,15 +1,8 @@
 """`SQLChatMessageHistory`: a thin `BaseChatMessageHistory` over
-[`ConversationStore`][langmem_sqlite.ConversationStore].
+[`ConversationStore`][langmem_sqlite.ConversationStore], a drop-in for langchain-community's.
 
-Switching from langchain-community is a one-line import change:
-
-```python
-from langmem_sqlite import SQLChatMessageHistory
-history = SQLChatMessageHistory(session_id="s1", connection="sqlite:///chat.db")
-```
-
-Construction is cheap (no SQL, no new pool), as `RunnableWithMessageHistory` builds one history
-per turn. Sync and async methods both work whatever the connection is.
+Construction runs no SQL and opens no pool (`RunnableWithMessageHistory` builds one history
+per turn); sync and async methods both work whatever the connection is.
 """
 
 from __future__ import annotations

@@ -78,7 +78,7 @@ class SessionInfo:
 
 
 _NO_MAX = 2**62  # "no snapshot": larger than any position
-_ID_CHUNK = 10_000  # session ids per IN list where sessions are deleted by their ids
+_CHUNK = 10_000  # ids per IN list (SQLite binds up to 32,766 parameters a statement)
 
 
 def _match(t: Tables, key: SessionKey) -> ColumnElement[bool]:
@@ -99,17 +99,9 @@ def _in_session(t: Tables, key: SessionKey, max_seq: int | None) -> ColumnElemen
 
 def _create_session(unit: Unit, t: Tables, key: SessionKey, now: int, **extra: Any) -> None:
     """Create a session row unless it exists (another writer may create it concurrently)."""
-    values = {
-        "user_id": key.user_id,
-        "session_id": key.session_id,
-        "created_at": now,
-        "updated_at": now,
-        "message_count": 0,
-        "token_total": 0,
-        **extra,
-    }
-    stmt = unit.rules.insert_ignore(t.sessions, key=("user_id", "session_id"))
-    unit.execute(stmt, values)
+    new = {"message_count": 0, "token_total": 0, "created_at": now, "updated_at": now}
+    values = {"user_id": key.user_id, "session_id": key.session_id, **new, **extra}
+    unit.execute(unit.rules.insert_ignore(t.sessions, key=("user_id", "session_id")), values)
 
 
 def _add_counts(t: Tables, where: Any, n: int, tokens: int, **values: Any) -> Any:
@@ -137,14 +129,9 @@ def _unbump(unit: Unit, t: Tables, pk: int, n: int, tokens: int) -> None:
 
 @dataclass
 class Append:
-    """One append, across the attempts [`Database.run`][langmem_sqlite.engine.Database.run] may make
-    of it.
-
-    A connection lost while COMMIT was in flight leaves the outcome unknown: the transaction
-    may have committed. The first row of the append carries `token`; a later attempt looks
-    for it first and, when found, does not write the messages a second time (and reports what
-    the attempt that committed wrote).
-    """
+    """One append, across the attempts [`Database.run`][langmem_sqlite.engine.Database.run] may
+    make of it: after a connection lost during COMMIT, a later attempt that finds the `token`
+    the first row carries does not write the messages again (it reports what was written)."""
 
     token: str = field(default_factory=lambda: uuid.uuid4().hex)
     tries: int = 0
@@ -161,9 +148,6 @@ class Appended(NamedTuple):
     """The session's message count after it."""
 
 
-_IN_CHUNK = 30_000  # ids per IN list: PostgreSQL binds 65,535 parameters a statement, SQLite 32,766
-
-
 def add_messages(
     unit: Unit,
     t: Tables,
@@ -173,18 +157,14 @@ def add_messages(
     append: Append | None = None,
     skip_existing: bool = False,
 ) -> Appended:
-    """Append `rows` to the session (created if missing).
+    """Append `rows` to the session (created if missing), positions contiguous and in order.
 
-    One session update reserves the positions and locks the session row (SQLite: the
-    transaction holds the write lock from its start), so appends to one session take turns;
-    the session's ids among those of `rows` are read under that lock, then one executemany
-    insert writes the messages. A message id names at most one row of a session (the unique
-    key on `(session_pk, message_id)`): with `skip_existing`, a message whose id the session
-    holds, or that repeats an earlier id of `rows`, is left out; without it, every message is
-    appended, and a repeated id is kept in the stored message but not in the `message_id`
-    column (which names the first message that carried it). Positions stay contiguous and in
-    the order of `rows`. With `append`, a repeated attempt of the same append that finds it
-    already stored writes nothing (see `Append`).
+    One session update reserves the positions and locks the session row, so appends to one
+    session take turns; the session's ids among those of `rows` are read under that lock, then
+    one executemany insert writes the messages. With `skip_existing`, a message whose id the
+    session holds (or that repeats an earlier id of `rows`) is left out; without it, a repeated
+    id is kept in the message but not in the unique `message_id` column. With `append`, a
+    repeated attempt of an append already stored writes nothing.
     """
     m = t.messages.c
     tokens = sum(r.token_count for r in rows)
@@ -301,8 +281,8 @@ def existing_message_ids(
 ) -> set[str]:
     """Which of `message_ids` the session already holds (read a chunk of ids at a time)."""
     m, known = t.messages.c, set[str]()
-    for i in range(0, len(message_ids), _IN_CHUNK):
-        chunk = list(message_ids[i : i + _IN_CHUNK])
+    for i in range(0, len(message_ids), _CHUNK):
+        chunk = list(message_ids[i : i + _CHUNK])
         q = select(m.message_id).where(m.session_pk == _pk(t, key), m.message_id.in_(chunk))
         known.update(unit.execute(q).scalars())
     return known
@@ -322,8 +302,8 @@ def _delete_sessions(unit: Unit, t: Tables, where: ColumnElement[bool]) -> int:
     s, m = t.sessions.c, t.messages.c
     ids = unit.execute(select(s.id).where(where)).scalars().all()
     deleted = 0
-    for i in range(0, len(ids), _ID_CHUNK):
-        chunk = ids[i : i + _ID_CHUNK]
+    for i in range(0, len(ids), _CHUNK):
+        chunk = ids[i : i + _CHUNK]
         unit.execute(delete(t.messages).where(m.session_pk.in_(chunk)))
         deleted += int(unit.execute(delete(t.sessions).where(s.id.in_(chunk))).rowcount)
     return deleted
@@ -335,8 +315,7 @@ def delete_session(unit: Unit, t: Tables, key: SessionKey) -> bool:
 
 
 def delete_idle_sessions(unit: Unit, t: Tables, cutoff: int, user_id: str | None = None) -> int:
-    """Delete sessions last active before `cutoff` (ms) (of one user, if given); return how
-    many."""
+    """Delete sessions (of one user, if given) last active before `cutoff` (ms); the count."""
     s = t.sessions.c
     idle = s.updated_at < cutoff
     return _delete_sessions(unit, t, idle if user_id is None else and_(idle, s.user_id == user_id))
