@@ -239,7 +239,7 @@ def session_history_factory(
     """A `get_session_history(session_id)` for `RunnableWithMessageHistory`.
 
     `options` are [`SQLChatMessageHistory`][langmem_sqlite.SQLChatMessageHistory] keyword arguments
-    (`window`, ...). The store is built once; each call only builds the light history object.
+    (`window`, ...). The store is built once; each call only builds a history object (no SQL).
     """
     store = _store_for(connection, options)
 
