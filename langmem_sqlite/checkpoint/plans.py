@@ -121,15 +121,15 @@ class Pager:
 # -- plumbing --------------------------------------------------------------------------------
 
 
-def _ready(saver: Saver) -> Plan[None]:
+def setup(saver: Saver) -> Plan[None]:
+    """Create the tables, once per process and set of tables (SQLite files first get the
+    saver's file settings, where the file is not busy)."""
     key = ("checkpointer", saver.tables.key)
     if key not in saver.db.ready:
-        setup = saver.db.rules.checkpoint_file_setup(saver.db.url)
-        if setup is not None and not saver.db.reading:
-            # once per process, before the tables exist; an optimisation only: a busy
-            # file keeps its mode
-            with contextlib.suppress(exc.DBAPIError):
-                yield Step(setup, (), own_transaction=True)
+        file_setup = saver.db.rules.checkpoint_file_setup(saver.db.url)
+        if file_setup is not None and not saver.db.reading:
+            with contextlib.suppress(exc.DBAPIError):  # a busy file keeps its settings
+                yield Step(file_setup, (), own_transaction=True)
         yield from schema_plan(saver.db, saver.tables)
         with saver.db.lock:
             saver.db.ready.add(key)
@@ -142,7 +142,7 @@ def _op(saver: Saver, fn: Any, *args: Any, write: bool = False, single: bool = F
     where the dialect says so (`checkpoint_single_autocommits`: PostgreSQL) it then runs in
     autocommit mode, without BEGIN and COMMIT round trips.
     """
-    yield from _ready(saver)
+    yield from setup(saver)
     single = single and saver.db.rules.checkpoint_single_autocommits
     return (yield Step(fn, (saver.tables, *args), write=write, single=single))
 
@@ -187,10 +187,6 @@ def _tuple(
 
 
 # -- the operations ----------------------------------------------------------------------------
-
-
-def setup(saver: Saver) -> Plan[None]:
-    yield from _ready(saver)
 
 
 def get_tuple(saver: Saver, config: RunnableConfig) -> Plan[CheckpointTuple | None]:

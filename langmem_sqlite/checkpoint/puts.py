@@ -28,14 +28,10 @@ def _upsert(unit: Unit, table: Table, update: Sequence[str] | None = None) -> An
     return unit.statement(key, lambda: unit.rules.upsert(table, update))
 
 
-def _insert_ignore(unit: Unit, table: Table) -> Any:
-    return unit.statement(("ckpt.ignore", table.fullname), lambda: unit.rules.insert_ignore(table))
-
-
-def _insert_new_stmt(unit: Unit, table: Table) -> Any:
-    return unit.statement(
-        ("ckpt.new", table.fullname), lambda: unit.rules.checkpoint_insert_new(table)
-    )
+def _insert(unit: Unit, table: Table, new: bool = False) -> Any:
+    """The dialect's insert that keeps an existing row (`new`: one that `_insert_new` runs)."""
+    build = unit.rules.checkpoint_insert_new if new else unit.rules.insert_ignore
+    return unit.statement(("ckpt.insert", table.fullname, new), lambda: build(table))
 
 
 def _insert_new(unit: Unit, stmt: Any, params: dict[str, Any]) -> bool:
@@ -81,7 +77,7 @@ def _insert_in_parts(unit: Unit, table: Table, stmt: Any | None, row: dict[str, 
     first = {**row, **{c: v[:part] for c, v in big.items()}}
     if stmt is not None:
         unit.execute(stmt, first)
-    elif not _insert_new(unit, _insert_new_stmt(unit, table), first):
+    elif not _insert_new(unit, _insert(unit, table, True), first):
         return False
     pk = [col == row[col.name] for col in table.primary_key.columns]
     for c, v in big.items():
@@ -120,7 +116,7 @@ def put_checkpoint(
     scope = (row["thread_id"], row["ns_hash"])
     plain = [b.as_params(*scope) for b in blobs if b.root_version is None]
     if plain:
-        _write(unit, t.checkpoint_blobs, _insert_ignore(unit, t.checkpoint_blobs), plain, False)
+        _write(unit, t.checkpoint_blobs, _insert(unit, t.checkpoint_blobs), plain, False)
     stored: dict[str, BlobRow] = {}
     for b in blobs:
         if b.root_version is None:
@@ -150,5 +146,5 @@ def put_writes(unit: Unit, t: Tables, rows: Sequence[dict[str, Any]], upsert: bo
     """Store pending writes: insert-if-absent, or upsert (special channels: `__error__`,
     `__interrupt__`...)."""
     table = t.checkpoint_writes
-    stmt = _upsert(unit, table) if upsert else _insert_ignore(unit, table)
+    stmt = _upsert(unit, table) if upsert else _insert(unit, table)
     _write(unit, table, stmt, rows, upsert)

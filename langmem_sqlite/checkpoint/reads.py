@@ -7,9 +7,10 @@ from __future__ import annotations
 import json
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
+from functools import partial
 from typing import Any, NamedTuple
 
-from sqlalchemy import and_, literal_column, select, tuple_
+from sqlalchemy import and_, bindparam, literal_column, select, tuple_
 from sqlalchemy.sql.elements import ColumnElement
 
 from ..engine.schema import Tables
@@ -103,17 +104,26 @@ def _writes_for(
     return out
 
 
-def _chain(start: Any, t: Tables, thread_id: str, ns_hash: str) -> Any:
-    """The blob rows `start` selects in `(thread_id, ns_hash)` and the rows their deltas are
-    built on, in one recursive query; the rows' values ride along the recursion (a row two
-    chains share comes once per chain)."""
+def _blobs_stmt(t: Tables, keys_only: bool) -> Any:
+    """The blob rows of the keys `(:t, :n, :ch, :v)` (channels and versions as two `IN` lists,
+    which may add a few rows) and, unless `keys_only`, the rows their deltas are built on, in
+    one recursive query: the rows' values ride along the recursion (a row two chains share
+    comes once per chain)."""
     b, p = t.checkpoint_blobs, t.checkpoint_blobs.alias("p")
     names = [col.name for col in b.columns][2:]  # the key within (thread, namespace), the row
+    start = select(*[b.c[n] for n in (names[:2] if keys_only else names)]).where(
+        b.c.thread_id == bindparam("t"),
+        b.c.ns_hash == bindparam("n"),
+        b.c.channel_hash.in_(bindparam("ch", expanding=True)),
+        b.c.version.in_(bindparam("v", expanding=True)),
+    )
+    if keys_only:
+        return start
     chain = start.add_columns(literal_column("0").label("hops")).cte("chain", recursive=True)
     chain = chain.union_all(
         select(*[p.c[n] for n in names], chain.c.hops + 1).where(
-            p.c.thread_id == thread_id,
-            p.c.ns_hash == ns_hash,
+            p.c.thread_id == bindparam("t"),
+            p.c.ns_hash == bindparam("n"),
             p.c.channel_hash == chain.c.channel_hash,
             p.c.version == chain.c.base_version,
             chain.c.kind == DELTA,
@@ -128,31 +138,52 @@ def blobs_for(
 ) -> dict[BlobKey, Any]:
     """Blob rows by key, plus (unless `keys_only`: whether they exist, not their values) every
     row the deltas among them are built on; a base that no longer exists is left out (the
-    resolver then raises). Channels and versions are matched as two `IN` lists, which may add
-    a few rows."""
+    resolver then raises)."""
     into: dict[BlobKey, Any] = {}
-    b = t.checkpoint_blobs
-    names = [col.name for col in b.columns][2:]
+    stmt = unit.statement((t.key, "ckpt.blobs", keys_only), partial(_blobs_stmt, t, keys_only))
     for (tid, nsh), group in _scope_groups(keys).items():
         for part in chunks(group):
-            q = select(*[b.c[n] for n in (names[:2] if keys_only else names)]).where(
-                b.c.thread_id == tid,
-                b.c.ns_hash == nsh,
-                b.c.channel_hash.in_(list(dict.fromkeys(k[2] for k in part))),
-                b.c.version.in_(list(dict.fromkeys(k[3] for k in part))),
-            )
-            for r in unit.execute(q if keys_only else _chain(q, t, tid, nsh)).all():
+            ch = list(dict.fromkeys(k[2] for k in part))
+            params = {"t": tid, "n": nsh, "ch": ch, "v": list(dict.fromkeys(k[3] for k in part))}
+            for r in unit.execute(stmt, params).all():
                 into[(tid, nsh, r.channel_hash, r.version)] = r
     return into
 
 
-def _checkpoint_query(t: Tables, thread_id: str, ns_hash: str, checkpoint_id: str | None) -> Any:
-    """The checkpoint `checkpoint_id` of `(thread_id, ns_hash)`, or (None) its latest."""
+def _checkpoint_stmt(t: Tables, by_id: bool, with_writes: bool) -> Any:
+    """The checkpoint `:id` of `(:t, :n)`, or (not `by_id`) its latest; `with_writes`: once per
+    pending write (the write's columns last), or once with NULLs."""
     c = t.checkpoints.c
-    q = select(*_checkpoint_columns(t)).where(c.thread_id == thread_id, c.ns_hash == ns_hash)
-    if checkpoint_id is not None:
-        return q.where(c.checkpoint_id == checkpoint_id)
-    return q.order_by(c.checkpoint_id.desc()).limit(1)
+    q = select(*_checkpoint_columns(t)).where(
+        c.thread_id == bindparam("t"), c.ns_hash == bindparam("n")
+    )
+    if by_id:
+        q = q.where(c.checkpoint_id == bindparam("id"))
+    else:
+        q = q.order_by(c.checkpoint_id.desc()).limit(1)
+    if not with_writes:
+        return q
+    sub, w = q.subquery(), t.checkpoint_writes.c
+    on = and_(
+        w.thread_id == sub.c.thread_id,
+        w.ns_hash == sub.c.ns_hash,
+        w.checkpoint_id == sub.c.checkpoint_id,
+    )
+    wcols = [
+        col.label(f"w_{col.name}")
+        for col in (w.task_id, w.task_path, w.idx, w.channel, w.type, w.value)
+    ]
+    return select(*sub.c, *wcols).select_from(sub.outerjoin(t.checkpoint_writes, on))
+
+
+def _checkpoint_rows(
+    unit: Unit, t: Tables, thread_id: str, ns_hash: str, cid: str | None, with_writes: bool
+) -> Any:
+    by_id = cid is not None
+    key = (t.key, "ckpt.read", by_id, with_writes)
+    stmt = unit.statement(key, partial(_checkpoint_stmt, t, by_id, with_writes))
+    params = {"t": thread_id, "n": ns_hash}
+    return unit.execute(stmt, {**params, "id": cid} if by_id else params)
 
 
 def read_checkpoint(
@@ -163,21 +194,8 @@ def read_checkpoint(
     checkpoint_id: str | None,
 ) -> tuple[Any, list[PendingWrite], dict[BlobKey, Any]] | None:
     """A checkpoint row (the latest when `checkpoint_id` is None), its writes, and its blobs
-    (with the rows their deltas are built on): two statements. The first returns the
-    checkpoint once per pending write (the write's columns last), or once with NULLs."""
-    c = _checkpoint_query(t, thread_id, ns_hash, checkpoint_id).subquery()
-    w = t.checkpoint_writes.c
-    on = and_(
-        w.thread_id == c.c.thread_id,
-        w.ns_hash == c.c.ns_hash,
-        w.checkpoint_id == c.c.checkpoint_id,
-    )
-    wcols = [
-        col.label(f"w_{col.name}")
-        for col in (w.task_id, w.task_path, w.idx, w.channel, w.type, w.value)
-    ]
-    q = select(*c.c, *wcols).select_from(c.outerjoin(t.checkpoint_writes, on))
-    rows = unit.execute(q).all()
+    (with the rows their deltas are built on): two statements."""
+    rows = _checkpoint_rows(unit, t, thread_id, ns_hash, checkpoint_id, True).all()
     if not rows:
         return None
     row = rows[0]
@@ -303,7 +321,7 @@ def find_checkpoint(
 ) -> Any:
     """The row (`_checkpoint_columns`) of a checkpoint, or of the latest of
     `(thread, namespace)` when `checkpoint_id` is None; None if there is none."""
-    return unit.execute(_checkpoint_query(t, thread_id, ns_hash, checkpoint_id)).first()
+    return _checkpoint_rows(unit, t, thread_id, ns_hash, checkpoint_id, False).first()
 
 
 def delta_walk(

@@ -33,9 +33,8 @@ __all__ = [
 
 MAX_IDLE_DAYS = 100_000_000_000
 """The largest `days` of
-[`SQLSaver.delete_idle_threads`][langmem_sqlite.checkpoint.saver.SQLSaver.delete_idle_threads]: its
-cut-off time, in ms since the epoch, then still fits the 64-bit integer column every database stores
-it in."""
+[`SQLSaver.delete_idle_threads`][langmem_sqlite.checkpoint.saver.SQLSaver.delete_idle_threads]:
+its cut-off time in ms since the epoch still fits a 64-bit integer column."""
 DELETE_BATCH = 200
 """Idle threads deleted per transaction."""
 
@@ -94,8 +93,7 @@ def ckpt_config(thread_id: str, ns: str, checkpoint_id: str) -> RunnableConfig:
     }
 
 
-NOT_IN_RECORD = frozenset({"id", "channel_values", "channel_versions"})
-"""The checkpoint keys stored elsewhere than in its record (a column, blob rows)."""
+NOT_IN_RECORD = frozenset({"id", "channel_values", "channel_versions"})  # a column, blob rows
 
 
 def delta_names(metadata: Mapping[str, Any]) -> Any:
