@@ -446,8 +446,8 @@ def scalar_graph(saver: BaseCheckpointSaver) -> Any:
 
 
 def sqlite_scalars(turns: int, tmp: str) -> None:
-    """The chat graph with seven scalar channels besides ``messages``: the unchanging ones are
-    copied into every checkpoint's record, the changing ones take no row per version."""
+    """The chat graph with seven scalar channels besides ``messages``: a row per changed
+    value and version."""
     from langgraph.checkpoint.sqlite import SqliteSaver
 
     print(f"\n== 1b. chat graph with 7 scalar channels, {turns} turns, SQLite file ==")

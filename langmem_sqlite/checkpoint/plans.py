@@ -36,6 +36,7 @@ from ..validation import check_id, check_number, check_positive, check_text
 from . import puts, reads, threads
 from .codec import dumps, loads
 from .meta import check_filter, json_copy, json_safe, matches, prefilter
+from .reads import ListQuery
 from .records import (
     DELETE_BATCH,
     MAX_IDLE_DAYS,
@@ -44,13 +45,11 @@ from .records import (
     check_writes,
     ckpt_config,
     delta_names,
-    record_values,
     scope,
     split_versions,
     version_text,
 )
-from .rows import CheckpointRow, ListQuery
-from .storage import DELTA, EMPTY, ListCache, ListState, Resolver, encode_channel, key_hash
+from .storage import DELTA, ListCache, ListState, Resolver, encode_channel, key_hash
 
 __all__ = [
     "Pager",
@@ -92,7 +91,7 @@ class Pager:
         self.done = limit == 0
 
     def plan(self) -> Plan[list[CheckpointTuple]]:
-        """Read the next page."""
+        """Read the next page (what of it is within `limit`)."""
         size = self.saver.page_size
         if self.left is not None and not self.filter:
             size = min(size, self.left)
@@ -112,44 +111,38 @@ class Pager:
                 continue
             key = (row.thread_id, row.ns_hash, row.checkpoint_id)
             out.append(_tuple(self.saver, row, metadata, writes.get(key, []), resolver, False))
-        return out
-
-    def take(self, items: list[CheckpointTuple]) -> list[CheckpointTuple]:
-        """The part of a page still within `limit`."""
         if self.left is not None:
-            items = items[: self.left]
-            self.left -= len(items)
+            out = out[: self.left]
+            self.left -= len(out)
             self.done = self.done or self.left <= 0
-        return items
+        return out
 
 
 # -- plumbing --------------------------------------------------------------------------------
 
 
-def _ready(saver: Saver) -> Plan[None]:
+def setup(saver: Saver) -> Plan[None]:
+    """Create the tables, once per process and set of tables (SQLite files first get the
+    saver's file settings, where the file is not busy)."""
     key = ("checkpointer", saver.tables.key)
     if key not in saver.db.ready:
-        setup = saver.db.rules.checkpoint_file_setup(saver.db.url)
-        if setup is not None and not saver.db.reading:
-            # once per process, before the tables exist; an optimisation only: a busy
-            # file keeps its mode
-            with contextlib.suppress(exc.DBAPIError):
-                yield Step(setup, (), own_transaction=True)
+        file_setup = saver.db.rules.checkpoint_file_setup(saver.db.url)
+        if file_setup is not None and not saver.db.reading:
+            with contextlib.suppress(exc.DBAPIError):  # a busy file keeps its settings
+                yield Step(file_setup, (), own_transaction=True)
         yield from schema_plan(saver.db, saver.tables)
         with saver.db.lock:
             saver.db.ready.add(key)
 
 
 def _op(saver: Saver, fn: Any, *args: Any, write: bool = False, single: bool = False) -> Plan[Any]:
-    """Run `fn(session, tables, *args)` in a transaction.
+    """Run `fn(unit, tables, *args)` in a transaction.
 
-    `single`: `fn` makes one statement, or only reads rows that are never updated in
-    place; where the dialect says so (`checkpoint_single_autocommits`: PostgreSQL) it
-    then runs in autocommit mode, which saves the BEGIN and COMMIT round trips (SQLite
-    keeps its transaction). Every operation runs on the light lane
-    (`langmem_sqlite.engine.unit`).
+    `single`: `fn` makes one statement, or only reads rows that are never updated in place;
+    where the dialect says so (`checkpoint_single_autocommits`: PostgreSQL) it then runs in
+    autocommit mode, without BEGIN and COMMIT round trips.
     """
-    yield from _ready(saver)
+    yield from setup(saver)
     single = single and saver.db.rules.checkpoint_single_autocommits
     return (yield Step(fn, (saver.tables, *args), write=write, single=single))
 
@@ -172,27 +165,13 @@ def _tuple(
     ns = row.checkpoint_ns
     values: dict[str, Any] = {}
     for ch, v in versions.items():  # the channels with rows (see split_versions)
-        if v is None:
-            continue  # kept in the record
         key = (row.thread_id, row.ns_hash, key_hash(ch), str(v))
-        if not resolver.has_value(key):
-            continue
-        if not (remember and saver.lists.size):
-            values[ch] = resolver.value(key)
-            continue
-        values[ch], state = resolver.value_and_state(key)
-        if state is not None:
-            known = saver.lists.get((row.thread_id, ns, ch))
-            if known is None or known.version != state.version:
+        if resolver.has_value(key):
+            values[ch], state = resolver.value_and_state(key, remember and saver.lists.size > 0)
+            if state is not None:
                 saver.lists.put((row.thread_id, ns, ch), state)
     checkpoint = _loads(saver, row.type, row.checkpoint)
-    # the versions and values kept in the record itself (see split_versions and
-    # record_values)
-    versions.update(checkpoint.pop("channel_versions", None) or {})
-    versions = {ch: v for ch, v in versions.items() if v is not None}
-    for ch, value in (checkpoint.pop("channel_values", None) or {}).items():
-        if ch in versions:
-            values[ch] = value
+    versions.update(checkpoint.pop("channel_versions", None) or {})  # see split_versions
     checkpoint["id"] = row.checkpoint_id
     checkpoint["channel_values"] = values
     checkpoint["channel_versions"] = versions
@@ -208,10 +187,6 @@ def _tuple(
 
 
 # -- the operations ----------------------------------------------------------------------------
-
-
-def setup(saver: Saver) -> Plan[None]:
-    yield from _ready(saver)
 
 
 def get_tuple(saver: Saver, config: RunnableConfig) -> Plan[CheckpointTuple | None]:
@@ -271,23 +246,13 @@ def put(
         check_text(ch, "checkpoint['channel_versions'] key")
         version_text(ver, ch)
     md = get_checkpoint_metadata(config, metadata)
-    # The record: the checkpoint without its id (a column) and the values stored in blob
-    # rows, with the values that take no row (see record_values) and the versions of
-    # the channels without a row (see split_versions).
+    # The record: the checkpoint without its id (a column) and its values (blob rows), with
+    # the versions of the channels without a value (see split_versions).
     body = {k: v for k, v in checkpoint.items() if k not in NOT_IN_RECORD}
-    delta = delta_names(md)
-    inline = record_values(values, versions, delta)
-    column, in_record = split_versions(versions, values, inline, delta)
-    if inline:
-        body["channel_values"] = inline
+    column, in_record = split_versions(versions, values, delta_names(md))
     if in_record:
         body["channel_versions"] = in_record
-    try:
-        ctype, cdata = dumps(saver.serde, body, "checkpoint")
-    except ValueError:
-        for ch, v in inline.items():  # name the channel at fault, if it is one
-            dumps(saver.serde, v, f"channel {ch!r}")
-        raise
+    ctype, cdata = dumps(saver.serde, body, "checkpoint")
     mtype, mdata = dumps(saver.serde, md, "metadata")
     md_json = json_copy(md) if saver.searchable_metadata else None
     run_id = md.get("run_id")
@@ -298,31 +263,28 @@ def put(
     entries: dict[str, ListState] = {}
     for ch, ver in (new_versions or {}).items():
         check_text(ch, "new_versions key")
-        if ch in inline:
-            version_text(ver, ch)
-            continue
         blob, entry = encode_channel(
             saver.serde, saver.lists, (s.thread_id, s.ns, ch), version_text(ver, ch), values
         )
-        if blob.kind != EMPTY:  # no row means "versioned, but no value"
+        if blob is not None:
             blobs.append(blob)
         if entry is not None:
             entries[ch] = entry
-    row = CheckpointRow(
-        thread_id=s.thread_id,
-        ns_hash=s.ns_hash,
-        checkpoint_id=cid,
-        checkpoint_ns=s.ns,
-        parent_checkpoint_id=s.checkpoint_id,
-        type=ctype,
-        checkpoint=cdata,
-        versions=json.dumps(column, separators=(",", ":")),
-        metadata_type=mtype,
-        metadata=mdata,
-        metadata_json=md_json,
-        run_id=run_id,
-        created_at=clock.now_ms(),
-    )
+    row = {
+        "thread_id": s.thread_id,
+        "ns_hash": s.ns_hash,
+        "checkpoint_id": cid,
+        "checkpoint_ns": s.ns,
+        "parent_checkpoint_id": s.checkpoint_id,
+        "type": ctype,
+        "checkpoint": cdata,
+        "versions": json.dumps(column, separators=(",", ":")),
+        "metadata_type": mtype,
+        "metadata": mdata,
+        "metadata_json": md_json,
+        "run_id": run_id,
+        "created_at": clock.now_ms(),
+    }
     thread_md = md_json if s.ns == "" else None
     stored = yield from _op(saver, puts.put_checkpoint, row, blobs, thread_md, write=True)
     for ch, entry in entries.items():
@@ -398,11 +360,8 @@ def delta_channel_history(
             rows.sort(key=lambda w: writes_sort_key(w.task_path, w.task_id, w.idx))
             collected += [(w.task_id, w.channel, _loads(saver, w.type, w.value)) for w in rows]
         entry: DeltaChannelHistory = {"writes": collected}
-        if seed is not None and seed[1] is not None:
+        if seed is not None:
             entry["seed"] = resolver.value(seed[1])
-        elif seed is not None:  # a value kept in that checkpoint's record
-            record = _loads(saver, *found.records[found.path[idx]])
-            entry["seed"] = record["channel_values"][ch]
         out[ch] = entry
     return out
 

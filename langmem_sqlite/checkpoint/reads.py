@@ -1,35 +1,28 @@
 """The SQL of reads: a checkpoint with its writes and values, pages of `list()`, and the
-walk up a delta channel's ancestors (`get_delta_channel_history`, `prune`)."""
+walk up a delta channel's ancestors (`get_delta_channel_history`, `prune`). The functions
+take a [`Unit`][langmem_sqlite.engine.Unit] and decode nothing."""
 
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from functools import partial
-from typing import Any
+from typing import Any, NamedTuple
 
 from sqlalchemy import and_, bindparam, literal_column, select, tuple_
+from sqlalchemy.sql.elements import ColumnElement
 
 from ..engine.schema import Tables
 from ..engine.unit import Unit
-from .rows import (
-    BLOB_COLS,
-    BlobKey,
-    ListQuery,
-    PendingWrite,
-    blob_keys,
-    checkpoint_columns,
-    chunks,
-    scope_groups,
-)
-from .storage import DELTA, EMPTY, key_hash
+from .storage import DELTA, key_hash
 
 __all__ = [
-    "CHAIN_PAGE",
-    "WALK_PAGE",
+    "BlobKey",
+    "ListQuery",
     "WalkResult",
     "blobs_for",
+    "chunks",
     "delta_walk",
     "find_checkpoint",
     "list_page",
@@ -38,69 +31,95 @@ __all__ = [
 ]
 
 WALK_PAGE = 900
-"""Ancestors per recursive query (MySQL 8 stops recursive CTEs at 1000 by default)."""
+"""Rows per recursive query (MySQL 8 stops recursive CTEs at 1000 by default)."""
+CHUNK = 200
+"""Keys per `IN (...)` list (SQLite allows 32766 bound variables)."""
+
+BlobKey = tuple[str, str, str, str]
+"""`(thread_id, ns_hash, channel_hash, version)`."""
 
 
-def _in(col: Any, name: str) -> Any:
-    """`col IN (:name)`, the list bound at execution."""
-    return col.in_(bindparam(name, expanding=True))
+@dataclass
+class ListQuery:
+    """What `list_page` selects (`None` = no condition)."""
+
+    thread_id: str | None = None
+    ns_hash: str | None = None
+    checkpoint_id: str | None = None
+    before: str | None = None
+    conditions: list[ColumnElement[bool]] = field(default_factory=list)
 
 
-def _writes_stmt(t: Tables) -> Any:
-    w = t.checkpoint_writes.c
-    cols = (w.checkpoint_id, w.task_id, w.task_path, w.idx, w.channel, w.type, w.value)
-    return select(*cols).where(
-        w.thread_id == bindparam("t"),
-        w.ns_hash == bindparam("n"),
-        _in(w.checkpoint_id, "ids"),
-    )
+class PendingWrite(NamedTuple):
+    """A row of pending writes."""
+
+    checkpoint_id: str
+    task_id: str
+    task_path: str
+    idx: int
+    channel: str
+    type: str
+    value: Any
+
+
+def chunks(items: Sequence[Any], n: int = CHUNK) -> Iterator[Sequence[Any]]:
+    """`items` in slices of at most `n`."""
+    for i in range(0, len(items), n):
+        yield items[i : i + n]
+
+
+def _scope_groups(keys: Iterable[tuple[Any, ...]]) -> dict[tuple[str, str], list[Any]]:
+    """Distinct keys grouped by their `(thread_id, ns_hash)`."""
+    groups: dict[tuple[str, str], list[tuple[Any, ...]]] = {}
+    for k in dict.fromkeys(keys):
+        groups.setdefault((k[0], k[1]), []).append(k)
+    return groups
+
+
+def _blob_keys(row: Any) -> list[BlobKey]:
+    """The blob keys a checkpoint row references (its `versions` column)."""
+    versions = json.loads(row.versions).items()
+    return [(row.thread_id, row.ns_hash, key_hash(ch), str(v)) for ch, v in versions]
+
+
+def _checkpoint_columns(t: Tables) -> list[Any]:
+    """The `checkpoints` columns a read returns."""
+    skip = ("metadata_json", "run_id", "created_at")
+    return [c for c in t.checkpoints.columns if c.name not in skip]
 
 
 def _writes_for(
     unit: Unit, t: Tables, keys: Iterable[tuple[str, str, str]]
 ) -> dict[tuple[str, str, str], list[PendingWrite]]:
     """Pending writes of the given `(thread_id, ns_hash, checkpoint_id)`, unsorted."""
+    w = t.checkpoint_writes.c
+    cols = (w.checkpoint_id, w.task_id, w.task_path, w.idx, w.channel, w.type, w.value)
     out: dict[tuple[str, str, str], list[PendingWrite]] = {}
-    for (tid, nsh), group in scope_groups(keys).items():
+    for (tid, nsh), group in _scope_groups(keys).items():
         for part in chunks(group):
-            stmt = unit.statement((t.key, "ckpt.writes"), partial(_writes_stmt, t))
-            params = {"t": tid, "n": nsh, "ids": [k[2] for k in part]}
-            for r in unit.execute(stmt, params).all():
+            ids = [k[2] for k in part]
+            q = select(*cols).where(w.thread_id == tid, w.ns_hash == nsh, w.checkpoint_id.in_(ids))
+            for r in unit.execute(q).all():
                 out.setdefault((tid, nsh, r.checkpoint_id), []).append(PendingWrite(*r))
     return out
 
 
-def _kinds_stmt(t: Tables) -> Any:
-    b = t.checkpoint_blobs.c
-    return select(b.channel_hash, b.version, b.kind).where(
-        b.thread_id == bindparam("t"),
-        b.ns_hash == bindparam("n"),
-        _in(b.channel_hash, "ch"),
-        _in(b.version, "v"),
+def _blobs_stmt(t: Tables, keys_only: bool) -> Any:
+    """The blob rows of the keys `(:t, :n, :ch, :v)` (channels and versions as two `IN` lists,
+    which may add a few rows) and, unless `keys_only`, the rows their deltas are built on, in
+    one recursive query: the rows' values ride along the recursion (a row two chains share
+    comes once per chain)."""
+    b, p = t.checkpoint_blobs, t.checkpoint_blobs.alias("p")
+    names = [col.name for col in b.columns][2:]  # the key within (thread, namespace), the row
+    start = select(*[b.c[n] for n in (names[:2] if keys_only else names)]).where(
+        b.c.thread_id == bindparam("t"),
+        b.c.ns_hash == bindparam("n"),
+        b.c.channel_hash.in_(bindparam("ch", expanding=True)),
+        b.c.version.in_(bindparam("v", expanding=True)),
     )
-
-
-CHAIN_PAGE = 900
-"""Rows of one list's chain per recursive query (MySQL stops recursive CTEs at 1000 by
-default; chains are at most ~14 rows long but for rows of earlier versions)."""
-
-
-def _chain_stmt(t: Tables) -> Any:
-    """The blob rows of some `(channel, version)` keys and the rows their deltas are built on,
-    in one recursive query (channels and versions are matched as two `IN` lists, which may
-    add a few rows). The rows' values ride along the recursion; a row two chains share comes
-    once per chain."""
-    b = t.checkpoint_blobs
-    c = b.c
-    names = BLOB_COLS[2:]  # the key within (thread, namespace), then the row
-    start = select(*[c[n] for n in names], literal_column("0").label("hops")).where(
-        c.thread_id == bindparam("t"),
-        c.ns_hash == bindparam("n"),
-        _in(c.channel_hash, "ch"),
-        _in(c.version, "v"),
-    )
-    chain = start.cte("chain", recursive=True)
-    p = b.alias("p")
+    if keys_only:
+        return start
+    chain = start.add_columns(literal_column("0").label("hops")).cte("chain", recursive=True)
     chain = chain.union_all(
         select(*[p.c[n] for n in names], chain.c.hops + 1).where(
             p.c.thread_id == bindparam("t"),
@@ -108,87 +127,63 @@ def _chain_stmt(t: Tables) -> Any:
             p.c.channel_hash == chain.c.channel_hash,
             p.c.version == chain.c.base_version,
             chain.c.kind == DELTA,
-            chain.c.hops < CHAIN_PAGE - 1,
+            chain.c.hops < WALK_PAGE - 1,
         )
     )
     return select(*[chain.c[n] for n in names])
 
 
-def _fetch_blobs(
-    unit: Unit,
-    t: Tables,
-    keys: Iterable[BlobKey],
-    into: dict[BlobKey, Any],
-    kinds_only: bool = False,
-) -> None:
-    """Add to `into` the blob rows whose keys are in `keys` and, unless `kinds_only`
-    (which reads the kinds, not the values), the rows their deltas are built on (see
-    `_chain_stmt`)."""
-    build = _kinds_stmt if kinds_only else _chain_stmt
-    for (tid, nsh), group in scope_groups(keys).items():
+def blobs_for(
+    unit: Unit, t: Tables, keys: Iterable[BlobKey], keys_only: bool = False
+) -> dict[BlobKey, Any]:
+    """Blob rows by key, plus (unless `keys_only`: whether they exist, not their values) every
+    row the deltas among them are built on; a base that no longer exists is left out (the
+    resolver then raises)."""
+    into: dict[BlobKey, Any] = {}
+    stmt = unit.statement((t.key, "ckpt.blobs", keys_only), partial(_blobs_stmt, t, keys_only))
+    for (tid, nsh), group in _scope_groups(keys).items():
         for part in chunks(group):
-            stmt = unit.statement((t.key, "ckpt.blobs", kinds_only), partial(build, t))
-            params = {
-                "t": tid,
-                "n": nsh,
-                "ch": list(dict.fromkeys(k[2] for k in part)),
-                "v": list(dict.fromkeys(k[3] for k in part)),
-            }
+            ch = list(dict.fromkeys(k[2] for k in part))
+            params = {"t": tid, "n": nsh, "ch": ch, "v": list(dict.fromkeys(k[3] for k in part))}
             for r in unit.execute(stmt, params).all():
                 into[(tid, nsh, r.channel_hash, r.version)] = r
+    return into
 
 
-def blobs_for(unit: Unit, t: Tables, keys: Iterable[BlobKey]) -> dict[BlobKey, Any]:
-    """Blob rows by key, plus every row the deltas among them are built on.
-
-    One query follows each chain (`_chain_stmt`); a chain longer than
-    `CHAIN_PAGE` rows is followed from where it stopped. A base that no longer exists is
-    left out (the resolver then raises).
-    """
-    wanted = list(dict.fromkeys(keys))
-    rows: dict[BlobKey, Any] = {}
-    _fetch_blobs(unit, t, wanted, rows)
-    tried = set(wanted)
-    while True:
-        bases = [
-            base
-            for base in dict.fromkeys(
-                (*k[:3], r.base_version) for k, r in rows.items() if r.kind == DELTA
-            )
-            if base not in rows and base not in tried
-        ]
-        if not bases:
-            return rows
-        tried.update(bases)
-        _fetch_blobs(unit, t, bases, rows)
-
-
-def _ckpt_stmt(t: Tables, by_id: bool) -> Any:
-    """The checkpoint `:id` of `(:t, :n)`, or (not `by_id`) its latest."""
+def _checkpoint_stmt(t: Tables, by_id: bool, with_writes: bool) -> Any:
+    """The checkpoint `:id` of `(:t, :n)`, or (not `by_id`) its latest; `with_writes`: once per
+    pending write (the write's columns last), or once with NULLs."""
     c = t.checkpoints.c
-    q = select(*checkpoint_columns(t)).where(
+    q = select(*_checkpoint_columns(t)).where(
         c.thread_id == bindparam("t"), c.ns_hash == bindparam("n")
     )
     if by_id:
-        return q.where(c.checkpoint_id == bindparam("id"))
-    return q.order_by(c.checkpoint_id.desc()).limit(1)
-
-
-def _with_writes(t: Tables, by_id: bool) -> Any:
-    """The row `_ckpt_stmt` selects, once per pending write (the write's columns last), or
-    once with NULLs: a checkpoint and its writes in one round trip."""
-    c = _ckpt_stmt(t, by_id).subquery()
-    w = t.checkpoint_writes.c
+        q = q.where(c.checkpoint_id == bindparam("id"))
+    else:
+        q = q.order_by(c.checkpoint_id.desc()).limit(1)
+    if not with_writes:
+        return q
+    sub, w = q.subquery(), t.checkpoint_writes.c
     on = and_(
-        w.thread_id == c.c.thread_id,
-        w.ns_hash == c.c.ns_hash,
-        w.checkpoint_id == c.c.checkpoint_id,
+        w.thread_id == sub.c.thread_id,
+        w.ns_hash == sub.c.ns_hash,
+        w.checkpoint_id == sub.c.checkpoint_id,
     )
     wcols = [
         col.label(f"w_{col.name}")
         for col in (w.task_id, w.task_path, w.idx, w.channel, w.type, w.value)
     ]
-    return select(*c.c, *wcols).select_from(c.outerjoin(t.checkpoint_writes, on))
+    return select(*sub.c, *wcols).select_from(sub.outerjoin(t.checkpoint_writes, on))
+
+
+def _checkpoint_rows(
+    unit: Unit, t: Tables, thread_id: str, ns_hash: str, cid: str | None, with_writes: bool
+) -> Any:
+    by_id = cid is not None
+    key = (t.key, "ckpt.read", by_id, with_writes)
+    stmt = unit.statement(key, partial(_checkpoint_stmt, t, by_id, with_writes))
+    params = {"t": thread_id, "n": ns_hash}
+    return unit.execute(stmt, {**params, "id": cid} if by_id else params)
 
 
 def read_checkpoint(
@@ -200,15 +195,12 @@ def read_checkpoint(
 ) -> tuple[Any, list[PendingWrite], dict[BlobKey, Any]] | None:
     """A checkpoint row (the latest when `checkpoint_id` is None), its writes, and its blobs
     (with the rows their deltas are built on): two statements."""
-    by_id = checkpoint_id is not None
-    stmt = unit.statement((t.key, "ckpt.read", by_id), partial(_with_writes, t, by_id))
-    params = {"t": thread_id, "n": ns_hash}
-    rows = unit.execute(stmt, {**params, "id": checkpoint_id} if by_id else params).all()
+    rows = _checkpoint_rows(unit, t, thread_id, ns_hash, checkpoint_id, True).all()
     if not rows:
         return None
     row = rows[0]
     writes = [PendingWrite(row.checkpoint_id, *r[-6:]) for r in rows if r.w_task_id is not None]
-    return row, writes, blobs_for(unit, t, blob_keys(row))
+    return row, writes, blobs_for(unit, t, _blob_keys(row))
 
 
 def list_page(
@@ -220,7 +212,7 @@ def list_page(
 ) -> tuple[list[Any], dict[tuple[str, str, str], list[PendingWrite]], dict[BlobKey, Any]]:
     """Up to `limit` checkpoint rows after `cursor` (newest first), with writes and blobs."""
     c = t.checkpoints.c
-    stmt = select(*checkpoint_columns(t))
+    stmt = select(*_checkpoint_columns(t))
     if q.thread_id is not None:
         stmt = stmt.where(c.thread_id == q.thread_id)
     if q.ns_hash is not None:
@@ -237,7 +229,7 @@ def list_page(
     rows = list(unit.execute(stmt.limit(limit)).all())
     keys = [(r.thread_id, r.ns_hash, r.checkpoint_id) for r in rows]
     writes = _writes_for(unit, t, keys) if rows else {}
-    blobs = blobs_for(unit, t, [k for r in rows for k in blob_keys(r)]) if rows else {}
+    blobs = blobs_for(unit, t, [k for r in rows for k in _blob_keys(r)]) if rows else {}
     return rows, writes, blobs
 
 
@@ -250,13 +242,10 @@ class WalkResult:
 
     path: list[str]
     """Ancestor checkpoint ids, parent first, up to the farthest seed needed."""
-    seeds: dict[str, tuple[int, BlobKey | None]]
-    """channel -> (index in `path`, blob key) of its nearest stored value; the key is None
-    for a value kept in that checkpoint's record."""
+    seeds: dict[str, tuple[int, BlobKey]]
+    """channel -> (index in `path`, blob key) of its nearest stored value."""
     writes: dict[tuple[str, str, str], list[Any]] = field(default_factory=dict)
     blobs: dict[BlobKey, Any] = field(default_factory=dict)
-    records: dict[str, tuple[str, Any]] = field(default_factory=dict)
-    """checkpoint id -> `(type, record)` of the checkpoints holding a seed in their record."""
 
 
 def _ancestors(unit: Unit, t: Tables, thread_id: str, ns_hash: str, start: str) -> list[Any]:
@@ -292,10 +281,10 @@ def walk(
 ) -> WalkResult:
     """Walk up from `start` until each channel meets a stored value (or the root)."""
     path: list[str] = []
-    seeds: dict[str, tuple[int, BlobKey | None]] = {}
+    seeds: dict[str, tuple[int, BlobKey]] = {}
     remaining = list(dict.fromkeys(channels))
     hashes = {ch: key_hash(ch) for ch in remaining}
-    kinds: dict[BlobKey, str] = {}
+    stored: dict[BlobKey, Any] = {}
     while start is not None and remaining:
         page = _ancestors(unit, t, thread_id, ns_hash, start)
         if not page:
@@ -306,23 +295,17 @@ def walk(
                 (thread_id, ns_hash, hashes[ch], str(v[ch]))
                 for v in versions
                 for ch in remaining
-                if v.get(ch) is not None
+                if ch in v
             )
         )
-        found: dict[BlobKey, Any] = {}
-        _fetch_blobs(unit, t, [k for k in wanted if k not in kinds], found, True)
-        kinds.update((k, r.kind) for k, r in found.items())
+        stored.update(blobs_for(unit, t, [k for k in wanted if k not in stored], True))
         for row, v in zip(page, versions, strict=True):
             path.append(row.checkpoint_id)
             for ch in list(remaining):
                 if ch not in v:
                     continue
-                if v[ch] is None:  # a value in the record (see blob_keys)
-                    seeds[ch] = (len(path) - 1, None)
-                    remaining.remove(ch)
-                    continue
                 key = (thread_id, ns_hash, hashes[ch], str(v[ch]))
-                if kinds.get(key, EMPTY) != EMPTY:
+                if key in stored:
                     seeds[ch] = (len(path) - 1, key)
                     remaining.remove(ch)
             if not remaining:
@@ -336,12 +319,9 @@ def walk(
 def find_checkpoint(
     unit: Unit, t: Tables, thread_id: str, ns_hash: str, checkpoint_id: str | None
 ) -> Any:
-    """The row (`checkpoint_columns`) of a checkpoint, or of the latest of
+    """The row (`_checkpoint_columns`) of a checkpoint, or of the latest of
     `(thread, namespace)` when `checkpoint_id` is None; None if there is none."""
-    by_id = checkpoint_id is not None
-    stmt = unit.statement((t.key, "ckpt.one", by_id), partial(_ckpt_stmt, t, by_id))
-    params = {"t": thread_id, "n": ns_hash}
-    return unit.execute(stmt, {**params, "id": checkpoint_id} if by_id else params).first()
+    return _checkpoint_rows(unit, t, thread_id, ns_hash, checkpoint_id, False).first()
 
 
 def delta_walk(
@@ -353,31 +333,12 @@ def delta_walk(
     channels: Sequence[str],
 ) -> WalkResult | None:
     """Everything `get_delta_channel_history` needs, in one transaction: the parent chain
-    (recursive queries of up to `WALK_PAGE` ancestors), the writes of the requested
-    channels on it, and the seed values. None if the checkpoint does not exist."""
+    (recursive queries of up to `WALK_PAGE` ancestors), its writes, and the seed values.
+    None if the checkpoint does not exist."""
     target = find_checkpoint(unit, t, thread_id, ns_hash, checkpoint_id)
     if target is None:
         return None
     result = walk(unit, t, thread_id, ns_hash, target.parent_checkpoint_id, channels)
-    w = t.checkpoint_writes.c
-    for part in chunks(result.path):
-        q = select(w.checkpoint_id, w.task_id, w.task_path, w.idx, w.channel, w.type, w.value)
-        q = q.where(
-            w.thread_id == thread_id,
-            w.ns_hash == ns_hash,
-            w.checkpoint_id.in_(part),
-            w.channel.in_(list(channels)),
-        )
-        for r in unit.execute(q).all():
-            result.writes.setdefault((thread_id, ns_hash, r.checkpoint_id), []).append(
-                PendingWrite(*r)
-            )
-    result.blobs = blobs_for(unit, t, [k for _, k in result.seeds.values() if k is not None])
-    inline = sorted({result.path[i] for i, k in result.seeds.values() if k is None})
-    c = t.checkpoints.c
-    for part in chunks(inline):
-        q = select(c.checkpoint_id, c.type, c.checkpoint).where(
-            c.thread_id == thread_id, c.ns_hash == ns_hash, c.checkpoint_id.in_(part)
-        )
-        result.records.update((r.checkpoint_id, (r.type, r.checkpoint)) for r in unit.execute(q))
+    result.writes = _writes_for(unit, t, [(thread_id, ns_hash, cid) for cid in result.path])
+    result.blobs = blobs_for(unit, t, [k for _, k in result.seeds.values()])
     return result

@@ -1,8 +1,7 @@
 """What a put stores where, and the checks on what callers pass: pure functions of the saver.
 
-A checkpoint's small values and its input are kept in its record (`record_values`), the
-versions split between the column the SQL reads and the record (`split_versions`);
-configs, versions and writes are checked before anything is written.
+A checkpoint's versions are split between the column the SQL reads and its record
+(`split_versions`); configs, versions and writes are checked before anything is written.
 """
 
 from __future__ import annotations
@@ -13,7 +12,6 @@ from dataclasses import dataclass
 from typing import Any
 
 from langchain_core.runnables import RunnableConfig
-from langgraph.constants import START
 
 from ..engine.schema import ID_MAX_CHARS
 from ..validation import check_id, check_list, check_text
@@ -28,7 +26,6 @@ __all__ = [
     "check_writes",
     "ckpt_config",
     "delta_names",
-    "record_values",
     "scope",
     "split_versions",
     "version_text",
@@ -36,9 +33,8 @@ __all__ = [
 
 MAX_IDLE_DAYS = 100_000_000_000
 """The largest `days` of
-[`SQLSaver.delete_idle_threads`][langmem_sqlite.checkpoint.saver.SQLSaver.delete_idle_threads]: its
-cut-off time, in ms since the epoch, then still fits the 64-bit integer column every database stores
-it in."""
+[`SQLSaver.delete_idle_threads`][langmem_sqlite.checkpoint.saver.SQLSaver.delete_idle_threads]:
+its cut-off time in ms since the epoch still fits a 64-bit integer column."""
 DELETE_BATCH = 200
 """Idle threads deleted per transaction."""
 
@@ -79,10 +75,9 @@ def check_writes(writes: Any) -> list[tuple[str, Any]]:
     rather than taken apart into characters (or keys)."""
     items = check_list(writes, "writes")
     for i, item in enumerate(items):
-        if not isinstance(item, tuple | list) or len(item) != 2:
-            got = (
-                type(item).__name__ if not isinstance(item, tuple | list) else f"{len(item)} items"
-            )
+        pair = isinstance(item, tuple | list)
+        if not pair or len(item) != 2:
+            got = f"{len(item)} items" if pair else type(item).__name__
             raise TypeError(f"writes[{i}]: expected a (channel, value) pair, got {got}")
     return [(ch, v) for ch, v in items]
 
@@ -98,43 +93,7 @@ def ckpt_config(thread_id: str, ns: str, checkpoint_id: str) -> RunnableConfig:
     }
 
 
-NOT_IN_RECORD = frozenset({"id", "channel_values", "channel_versions"})
-
-
-_SMALL_STR = 32
-"""Longest string kept in a checkpoint's record rather than in a row of its own."""
-
-
-def _small(value: Any) -> bool:
-    """True for None, booleans, floats, 64-bit integers and strings of up to 32 characters."""
-    t = type(value)
-    if value is None or t is bool or t is float:
-        return True
-    if t is int:
-        return -(2**63) <= value < 2**64
-    return t is str and len(value) <= _SMALL_STR
-
-
-def record_values(
-    values: Mapping[str, Any], versions: Mapping[str, Any], delta: Any
-) -> dict[str, Any]:
-    """The channel values kept in the checkpoint's record instead of a blob row each.
-
-    - Small scalars (`_small`): None (`branch:to:<node>` triggers, at every step of
-      every graph), counters, flags, routing names. A row and its index entries take about 250
-      bytes and a third of a small `put`'s time; in the record such a value takes a few.
-    - The graph's input (`__start__`), read by the next step only.
-
-    Each record whose checkpoint holds such a value has it again, so every record is whole on
-    its own: which values are kept there depends on the value alone, the same for every
-    checkpoint that holds its version. (A scalar that never changes is thus copied into each
-    record, a few bytes each.) Delta channels keep their rows: their history is read from the
-    rows (`delta`: their names, see `delta_names`)."""
-    return {
-        ch: v
-        for ch, v in values.items()
-        if (ch == START or _small(v)) and ch in versions and ch not in delta
-    }
+NOT_IN_RECORD = frozenset({"id", "channel_values", "channel_versions"})  # a column, blob rows
 
 
 def delta_names(metadata: Mapping[str, Any]) -> Any:
@@ -144,24 +103,13 @@ def delta_names(metadata: Mapping[str, Any]) -> Any:
 
 
 def split_versions(
-    versions: Mapping[str, Any], values: Mapping[str, Any], inline: Mapping[str, Any], delta: Any
+    versions: Mapping[str, Any], values: Mapping[str, Any], delta: Any
 ) -> tuple[dict[str, Any], dict[str, Any]]:
-    """`(column, record)`: the versions of channels with a blob row go to the `versions`
-    column, which the SQL reads (blob keys, ancestor walks, clean-up); the versions of the
-    others (values kept in the record, channels without a value) go to the compressed record.
-    Delta channels always stay in the column. A channel whose value is in the record is named
-    in the column too, with `None`: an ancestor walk must see that this checkpoint holds a
-    value for it (a delta channel's seed may be such a value)."""
-    column: dict[str, Any] = {}
-    record: dict[str, Any] = {}
-    for ch, v in versions.items():
-        if ch in delta or (ch in values and ch not in inline):
-            column[ch] = v
-        else:
-            record[ch] = v
-            if ch in inline:
-                column[ch] = None
-    return column, record
+    """`(column, record)`: the versions of the channels with a blob row (and of delta
+    channels) go to the `versions` column, which the SQL reads (blob keys, ancestor walks,
+    clean-up); those of the channels without a value go to the compressed record."""
+    column = {ch: v for ch, v in versions.items() if ch in values or ch in delta}
+    return column, {ch: v for ch, v in versions.items() if ch not in column}
 
 
 @dataclass(frozen=True)

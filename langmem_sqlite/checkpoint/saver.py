@@ -1,11 +1,9 @@
 """`SQLSaver`: a LangGraph checkpointer on SQLite, PostgreSQL or MariaDB/MySQL, sync and async.
 
-One object serves `graph.invoke`/`stream` and `ainvoke`/`astream`: every operation is a
-[`Plan`][langmem_sqlite.engine.Plan] written once in `plans`; each sync method runs it with
-[`Database.drive`][langmem_sqlite.engine.Database.drive], its async twin with
-[`Database.adrive`][langmem_sqlite.engine.Database.adrive]. There is no instance lock: each
-transaction checks a connection out of the pool, and `list()` holds nothing while it yields
-(it reads page by page).
+Every operation is a [`Plan`][langmem_sqlite.engine.Plan] written once in `plans`; each sync
+method runs it with [`Database.drive`][langmem_sqlite.engine.Database.drive], its async twin
+with [`Database.adrive`][langmem_sqlite.engine.Database.adrive]. Each transaction checks a
+connection out of the pool; `list()` reads page by page and holds nothing while it yields.
 """
 
 from __future__ import annotations
@@ -41,10 +39,8 @@ __all__ = ["MAX_IDLE_DAYS", "SQLSaver", "ThreadInfo"]
 
 class _SaverContext:
     """What [`SQLSaver.from_conn_string`][langmem_sqlite.checkpoint.saver.SQLSaver.from_conn_string]
-    returns: usable with `with` and `async with`.
-
-    `owned`: the saver's connections were opened for this block (it was given a URL or a
-    path), so leaving the block closes them."""
+    returns: usable with `with` and `async with`; leaving the block closes the saver's
+    connections if they are `owned` (opened from a URL or a path)."""
 
     def __init__(self, saver: SQLSaver, owned: bool) -> None:
         self.saver = saver
@@ -101,13 +97,8 @@ class SQLSaver(BaseCheckpointSaver[str]):
             plaintext; `list(filter=...)` then filters the decrypted metadata in Python).
 
     The tables are created on first use ([`setup`][langmem_sqlite.checkpoint.saver.SQLSaver.setup]
-    does it explicitly). The metadata's scalar keys are also kept as plain JSON for filtering; the
-    serialized metadata is the source of truth.
-
-    What a read returns is the caller's own, as with LangGraph's serializing savers: every
-    value is decoded afresh for each call, so changing a returned message, dict or list (or the
-    objects given to [`put`][langmem_sqlite.checkpoint.saver.SQLSaver.put]) changes nothing stored
-    and nothing another call returned.
+    does it explicitly). What a read returns is the caller's own, as with LangGraph's serializing
+    savers: every value is decoded afresh for each call.
 
     Raises:
         ValueError: `encrypted_only=True` without an `EncryptedSerializer`.
@@ -180,7 +171,7 @@ class SQLSaver(BaseCheckpointSaver[str]):
         `config=None`, of all threads; `filter` matches metadata keys by equality."""
         pager = plans.pager(self, config, filter, before, limit)
         while not pager.done:
-            yield from pager.take(self.db.drive(pager.plan()))
+            yield from self.db.drive(pager.plan())
 
     def put(
         self,
@@ -294,7 +285,7 @@ class SQLSaver(BaseCheckpointSaver[str]):
         """Async [`list`][langmem_sqlite.checkpoint.saver.SQLSaver.list]."""
         pager = plans.pager(self, config, filter, before, limit)
         while not pager.done:
-            for item in pager.take(await self.db.adrive(pager.plan())):
+            for item in await self.db.adrive(pager.plan()):
                 yield item
 
     async def aput(

@@ -1,12 +1,9 @@
-"""Channel values stored once per version, lists as deltas, so that a long chat does not
-store each message once per checkpoint.
+"""Channel values stored once per version, lists as deltas.
 
-A `list` value is stored as "the first `base_len` items of version `base_version`, then these
-items"; version `d` since the last full copy builds on version `d & (d - 1)` (skip deltas), so
-a read decodes at most `popcount(d) + 1` rows, and a list that doubled is stored whole again.
-The shared prefix is found from 16-byte digests of the serialized items (`ListCache` keeps the
-last ones per channel, never the items), so a message changed in place is stored as changed;
-a delta is written only if its base row still exists.
+A `list` is stored as "the first `base_len` items of version `base_version`, then these items";
+version `d` since the last full copy builds on version `d & (d - 1)` (skip deltas), so a read
+decodes at most `popcount(d) + 1` rows; a list that doubled is stored whole again. The shared
+prefix is found from digests of the serialized items (`ListCache` keeps them, never the items).
 """
 
 from __future__ import annotations
@@ -28,8 +25,8 @@ from ..validation import check_int, check_number
 from .codec import dumps
 
 __all__ = [
+    "DELTA",
     "DIGEST_SIZE",
-    "EMPTY",
     "MAX_VERSION_COUNTER",
     "BlobRow",
     "ListCache",
@@ -43,11 +40,8 @@ __all__ = [
     "next_version",
 ]
 
-EMPTY = "e"
-"""Blob kind: the channel has a version but no value (such rows are not stored: a version
-without a row reads as empty)."""
 VALUE = "v"
-"""Blob kind: a complete serialized value."""
+"""Blob kind: a complete serialized value (a channel version without a row has no value)."""
 DELTA = "d"
 """Blob kind: `base_version[:base_len]` plus the serialized list of appended items."""
 
@@ -56,9 +50,6 @@ MAX_DELTA_DEPTH = 10_000
 
 DIGEST_SIZE = 16
 """Bytes of SHA-256 kept per list item."""
-
-_MAX_CHAIN = MAX_DELTA_DEPTH + 1
-"""Longest chain of rows a read follows (rows of earlier versions chain one delta per version)."""
 
 
 @lru_cache(maxsize=4096)
@@ -89,11 +80,8 @@ def _counter(current: Any) -> int:
 
 
 def next_version(current: str | int | float | None) -> str:
-    """`"<counter:012>.<48 random bits>"`: increasing, and unique across forks of a thread.
-
-    The bits come from the `random` module (seeded from the OS, and reseeded in a forked
-    child): a version is not a secret, and `secrets` costs a system call that releases the
-    GIL on every call, three times per turn of a chat graph.
+    """`"<counter:012>.<48 random bits>"`: increasing, and unique across forks of a thread
+    (the bits come from `random`, reseeded in a forked child: a version is not a secret).
 
     Raises:
         ValueError: `current` is a bool, NaN, an infinity, negative, above
@@ -122,19 +110,8 @@ class BlobRow:
 
     def as_params(self, thread_id: str, ns_hash: str) -> dict[str, Any]:
         """Column values for an insert."""
-        return {
-            "thread_id": thread_id,
-            "ns_hash": ns_hash,
-            "channel_hash": self.channel_hash,
-            "version": self.version,
-            "kind": self.kind,
-            "type": self.type,
-            "value": self.value,
-            "base_version": self.base_version,
-            "base_len": self.base_len,
-            "root_version": self.root_version,
-            "depth": self.depth,
-        }
+        row = {k: v for k, v in vars(self).items() if k not in ("channel", "full")}
+        return {"thread_id": thread_id, "ns_hash": ns_hash, **row}
 
 
 # -- digests ------------------------------------------------------------------------------------
@@ -170,8 +147,7 @@ def common_prefix(a: bytes, b: bytes) -> int:
 
 
 def _pack(items: list[Any], digests: bytes | None) -> Any:
-    """What a list row stores: its items and their digests (rows of earlier versions hold the
-    bare list; a list channel's rows never hold a dict otherwise)."""
+    """What a list row stores: its items and their digests (the bare list without digests)."""
     return items if digests is None else {"items": items, "digests": digests}
 
 
@@ -223,7 +199,7 @@ class ListState:
             base, shared = self.version, common
         else:
             at = [(v, s) for d, v, s in self.chain if d == target]
-            if not at:  # not a chain this module made: store whole
+            if not at:
                 return None
             base, shared = at[0][0], min(at[0][1], common)
         if not shared:
@@ -284,8 +260,9 @@ def encode_channel(
     key: tuple[str, str, str],
     version: str,
     values: Mapping[str, Any],
-) -> tuple[BlobRow, ListState | None]:
-    """The row storing channel `key[2]` at `version`, and the list state it would make.
+) -> tuple[BlobRow | None, ListState | None]:
+    """The row storing channel `key[2]` at `version` (None without a value), and the list
+    state it would make.
 
     Lists become a delta when they share a prefix with the list the cache knows for the same
     channel; anything else is serialized whole. Nothing of `values` is kept.
@@ -294,7 +271,7 @@ def encode_channel(
     ch_hash = key_hash(channel)
     what = f"channel {channel!r}"
     if channel not in values:
-        return BlobRow(channel, ch_hash, version, EMPTY), None
+        return None, None
     value = values[channel]
     if type(value) is not list:
         type_, data = dumps(serde, value, what)
@@ -347,9 +324,8 @@ class Resolver:
         self.rows = rows
 
     def has_value(self, key: tuple[str, ...]) -> bool:
-        """True if `key` is stored with a value (not missing, not empty)."""
-        row = self.rows.get(key)
-        return row is not None and row.kind != EMPTY
+        """True if a value is stored under `key`."""
+        return key in self.rows
 
     def value(self, key: tuple[str, ...]) -> Any:
         """The value stored under `key`, decoded afresh."""
@@ -367,7 +343,7 @@ class Resolver:
         while row.kind == DELTA:
             cur = (*key[:3], row.base_version)
             row = self.rows.get(cur)
-            if row is None or len(chain) > _MAX_CHAIN:
+            if row is None or len(chain) > MAX_DELTA_DEPTH:
                 raise LookupError(f"checkpoint storage: list version {cur[3]!r} is missing")
             chain.append((cur, row))
         items: list[Any] = []

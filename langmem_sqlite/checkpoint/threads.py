@@ -8,15 +8,14 @@ import json
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
-from sqlalchemy import and_, delete, exists, func, literal, select
+from sqlalchemy import and_, delete, exists, func, literal, or_, select
 from sqlalchemy.sql.elements import ColumnElement
 
 from ..engine.schema import Tables
 from ..engine.unit import Unit
-from .reads import blobs_for, find_checkpoint, walk
+from .reads import blobs_for, chunks, find_checkpoint, walk
 from .records import ThreadInfo
-from .rows import chunks, exact_in
-from .storage import DELTA, EMPTY, key_hash
+from .storage import DELTA, key_hash
 
 __all__ = [
     "copy_thread",
@@ -26,6 +25,19 @@ __all__ = [
     "list_threads",
     "prune_keep_latest",
 ]
+
+
+def _exact_in(cols: Sequence[Any], keys: Sequence[tuple[Any, ...]]) -> ColumnElement[bool]:
+    """`(cols) IN keys` as an OR of `c1 = ? AND ... AND cN IN (...)` per key prefix: a
+    row-value `IN` list makes SQLite scan the table, this form uses the index everywhere."""
+    groups: dict[tuple[Any, ...], list[Any]] = {}
+    for k in keys:
+        groups.setdefault(tuple(k[:-1]), []).append(k[-1])
+    terms = [
+        and_(*[c == v for c, v in zip(cols[:-1], prefix, strict=True)], cols[-1].in_(last))
+        for prefix, last in groups.items()
+    ]
+    return terms[0] if len(terms) == 1 else or_(*terms)
 
 
 def delete_threads(unit: Unit, t: Tables, thread_ids: Sequence[str]) -> None:
@@ -47,9 +59,7 @@ def _gc_blobs(unit: Unit, t: Tables, thread_id: str, ns_hash: str) -> None:
     for (versions,) in unit.execute(
         select(c.versions).where(c.thread_id == thread_id, c.ns_hash == ns_hash)
     ):
-        keep.update(
-            (key_hash(ch), str(v)) for ch, v in json.loads(versions).items() if v is not None
-        )
+        keep.update((key_hash(ch), str(v)) for ch, v in json.loads(versions).items())
     base: dict[tuple[str, str], tuple[str, str] | None] = {}
     for r in unit.execute(
         select(b.channel_hash, b.version, b.kind, b.base_version).where(
@@ -71,7 +81,7 @@ def _gc_blobs(unit: Unit, t: Tables, thread_id: str, ns_hash: str) -> None:
             delete(t.checkpoint_blobs).where(
                 b.thread_id == thread_id,
                 b.ns_hash == ns_hash,
-                exact_in((b.channel_hash, b.version), part),
+                _exact_in((b.channel_hash, b.version), part),
             )
         )
 
@@ -100,11 +110,11 @@ def delete_for_runs(unit: Unit, t: Tables, run_ids: Sequence[str]) -> None:
         ]
     for part in chunks(victims):
         unit.execute(
-            delete(t.checkpoints).where(exact_in((c.thread_id, c.ns_hash, c.checkpoint_id), part))
+            delete(t.checkpoints).where(_exact_in((c.thread_id, c.ns_hash, c.checkpoint_id), part))
         )
         unit.execute(
             delete(t.checkpoint_writes).where(
-                exact_in((w.thread_id, w.ns_hash, w.checkpoint_id), part)
+                _exact_in((w.thread_id, w.ns_hash, w.checkpoint_id), part)
             )
         )
     scopes = dict.fromkeys((v[0], v[1]) for v in victims)
@@ -134,14 +144,13 @@ def prune_keep_latest(
         assert latest is not None
         keep = [latest.checkpoint_id]
         versions = json.loads(latest.versions)
-        # (a value kept in the record, ``null`` in the column, needs no ancestor)
         wanted = {
             ch: (thread_id, ns_hash, key_hash(ch), str(versions[ch]))
             for ch in delta_channels(latest)
-            if versions.get(ch) is not None
+            if ch in versions
         }
         stored = blobs_for(unit, t, list(wanted.values())) if wanted else {}
-        empty = [ch for ch, k in wanted.items() if k not in stored or stored[k].kind == EMPTY]
+        empty = [ch for ch, k in wanted.items() if k not in stored]
         if empty:
             keep += walk(unit, t, thread_id, ns_hash, latest.parent_checkpoint_id, empty).path
         for table in (t.checkpoints, t.checkpoint_writes):
@@ -154,41 +163,24 @@ def prune_keep_latest(
         _gc_blobs(unit, t, thread_id, ns_hash)
 
 
-def copy_thread(unit: Unit, t: Tables, source: str, target: str, now: int) -> bool:
-    """Copy every row of `source` to `target` (ids unchanged). False if `source` has no
-    checkpoints; raises ValueError if `target` already has some."""
+def copy_thread(unit: Unit, t: Tables, source: str, target: str, now: int) -> None:
+    """Copy every row of `source` to `target` (ids unchanged); raises ValueError if `target`
+    already has checkpoints."""
     c = t.checkpoints.c
     if unit.execute(select(c.thread_id).where(c.thread_id == target).limit(1)).first():
         raise ValueError(f"target_thread_id: thread {target!r} already has checkpoints")
-    if not unit.execute(select(c.thread_id).where(c.thread_id == source).limit(1)).first():
-        return False
-    for table in (t.checkpoints, t.checkpoint_blobs, t.checkpoint_writes):
+    for table in (t.checkpoints, t.checkpoint_blobs, t.checkpoint_writes, t.checkpoint_threads):
+        new = {"thread_id": literal(target, table.c.thread_id.type)}
+        if table is t.checkpoint_threads:  # a new thread: created and updated now
+            new |= {"created_at": literal(now), "updated_at": literal(now)}
         names = [col.name for col in table.columns]
-        cols = [
-            literal(target, table.c.thread_id.type).label("thread_id")
-            if n == "thread_id"
-            else table.c[n]
-            for n in names
-        ]
+        cols = [new[n].label(n) if n in new else table.c[n] for n in names]
         unit.execute(
             table.insert().from_select(names, select(*cols).where(table.c.thread_id == source))
         )
-    th = t.checkpoint_threads
-    unit.execute(
-        th.insert().from_select(
-            ["thread_id", "created_at", "updated_at", "metadata"],
-            select(
-                literal(target, th.c.thread_id.type),
-                literal(now),
-                literal(now),
-                th.c.metadata,
-            ).where(th.c.thread_id == source),
-        )
-    )
-    return True
 
 
-# -- listing and idle threads --------------------------------------------------------------------------------
+# -- listing and idle threads -------------------------------------------------------------------
 
 
 def list_threads(

@@ -1,13 +1,9 @@
 """Conversation history: per-user, per-session messages in SQL.
 
-* [`store`][langmem_sqlite.history.store]: [`ConversationStore`][langmem_sqlite.ConversationStore],
-  the sync and async API over the tables;
-* `sql`: the SQL of sessions and messages (storage functions on a
-  [`Unit`][langmem_sqlite.engine.Unit]);
-* `codec`: messages to and from the stored JSON text;
-* [`chat_history`][langmem_sqlite.history.chat_history]:
-  [`SQLChatMessageHistory`][langmem_sqlite.SQLChatMessageHistory], LangChain's
-  `BaseChatMessageHistory`.
+[`ConversationStore`][langmem_sqlite.ConversationStore] (`store`) is the sync and async API
+over the tables (`sql`: their SQL; `codec`: messages to and from the stored JSON text);
+[`SQLChatMessageHistory`][langmem_sqlite.SQLChatMessageHistory] (`chat_history`) is LangChain's
+`BaseChatMessageHistory` over it.
 """
 
 from .chat_history import (

@@ -1,15 +1,8 @@
 """`SQLChatMessageHistory`: a thin `BaseChatMessageHistory` over
-[`ConversationStore`][langmem_sqlite.ConversationStore].
+[`ConversationStore`][langmem_sqlite.ConversationStore], a drop-in for langchain-community's.
 
-Switching from langchain-community is a one-line import change:
-
-```python
-from langmem_sqlite import SQLChatMessageHistory
-history = SQLChatMessageHistory(session_id="s1", connection="sqlite:///chat.db")
-```
-
-Construction is cheap (no SQL, no new pool), as `RunnableWithMessageHistory` builds one history
-per turn. Sync and async methods both work whatever the connection is.
+Construction runs no SQL and opens no pool (`RunnableWithMessageHistory` builds one history
+per turn); sync and async methods both work whatever the connection is.
 """
 
 from __future__ import annotations
@@ -191,27 +184,23 @@ class SQLChatMessageHistory(_Base):  # type: ignore[misc,valid-type]
     def add_messages(self, messages: Sequence[BaseMessage]) -> None:
         """Append messages in one transaction (all validated before anything is written)."""
         self.store.db.drive(self.store._add_plan(self._key, messages, False))
-        self._snapshot = None
-        self.pinned = None
+        self.refresh()
 
     async def aadd_messages(self, messages: Sequence[BaseMessage]) -> None:
         """Async
         [`add_messages`][langmem_sqlite.history.chat_history.SQLChatMessageHistory.add_messages]."""
         await self.store.db.adrive(self.store._add_plan(self._key, messages, False))
-        self._snapshot = None
-        self.pinned = None
+        self.refresh()
 
     def clear(self) -> None:
         """Delete the session's messages."""
         self.store.clear(self._key.session_id, user_id=self._key.user_id or None)
-        self._snapshot = None
-        self.pinned = None
+        self.refresh()
 
     async def aclear(self) -> None:
         """Async [`clear`][langmem_sqlite.history.chat_history.SQLChatMessageHistory.clear]."""
         await self.store.aclear(self._key.session_id, user_id=self._key.user_id or None)
-        self._snapshot = None
-        self.pinned = None
+        self.refresh()
 
     def __str__(self) -> str:
         try:
@@ -250,7 +239,7 @@ def session_history_factory(
     """A `get_session_history(session_id)` for `RunnableWithMessageHistory`.
 
     `options` are [`SQLChatMessageHistory`][langmem_sqlite.SQLChatMessageHistory] keyword arguments
-    (`window`, ...). The store is built once; each call only builds the light history object.
+    (`window`, ...). The store is built once; each call only builds a history object (no SQL).
     """
     store = _store_for(connection, options)
 

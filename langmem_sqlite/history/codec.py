@@ -4,12 +4,11 @@ The stored shape is LangChain's own `message_to_dict` output, `{"type": ..., "da
 written as UTF-8 JSON (non-ASCII is not escaped), so rows written by langchain-community's
 `SQLChatMessageHistory` read back unchanged and rows written here are readable by it.
 
-Values plain JSON has no type for are kept losslessly as tagged objects
-`{"__lmsql__": KIND, "v": ...}`: `datetime`, `date`, `time`, `timedelta`, `bytes`,
-`UUID`, `Decimal`, `set`, `frozenset`, `tuple` and non-finite floats. A dict that
-itself has a `"__lmsql__"` key is escaped the same way. Anything else (a pydantic model, an
-arbitrary object) is refused with `TypeError` before anything is written: reviving
-arbitrary classes from database contents would let whoever can write to the database run code.
+Values plain JSON has no type for (`datetime`, `date`, `time`, `timedelta`, `bytes`, `UUID`,
+`Decimal`, `set`, `frozenset`, `tuple`, non-finite floats, a dict with a `"__lmsql__"` key) are
+kept losslessly as tagged objects `{"__lmsql__": KIND, "v": ...}`. Anything else is refused with
+`TypeError`: reviving arbitrary classes from database contents would let whoever can write to
+the database run code.
 
 Decoding never revives LangChain `lc` objects (`messages_from_dict` keeps them as data).
 """
@@ -21,7 +20,7 @@ import datetime as dt
 import json
 import math
 import uuid
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 from decimal import Decimal
 from typing import Any
 
@@ -31,7 +30,6 @@ from langchain_core.messages import BaseMessage, message_to_dict, messages_from_
 __all__ = [
     "STORABLE_TYPES",
     "decode_message",
-    "decode_messages",
     "encode_message",
     "message_text",
 ]
@@ -39,20 +37,8 @@ __all__ = [
 TAG = "__lmsql__"
 
 STORABLE_TYPES = frozenset(
-    {
-        "human",
-        "ai",
-        "system",
-        "tool",
-        "chat",
-        "function",
-        "AIMessageChunk",
-        "HumanMessageChunk",
-        "SystemMessageChunk",
-        "ToolMessageChunk",
-        "ChatMessageChunk",
-        "FunctionMessageChunk",
-    }
+    {"human", "ai", "system", "tool", "chat", "function"}
+    | {f"{kind}MessageChunk" for kind in ("AI", "Human", "System", "Tool", "Chat", "Function")}
 )
 """Message `type` values that can be stored (what `messages_from_dict` can rebuild)."""
 
@@ -184,14 +170,8 @@ def _encode(message: BaseMessage) -> str:
     try:
         return orjson.dumps(data).decode("utf-8")
     except (orjson.JSONEncodeError, UnicodeDecodeError):
-        pass  # lone surrogates: the standard library keeps them
-    try:
-        text = json.dumps(data, ensure_ascii=False, allow_nan=False, separators=(",", ":"))
-        text.encode("utf-8")
-    except UnicodeEncodeError:
-        # Lone surrogates cannot be UTF-8: keep them as \\u escapes (still lossless).
-        text = json.dumps(data, ensure_ascii=True, allow_nan=False, separators=(",", ":"))
-    return text
+        # lone surrogates cannot be UTF-8: \u escapes keep them (lossless)
+        return json.dumps(data, ensure_ascii=True, allow_nan=False, separators=(",", ":"))
 
 
 def decode_message(body: str | bytes) -> BaseMessage:
@@ -212,11 +192,6 @@ def decode_message(body: str | bytes) -> BaseMessage:
     except (ValueError, TypeError, KeyError, AttributeError, IndexError, RecursionError) as e:
         # a hostile or corrupted row: whatever the parser or pydantic tripped on, one error type
         raise ValueError(f"stored message cannot be decoded: {e}") from e
-
-
-def decode_messages(bodies: Iterable[str | bytes]) -> list[BaseMessage]:
-    """`decode_message` over many bodies, in order."""
-    return [decode_message(b) for b in bodies]
 
 
 def message_text(message: BaseMessage) -> str:

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Sequence
-from typing import Any, TypeVar
+from typing import Any
 
 from langchain_core.messages import BaseMessage
 
@@ -31,7 +31,7 @@ from ..validation import (
     check_text,
 )
 from . import sql
-from .codec import decode_messages, encode_message, message_text
+from .codec import decode_message, encode_message, message_text
 from .sql import MessageRow, SessionInfo, SessionKey
 
 __all__ = [
@@ -53,8 +53,6 @@ MAX_MESSAGE_TOKENS = 2**40
 """The largest token count a `token_counter` may give one message: a session's running
 total stays within a 64-bit integer up to 8 million such messages."""
 
-_Info = TypeVar("_Info", SessionInfo, None)
-
 
 def _text(value: Any, name: str) -> str | None:
     """A title or summary: `str` or `None`, without NUL or lone surrogates."""
@@ -66,8 +64,7 @@ def idle_cutoff(days: Any) -> int:
 
     Raises:
         ValueError: `days` is not a finite number from 0 to
-            [`MAX_DAYS`][langmem_sqlite.history.store.MAX_DAYS] (a `bool`, NaN and the infinities
-            included); the message names `days` and the range.
+            [`MAX_DAYS`][langmem_sqlite.history.store.MAX_DAYS] (a `bool` neither).
     """
     return clock.now_ms() - int(check_number(days, "days", low=0, high=MAX_DAYS) * clock.DAY_MS)
 
@@ -131,16 +128,19 @@ class ConversationStore:
 
     def _open(self, key: SessionKey, stored: str | None) -> str | None:
         """Inverse of `_seal`; `ValueError` for an encrypted value without the key."""
-        if stored is None:
-            return None
-        if self.cipher is None and is_encrypted(stored):
-            raise ValueError("stored value is encrypted: give the store its encryption_key")
-        if self.cipher is None:
+        if stored is None or (self.cipher is None and not is_encrypted(stored)):
             return stored
+        if self.cipher is None:
+            raise ValueError("stored value is encrypted: give the store its encryption_key")
         return self.cipher.decrypt(stored, f"{key.user_id}\x00{key.session_id}".encode())
 
-    def _reveal(self, info: _Info) -> _Info:
-        if info is None or self.cipher is None:
+    def _decode(self, key: SessionKey, rows: Sequence[Any]) -> list[tuple[int, BaseMessage]]:
+        """`(position, message)` pairs of rows `(seq, ..., body)`: the body is the last column."""
+        bodies = [decode_message(self._open(key, r[-1])) for r in rows]  # type: ignore[arg-type]
+        return list(zip([r[0] for r in rows], bodies, strict=True))
+
+    def _reveal(self, info: SessionInfo) -> SessionInfo:
+        if self.cipher is None:
             return info
         key = SessionKey(info.user_id or "", info.session_id)
         title, summary = self._open(key, info.title), self._open(key, info.summary)
@@ -161,11 +161,8 @@ class ConversationStore:
                     f"max_message_bytes={self.max_message_bytes}"
                 )
             count = self.count_tokens(message)
-            if (
-                isinstance(count, bool)
-                or not isinstance(count, int)
-                or not 0 <= count <= MAX_MESSAGE_TOKENS
-            ):
+            is_int = isinstance(count, int) and not isinstance(count, bool)
+            if not (is_int and 0 <= count <= MAX_MESSAGE_TOKENS):
                 raise ValueError(
                     f"token_counter: expected an int from 0 to {MAX_MESSAGE_TOKENS:_} "
                     f"(a message's count), got {count!r}"
@@ -189,24 +186,20 @@ class ConversationStore:
         if limit is not None:
             check_positive(limit, "limit")
         rows = yield from self._op(sql.read_messages, key, limit, max_seq, single=True)
-        bodies = decode_messages(self._open(key, r[1]) for r in rows)  # type: ignore[misc]
-        return list(zip([r[0] for r in rows], bodies, strict=True))
+        return self._decode(key, rows)
 
     def _after_summary_plan(
         self, key: SessionKey, max_seq: int | None = None
     ) -> Plan[tuple[str | None, list[tuple[int, BaseMessage]]]]:
         summary, rows = yield from self._op(sql.read_after_summary, key, max_seq)
-        bodies = decode_messages(self._open(key, r[1]) for r in rows)  # type: ignore[misc]
-        return self._open(key, summary), list(zip([r[0] for r in rows], bodies, strict=True))
+        return self._open(key, summary), self._decode(key, rows)
 
     def _window_plan(
         self, key: SessionKey, max_tokens: int, max_seq: int | None = None
     ) -> Plan[list[tuple[int, BaseMessage]]]:
         check_positive(max_tokens, "max_tokens", allow_zero=True)
         rows = yield from self._op(sql.read_token_window, key, max_tokens, max_seq, single=True)
-        kept = rows[orphan_prefix_length([r[1] for r in rows]) :]
-        bodies = decode_messages(self._open(key, r[2]) for r in kept)  # type: ignore[misc]
-        return list(zip([r[0] for r in kept], bodies, strict=True))
+        return self._decode(key, rows[orphan_prefix_length([r[1] for r in rows]) :])
 
     def _load_plan(
         self, key: SessionKey, limit: int | None, max_tokens: int | None
@@ -227,9 +220,8 @@ class ConversationStore:
         rows = self._rows(messages, key)
         ids = [r.message_id for r in rows if r.message_id]
         if dedupe and ids:
-            # A read without the write lock leaves out what is already stored (a LangGraph node
-            # sends its whole state), so that a step adding nothing takes no write lock; the
-            # append checks the rest again under the lock.
+            # A read without the write lock leaves out what is stored (a LangGraph node sends its
+            # whole state): a step adding nothing takes no write lock; the append checks again.
             seen = yield from self._op(sql.existing_message_ids, key, ids)
             rows = [r for r in rows if r.message_id not in seen]
         if not rows:
@@ -269,6 +261,18 @@ class ConversationStore:
         check_positive(offset, "offset", allow_zero=True)
         infos = yield from self._op(sql.list_sessions, uid, limit, offset, single=True)
         return [self._reveal(i) for i in infos]
+
+    def _session_plan(self, key: SessionKey) -> Plan[SessionInfo | None]:
+        info = yield from self._op(sql.get_session, key, single=True)
+        return None if info is None else self._reveal(info)
+
+    def _rename_plan(self, key: SessionKey, title: str | None) -> Plan[bool]:
+        sealed = self._seal(key, _text(title, "title"))
+        return (yield from self._op(sql.rename_session, key, sealed, write=True, single=True))
+
+    def _summary_plan(self, key: SessionKey, summary: str | None) -> Plan[None]:
+        sealed = self._seal(key, _text(summary, "summary"))
+        yield from self._op(sql.set_summary, key, sealed, clock.now_ms(), write=True)
 
     def _prune_plan(self, days: float, user_id: IdLike | None) -> Plan[int]:
         cutoff = idle_cutoff(days)
@@ -332,16 +336,14 @@ class ConversationStore:
 
     def count_messages(self, session_id: IdLike, *, user_id: IdLike | None = None) -> int:
         """Number of messages stored for the session."""
-        return self.db.drive(
-            self._op(sql.count_messages, self.key(session_id, user_id), single=True)
-        )
+        key = self.key(session_id, user_id)
+        return self.db.drive(self._op(sql.count_messages, key, single=True))
 
     async def acount_messages(self, session_id: IdLike, *, user_id: IdLike | None = None) -> int:
         """Async
         [`count_messages`][langmem_sqlite.history.store.ConversationStore.count_messages]."""
-        return await self.db.adrive(
-            self._op(sql.count_messages, self.key(session_id, user_id), single=True)
-        )
+        key = self.key(session_id, user_id)
+        return await self.db.adrive(self._op(sql.count_messages, key, single=True))
 
     # -- writing ---------------------------------------------------------------------------------
 
@@ -409,37 +411,26 @@ class ConversationStore:
         self, session_id: IdLike, *, user_id: IdLike | None = None
     ) -> SessionInfo | None:
         """One session's details, or `None` if it does not exist."""
-        return self._reveal(
-            self.db.drive(self._op(sql.get_session, self.key(session_id, user_id), single=True))
-        )
+        return self.db.drive(self._session_plan(self.key(session_id, user_id)))
 
     async def aget_session(
         self, session_id: IdLike, *, user_id: IdLike | None = None
     ) -> SessionInfo | None:
         """Async [`get_session`][langmem_sqlite.history.store.ConversationStore.get_session]."""
-        plan = self._op(sql.get_session, self.key(session_id, user_id), single=True)
-        return self._reveal(await self.db.adrive(plan))
+        return await self.db.adrive(self._session_plan(self.key(session_id, user_id)))
 
     def rename_session(
         self, session_id: IdLike, title: str | None, *, user_id: IdLike | None = None
     ) -> bool:
         """Set a session's title; `False` if the session does not exist."""
-        key = self.key(session_id, user_id)
-        plan = self._op(
-            sql.rename_session, key, self._seal(key, _text(title, "title")), write=True, single=True
-        )
-        return self.db.drive(plan)
+        return self.db.drive(self._rename_plan(self.key(session_id, user_id), title))
 
     async def arename_session(
         self, session_id: IdLike, title: str | None, *, user_id: IdLike | None = None
     ) -> bool:
         """Async
         [`rename_session`][langmem_sqlite.history.store.ConversationStore.rename_session]."""
-        key = self.key(session_id, user_id)
-        plan = self._op(
-            sql.rename_session, key, self._seal(key, _text(title, "title")), write=True, single=True
-        )
-        return await self.db.adrive(plan)
+        return await self.db.adrive(self._rename_plan(self.key(session_id, user_id), title))
 
     def delete_session(self, session_id: IdLike, *, user_id: IdLike | None = None) -> bool:
         """Delete a session and its messages; `False` if it did not exist."""
@@ -486,14 +477,10 @@ class ConversationStore:
         self, session_id: IdLike, summary: str | None, *, user_id: IdLike | None = None
     ) -> None:
         """Store the session's summary record (JSON text), creating the session if needed."""
-        key = self.key(session_id, user_id)
-        sealed = self._seal(key, _text(summary, "summary"))
-        self.db.drive(self._op(sql.set_summary, key, sealed, clock.now_ms(), write=True))
+        self.db.drive(self._summary_plan(self.key(session_id, user_id), summary))
 
     async def aset_summary(
         self, session_id: IdLike, summary: str | None, *, user_id: IdLike | None = None
     ) -> None:
         """Async [`set_summary`][langmem_sqlite.history.store.ConversationStore.set_summary]."""
-        key = self.key(session_id, user_id)
-        sealed = self._seal(key, _text(summary, "summary"))
-        await self.db.adrive(self._op(sql.set_summary, key, sealed, clock.now_ms(), write=True))
+        await self.db.adrive(self._summary_plan(self.key(session_id, user_id), summary))

@@ -1,5 +1,5 @@
 """SQLSaver's contract details, each compared with LangGraph's own savers where they define
-it: metadata round trips, metadata filters of any key, DeltaChannel seeds kept in a record,
+it: metadata round trips, metadata filters of any key, DeltaChannel seeds of any value,
 ``from_conn_string``'s clean-up, the encrypted saver's refusal of rows not written under its
 key, and MariaDB's log. On SQLite, PostgreSQL and MariaDB, sync and async."""
 
@@ -135,7 +135,7 @@ async def test_metadata_filters_match_keys_of_any_spelling(saver: SQLSaver) -> N
         saver.list_threads(metadata={"a": {"b": "deep"}})
 
 
-# -- DeltaChannel seeds kept in the checkpoint's record -----------------------------------------
+# -- DeltaChannel seeds ---------------------------------------------------------------------------
 
 SEEDS = [42, 0, True, False, "short", "a string of more than thirty-two characters", 1.5, None]
 
@@ -164,7 +164,7 @@ def _seed_history(cp: BaseCheckpointSaver, thread: str, seed: Any) -> Any:
 
 
 @pytest.mark.parametrize("seed", SEEDS, ids=repr)
-async def test_delta_seed_kept_in_the_record_matches_inmemory(saver: SQLSaver, seed: Any) -> None:
+async def test_delta_seed_matches_inmemory(saver: SQLSaver, seed: Any) -> None:
     memory = InMemorySaver()
     want = memory.get_delta_channel_history(config=_seed_history(memory, "s", seed), channels=["d"])
     assert want["d"]["seed"] == seed and type(want["d"]["seed"]) is type(seed)
@@ -193,7 +193,7 @@ def _counter(state_type: Any, checkpointer: BaseCheckpointSaver) -> Any:
 
 
 def test_graph_moved_to_a_delta_channel_reads_like_inmemory(saver: SQLSaver) -> None:
-    """A thread written with a plain ``total: int`` (last value 42, kept in the record), then
+    """A thread written with a plain ``total: int`` (last value 42), then
     continued by the same graph with ``total`` as a DeltaChannel of sums: 42 is the seed."""
     values = []
     for cp in (saver, InMemorySaver()):

@@ -559,28 +559,15 @@ def test_a_delta_whose_base_vanished_is_stored_whole(saver: SQLSaver) -> None:
     assert len(kinds) == 1  # the second version, stored whole
 
 
-def _blob_channels(saver: SQLSaver, thread: str) -> list[str]:
-    b = saver.tables.checkpoint_blobs.c
-    with saver.db.sync_engine.connect() as conn:
-        q = sa.select(b.channel_hash).where(b.thread_id == thread)
-        return sorted(conn.execute(q).scalars())
-
-
-def _md5(text: str) -> str:
-    return hashlib.md5(text.encode()).hexdigest()
-
-
 LONG = "a value of more than thirty-two characters, #"
 
 
-def test_small_values_live_in_the_record_not_in_blob_rows(saver: SQLSaver) -> None:
+def test_scalar_values_read_back_in_every_checkpoint(saver: SQLSaver) -> None:
     """None (LangGraph's ``branch:to:<node>`` triggers, at every step), counters, flags and
-    short strings take no blob row: the checkpoint's record holds them. They read back as
-    present, not absent (None included); in a later checkpoint too, whether their version
-    changed or not; a delta channel keeps its row; the record still reads with its id."""
+    short strings read back as present, not absent (None included); in a later checkpoint
+    too, whether their version changed or not, for a fresh saver as for the writer."""
     small = {"branch:to:a": None, "count": 1, "ok": True, "ratio": 0.5, "route": "agent"}
     first = put_values(saver, "small", {**small, "n": LONG + "1"})
-    assert _blob_channels(saver, "small") == [_md5("n")]
     got = saver.get_tuple(first)
     assert got is not None
     assert got.checkpoint["channel_values"] == {**small, "n": LONG + "1"}
@@ -592,7 +579,6 @@ def test_small_values_live_in_the_record_not_in_blob_rows(saver: SQLSaver) -> No
     new = {ch: saver.get_next_version(old[ch], None) for ch in ("n", "count")}
     ckpt["channel_versions"] = {**old, **new}
     second = saver.put(first, ckpt, {"source": "loop", "step": 1}, new)
-    assert _blob_channels(saver, "small") == [_md5("n"), _md5("n")]
     fresh = SQLSaver(saver.db, table_prefix=saver.tables.prefix, list_cache_size=0)
     for s in (saver, fresh):
         got = s.get_tuple(second)
@@ -603,25 +589,19 @@ def test_small_values_live_in_the_record_not_in_blob_rows(saver: SQLSaver) -> No
             {**small, "count": 2, "n": LONG + "2"},
             {**small, "n": LONG + "1"},
         ]
-    # what is not small keeps its row: a longer string, a big integer, a list, an object
     for v in (LONG, [1], {"k": 1}, b"x"):
         thread = f"row-{type(v).__name__}-{len(str(v))}"
         put_values(saver, thread, {"v": v})
-        assert _blob_channels(saver, thread) == [_md5("v")]
         got = fresh.get_tuple(cfg(thread))
         assert got is not None and got.checkpoint["channel_values"] == {"v": v}
-    # a delta channel's None keeps its row (its history is read from the rows)
-    put_values(saver, "nulls-delta", {"d": None}, counters_since_delta_snapshot={"d": 0})
-    assert _blob_channels(saver, "nulls-delta") == [_md5("d")]
 
 
-def test_graph_input_lives_in_its_checkpoints_record(saver: SQLSaver) -> None:
-    """The input (``__start__``, read by the next step only) takes no blob row: the input
-    checkpoint's record holds it, and replaying from that checkpoint sees it."""
+def test_graph_input_reads_back_from_its_checkpoint(saver: SQLSaver) -> None:
+    """The input (``__start__``) is in the input checkpoint only, and replaying from that
+    checkpoint sees it."""
     graph = chat_graph(saver)
     for turn in range(2):
         graph.invoke({"messages": [HumanMessage(f"question {turn}", id=f"h{turn}")]}, cfg("in"))
-    assert _md5("__start__") not in _blob_channels(saver, "in")
     fresh = SQLSaver(saver.db, table_prefix=saver.tables.prefix, list_cache_size=0)
     inputs = [c for c in fresh.list(cfg("in")) if c.metadata.get("source") == "input"]
     assert [c.checkpoint["channel_values"]["__start__"] for c in inputs] == [
@@ -640,53 +620,6 @@ def test_graph_input_lives_in_its_checkpoints_record(saver: SQLSaver) -> None:
     assert len(out["messages"]) == 4
 
 
-def test_records_of_the_earlier_format_still_read(saver: SQLSaver) -> None:
-    """Rows written before values and versions moved into the record: the record holds the id,
-    the ``versions`` column every channel, and a None value has a blob row of type "null"."""
-    import json
-
-    from langmem_sqlite.checkpoint import codec
-
-    stored = put_values(saver, "older", {"branch:to:a": None, "n": LONG})
-    cid = stored["configurable"]["checkpoint_id"]
-    t = saver.tables
-    with saver.db.sync_engine.begin() as conn:
-        row = conn.execute(
-            sa.select(t.checkpoints).where(t.checkpoints.c.thread_id == "older")
-        ).one()
-        column = json.loads(row.versions)  # the channels with rows; None: value in the record
-        assert set(column) == {"n", "branch:to:a"} and column["branch:to:a"] is None
-        body = codec.loads(saver.serde, row.type, row.checkpoint)
-        del body["channel_values"]
-        moved = body.pop("channel_versions")
-        body["id"] = cid
-        ctype, cdata = codec.dumps(saver.serde, body, "record")
-        versions = json.dumps({**{k: v for k, v in column.items() if v is not None}, **moved})
-        conn.execute(
-            sa.update(t.checkpoints)
-            .where(t.checkpoints.c.thread_id == "older")
-            .values(type=ctype, checkpoint=cdata, versions=versions)
-        )
-        version = moved["branch:to:a"]
-        conn.execute(
-            sa.insert(t.checkpoint_blobs).values(
-                thread_id="older",
-                ns_hash=_md5(""),
-                channel_hash=_md5("branch:to:a"),
-                version=version,
-                kind="v",
-                type="null",
-                value=b"",
-                depth=0,
-            )
-        )
-    fresh = SQLSaver(saver.db, table_prefix=saver.tables.prefix, list_cache_size=0)
-    got = fresh.get_tuple(stored)
-    assert got is not None and got.checkpoint["id"] == cid
-    assert got.checkpoint["channel_values"] == {"branch:to:a": None, "n": LONG}
-    assert set(got.checkpoint["channel_versions"]) == {"branch:to:a", "n"}
-
-
 def test_list_rows_of_the_earlier_format_still_read(saver: SQLSaver) -> None:
     """List rows written before digests were stored with the items (a bare list of items, in a
     delta chain): they read as before, and the next put stores the list whole, with digests,
@@ -701,7 +634,7 @@ def test_list_rows_of_the_earlier_format_still_read(saver: SQLSaver) -> None:
     with saver.db.sync_engine.begin() as conn:
         for r in conn.execute(sa.select(b).where(b.c.thread_id == "old")).all():
             payload = codec.loads(saver.serde, r.type, r.value)
-            if isinstance(payload, dict):  # items and digests: keep the items only
+            if r.root_version is not None and isinstance(payload, dict):  # keep the items
                 type_, data = codec.dumps(saver.serde, payload["items"], "old")
                 conn.execute(
                     sa.update(b)
@@ -714,13 +647,9 @@ def test_list_rows_of_the_earlier_format_still_read(saver: SQLSaver) -> None:
     assert fresh.lists.get(("old", "", "messages")) is None  # no digests: nothing to build on
     fresh_graph.invoke({"messages": [HumanMessage("next", id="h-next")]}, cfg("old"))
     fresh_graph.invoke({"messages": [HumanMessage("then", id="h-then")]}, cfg("old"))
+    lists = sa.select(b.c.kind).where(b.c.thread_id == "old", b.c.root_version.is_not(None))
     with saver.db.sync_engine.connect() as conn:
-        kinds = [
-            row.kind
-            for row in conn.execute(
-                sa.select(b.c.kind, b.c.version).where(b.c.thread_id == "old").order_by(b.c.version)
-            )
-        ]
+        kinds = list(conn.execute(lists.order_by(b.c.version)).scalars())
     assert kinds[-4:] == ["v", "d", "d", "d"]  # stored whole once, then deltas
     cold = SQLSaver(saver.db, table_prefix=saver.tables.prefix, list_cache_size=0)
     got = [m.content for m in chat_graph(cold).get_state(cfg("old")).values["messages"]]

@@ -8,6 +8,7 @@ MariaDB databases that each test creates and drops.
 
 from __future__ import annotations
 
+import contextlib
 import gc
 import hashlib
 import json
@@ -57,7 +58,7 @@ def snapshot(directory: Path) -> dict[str, str]:
 
 
 def sqlite_tables(path: Path) -> set[str]:
-    with sqlite3.connect(path) as conn:
+    with contextlib.closing(sqlite3.connect(path)) as conn:  # closed now, not by a later gc
         return {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type='table'")}
 
 
