@@ -110,7 +110,7 @@ class _OrderedText(TypeDecorator[str]):
 
 
 class IdString(_OrderedText):
-    """An id of at most [`ID_MAX_CHARS`][langmem_sqlite.validation.ID_MAX_CHARS] characters,
+    """An id of at most [`ID_MAX_CHARS`][langmem_sqlite.engine.schema.ID_MAX_CHARS] characters,
     compared byte for byte.
 
     `VARCHAR(255)` on SQLite and PostgreSQL (both compare exactly). On MySQL/MariaDB
@@ -256,8 +256,8 @@ def _build(prefix: str, schema: str | None) -> Tables:
         Column("checkpoint_id", IdString, primary_key=True),
         Column("checkpoint_ns", LongText, nullable=False),
         Column("parent_checkpoint_id", IdString, nullable=True),
-        # The checkpoint without its id, versions and channel values (but for the small
-        # scalars and the input kept in it), through the saver's serde.
+        # The checkpoint without its id, versions and channel values (every channel value has
+        # its row in checkpoint_blobs), through the saver's serde.
         Column("type", String(64), nullable=False),
         Column("checkpoint", LongBlob, nullable=False),
         # channel -> version, JSON text (versions are opaque counters, never user data).
@@ -272,9 +272,9 @@ def _build(prefix: str, schema: str | None) -> Tables:
         **opts,
     )
 
-    # One row per (channel, version): a value, "empty", or a list stored as a delta from an
-    # earlier version of the same channel (``base_version`` prefix + appended items). Reads
-    # follow ``base_version`` by primary key; ``root_version`` names the chain's full copy.
+    # One row per (channel, version): a value, or a list stored as a delta from an earlier
+    # version of the same channel (``base_version`` prefix + appended items). Reads follow
+    # ``base_version`` by primary key; ``root_version`` names the chain's full copy.
     checkpoint_blobs = Table(
         f"{prefix}checkpoint_blobs",
         md,
@@ -344,8 +344,8 @@ def _build(prefix: str, schema: str | None) -> Tables:
             postgresql_where=text("expires_at IS NOT NULL"),
         ),
         # SQLite: one namespace's items, most recent first, so that a search stops after the
-        # first matches (store.search_plan). PostgreSQL's planner does not pick it for a
-        # filtered search (it cannot estimate JSON conditions), so servers do without it.
+        # first matches. PostgreSQL's planner does not pick it for a filtered search (it
+        # cannot estimate JSON conditions), so servers do without it.
         Index(f"{prefix}store_items_ns_upd_ix", "ns", "updated_at", "id").ddl_if(
             callable_=_namespace_listing_index
         ),
@@ -368,8 +368,8 @@ def _build(prefix: str, schema: str | None) -> Tables:
         ),
         Column("field", IdString, primary_key=True),
         Column("embedding", LongBlob, nullable=False),
-        # the vector's length before it was scaled to unit length (NULL: stored before lengths
-        # were, taken as 1): inner-product and L2 scores need it
+        # the vector's length before it was scaled to unit length (NULL is taken as 1):
+        # inner-product and L2 scores need it
         Column("norm", Double, nullable=True),
         Index(f"{prefix}store_vectors_item_ix", "item_id"),
         sqlite_with_rowid=False,

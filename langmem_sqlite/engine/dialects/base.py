@@ -209,9 +209,9 @@ class Rules:
     # -- whole-database operations (copy, erasure, maintenance) ---------------------------------
 
     @contextlib.contextmanager
-    def overwriting_deletes(self, session: Any) -> Iterator[None]:
-        """Within the block, rows deleted on `session` are overwritten where they were, where
-        the database can do so (SQLite's `secure_delete`). The base rule: nothing to do."""
+    def overwriting_deletes(self, unit: Any) -> Iterator[None]:
+        """Within the block, rows `unit` deletes are overwritten where they were, where the
+        database can do so (SQLite's `secure_delete`). The base rule: nothing to do."""
         yield
 
     # -- errors --------------------------------------------------------------------------------

@@ -262,14 +262,14 @@ class SQLiteRules(Rules):
     # -- whole-database operations (copy, erasure, maintenance) ---------------------------------
 
     @contextlib.contextmanager
-    def overwriting_deletes(self, session: Any) -> Iterator[None]:
+    def overwriting_deletes(self, unit: Any) -> Iterator[None]:
         """`PRAGMA secure_delete = ON` within the block (deleted rows are overwritten with
         zeros in the pages they leave, also on builds without `SQLITE_SECURE_DELETE`), and
         the connection's setting back afterwards."""
-        was = _SECURE_DELETE.get(int(session.exec_driver_sql("PRAGMA secure_delete").scalar()))
-        session.exec_driver_sql("PRAGMA secure_delete = ON")
+        was = _SECURE_DELETE.get(int(unit.exec_driver_sql("PRAGMA secure_delete").scalar()))
+        unit.exec_driver_sql("PRAGMA secure_delete = ON")
         try:
             yield
         finally:
             if was is not None:
-                session.exec_driver_sql(f"PRAGMA secure_delete = {was}")
+                unit.exec_driver_sql(f"PRAGMA secure_delete = {was}")
