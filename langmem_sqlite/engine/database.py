@@ -1,12 +1,5 @@
-"""A [`Database`][langmem_sqlite.Database]: an engine, its rules object, and the running of work
-on it.
-
-A storage operation is a function of a [`Unit`][langmem_sqlite.engine.Unit], written once:
-[`Database.run`][langmem_sqlite.engine.Database.run] runs it as one unit of work under the retry
-rule; [`Database.arun`][langmem_sqlite.engine.Database.arun] runs the same call in a worker thread,
-or on a caller's `AsyncEngine` through `run_sync`. Operations of several units are
-[`Plan`][langmem_sqlite.engine.Plan]s, driven by `drive` and `adrive`.
-"""
+"""A [`Database`][langmem_sqlite.Database]: an engine, its rules object, and the running of units
+of work on it (sync, in worker threads, or on a caller's `AsyncEngine`) under the retry rule."""
 
 from __future__ import annotations
 
@@ -48,15 +41,9 @@ that reads go on while writers wait for the file's lock."""
 
 
 Plan = Generator[Step, Any, T]
-"""An operation made of several units of work, written once for sync and async callers.
-
-A plan is a generator that yields [`Step`][langmem_sqlite.engine.Step] objects and receives each
-step's result (or has its exception thrown in).
-[`Database.drive`][langmem_sqlite.engine.Database.drive] runs it with
-[`Database.run`][langmem_sqlite.engine.Database.run],
-[`Database.adrive`][langmem_sqlite.engine.Database.adrive] with
-[`Database.arun`][langmem_sqlite.engine.Database.arun].
-"""
+"""An operation of several units of work, written once for sync and async callers: a generator
+that yields [`Step`][langmem_sqlite.engine.Step]s and receives each one's result (or has its
+exception thrown in)."""
 
 
 _file_locks: dict[str, threading.RLock] = {}
@@ -64,9 +51,8 @@ _file_locks_guard = threading.Lock()
 
 
 def _file_write_lock(database: str) -> threading.RLock:
-    """The lock that this process's writers to one SQLite file share (one per file, whatever
-    the engine or URL spelling that reached it). Writers take turns on it rather than on
-    SQLite's busy handler, which sleeps (1, 2, 5, 10 ... ms) between polls of the file lock."""
+    """The lock this process's writers to one SQLite file share, whatever the engine or URL
+    that reached it: they take turns on it rather than on SQLite's polling busy handler."""
     key = database if database.startswith("file:") else os.path.realpath(database)
     with _file_locks_guard:
         lock = _file_locks.get(key)
@@ -206,45 +192,23 @@ class Database:
 
     # -- running work ---------------------------------------------------------------------------
 
-    def run(
-        self,
-        fn: Callable[..., T],
-        *args: Any,
-        write: bool = False,
-        own_transaction: bool = False,
-        schema: bool = False,
-        single: bool = False,
-        transaction: bool = False,
-    ) -> T:
-        """Run `fn(unit, *args)` as one unit of work (see [`Step`][langmem_sqlite.engine.Step]
-        for the flags).
+    def run(self, fn: Callable[..., T], *args: Any, **flags: bool) -> T:
+        """Run `fn(unit, *args)` as one unit of work (`flags`: those of
+        [`Step`][langmem_sqlite.engine.Step]).
 
-        Transient failures (a locked SQLite file, a dropped or refused server connection, a
-        deadlock) re-run the whole unit, connection checkout included, until the retry
-        deadline (`retry`).
+        Transient failures re-run the whole unit, connection checkout included, until the
+        retry deadline (`retry`).
         """
-        step = Step(fn, args, write, own_transaction, schema, single, transaction)
-        return self._run(step)  # type: ignore[no-any-return]
+        return self._run(Step(fn, args, **flags))  # type: ignore[arg-type, no-any-return]
 
-    async def arun(
-        self,
-        fn: Callable[..., T],
-        *args: Any,
-        write: bool = False,
-        own_transaction: bool = False,
-        schema: bool = False,
-        single: bool = False,
-        transaction: bool = False,
-    ) -> T:
+    async def arun(self, fn: Callable[..., T], *args: Any, **flags: bool) -> T:
         """The async twin of [`run`][langmem_sqlite.engine.Database.run]: the same call, in one of
-        this database's worker threads (the event loop never blocks), or on the caller's
-        `AsyncEngine`.
+        this database's worker threads, or on the caller's `AsyncEngine`.
 
         A cancelled call stops waiting at once; a unit of work it started in a worker thread
         still ends (committed or rolled back) there.
         """
-        step = Step(fn, args, write, own_transaction, schema, single, transaction)
-        return await self._arun(step)  # type: ignore[no-any-return]
+        return await self._arun(Step(fn, args, **flags))  # type: ignore[arg-type, no-any-return]
 
     def _run(self, step: Step) -> Any:
         attempts = Attempts(self)
@@ -333,8 +297,7 @@ class Database:
             turn.release()
 
     def _worker_threads(self) -> ThreadPoolExecutor:
-        """The threads that run this database's async calls (made on first use, and again in
-        a forked child, which has none of its parent's threads)."""
+        """The threads that run async calls (made again in a forked child)."""
         with self.lock:
             if self._workers is None or self._pid != os.getpid():
                 self._workers = ThreadPoolExecutor(_WORKER_THREADS, "langmem-sqlite")

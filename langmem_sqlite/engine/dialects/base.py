@@ -1,9 +1,6 @@
-"""`Rules`: what every kind of database must say about itself.
-
-SQLAlchemy's dialects turn statements into each database's SQL; a `Rules` object holds what
-SQLAlchemy leaves to its users: how this package opens engines for that database (pools,
-connect timeouts, per-connection settings), how a unit of work starts, and which driver errors
-are transient. Features ask the database's rules object instead of comparing dialect names.
+"""`Rules`: what SQLAlchemy leaves to its users per kind of database (engine settings, how a
+unit of work starts, which driver errors are transient, column types, upserts). Features ask
+the database's rules object instead of comparing dialect names.
 """
 
 from __future__ import annotations
