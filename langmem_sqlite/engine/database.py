@@ -32,12 +32,11 @@ T = TypeVar("T")
 
 
 _SHORTEST_TURN_WAIT = 1.0
-"""Seconds a call waits at least for its turn among this process's writers (as long as one try
-waits for another process's lock on a SQLite file), even past its retry deadline."""
+"""Seconds a call waits at least for its turn among this process's writers (one try's wait for
+a SQLite file's lock), even past its retry deadline."""
 
 _WORKER_THREADS = 16
-"""Worker threads per database for the async API: as many as a SQLite file's pool keeps, so
-that reads go on while writers wait for the file's lock."""
+"""Worker threads per database for the async API (as many as a SQLite file's pool keeps)."""
 
 
 Plan = Generator[Step, Any, T]
@@ -66,8 +65,8 @@ _created: weakref.WeakSet[Database] = weakref.WeakSet()
 
 
 def _after_fork_in_child() -> None:
-    """In a forked child: no thread holds a lock (the parent's holders did not come along), and
-    pooled connections are the parent's (SQLAlchemy's advice: drop them without closing)."""
+    """In a forked child: free the locks (their holders stayed in the parent) and drop the
+    parent's pooled connections without closing them."""
     for lock in _file_locks.values():
         reinit = getattr(lock, "_at_fork_reinit", None)
         if reinit is not None:
@@ -83,8 +82,8 @@ if hasattr(os, "register_at_fork"):
 
 @atexit.register
 def _close_at_exit() -> None:
-    """Close the pooled connections this package opened, so that SQLite's last connection to a
-    file checkpoints its write-ahead log and removes it (`-wal` and `-shm`)."""
+    """Close the pooled connections this package opened (SQLite's last connection to a file
+    removes its `-wal` and `-shm`)."""
     pid = os.getpid()
     for db in list(_created):
         if db._pid == pid:
@@ -112,8 +111,7 @@ class Database:
             raise ValueError("connection: need a sync or an async engine")
         self._sync = sync_engine
         self.async_engine = async_engine
-        """The caller's `AsyncEngine`, if one was given (else the async API runs the sync
-        path in worker threads)."""
+        """The caller's `AsyncEngine`, if one was given (else async calls use worker threads)."""
         core = sync_engine if sync_engine is not None else async_engine.sync_engine  # type: ignore[union-attr]
         self.url: URL = core.url
         """The database URL (password hidden when rendered with `str`)."""
@@ -129,14 +127,11 @@ class Database:
         )
         """How long a call keeps retrying transient failures (see `retry`)."""
         self.reached = False
-        """Whether this process has connected to the database once (until then a connection
-        failure is not retried)."""
+        """Whether this process has connected once (until then connecting is not retried)."""
         self.noticed_at = -math.inf
-        """When a call last logged that it waits for this database (see
-        `langmem_sqlite.engine.retry`)."""
+        """When a call last logged that it waits for this database."""
         self.busy: str | None = None
-        """Why the last try that met contention failed, until a unit of work holding a turn
-        succeeds (see `langmem_sqlite.engine.retry`)."""
+        """Why the last try that met contention failed (until a unit holding a turn succeeds)."""
         self._writer_sync = (
             sync_engine.execution_options(langmem_write=True) if sync_engine else None
         )
@@ -155,8 +150,7 @@ class Database:
         self.facts: dict[str, Any] = {}
         """Server settings read once and remembered (e.g. MySQL's `max_allowed_packet`)."""
         self.ready: set[Any] = set()
-        """Keys of schemas already migrated in this process (see
-        [`langmem_sqlite.engine.migrations`][langmem_sqlite.engine.migrations])."""
+        """Keys of the sets of tables seen up to date by this process."""
         self.lock = threading.Lock()
         self.reading: bool = bool(core.get_execution_options().get("langmem_reading", False))
         """Opened by [`reading_database`][langmem_sqlite.engine.reading_database]:
@@ -168,8 +162,7 @@ class Database:
 
     @property
     def sync_engine(self) -> Engine:
-        """The sync engine (every database has one; see
-        [`get_database`][langmem_sqlite.get_database])."""
+        """The sync engine."""
         if self._sync is None:
             raise TypeError(
                 "connection: this AsyncEngine's driver has no known sync twin; "
@@ -278,8 +271,8 @@ class Database:
     def _taking(
         self, turn: threading.RLock | contextlib.nullcontext[None], attempts: Attempts
     ) -> Iterator[None]:
-        """Hold `turn` (this process's writers' turn on a SQLite file, or the units' turn on
-        a database in memory), waiting for it until the call's deadline at most.
+        """Hold `turn` (writers' turn on a SQLite file, units' turn on a database in memory),
+        waiting for it until the call's deadline at most.
 
         Raises:
             DatabaseUnavailableError: the turn did not come before the deadline.
@@ -307,9 +300,8 @@ class Database:
     # -- the end --------------------------------------------------------------------------------
 
     def dispose(self) -> None:
-        """Close the pooled connections of the sync engine (the last connection to a SQLite
-        file checkpoints and removes its write-ahead log), and let idle worker threads end.
-        The database stays usable: later calls open new connections."""
+        """Close the pooled connections of the sync engine (a SQLite file's last one removes
+        its write-ahead log) and let idle worker threads end; later calls open new ones."""
         workers, self._workers = self._workers, None
         if workers is not None and self._pid == os.getpid():
             workers.shutdown(wait=False)

@@ -181,7 +181,7 @@ def _build(prefix: str, schema: str | None) -> Tables:
     md = MetaData(schema=schema)
     opts: dict[str, Any] = {"mysql_charset": "utf8mb4", "mysql_engine": "InnoDB"}
 
-    migrations = Table(
+    Table(
         f"{prefix}migrations",
         md,
         Column("version", Integer, primary_key=True, autoincrement=False),
@@ -211,7 +211,7 @@ def _build(prefix: str, schema: str | None) -> Tables:
         **opts,
     )
 
-    messages = Table(
+    Table(
         f"{prefix}messages",
         md,
         Column("id", BigInt, primary_key=True, autoincrement=True),
@@ -248,7 +248,7 @@ def _build(prefix: str, schema: str | None) -> Tables:
 
     # LangGraph checkpointer (see langmem_sqlite.checkpoint). ``ns_hash`` is the MD5 hex of
     # ``checkpoint_ns``: namespaces are unbounded text, and MySQL keys stop at 3072 bytes.
-    checkpoints = Table(
+    Table(
         f"{prefix}checkpoints",
         md,
         Column("thread_id", IdString, primary_key=True),
@@ -275,7 +275,7 @@ def _build(prefix: str, schema: str | None) -> Tables:
     # One row per (channel, version): a value, or a list stored as a delta from an earlier
     # version of the same channel (``base_version`` prefix + appended items). Reads follow
     # ``base_version`` by primary key; ``root_version`` names the chain's full copy.
-    checkpoint_blobs = Table(
+    Table(
         f"{prefix}checkpoint_blobs",
         md,
         Column("thread_id", IdString, primary_key=True),
@@ -293,7 +293,7 @@ def _build(prefix: str, schema: str | None) -> Tables:
     )
 
     # Pending writes; no foreign key: a write may land before its checkpoint.
-    checkpoint_writes = Table(
+    Table(
         f"{prefix}checkpoint_writes",
         md,
         Column("thread_id", IdString, primary_key=True),
@@ -309,7 +309,7 @@ def _build(prefix: str, schema: str | None) -> Tables:
         **opts,
     )
 
-    checkpoint_threads = Table(
+    Table(
         f"{prefix}checkpoint_threads",
         md,
         Column("thread_id", IdString, primary_key=True),
@@ -355,7 +355,7 @@ def _build(prefix: str, schema: str | None) -> Tables:
     # Embeddings of indexed fields (unit length, float32 little-endian); deleted with their item.
     # Clustered by namespace (SQLite WITHOUT ROWID, InnoDB primary key): vector search under a
     # prefix reads one contiguous range of this table only.
-    store_vectors = Table(
+    Table(
         f"{prefix}store_vectors",
         md,
         Column("ns", NamespacePath, primary_key=True),
@@ -376,20 +376,8 @@ def _build(prefix: str, schema: str | None) -> Tables:
         **opts,
     )
 
-    return Tables(
-        prefix,
-        schema,
-        md,
-        migrations,
-        sessions,
-        messages,
-        checkpoints=checkpoints,
-        checkpoint_blobs=checkpoint_blobs,
-        checkpoint_writes=checkpoint_writes,
-        checkpoint_threads=checkpoint_threads,
-        store_items=store_items,
-        store_vectors=store_vectors,
-    )
+    by_name = {table.name.removeprefix(prefix): table for table in md.tables.values()}
+    return Tables(prefix, schema, md, **by_name)
 
 
 _cache: dict[tuple[str, str | None], Tables] = {}
