@@ -34,10 +34,10 @@ class Rules:
     default_drivers: ClassVar[dict[str, str]] = {}
     """Driver used for a URL that names none (`postgresql://` -> `postgresql+psycopg`)."""
     sync_twins: ClassVar[dict[str, str]] = {}
-    """Async driver name -> the sync driver for the same database (a caller's `AsyncEngine`
-    gets a sync twin engine for the sync API)."""
+    """Async driver name -> the sync driver of the engine a caller's `AsyncEngine` gets for
+    the sync API."""
     extra: ClassVar[str | None] = None
-    """The package extra that installs the driver (`pip install ".[extra]"` in the package's checkout)."""
+    """The package extra that installs the driver."""
 
     def __init__(self, engine: Engine) -> None:
         self.sa = engine.dialect
@@ -60,14 +60,12 @@ class Rules:
 
     @classmethod
     def driver_url(cls, url: URL) -> URL:
-        """`url` less the query options this package reads itself (see `engine_kwargs`),
-        which the driver would not know."""
+        """`url` less the query options this package reads itself (see `engine_kwargs`)."""
         return url
 
     @classmethod
     def is_private(cls, url: URL) -> bool:
-        """Whether each opening of `url` is a database of its own (SQLite's `:memory:`): such
-        databases are never shared between the objects that open them."""
+        """Whether each opening of `url` is a database of its own (SQLite's `:memory:`)."""
         return False
 
     def configure(self, engine: Engine) -> None:
