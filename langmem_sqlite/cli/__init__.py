@@ -15,12 +15,9 @@ Examples:
     langmem-sqlite migrate --db postgresql://user@host/db
     ```
 
-Every listing prints a table, or JSON with `--json`; stored text is printed as it is (see
-`langmem_sqlite.cli.output`). Errors are one line on stderr with a non-zero exit status.
-
-One module per group of commands: `chat`, `inspect` (reading), `maintain`
-(retention, vacuum, migrations, copy), `imports`. Each imports the library when it runs,
-so `--help` and `--version` start fast.
+Listings print a table, or JSON with `--json`; errors are one line on stderr with a non-zero
+exit status. One module per group of commands (`chat`, `inspect`, `maintain`, `imports`), each
+importing the library only when a command runs.
 """
 
 from . import chat, imports, inspect, maintain  # noqa: F401  (they register their commands)

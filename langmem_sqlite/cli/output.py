@@ -1,13 +1,7 @@
-"""The command line's one output path: stored text is shown as text, never interpreted.
-
-Everything the commands print (tables, messages, the chat, hints and errors) goes through
-`Output`. It hands Rich only `rich.text.Text` objects, with markup, emoji codes
-and highlighting off, so `[/]`, `[bold]x[/bold]`, `[link=...]` and `:smile:` in stored
-data print as they are. Control characters (ANSI escape sequences, backspace, carriage return,
-bidirectional overrides) would be interpreted by the terminal instead: `visible` spells
-them out (`\\x1b[31m`), so what is printed is every character of the data, and the data
-cannot move the cursor, recolour the screen or hide text. JSON output escapes the same
-characters with `\\u` escapes, which JSON readers turn back into the same string.
+"""The command line's one output path (`Output`): stored text is shown as text, never
+interpreted. Rich gets only `Text` objects with markup, emoji and highlighting off, and
+control characters (ANSI escapes, bidirectional overrides) are spelled out (`visible`), so
+stored data cannot move the cursor, recolour the screen or hide text; JSON escapes them.
 """
 
 from __future__ import annotations

@@ -1,16 +1,6 @@
-"""The execution layer: databases, their rules objects, the unit of work a storage function
-receives, and the one retry rule.
-
-* `opening`: [`get_database`][langmem_sqlite.engine.get_database] turns a URL, a path or an
-  engine into a [`Database`][langmem_sqlite.engine.Database];
-  [`reading_database`][langmem_sqlite.engine.reading_database] opens one only to read it;
-* `database`: the `Database`, which runs units of work (sync, async, and plans of several
-  units);
-* `unit`: the [`Unit`][langmem_sqlite.engine.Unit] a storage function receives (a
-  SQLAlchemy `Connection` and the database's rules);
-* `dialects`: one object per kind of database (SQLite, PostgreSQL, MySQL/MariaDB);
-* `retry`: which failures are retried, for how long, and the typed error after that.
-"""
+"""The execution layer: opening databases (`opening`), running units of work on them
+(`database`, `unit`), one rules object per kind of database (`dialects`), and the one retry
+rule (`retry`)."""
 
 from .database import Database, Plan, Step
 from .opening import DatabaseLike, get_database, reading_database

@@ -1,12 +1,5 @@
-"""A [`Database`][langmem_sqlite.Database]: an engine, its rules object, and the running of work
-on it.
-
-A storage operation is a function of a [`Unit`][langmem_sqlite.engine.Unit], written once:
-[`Database.run`][langmem_sqlite.engine.Database.run] runs it as one unit of work under the retry
-rule; [`Database.arun`][langmem_sqlite.engine.Database.arun] runs the same call in a worker thread,
-or on a caller's `AsyncEngine` through `run_sync`. Operations of several units are
-[`Plan`][langmem_sqlite.engine.Plan]s, driven by `drive` and `adrive`.
-"""
+"""A [`Database`][langmem_sqlite.Database]: an engine, its rules object, and the running of units
+of work on it (sync, in worker threads, or on a caller's `AsyncEngine`) under the retry rule."""
 
 from __future__ import annotations
 
@@ -39,24 +32,17 @@ T = TypeVar("T")
 
 
 _SHORTEST_TURN_WAIT = 1.0
-"""Seconds a call waits at least for its turn among this process's writers (as long as one try
-waits for another process's lock on a SQLite file), even past its retry deadline."""
+"""Seconds a call waits at least for its turn among this process's writers (one try's wait for
+a SQLite file's lock), even past its retry deadline."""
 
 _WORKER_THREADS = 16
-"""Worker threads per database for the async API: as many as a SQLite file's pool keeps, so
-that reads go on while writers wait for the file's lock."""
+"""Worker threads per database for the async API (as many as a SQLite file's pool keeps)."""
 
 
 Plan = Generator[Step, Any, T]
-"""An operation made of several units of work, written once for sync and async callers.
-
-A plan is a generator that yields [`Step`][langmem_sqlite.engine.Step] objects and receives each
-step's result (or has its exception thrown in).
-[`Database.drive`][langmem_sqlite.engine.Database.drive] runs it with
-[`Database.run`][langmem_sqlite.engine.Database.run],
-[`Database.adrive`][langmem_sqlite.engine.Database.adrive] with
-[`Database.arun`][langmem_sqlite.engine.Database.arun].
-"""
+"""An operation of several units of work, written once for sync and async callers: a generator
+that yields [`Step`][langmem_sqlite.engine.Step]s and receives each one's result (or has its
+exception thrown in)."""
 
 
 _file_locks: dict[str, threading.RLock] = {}
@@ -64,9 +50,8 @@ _file_locks_guard = threading.Lock()
 
 
 def _file_write_lock(database: str) -> threading.RLock:
-    """The lock that this process's writers to one SQLite file share (one per file, whatever
-    the engine or URL spelling that reached it). Writers take turns on it rather than on
-    SQLite's busy handler, which sleeps (1, 2, 5, 10 ... ms) between polls of the file lock."""
+    """The lock this process's writers to one SQLite file share, whatever the engine or URL
+    that reached it: they take turns on it rather than on SQLite's polling busy handler."""
     key = database if database.startswith("file:") else os.path.realpath(database)
     with _file_locks_guard:
         lock = _file_locks.get(key)
@@ -80,8 +65,8 @@ _created: weakref.WeakSet[Database] = weakref.WeakSet()
 
 
 def _after_fork_in_child() -> None:
-    """In a forked child: no thread holds a lock (the parent's holders did not come along), and
-    pooled connections are the parent's (SQLAlchemy's advice: drop them without closing)."""
+    """In a forked child: free the locks (their holders stayed in the parent) and drop the
+    parent's pooled connections without closing them."""
     for lock in _file_locks.values():
         reinit = getattr(lock, "_at_fork_reinit", None)
         if reinit is not None:
@@ -97,8 +82,8 @@ if hasattr(os, "register_at_fork"):
 
 @atexit.register
 def _close_at_exit() -> None:
-    """Close the pooled connections this package opened, so that SQLite's last connection to a
-    file checkpoints its write-ahead log and removes it (`-wal` and `-shm`)."""
+    """Close the pooled connections this package opened (SQLite's last connection to a file
+    removes its `-wal` and `-shm`)."""
     pid = os.getpid()
     for db in list(_created):
         if db._pid == pid:
@@ -126,8 +111,7 @@ class Database:
             raise ValueError("connection: need a sync or an async engine")
         self._sync = sync_engine
         self.async_engine = async_engine
-        """The caller's `AsyncEngine`, if one was given (else the async API runs the sync
-        path in worker threads)."""
+        """The caller's `AsyncEngine`, if one was given (else async calls use worker threads)."""
         core = sync_engine if sync_engine is not None else async_engine.sync_engine  # type: ignore[union-attr]
         self.url: URL = core.url
         """The database URL (password hidden when rendered with `str`)."""
@@ -143,14 +127,11 @@ class Database:
         )
         """How long a call keeps retrying transient failures (see `retry`)."""
         self.reached = False
-        """Whether this process has connected to the database once (until then a connection
-        failure is not retried)."""
+        """Whether this process has connected once (until then connecting is not retried)."""
         self.noticed_at = -math.inf
-        """When a call last logged that it waits for this database (see
-        `langmem_sqlite.engine.retry`)."""
+        """When a call last logged that it waits for this database."""
         self.busy: str | None = None
-        """Why the last try that met contention failed, until a unit of work holding a turn
-        succeeds (see `langmem_sqlite.engine.retry`)."""
+        """Why the last try that met contention failed (until a unit holding a turn succeeds)."""
         self._writer_sync = (
             sync_engine.execution_options(langmem_write=True) if sync_engine else None
         )
@@ -169,8 +150,7 @@ class Database:
         self.facts: dict[str, Any] = {}
         """Server settings read once and remembered (e.g. MySQL's `max_allowed_packet`)."""
         self.ready: set[Any] = set()
-        """Keys of schemas already migrated in this process (see
-        [`langmem_sqlite.engine.migrations`][langmem_sqlite.engine.migrations])."""
+        """Keys of the sets of tables seen up to date by this process."""
         self.lock = threading.Lock()
         self.reading: bool = bool(core.get_execution_options().get("langmem_reading", False))
         """Opened by [`reading_database`][langmem_sqlite.engine.reading_database]:
@@ -182,8 +162,7 @@ class Database:
 
     @property
     def sync_engine(self) -> Engine:
-        """The sync engine (every database has one; see
-        [`get_database`][langmem_sqlite.get_database])."""
+        """The sync engine."""
         if self._sync is None:
             raise TypeError(
                 "connection: this AsyncEngine's driver has no known sync twin; "
@@ -206,45 +185,23 @@ class Database:
 
     # -- running work ---------------------------------------------------------------------------
 
-    def run(
-        self,
-        fn: Callable[..., T],
-        *args: Any,
-        write: bool = False,
-        own_transaction: bool = False,
-        schema: bool = False,
-        single: bool = False,
-        transaction: bool = False,
-    ) -> T:
-        """Run `fn(unit, *args)` as one unit of work (see [`Step`][langmem_sqlite.engine.Step]
-        for the flags).
+    def run(self, fn: Callable[..., T], *args: Any, **flags: bool) -> T:
+        """Run `fn(unit, *args)` as one unit of work (`flags`: those of
+        [`Step`][langmem_sqlite.engine.Step]).
 
-        Transient failures (a locked SQLite file, a dropped or refused server connection, a
-        deadlock) re-run the whole unit, connection checkout included, until the retry
-        deadline (`retry`).
+        Transient failures re-run the whole unit, connection checkout included, until the
+        retry deadline (`retry`).
         """
-        step = Step(fn, args, write, own_transaction, schema, single, transaction)
-        return self._run(step)  # type: ignore[no-any-return]
+        return self._run(Step(fn, args, **flags))  # type: ignore[arg-type, no-any-return]
 
-    async def arun(
-        self,
-        fn: Callable[..., T],
-        *args: Any,
-        write: bool = False,
-        own_transaction: bool = False,
-        schema: bool = False,
-        single: bool = False,
-        transaction: bool = False,
-    ) -> T:
+    async def arun(self, fn: Callable[..., T], *args: Any, **flags: bool) -> T:
         """The async twin of [`run`][langmem_sqlite.engine.Database.run]: the same call, in one of
-        this database's worker threads (the event loop never blocks), or on the caller's
-        `AsyncEngine`.
+        this database's worker threads, or on the caller's `AsyncEngine`.
 
         A cancelled call stops waiting at once; a unit of work it started in a worker thread
         still ends (committed or rolled back) there.
         """
-        step = Step(fn, args, write, own_transaction, schema, single, transaction)
-        return await self._arun(step)  # type: ignore[no-any-return]
+        return await self._arun(Step(fn, args, **flags))  # type: ignore[arg-type, no-any-return]
 
     def _run(self, step: Step) -> Any:
         attempts = Attempts(self)
@@ -314,8 +271,8 @@ class Database:
     def _taking(
         self, turn: threading.RLock | contextlib.nullcontext[None], attempts: Attempts
     ) -> Iterator[None]:
-        """Hold `turn` (this process's writers' turn on a SQLite file, or the units' turn on
-        a database in memory), waiting for it until the call's deadline at most.
+        """Hold `turn` (writers' turn on a SQLite file, units' turn on a database in memory),
+        waiting for it until the call's deadline at most.
 
         Raises:
             DatabaseUnavailableError: the turn did not come before the deadline.
@@ -333,8 +290,7 @@ class Database:
             turn.release()
 
     def _worker_threads(self) -> ThreadPoolExecutor:
-        """The threads that run this database's async calls (made on first use, and again in
-        a forked child, which has none of its parent's threads)."""
+        """The threads that run async calls (made again in a forked child)."""
         with self.lock:
             if self._workers is None or self._pid != os.getpid():
                 self._workers = ThreadPoolExecutor(_WORKER_THREADS, "langmem-sqlite")
@@ -344,9 +300,8 @@ class Database:
     # -- the end --------------------------------------------------------------------------------
 
     def dispose(self) -> None:
-        """Close the pooled connections of the sync engine (the last connection to a SQLite
-        file checkpoints and removes its write-ahead log), and let idle worker threads end.
-        The database stays usable: later calls open new connections."""
+        """Close the pooled connections of the sync engine (a SQLite file's last one removes
+        its write-ahead log) and let idle worker threads end; later calls open new ones."""
         workers, self._workers = self._workers, None
         if workers is not None and self._pid == os.getpid():
             workers.shutdown(wait=False)

@@ -1,13 +1,9 @@
-"""Schema changes: [`MIGRATIONS`][langmem_sqlite.engine.migrations.MIGRATIONS], their ordered list,
-applied automatically, once, safely.
-
-The first use of a set of tables in a process calls
-[`ensure_schema`][langmem_sqlite.engine.migrations.ensure_schema] (async callers drive its
-plan, `schema_plan`, with `adrive`). It reads the recorded versions without locking; only when
-one is missing does it take a database-wide lock (the rules object's `migration_lock`:
-SQLite's write lock, PostgreSQL's advisory lock, MySQL/MariaDB's `GET_LOCK`), so that any
-number of processes starting together apply each migration exactly once. MySQL/MariaDB commit
-DDL as it runs, so a migration step must be idempotent there.
+"""Schema changes: [`MIGRATIONS`][langmem_sqlite.engine.migrations.MIGRATIONS], their ordered
+list, applied once per set of tables by
+[`ensure_schema`][langmem_sqlite.engine.migrations.ensure_schema] (`schema_plan` for async
+callers). Missing ones are applied under a database-wide lock (`Rules.migration_lock`), so that
+processes starting together apply each exactly once; MySQL/MariaDB commit DDL as it runs, so a
+step must be idempotent there.
 """
 
 from __future__ import annotations
@@ -74,8 +70,7 @@ class SchemaNotReadyError(RuntimeError):
 
 
 def _prefixes_present(conn: Connection, t: Tables) -> list[str]:
-    """The prefixes of every set of the package's tables in `t`'s schema (`inspect`: no
-    DDL)."""
+    """The prefixes of every set of the package's tables in `t`'s schema."""
     names = set(inspect(conn).get_table_names(schema=t.schema))
     ends = ("migrations", "sessions")
     return sorted(
@@ -111,9 +106,8 @@ def _lock_name(t: Tables) -> str:
 
 
 def _migrate(conn: Connection, t: Tables) -> None:
-    """Apply the missing migrations under a database-wide lock, on a connection that commits
-    as it goes: everything is committed before the lock is released, so the next process to
-    take it sees the finished work."""
+    """Apply the missing migrations under a database-wide lock, committed before the lock is
+    released (the next process to take it sees the finished work)."""
     with rules_for(conn.engine).migration_lock(conn, _lock_name(t), t.schema):
         t.metadata.create_all(conn, tables=[t.migrations], checkfirst=True)
         applied = applied_versions(conn, t)

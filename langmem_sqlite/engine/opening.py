@@ -149,12 +149,9 @@ def get_database(
 def reading_database(connection: DatabaseLike | Database) -> Database:
     """The [`Database`][langmem_sqlite.engine.Database] for `connection` opened only to
     read it: the package's tables are checked, never created or migrated (a missing or older
-    schema raises [`SchemaNotReadyError`][langmem_sqlite.engine.migrations.SchemaNotReadyError]),
-    and a SQLite file keeps its journal mode while its connections refuse every write. Once its
-    connections are closed ([`Database.dispose`][langmem_sqlite.engine.Database.dispose], or
-    at exit) a SQLite file is left as it was found, without `-wal` or `-shm` files.
-
-    An `Engine`, an `AsyncEngine` or a `Database` is returned as
+    schema raises [`SchemaNotReadyError`][langmem_sqlite.engine.migrations.SchemaNotReadyError]);
+    a SQLite file refuses writes, keeps its journal mode, and is left without `-wal` or `-shm`
+    once its connections close. An `Engine`, an `AsyncEngine` or a `Database` is returned as
     [`get_database`][langmem_sqlite.engine.get_database] returns it (its owner configured it).
     """
     if isinstance(connection, str | os.PathLike | URL):

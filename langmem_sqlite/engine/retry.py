@@ -1,29 +1,12 @@
-"""The one retry rule: which failures re-run a transaction, how often, and for how long.
+"""The one retry rule: which failures re-run a unit of work, how often, and for how long.
 
-Every public call of the package runs its transactions through `Attempts`,
-whatever the database, the driver or the path (sync, async in a worker thread, or a caller's
-`AsyncEngine`). A failure is *transient* when the database's rules object
-(`Rules.fault`) names its kind:
-
-* [`Fault.CONNECT`][langmem_sqlite.engine.Fault]: the server refused the connection or is
-  not ready yet (starting up, recovering, shutting down);
-* [`Fault.LOST`][langmem_sqlite.engine.Fault]: an open connection died (reset, closed,
-  killed by an administrator, or silent past the driver's read timeout);
-* [`Fault.BUSY`][langmem_sqlite.engine.Fault]: contention (a SQLite file another process
-  holds the write lock of, a deadlock, a serialization failure).
-
-Transient failures re-run the whole transaction, with growing pauses, until the call's deadline
-([`DEFAULT_RETRY_SECONDS`][langmem_sqlite.engine.DEFAULT_RETRY_SECONDS] after it started,
-or `retry_seconds`); then the call raises
-[`DatabaseUnavailableError`][langmem_sqlite.engine.DatabaseUnavailableError] naming the
-database and why. A call still failing after a second logs one warning on this module's logger
-(quiet unless the application shows warnings; the CLI prints it). Until a database has been
-reached once by this process, a failure to open a connection is not retried: a server that is
-not there, an unknown database, a wrong URL or a file that is not a database fails at once.
-
-Re-running is safe because every write is idempotent or guarded: checkpoint rows are upserts of
-the same values, blobs and ordinary writes are insert-if-absent, store writes are upserts of the
-same value, and appends to a chat history carry a write token (see `langmem_sqlite.history.sql`).
+A failure is transient when the database's rules object (`Rules.fault`) names its
+[`Fault`][langmem_sqlite.engine.Fault]: it re-runs the whole unit, with growing pauses, until
+the call's deadline (`retry_seconds`), then raises
+[`DatabaseUnavailableError`][langmem_sqlite.engine.DatabaseUnavailableError]. Until a database
+has been reached once by this process, a failure to connect is not retried. Re-running is safe
+because every write is idempotent or guarded (upserts of the same values, insert-if-absent, the
+history's write token).
 """
 
 from __future__ import annotations
@@ -88,7 +71,9 @@ class DatabaseUnavailableError(ConnectionError):
 
 
 class Fault(enum.Enum):
-    """The kinds of transient failure (see the module documentation)."""
+    """The kinds of transient failure: the server refused the connection or is not ready
+    (`CONNECT`), an open connection died (`LOST`), contention such as a locked SQLite file,
+    a deadlock or a serialization failure (`BUSY`)."""
 
     CONNECT = "connect"
     LOST = "lost"

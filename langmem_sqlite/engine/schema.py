@@ -110,7 +110,7 @@ class _OrderedText(TypeDecorator[str]):
 
 
 class IdString(_OrderedText):
-    """An id of at most [`ID_MAX_CHARS`][langmem_sqlite.validation.ID_MAX_CHARS] characters,
+    """An id of at most [`ID_MAX_CHARS`][langmem_sqlite.engine.schema.ID_MAX_CHARS] characters,
     compared byte for byte.
 
     `VARCHAR(255)` on SQLite and PostgreSQL (both compare exactly). On MySQL/MariaDB
@@ -181,7 +181,7 @@ def _build(prefix: str, schema: str | None) -> Tables:
     md = MetaData(schema=schema)
     opts: dict[str, Any] = {"mysql_charset": "utf8mb4", "mysql_engine": "InnoDB"}
 
-    migrations = Table(
+    Table(
         f"{prefix}migrations",
         md,
         Column("version", Integer, primary_key=True, autoincrement=False),
@@ -211,7 +211,7 @@ def _build(prefix: str, schema: str | None) -> Tables:
         **opts,
     )
 
-    messages = Table(
+    Table(
         f"{prefix}messages",
         md,
         Column("id", BigInt, primary_key=True, autoincrement=True),
@@ -248,7 +248,7 @@ def _build(prefix: str, schema: str | None) -> Tables:
 
     # LangGraph checkpointer (see langmem_sqlite.checkpoint). ``ns_hash`` is the MD5 hex of
     # ``checkpoint_ns``: namespaces are unbounded text, and MySQL keys stop at 3072 bytes.
-    checkpoints = Table(
+    Table(
         f"{prefix}checkpoints",
         md,
         Column("thread_id", IdString, primary_key=True),
@@ -256,8 +256,8 @@ def _build(prefix: str, schema: str | None) -> Tables:
         Column("checkpoint_id", IdString, primary_key=True),
         Column("checkpoint_ns", LongText, nullable=False),
         Column("parent_checkpoint_id", IdString, nullable=True),
-        # The checkpoint without its id, versions and channel values (but for the small
-        # scalars and the input kept in it), through the saver's serde.
+        # The checkpoint without its id, versions and channel values (every channel value has
+        # its row in checkpoint_blobs), through the saver's serde.
         Column("type", String(64), nullable=False),
         Column("checkpoint", LongBlob, nullable=False),
         # channel -> version, JSON text (versions are opaque counters, never user data).
@@ -272,10 +272,10 @@ def _build(prefix: str, schema: str | None) -> Tables:
         **opts,
     )
 
-    # One row per (channel, version): a value, "empty", or a list stored as a delta from an
-    # earlier version of the same channel (``base_version`` prefix + appended items). Reads
-    # follow ``base_version`` by primary key; ``root_version`` names the chain's full copy.
-    checkpoint_blobs = Table(
+    # One row per (channel, version): a value, or a list stored as a delta from an earlier
+    # version of the same channel (``base_version`` prefix + appended items). Reads follow
+    # ``base_version`` by primary key; ``root_version`` names the chain's full copy.
+    Table(
         f"{prefix}checkpoint_blobs",
         md,
         Column("thread_id", IdString, primary_key=True),
@@ -293,7 +293,7 @@ def _build(prefix: str, schema: str | None) -> Tables:
     )
 
     # Pending writes; no foreign key: a write may land before its checkpoint.
-    checkpoint_writes = Table(
+    Table(
         f"{prefix}checkpoint_writes",
         md,
         Column("thread_id", IdString, primary_key=True),
@@ -309,7 +309,7 @@ def _build(prefix: str, schema: str | None) -> Tables:
         **opts,
     )
 
-    checkpoint_threads = Table(
+    Table(
         f"{prefix}checkpoint_threads",
         md,
         Column("thread_id", IdString, primary_key=True),
@@ -344,8 +344,8 @@ def _build(prefix: str, schema: str | None) -> Tables:
             postgresql_where=text("expires_at IS NOT NULL"),
         ),
         # SQLite: one namespace's items, most recent first, so that a search stops after the
-        # first matches (store.search_plan). PostgreSQL's planner does not pick it for a
-        # filtered search (it cannot estimate JSON conditions), so servers do without it.
+        # first matches. PostgreSQL's planner does not pick it for a filtered search (it
+        # cannot estimate JSON conditions), so servers do without it.
         Index(f"{prefix}store_items_ns_upd_ix", "ns", "updated_at", "id").ddl_if(
             callable_=_namespace_listing_index
         ),
@@ -355,7 +355,7 @@ def _build(prefix: str, schema: str | None) -> Tables:
     # Embeddings of indexed fields (unit length, float32 little-endian); deleted with their item.
     # Clustered by namespace (SQLite WITHOUT ROWID, InnoDB primary key): vector search under a
     # prefix reads one contiguous range of this table only.
-    store_vectors = Table(
+    Table(
         f"{prefix}store_vectors",
         md,
         Column("ns", NamespacePath, primary_key=True),
@@ -368,28 +368,16 @@ def _build(prefix: str, schema: str | None) -> Tables:
         ),
         Column("field", IdString, primary_key=True),
         Column("embedding", LongBlob, nullable=False),
-        # the vector's length before it was scaled to unit length (NULL: stored before lengths
-        # were, taken as 1): inner-product and L2 scores need it
+        # the vector's length before it was scaled to unit length (NULL is taken as 1):
+        # inner-product and L2 scores need it
         Column("norm", Double, nullable=True),
         Index(f"{prefix}store_vectors_item_ix", "item_id"),
         sqlite_with_rowid=False,
         **opts,
     )
 
-    return Tables(
-        prefix,
-        schema,
-        md,
-        migrations,
-        sessions,
-        messages,
-        checkpoints=checkpoints,
-        checkpoint_blobs=checkpoint_blobs,
-        checkpoint_writes=checkpoint_writes,
-        checkpoint_threads=checkpoint_threads,
-        store_items=store_items,
-        store_vectors=store_vectors,
-    )
+    by_name = {table.name.removeprefix(prefix): table for table in md.tables.values()}
+    return Tables(prefix, schema, md, **by_name)
 
 
 _cache: dict[tuple[str, str | None], Tables] = {}

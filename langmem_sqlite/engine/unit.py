@@ -1,11 +1,6 @@
 """The unit of work every storage function receives: a SQLAlchemy `Connection` and the rules of
-its database.
-
-A [`Unit`][langmem_sqlite.engine.Unit] runs statements with `Connection.execute`, so they go
-through SQLAlchemy's own execution path: its compiled cache, its type processing, and the
-engine's events (`echo`, `before_cursor_execute`, and the tracing built on them). Storage
-functions are written against it once; [`Database`][langmem_sqlite.Database] runs them for the
-sync API, in worker threads for the async API, or on a caller's `AsyncEngine` through `run_sync`.
+its database. Statements run with `Connection.execute`, so SQLAlchemy's compiled cache, type
+processing and engine events (`echo`, `before_cursor_execute`, tracing) see every one.
 """
 
 from __future__ import annotations
@@ -105,10 +100,8 @@ class Unit:
 
 
 def work(connection: Connection, rules: Rules, statements: Statements, step: Step) -> Any:
-    """Run `step.fn(unit, *step.args)` as one unit of work on `connection`: the dialect
-    object prepares it (`BEGIN IMMEDIATE` for SQLite writers, autocommit for PostgreSQL's single
-    statements), a success commits, a failure rolls back, and the connection is left as it was
-    found."""
+    """Run `step.fn(unit, *step.args)` as one unit of work on `connection`, prepared and put
+    back by the rules object; a success commits, a failure rolls back."""
     restore = rules.begin(connection, step.write, step.single, step.transaction)
     try:
         result = step.fn(Unit(connection, rules, statements), *step.args)

@@ -1,22 +1,14 @@
 """Copy a langmem-sqlite database to another one, between any two dialects.
 
-[`copy_database`][langmem_sqlite.operations.copy.copy_database] walks every table of
-`langmem_sqlite.engine.schema` in foreign-key order (so a table or column added by a later
-migration is copied with no change here), and fills the PostgreSQL target's pgvector table
-where it has one. Each table is read in pages of `batch_size` rows in primary-key order
-(keyset paging), each page written in one target transaction and read back to compare. A row
-whose key the target already holds is not written again and must be equal to the source's
-([`CopyMismatchError`][langmem_sqlite.operations.copy.CopyMismatchError] otherwise), so a
-second run copies nothing and an interrupted one resumes.
-
-With `user_id`, only that user's rows go: tables with a `user_id` column, tables with a
-`thread_id` whose thread is the user's ([`ownership`][langmem_sqlite.operations.ownership]),
-store rows under `("users", user_id)`, and rows whose foreign key points at such rows; other
-tables are left out (the report says so).
-
-The source is only read (a SQLite file is left as found) and must be at this package's schema
-version; the target is created or migrated first, its database created on its server where the
-login may. Rows keep their primary keys; on PostgreSQL the id sequences are moved past them.
+[`copy_database`][langmem_sqlite.operations.copy.copy_database] walks every table of the schema
+in foreign-key order (and fills a PostgreSQL target's pgvector table), in pages of `batch_size`
+rows by primary key, each page written in one target transaction and read back to compare. A
+row whose key the target holds already must be equal
+([`CopyMismatchError`][langmem_sqlite.operations.copy.CopyMismatchError] otherwise): a second
+run copies nothing, an interrupted one resumes. With `user_id`, only that user's rows go (by
+`user_id`, by thread [`ownership`][langmem_sqlite.operations.ownership], under
+`("users", user_id)`, or by foreign key to such rows). The source is only read and must be at
+this package's schema version; rows keep their primary keys.
 """
 
 from __future__ import annotations

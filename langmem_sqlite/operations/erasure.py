@@ -1,28 +1,15 @@
-"""Forgetting a user: one call that deletes everything the package stores about a user.
+"""Forgetting a user: [`forget_user`][langmem_sqlite.forget_user] (and
+[`aforget_user`][langmem_sqlite.aforget_user]) deletes everything the package stores about one
+user id: the user's **sessions** with their messages and summaries; the checkpointer **threads**
+that are the user's by [`ownership`][langmem_sqlite.operations.ownership]'s rule, and those
+named in `thread_ids`; the store's **items** under the user's namespaces (by default everything
+under `("users", user_id)`: facts, pending facts and the rest, expired items included).
 
-[`forget_user`][langmem_sqlite.forget_user] (and its twin
-[`aforget_user`][langmem_sqlite.aforget_user]) removes, for one user id:
-
-* the user's **sessions** of the conversation store, with their **messages**, titles and
-  running **summaries**;
-* the checkpointer **threads** that are the user's by
-  [`ownership`][langmem_sqlite.operations.ownership]'s rule, and those the caller names
-  (`thread_ids`);
-* the long-term store's **items** under the user's namespaces, by default everything under
-  `("users", user_id)`: the user's **facts** and pending facts
-  ([`UserFacts`][langmem_sqlite.store.UserFacts]) and whatever else an application keeps there,
-  expired items included.
-
-On a SQLite file it then leaves no byte of the deleted content in the database file or its
-`-wal`: the sessions are deleted with `PRAGMA secure_delete` on, `VACUUM` rewrites the file
-(older copies left in free space by earlier updates and deletes go too, whatever
-`secure_delete` default the SQLite build has), and `PRAGMA wal_checkpoint(TRUNCATE)` empties
-the write-ahead log. PostgreSQL and MariaDB keep deleted rows' bytes in their files until their
-own vacuum or purge reuses the space (and in their WAL, redo logs, binary logs and backups):
-see the README.
-
-The operation is written once as a plan of calls, each with a sync and an async half
-(`langmem_sqlite.plans`).
+On a SQLite file no byte of the deleted content stays in the file or its `-wal`: sessions are
+deleted with `PRAGMA secure_delete` on, `VACUUM` rewrites the file, and
+`PRAGMA wal_checkpoint(TRUNCATE)` empties the log. PostgreSQL and MariaDB keep deleted rows'
+bytes in their files until their own vacuum or purge reuses the space (and in their logs and
+backups): see the README.
 """
 
 from __future__ import annotations

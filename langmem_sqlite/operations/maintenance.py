@@ -1,9 +1,5 @@
-"""What the CLI's inspection and maintenance commands compute: users, table stats, retention.
-
-Everything goes through the public classes ([`ConversationStore`][langmem_sqlite.ConversationStore],
-[`SQLSaver`][langmem_sqlite.SQLSaver], [`SQLStore`][langmem_sqlite.SQLStore]) except the table
-statistics, which read row counts and sizes in SQL.
-"""
+"""What the CLI's inspection and maintenance commands compute: users, table stats, retention
+(through the public classes, but for the table statistics)."""
 
 from __future__ import annotations
 

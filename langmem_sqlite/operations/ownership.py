@@ -1,20 +1,11 @@
 """Whose thread is it: the one rule that ties checkpointer threads to users.
 
 A thread is a user's when **any** of its checkpoints' metadata names the user under one of
-[`THREAD_USER_KEYS`][langmem_sqlite.operations.ownership.THREAD_USER_KEYS] (`user_id`: LangGraph
-copies `config["configurable"]["user_id"]` there; `langgraph_auth_user_id`: the LangGraph API
-server's authenticated user), as a string or, for a numeric id, as an integer. Every checkpoint
-counts, not only the latest, so a later run without the id does not hide the thread. A thread may so
-belong to several users.
-
-[`forget_user`][langmem_sqlite.forget_user] deletes by this rule, and the listing and
-retention commands (`langmem-sqlite users`, `threads --user`, `prune --user`) and
-`copy --user` select by it ([`threads_of_user`][langmem_sqlite.operations.erasure.threads_of_user]
-finds one user's threads), so what they show is what `forget-user` deletes.
-
-A saver with searchable metadata (the default without encryption) answers from the metadata's
-JSON copy in SQL; otherwise the saver decodes each checkpoint's metadata (an
-`EncryptedSerializer` needs its key for that).
+[`THREAD_USER_KEYS`][langmem_sqlite.operations.ownership.THREAD_USER_KEYS] (LangGraph's
+`user_id`, the LangGraph API server's `langgraph_auth_user_id`), as a string or, for a numeric
+id, as an integer; a thread may belong to several users. `forget-user` deletes by this rule,
+and `users`, `threads --user`, `prune --user` and `copy --user` select by it. Without
+searchable metadata (an encrypting saver) the saver decodes each checkpoint's metadata.
 """
 
 from __future__ import annotations

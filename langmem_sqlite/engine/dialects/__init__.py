@@ -1,9 +1,6 @@
-"""One object per kind of database: what this package does differently per database.
-
-Each kind is a subclass of `Rules` in a module of its own, listed in `BUILTIN`: its engine
-settings, how a unit of work starts, which errors are transient, its column types and upserts,
-and the rules the history, the checkpointer and the store ask for (`Rules` lists them with
-their defaults). A rule that only one whole-database operation needs lives with that operation
+"""One `Rules` subclass per kind of database, each in a module of its own and listed in
+`BUILTIN`: what this package does differently per database (`Rules` lists every rule with its
+default). A rule only one whole-database operation needs lives with that operation
 (`langmem_sqlite.operations.per_database`).
 """
 

@@ -1,9 +1,6 @@
-"""`Rules`: what every kind of database must say about itself.
-
-SQLAlchemy's dialects turn statements into each database's SQL; a `Rules` object holds what
-SQLAlchemy leaves to its users: how this package opens engines for that database (pools,
-connect timeouts, per-connection settings), how a unit of work starts, and which driver errors
-are transient. Features ask the database's rules object instead of comparing dialect names.
+"""`Rules`: what SQLAlchemy leaves to its users per kind of database (engine settings, how a
+unit of work starts, which driver errors are transient, column types, upserts). Features ask
+the database's rules object instead of comparing dialect names.
 """
 
 from __future__ import annotations
@@ -37,10 +34,10 @@ class Rules:
     default_drivers: ClassVar[dict[str, str]] = {}
     """Driver used for a URL that names none (`postgresql://` -> `postgresql+psycopg`)."""
     sync_twins: ClassVar[dict[str, str]] = {}
-    """Async driver name -> the sync driver for the same database (a caller's `AsyncEngine`
-    gets a sync twin engine for the sync API)."""
+    """Async driver name -> the sync driver of the engine a caller's `AsyncEngine` gets for
+    the sync API."""
     extra: ClassVar[str | None] = None
-    """The package extra that installs the driver (`pip install ".[extra]"` in the package's checkout)."""
+    """The package extra that installs the driver."""
 
     def __init__(self, engine: Engine) -> None:
         self.sa = engine.dialect
@@ -63,14 +60,12 @@ class Rules:
 
     @classmethod
     def driver_url(cls, url: URL) -> URL:
-        """`url` less the query options this package reads itself (see `engine_kwargs`),
-        which the driver would not know."""
+        """`url` less the query options this package reads itself (see `engine_kwargs`)."""
         return url
 
     @classmethod
     def is_private(cls, url: URL) -> bool:
-        """Whether each opening of `url` is a database of its own (SQLite's `:memory:`): such
-        databases are never shared between the objects that open them."""
+        """Whether each opening of `url` is a database of its own (SQLite's `:memory:`)."""
         return False
 
     def configure(self, engine: Engine) -> None:
@@ -209,9 +204,9 @@ class Rules:
     # -- whole-database operations (copy, erasure, maintenance) ---------------------------------
 
     @contextlib.contextmanager
-    def overwriting_deletes(self, session: Any) -> Iterator[None]:
-        """Within the block, rows deleted on `session` are overwritten where they were, where
-        the database can do so (SQLite's `secure_delete`). The base rule: nothing to do."""
+    def overwriting_deletes(self, unit: Any) -> Iterator[None]:
+        """Within the block, rows `unit` deletes are overwritten where they were, where the
+        database can do so (SQLite's `secure_delete`). The base rule: nothing to do."""
         yield
 
     # -- errors --------------------------------------------------------------------------------

@@ -18,9 +18,8 @@ from .base import DEFAULT_CONNECT_TIMEOUT_S, Rules, merge_connect_args
 __all__ = ["DEFAULT_READ_TIMEOUT_S", "MySQLRules"]
 
 DEFAULT_READ_TIMEOUT_S = 3600
-"""Seconds PyMySQL waits for the server's reply to one statement (and to send one), on engines
-the package makes (`?read_timeout=N&write_timeout=N` in the URL overrides them): far above any
-statement the package sends, it only ends the wait on a server that stopped answering."""
+"""Seconds PyMySQL waits to send a statement or read its reply (`?read_timeout=N&write_timeout=N`
+in the URL overrides it): it only ends the wait on a server that stopped answering."""
 
 #: MySQL/MariaDB error number -> kind of transient failure
 _ERRORS = {
@@ -45,13 +44,9 @@ status comes with every reply, so reading it costs no round trip)."""
 def _connect_within_timeout(
     dialect: Any, _record: Any, cargs: tuple[Any, ...], cparams: dict[str, Any]
 ) -> Any:
-    """Open a PyMySQL connection whose handshake is bounded by `connect_timeout`.
-
-    PyMySQL bounds the TCP connection by `connect_timeout` but reads the server's greeting
-    and the login replies with its `read_timeout`: a server that accepts and never answers
-    would hold the caller for the whole read timeout (forever without one). The connection is
-    opened with the connect timeout as its read timeout, then given its own for statements.
-    """
+    """Open a PyMySQL connection whose handshake is bounded by `connect_timeout` (PyMySQL
+    reads the greeting and login replies with its `read_timeout`: a server that accepts and
+    never answers would hold the caller that long)."""
     handshake = cparams.get("connect_timeout") or 10  # PyMySQL's default
     conn = dialect.loaded_dbapi.connect(*cargs, **{**cparams, "read_timeout": handshake})
     conn._read_timeout = cparams.get("read_timeout")  # PyMySQL has no public setter
@@ -59,12 +54,8 @@ def _connect_within_timeout(
 
 
 def _reset_open_transaction(dbapi_connection: Any, record: Any, reset_state: Any) -> None:
-    """The pool's reset of a connection it takes back (engines made by this package, which
-    turn SQLAlchemy's unconditional `ROLLBACK` off): roll back only what is still open.
-
-    On a caller's engine, whose pool keeps its own reset, nothing is done here but for a
-    PyMySQL connection left in a transaction; a driver that reports no status (an async
-    driver's adapted connection) is left to that pool's own reset."""
+    """The pool's reset of a connection it takes back: roll back only a transaction the
+    server reports open (a driver that reports no status is left to the pool's own reset)."""
     status = getattr(dbapi_connection, "server_status", None)
     if not isinstance(status, int) or not getattr(reset_state, "asyncio_safe", True):
         return  # no status to read, or no I/O allowed here (SQLAlchemy's own reset skips too)
@@ -137,9 +128,8 @@ class MySQLRules(Rules):
     @classmethod
     def engine_kwargs(cls, url: URL) -> dict[str, Any]:
         # No ROLLBACK each time a connection goes back to the pool: every unit of work ends its
-        # own transaction, and the pool's ``reset`` event (see `configure`) rolls back
-        # only a connection whose server says a transaction is still open. A read is then two
-        # round trips (the SELECT and its COMMIT) instead of three.
+        # own transaction, and the pool's ``reset`` event (see `configure`) rolls back only a
+        # connection whose server says a transaction is still open.
         return {
             "pool_size": 10,
             "max_overflow": 22,

@@ -83,18 +83,12 @@ def _threshold(text: str) -> int | None:
 class PostgreSQLRules(Rules):
     """PostgreSQL through psycopg 3, directly or behind a transaction pooler.
 
-    On a direct connection psycopg prepares a statement on the server once it has run it 5
-    times (its `prepare_threshold`), which saves the server parsing and planning it again.
-    Behind a transaction pooler (PgBouncer in
-    `pool_mode = transaction`, and the hosted poolers that work this way) a prepared
-    statement outlives the server connection it was made on, so it is never used there. A URL
-    is taken to point at a pooler when its port is one of `POOLER_PORTS` or its host
-    names a pooler (`...-pooler...`); `?prepare_threshold=none` (or a count) in the URL
-    decides it explicitly, as does `engine_args={"connect_args": {"prepare_threshold": ...}}`.
-
-    The package keeps no session state a pooler would lose or leak to other clients: settings
-    are made per transaction (`SET LOCAL`), locks are transaction locks
-    (`pg_advisory_xact_lock`), and nothing listens for notifications.
+    Behind a transaction pooler a statement prepared on the server outlives the server
+    connection it was made on, so none is prepared there (psycopg's `prepare_threshold` off):
+    a URL is taken to point at a pooler when its port is one of `POOLER_PORTS` or its host
+    names a pooler; `?prepare_threshold=none` (or a count) in the URL, or in `connect_args`,
+    decides it explicitly. The package keeps no session state a pooler would lose: settings
+    are made with `SET LOCAL`, locks are transaction locks.
     """
 
     id_order_collation = "C"

@@ -36,18 +36,15 @@ __all__ = [
 ]
 
 SQLITE_BUSY_TIMEOUT_MS = 1_000
-"""How long one try waits inside SQLite for another process's write lock. Then the retry loop
-(`langmem_sqlite.engine.retry`) takes over: it says that the call is waiting, and bounds the
-whole wait by the call's retry deadline (a longer busy timeout would wait that long per try)."""
+"""How long one try waits inside SQLite for another process's write lock; then the retry loop
+takes over, bounded by the call's retry deadline."""
 
 SQLITE_WAL_AUTOCHECKPOINT_PAGES = 256
-"""Pages in the write-ahead log before a commit copies them into the database file (a quarter
-of SQLite's default 1,000): the log stays near 1 MiB while a database is in use."""
+"""Pages in the write-ahead log before a commit copies them into the database file: the log
+stays near 1 MiB while a database is in use."""
 
 SQLITE_JOURNAL_SIZE_LIMIT = 1024 * 1024
-"""Bytes of write-ahead log left on disk when a checkpoint lets the log start over (the rest is
-truncated): at rest, a database costs its file plus at most this much log (and the log goes
-when the last connection to the file closes)."""
+"""Bytes of write-ahead log left on disk when a checkpoint lets the log start over."""
 
 _SECURE_DELETE = {0: "OFF", 1: "ON", 2: "FAST"}
 """`PRAGMA secure_delete` values as read -> as set."""
@@ -60,13 +57,8 @@ _CANTOPEN = 14
 
 
 def _on_connect(dbapi_conn: Any, _record: Any, *, wal: bool = True) -> None:
-    """Per-connection settings: WAL (unless `wal` is false), busy timeout, NORMAL sync,
-    foreign keys, the log's bounds.
-
-    Also hands transaction control to this package (`isolation_level = None`): SQLAlchemy's
-    `begin` event (`_on_begin`) starts transactions, so that writers start with
-    `BEGIN IMMEDIATE`.
-    """
+    """Per-connection settings (WAL unless `wal` is false), and transaction control for
+    `_on_begin` (`isolation_level = None`), so that writers start with `BEGIN IMMEDIATE`."""
     dbapi_conn.isolation_level = None
     cur = dbapi_conn.cursor()
     cur.execute(f"PRAGMA busy_timeout = {SQLITE_BUSY_TIMEOUT_MS}")
@@ -83,30 +75,22 @@ def _on_connect(dbapi_conn: Any, _record: Any, *, wal: bool = True) -> None:
 
 
 def _on_connect_reading(dbapi_conn: Any, record: Any) -> None:
-    """A reading engine's connection (see
-    [`reading_database`][langmem_sqlite.engine.reading_database]): the same settings, the
-    file's journal mode left as it is, and every write refused (`PRAGMA query_only`). Being
-    read-write, the last such connection to a file in WAL mode still removes the `-wal` and
-    `-shm` files when it closes."""
+    """A reading engine's connection: the file's journal mode left as it is, every write
+    refused (`query_only`; being read-write, its last connection still removes `-wal`/`-shm`)."""
     _on_connect(dbapi_conn, record, wal=False)
     dbapi_conn.execute("PRAGMA query_only = ON")
 
 
 def _own_transactions(dbapi_conn: Any) -> None:
-    """Take transaction control back from `sqlite3` if a connection lost it: SQLAlchemy puts
-    the driver's `isolation_level` back to `""` when a connection used with the
-    `AUTOCOMMIT` option returns to the pool, and `sqlite3` would then open transactions of
-    its own before writes."""
+    """Take transaction control back from `sqlite3` (SQLAlchemy resets `isolation_level` when
+    a connection used with `AUTOCOMMIT` returns to the pool)."""
     if dbapi_conn.isolation_level is not None:
         dbapi_conn.isolation_level = None
 
 
 def _on_begin(conn: Connection) -> None:
-    """Start a SQLAlchemy `Connection`'s transaction: `BEGIN IMMEDIATE` for writers.
-
-    A deferred transaction that reads and then writes can fail with `SQLITE_BUSY` without
-    waiting for `busy_timeout`; taking the write lock up front makes writers queue instead.
-    """
+    """Start a transaction, `BEGIN IMMEDIATE` for writers (a deferred one that reads, then
+    writes can fail with `SQLITE_BUSY` at once; taking the lock first makes writers queue)."""
     options = conn.get_execution_options()
     _own_transactions(conn.connection.dbapi_connection)
     if options.get("isolation_level") == "AUTOCOMMIT" or options.get("langmem_single"):
@@ -116,11 +100,8 @@ def _on_begin(conn: Connection) -> None:
 
 
 def _enable_auto_vacuum(conn: Connection) -> None:
-    """Switch a new SQLite file to incremental auto-vacuum (a no-op once it holds data).
-
-    Runs as a step of its own (`VACUUM` cannot run in a transaction), so async callers run it
-    on the async engine instead of blocking their event loop.
-    """
+    """Switch a new SQLite file to incremental auto-vacuum (a no-op once it holds data); a step
+    of its own, as `VACUUM` cannot run in a transaction."""
     conn.execution_options(isolation_level="AUTOCOMMIT")
     if conn.exec_driver_sql("PRAGMA auto_vacuum").scalar() != 0:
         return
@@ -262,14 +243,14 @@ class SQLiteRules(Rules):
     # -- whole-database operations (copy, erasure, maintenance) ---------------------------------
 
     @contextlib.contextmanager
-    def overwriting_deletes(self, session: Any) -> Iterator[None]:
+    def overwriting_deletes(self, unit: Any) -> Iterator[None]:
         """`PRAGMA secure_delete = ON` within the block (deleted rows are overwritten with
         zeros in the pages they leave, also on builds without `SQLITE_SECURE_DELETE`), and
         the connection's setting back afterwards."""
-        was = _SECURE_DELETE.get(int(session.exec_driver_sql("PRAGMA secure_delete").scalar()))
-        session.exec_driver_sql("PRAGMA secure_delete = ON")
+        was = _SECURE_DELETE.get(int(unit.exec_driver_sql("PRAGMA secure_delete").scalar()))
+        unit.exec_driver_sql("PRAGMA secure_delete = ON")
         try:
             yield
         finally:
             if was is not None:
-                session.exec_driver_sql(f"PRAGMA secure_delete = {was}")
+                unit.exec_driver_sql(f"PRAGMA secure_delete = {was}")

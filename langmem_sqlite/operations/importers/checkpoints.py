@@ -1,11 +1,6 @@
-"""Any LangGraph checkpointer (`SqliteSaver` files, `PostgresSaver` databases) -> SQLSaver.
-
-The source is read through its own saver (`list` per thread), so whatever it stores
-(inline values, blobs, writes) comes back as LangGraph objects; they are written with
-[`SQLSaver.put`][langmem_sqlite.checkpoint.saver.SQLSaver.put] and
-[`SQLSaver.put_writes`][langmem_sqlite.checkpoint.saver.SQLSaver.put_writes] oldest first, each
-checkpoint with the channel versions that changed since its parent, exactly as a running graph
-writes them.
+"""Any LangGraph checkpointer (`SqliteSaver` files, `PostgresSaver` databases) -> SQLSaver: the
+source read through its own saver, written with `SQLSaver.put` and `put_writes` oldest first,
+each checkpoint with the channel versions that changed since its parent, as a graph writes them.
 """
 
 from __future__ import annotations
