@@ -1,9 +1,8 @@
 """The SQL of the conversation store: sessions and their messages.
 
-Every function here takes a [`Unit`][langmem_sqlite.engine.Unit] and the
-[`Tables`][langmem_sqlite.engine.schema.Tables] to use, and runs as one unit of work of
-[`Database.run`][langmem_sqlite.engine.Database.run] or `arun`: SQLAlchemy Core statements,
-values bound as parameters; what differs between databases comes from `unit.rules`.
+Each function runs in one [`Unit`][langmem_sqlite.engine.Unit] on the given `Tables`; the
+statements of appends and reads are built once per set of tables (`unit.statement`), the
+session named by the bound values `uid` and `sid`.
 """
 
 from __future__ import annotations
@@ -104,67 +103,79 @@ def _in_session(t: Tables) -> ColumnElement[bool]:
     return and_(m.session_pk == _pk(t), m.seq <= bindparam("max_seq"))
 
 
-def _create_session(unit: Unit, t: Tables, key: SessionKey, now: int, **extra: Any) -> None:
-    """Create a session row unless it exists (another writer may create it concurrently)."""
-    new = {"message_count": 0, "token_total": 0, "created_at": now, "updated_at": now}
-    values = {"user_id": key.user_id, "session_id": key.session_id, **new, **extra}
-    build = partial(unit.rules.insert_ignore, t.sessions, ("user_id", "session_id"))
-    unit.execute(unit.statement((t.key, "history.create"), build), values)
+class _Statements:
+    """The statements of appends and reads for one set of tables, built once per engine."""
+
+    def __init__(self, unit: Unit, t: Tables) -> None:
+        s, m = t.sessions.c, t.messages.c
+        in_session = _in_session(t)
+        self.create = unit.rules.insert_ignore(t.sessions, ("user_id", "session_id"))
+        self.bump = _add_counts(t, _match(t)).values(updated_at=bindparam("now"))
+        if unit.connection.dialect.update_returning:
+            self.bump = self.bump.returning(s.id, s.message_count, s.token_total)
+        self.counts = select(s.id, s.message_count, s.token_total).where(_match(t))
+        self.unbump = _add_counts(t, s.id == bindparam("pk"))
+        mine = and_(m.session_pk == bindparam("pk"), m.write_token == bindparam("token"))
+        self.written = select(m.id).where(mine).limit(1)
+        ids = m.message_id.in_(bindparam("ids", expanding=True))
+        self.ids = select(m.message_id).where(m.session_pk == _pk(t), ids)
+        self.insert = insert(t.messages)
+        rows = select(m.seq, m.body).where(in_session)
+        self.all = rows.order_by(m.seq)
+        self.last = rows.order_by(m.seq.desc()).limit(bindparam("limit"))
+        self.summary = select(s.summary).where(_match(t))
+        self.after = rows.where(m.seq > bindparam("after")).order_by(m.seq)
+        self.window = _window(t, False)
+        self.snapshot_window = _window(t, True)
+
+
+def _statements(unit: Unit, t: Tables) -> _Statements:
+    return unit.statement((t.key, "history"), partial(_Statements, unit, t))  # type: ignore[no-any-return]
+
+
+def _window(t: Tables, snapshot: bool) -> Any:
+    """The messages from where `tokens_before >= total - :budget` (see `read_token_window`)."""
+    s, m = t.sessions.c, t.messages.c
+    if snapshot:
+        at_snapshot = and_(m.session_pk == _pk(t), m.seq == bindparam("max_seq"))
+        total = select(m.tokens_before + m.token_count).where(at_snapshot).scalar_subquery()
+        where = _in_session(t)
+    else:
+        total = select(s.token_total).where(_match(t)).scalar_subquery()
+        where = m.session_pk == _pk(t)
+    q = select(m.seq, m.type, m.body)
+    return q.where(where, m.tokens_before >= total - bindparam("budget")).order_by(m.seq)
 
 
 def _add_counts(t: Tables, where: Any) -> Any:
-    """Add `n` messages and `tokens` to the counts of the session `where` selects."""
+    """Add `:n` messages and `:tokens` to the counts of the session `where` selects."""
     s = t.sessions.c
     n, tokens = s.message_count + bindparam("n"), s.token_total + bindparam("tokens")
     return update(t.sessions).where(where).values(message_count=n, token_total=tokens)
 
 
-def _bump_stmt(unit: Unit, t: Tables) -> Any:
-    s = t.sessions.c
-    stmt = _add_counts(t, _match(t)).values(updated_at=bindparam("now"))
-    if unit.connection.dialect.update_returning:
-        stmt = stmt.returning(s.id, s.message_count, s.token_total)
-    return stmt
-
-
-def _counts_stmt(t: Tables) -> Any:
-    s = t.sessions.c
-    return select(s.id, s.message_count, s.token_total).where(_match(t))
+def _create_session(unit: Unit, t: Tables, key: SessionKey, now: int, **extra: Any) -> None:
+    """Create a session row unless it exists (another writer may create it concurrently)."""
+    new = {"message_count": 0, "token_total": 0, "created_at": now, "updated_at": now}
+    values = {"user_id": key.user_id, "session_id": key.session_id, **new, **extra}
+    unit.execute(_statements(unit, t).create, values)
 
 
 def _bump(unit: Unit, t: Tables, key: SessionKey, n: int, tokens: int, now: int) -> Any:
     """Reserve `n` positions in the session; return (pk, count_after, tokens_after) or None."""
+    stmts = _statements(unit, t)
     params = {**_key(key), "n": n, "tokens": tokens, "now": now}
-    bump = unit.statement((t.key, "history.bump"), partial(_bump_stmt, unit, t))
-    res = unit.execute(bump, params)
+    res = unit.execute(stmts.bump, params)
     if res.returns_rows:
         return res.first()
     if res.rowcount == 0:
         return None
-    counts = unit.statement((t.key, "history.counts"), partial(_counts_stmt, t))
-    return unit.execute(counts, params).first()
-
-
-def _unbump_stmt(t: Tables) -> Any:
-    return _add_counts(t, t.sessions.c.id == bindparam("pk"))
+    return unit.execute(stmts.counts, params).first()
 
 
 def _unbump(unit: Unit, t: Tables, pk: int, n: int, tokens: int) -> None:
     """Give back `n` positions and `tokens` reserved by `_bump`."""
-    stmt = unit.statement((t.key, "history.unbump"), partial(_unbump_stmt, t))
-    unit.execute(stmt, {"pk": pk, "n": -n, "tokens": -tokens})
-
-
-def _written_stmt(t: Tables) -> Any:
-    m = t.messages.c
-    mine = and_(m.session_pk == bindparam("pk"), m.write_token == bindparam("token"))
-    return select(m.id).where(mine).limit(1)
-
-
-def _written(unit: Unit, t: Tables, pk: int, token: str) -> bool:
-    """Whether the session `pk` holds the first row of the append `token`."""
-    stmt = unit.statement((t.key, "history.written"), partial(_written_stmt, t))
-    return unit.execute(stmt, {"pk": pk, "token": token}).first() is not None
+    unit.execute(_statements(unit, t).unbump, {"pk": pk, "n": -n, "tokens": -tokens})
 
 
 @dataclass
@@ -214,7 +225,8 @@ def add_messages(
     pk, count, total = got
     if append is not None:
         append.tries += 1
-        if append.tries > 1 and _written(unit, t, pk, append.token):
+        mine = {"pk": pk, "token": append.token}
+        if append.tries > 1 and unit.execute(_statements(unit, t).written, mine).first():
             # the earlier attempt committed: give back the positions just reserved
             _unbump(unit, t, pk, len(rows), tokens)
             return Appended(append.written, int(count) - len(rows))
@@ -256,16 +268,8 @@ def add_messages(
         seq += 1
         before += r.token_count
     if params:
-        unit.execute(unit.statement((t.key, "history.insert"), partial(insert, t.messages)), params)
+        unit.execute(_statements(unit, t).insert, params)
     return Appended(len(kept), int(count))
-
-
-def _messages_stmt(t: Tables, last: bool) -> Any:
-    m = t.messages.c
-    q = select(m.seq, m.body).where(_in_session(t))
-    if last:
-        return q.order_by(m.seq.desc()).limit(bindparam("limit"))
-    return q.order_by(m.seq)
 
 
 def read_messages(
@@ -273,19 +277,10 @@ def read_messages(
 ) -> list[tuple[int, str]]:
     """`(seq, body)` of the session's messages in order; the last `limit` if given (`max_seq`
     hides messages added after a snapshot)."""
-    last = limit is not None
-    stmt = unit.statement((t.key, "history.messages", last), partial(_messages_stmt, t, last))
-    rows = unit.execute(stmt, {**_key(key, max_seq), "limit": limit}).all()
-    return rows[::-1] if last else rows
-
-
-def _summary_stmt(t: Tables) -> Any:
-    return select(t.sessions.c.summary).where(_match(t))
-
-
-def _after_stmt(t: Tables) -> Any:
-    m = t.messages.c
-    return select(m.seq, m.body).where(_in_session(t), m.seq > bindparam("after")).order_by(m.seq)
+    stmts = _statements(unit, t)
+    if limit is None:
+        return unit.execute(stmts.all, _key(key, max_seq)).all()
+    return unit.execute(stmts.last, {**_key(key, max_seq), "limit": limit}).all()[::-1]
 
 
 def read_after_summary(
@@ -296,9 +291,9 @@ def read_after_summary(
     The record's `upto_seq` (the position of the last summarized message, if the record has
     one) bounds the read, so its cost follows what is not yet summarized, not the history.
     """
+    stmts = _statements(unit, t)
     params = _key(key, max_seq)
-    summary_stmt = unit.statement((t.key, "history.summary"), partial(_summary_stmt, t))
-    summary = unit.execute(summary_stmt, params).scalar()
+    summary = unit.execute(stmts.summary, params).scalar()
     after = -1
     if summary:
         try:
@@ -307,21 +302,7 @@ def read_after_summary(
             after = -1  # not a record of ours: read everything, the policy validates it
         if not -1 <= after < _NO_MAX:
             after = -1  # no position of this session: read everything
-    stmt = unit.statement((t.key, "history.after"), partial(_after_stmt, t))
-    return summary, unit.execute(stmt, {**params, "after": after}).all()
-
-
-def _window_stmt(t: Tables, snapshot: bool) -> Any:
-    s, m = t.sessions.c, t.messages.c
-    if snapshot:
-        at_snapshot = and_(m.session_pk == _pk(t), m.seq == bindparam("max_seq"))
-        total = select(m.tokens_before + m.token_count).where(at_snapshot).scalar_subquery()
-        where = _in_session(t)
-    else:
-        total = select(s.token_total).where(_match(t)).scalar_subquery()
-        where = m.session_pk == _pk(t)
-    q = select(m.seq, m.type, m.body)
-    return q.where(where, m.tokens_before >= total - bindparam("budget")).order_by(m.seq)
+    return summary, unit.execute(stmts.after, {**params, "after": after}).all()
 
 
 def read_token_window(
@@ -332,16 +313,9 @@ def read_token_window(
 
     The suffix starts where `tokens_before >= total - budget`, the total being the session's,
     or (under a snapshot) the running sum at the snapshot's last message."""
-    snapshot = max_seq is not None
-    build = partial(_window_stmt, t, snapshot)
-    stmt = unit.statement((t.key, "history.window", snapshot), build)
+    stmts = _statements(unit, t)
+    stmt = stmts.window if max_seq is None else stmts.snapshot_window
     return unit.execute(stmt, {**_key(key, max_seq), "budget": budget}).all()
-
-
-def _ids_stmt(t: Tables) -> Any:
-    m = t.messages.c
-    ids = m.message_id.in_(bindparam("ids", expanding=True))
-    return select(m.message_id).where(m.session_pk == _pk(t), ids)
 
 
 def existing_message_ids(
@@ -349,7 +323,7 @@ def existing_message_ids(
 ) -> set[str]:
     """Which of `message_ids` the session already holds (read a chunk of ids at a time)."""
     known = set[str]()
-    stmt = unit.statement((t.key, "history.ids"), partial(_ids_stmt, t))
+    stmt = _statements(unit, t).ids
     for i in range(0, len(message_ids), _CHUNK):
         chunk = list(message_ids[i : i + _CHUNK])
         known.update(unit.execute(stmt, {**_key(key), "ids": chunk}).scalars())
