@@ -8,7 +8,7 @@ import json
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
-from sqlalchemy import and_, delete, exists, func, literal, or_, select
+from sqlalchemy import Table, and_, delete, exists, func, literal, or_, select
 from sqlalchemy.sql.elements import ColumnElement
 
 from ..engine.schema import Tables
@@ -40,15 +40,14 @@ def _exact_in(cols: Sequence[Any], keys: Sequence[tuple[Any, ...]]) -> ColumnEle
     return terms[0] if len(terms) == 1 else or_(*terms)
 
 
+def _thread_tables(t: Tables) -> tuple[Table, ...]:
+    return (t.checkpoints, t.checkpoint_blobs, t.checkpoint_writes, t.checkpoint_threads)
+
+
 def delete_threads(unit: Unit, t: Tables, thread_ids: Sequence[str]) -> None:
     """Delete every checkpoint, blob, write and thread row of the threads."""
     for part in chunks(list(thread_ids)):
-        for table in (
-            t.checkpoint_writes,
-            t.checkpoint_blobs,
-            t.checkpoints,
-            t.checkpoint_threads,
-        ):
+        for table in _thread_tables(t):
             unit.execute(delete(table).where(table.c.thread_id.in_(part)))
 
 
@@ -169,7 +168,7 @@ def copy_thread(unit: Unit, t: Tables, source: str, target: str, now: int) -> No
     c = t.checkpoints.c
     if unit.execute(select(c.thread_id).where(c.thread_id == target).limit(1)).first():
         raise ValueError(f"target_thread_id: thread {target!r} already has checkpoints")
-    for table in (t.checkpoints, t.checkpoint_blobs, t.checkpoint_writes, t.checkpoint_threads):
+    for table in _thread_tables(t):
         new = {"thread_id": literal(target, table.c.thread_id.type)}
         if table is t.checkpoint_threads:  # a new thread: created and updated now
             new |= {"created_at": literal(now), "updated_at": literal(now)}
