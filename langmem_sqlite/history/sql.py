@@ -415,11 +415,7 @@ def get_session(unit: Unit, t: Tables, key: SessionKey) -> SessionInfo | None:
 
 
 def list_sessions(
-    unit: Unit,
-    t: Tables,
-    user_id: str | None,
-    limit: int | None,
-    offset: int,
+    unit: Unit, t: Tables, user_id: str | None, limit: int | None, offset: int
 ) -> list[SessionInfo]:
     """Sessions, most recently active first; one user's when `user_id` is given."""
     s = t.sessions.c
