@@ -65,14 +65,10 @@ def _sql_comparable(value: Any) -> bool:
 def prefilter(
     column: Any, filter: Mapping[str, Any], dialect: Rules | str
 ) -> list[ColumnElement[bool]]:
-    """SQL conditions on the JSON copy `column` that every match of `filter` satisfies.
-
-    The dialect object's `metadata_contains`
-    makes them (`dialect`: that object, or a SQLAlchemy dialect name): keys and values are
-    bound as data, never spelled into a JSON path, so a key of any spelling (non-ASCII, `"`,
-    `\\`, `.`, `-`...) matches exactly that key. Only str and 64-bit int values are
-    compared in SQL. The conditions may over-select; `matches` then decides.
-    """
+    """SQL conditions on the JSON copy `column` that every match of `filter` satisfies, made
+    by `metadata_contains` of the rules (`dialect`: the rules, or a SQLAlchemy dialect name).
+    Only str and 64-bit int values are compared in SQL; the conditions may over-select,
+    `matches` then decides."""
     safe = {k: v for k, v in filter.items() if _json_key(k) and _sql_comparable(v)}
     if not safe:
         return []

@@ -1,9 +1,6 @@
-"""The operations of [`SQLSaver`][langmem_sqlite.SQLSaver], each written once as a
-[`Plan`][langmem_sqlite.engine.Plan] taking the saver: its sync method runs the plan with
-[`Database.drive`][langmem_sqlite.engine.Database.drive], its async twin with
-[`Database.adrive`][langmem_sqlite.engine.Database.adrive]. A plan checks its arguments, encodes
-values outside any transaction, and yields the steps that run the SQL (`puts`, `reads`,
-`threads`)."""
+"""The operations of [`SQLSaver`][langmem_sqlite.SQLSaver], each a
+[`Plan`][langmem_sqlite.engine.Plan] that checks its arguments, encodes values outside any
+transaction, and yields the steps that run the SQL (`puts`, `reads`, `threads`)."""
 
 from __future__ import annotations
 
@@ -49,7 +46,7 @@ from .records import (
     split_versions,
     version_text,
 )
-from .storage import DELTA, ListCache, ListState, Resolver, encode_channel, key_hash
+from .storage import DELTA, ListCache, ListState, encode_channel, key_hash, read_value
 
 __all__ = [
     "Pager",
@@ -103,14 +100,13 @@ class Pager:
         else:
             last = rows[-1]
             self.cursor = (last.checkpoint_id, last.thread_id, last.ns_hash)
-        resolver = Resolver(partial(_loads, self.saver), blobs)
         out = []
         for row in rows:
             metadata = _loads(self.saver, row.metadata_type, row.metadata)
             if self.filter and not matches(metadata, self.filter):
                 continue
             key = (row.thread_id, row.ns_hash, row.checkpoint_id)
-            out.append(_tuple(self.saver, row, metadata, writes.get(key, []), resolver, False))
+            out.append(_tuple(self.saver, row, metadata, writes.get(key, []), blobs, False))
         if self.left is not None:
             out = out[: self.left]
             self.left -= len(out)
@@ -136,12 +132,8 @@ def setup(saver: Saver) -> Plan[None]:
 
 
 def _op(saver: Saver, fn: Any, *args: Any, write: bool = False, single: bool = False) -> Plan[Any]:
-    """Run `fn(unit, tables, *args)` in a transaction.
-
-    `single`: `fn` makes one statement, or only reads rows that are never updated in place;
-    where the dialect says so (`checkpoint_single_autocommits`: PostgreSQL) it then runs in
-    autocommit mode, without BEGIN and COMMIT round trips.
-    """
+    """Run `fn(unit, tables, *args)` in a transaction (`single`: `fn` makes one statement or
+    reads only rows never updated in place, and runs in autocommit where the rules allow it)."""
     yield from setup(saver)
     single = single and saver.db.rules.checkpoint_single_autocommits
     return (yield Step(fn, (saver.tables, *args), write=write, single=single))
@@ -156,7 +148,7 @@ def _tuple(
     row: Any,
     metadata: Any,
     writes: Sequence[Any],
-    resolver: Resolver,
+    blobs: Mapping[tuple[str, ...], Any],
     remember: bool,
 ) -> CheckpointTuple:
     """The checkpoint tuple of `row`, every value decoded afresh. `remember`: note
@@ -164,10 +156,12 @@ def _tuple(
     versions = json.loads(row.versions)
     ns = row.checkpoint_ns
     values: dict[str, Any] = {}
+    load = partial(_loads, saver)
+    remember = remember and saver.lists.size > 0
     for ch, v in versions.items():  # the channels with rows (see split_versions)
         key = (row.thread_id, row.ns_hash, key_hash(ch), str(v))
-        if resolver.has_value(key):
-            values[ch], state = resolver.value_and_state(key, remember and saver.lists.size > 0)
+        if key in blobs:
+            values[ch], state = read_value(load, blobs, key, remember)
             if state is not None:
                 saver.lists.put((row.thread_id, ns, ch), state)
     checkpoint = _loads(saver, row.type, row.checkpoint)
@@ -198,7 +192,7 @@ def get_tuple(saver: Saver, config: RunnableConfig) -> Plan[CheckpointTuple | No
         return None
     row, writes, blobs = found
     metadata = _loads(saver, row.metadata_type, row.metadata)
-    return _tuple(saver, row, metadata, writes, Resolver(partial(_loads, saver), blobs), True)
+    return _tuple(saver, row, metadata, writes, blobs, True)
 
 
 def pager(
@@ -348,7 +342,6 @@ def delta_channel_history(
     found = yield from _op(saver, reads.delta_walk, s.thread_id, s.ns_hash, s.checkpoint_id, chans)
     if found is None:
         return out
-    resolver = Resolver(partial(_loads, saver), found.blobs)
     for ch in chans:
         seed = found.seeds.get(ch)
         idx = seed[0] if seed is not None else len(found.path) - 1
@@ -361,7 +354,7 @@ def delta_channel_history(
             collected += [(w.task_id, w.channel, _loads(saver, w.type, w.value)) for w in rows]
         entry: DeltaChannelHistory = {"writes": collected}
         if seed is not None:
-            entry["seed"] = resolver.value(seed[1])
+            entry["seed"] = read_value(partial(_loads, saver), found.blobs, seed[1])[0]
         out[ch] = entry
     return out
 

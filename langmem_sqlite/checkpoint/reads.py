@@ -138,7 +138,7 @@ def blobs_for(
 ) -> dict[BlobKey, Any]:
     """Blob rows by key, plus (unless `keys_only`: whether they exist, not their values) every
     row the deltas among them are built on; a base that no longer exists is left out (the
-    resolver then raises)."""
+    `read_value` then raises)."""
     into: dict[BlobKey, Any] = {}
     stmt = unit.statement((t.key, "ckpt.blobs", keys_only), partial(_blobs_stmt, t, keys_only))
     for (tid, nsh), group in _scope_groups(keys).items():

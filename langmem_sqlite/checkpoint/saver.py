@@ -1,9 +1,6 @@
 """`SQLSaver`: a LangGraph checkpointer on SQLite, PostgreSQL or MariaDB/MySQL, sync and async.
 
-Every operation is a [`Plan`][langmem_sqlite.engine.Plan] written once in `plans`; each sync
-method runs it with [`Database.drive`][langmem_sqlite.engine.Database.drive], its async twin
-with [`Database.adrive`][langmem_sqlite.engine.Database.adrive]. Each transaction checks a
-connection out of the pool; `list()` reads page by page and holds nothing while it yields.
+Each method drives the operation's plan (`plans`) with `Database.drive` or `Database.adrive`.
 """
 
 from __future__ import annotations

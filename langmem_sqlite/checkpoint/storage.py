@@ -31,13 +31,13 @@ __all__ = [
     "BlobRow",
     "ListCache",
     "ListState",
-    "Resolver",
     "common_prefix",
     "encode_channel",
     "fingerprint_serde",
     "item_digests",
     "key_hash",
     "next_version",
+    "read_value",
 ]
 
 VALUE = "v"
@@ -310,63 +310,46 @@ def encode_channel(
 # -- reading ---------------------------------------------------------------------------------
 
 
-class Resolver:
-    """Turns fetched blob rows back into values, decoding them afresh for each value.
-
-    `rows` maps `(thread_id, ns_hash, channel_hash, version)` to a row with `kind`,
-    `type`, `value`, `base_version`, `base_len`, `root_version` and `depth`;
-    `loads(type, data)` decodes a stored value. Two values built from the same rows share no
-    object: each is the caller's own.
-    """
-
-    def __init__(self, loads: Callable[[str, Any], Any], rows: Mapping[tuple[str, ...], Any]):
-        self.loads = loads
-        self.rows = rows
-
-    def has_value(self, key: tuple[str, ...]) -> bool:
-        """True if a value is stored under `key`."""
-        return key in self.rows
-
-    def value(self, key: tuple[str, ...]) -> Any:
-        """The value stored under `key`, decoded afresh."""
-        return self.value_and_state(key, False)[0]
-
-    def value_and_state(
-        self, key: tuple[str, ...], state: bool = True
-    ) -> tuple[Any, ListState | None]:
-        """The value stored under `key` and, for a list stored with digests, its
-        `ListState` (when `state`)."""
-        row = self.rows[key]
-        if row.root_version is None:  # not a list
-            return self.loads(row.type, row.value), None
-        chain = [(key, row)]
-        while row.kind == DELTA:
-            cur = (*key[:3], row.base_version)
-            row = self.rows.get(cur)
-            if row is None or len(chain) > MAX_DELTA_DEPTH:
-                raise LookupError(f"checkpoint storage: list version {cur[3]!r} is missing")
-            chain.append((cur, row))
-        items: list[Any] = []
-        digests: bytes | None = b""
-        root_len = 0
-        for k, row in reversed(chain):
-            decoded, its_digests = _unpack(self.loads(row.type, row.value))
-            if row.kind != DELTA:
-                items, digests, root_len = decoded, its_digests, len(decoded)
-                continue
-            if row.base_len > len(items):
-                raise LookupError(f"checkpoint storage: list version {k[3]!r} is damaged")
-            if row.base_len == len(items):
-                items.extend(decoded)
-            else:
-                items = items[: row.base_len] + decoded
-            if digests is not None and its_digests is not None:
-                digests = digests[: row.base_len * DIGEST_SIZE] + its_digests
-            else:
-                digests = None
-        if not state or digests is None:
-            return items, None
-        return items, _state_of(chain, digests, root_len)
+def read_value(
+    loads: Callable[[str, Any], Any],
+    rows: Mapping[tuple[str, ...], Any],
+    key: tuple[str, ...],
+    state: bool = False,
+) -> tuple[Any, ListState | None]:
+    """The value stored under `key` in the fetched blob `rows`, decoded afresh (two values
+    read from the same rows share no object) and, for a list stored with digests, its
+    `ListState` (when `state`). `loads(type, data)` decodes a stored value."""
+    row = rows[key]
+    if row.root_version is None:  # not a list
+        return loads(row.type, row.value), None
+    chain = [(key, row)]
+    while row.kind == DELTA:
+        cur = (*key[:3], row.base_version)
+        row = rows.get(cur)
+        if row is None or len(chain) > MAX_DELTA_DEPTH:
+            raise LookupError(f"checkpoint storage: list version {cur[3]!r} is missing")
+        chain.append((cur, row))
+    items: list[Any] = []
+    digests: bytes | None = b""
+    root_len = 0
+    for k, row in reversed(chain):
+        decoded, its_digests = _unpack(loads(row.type, row.value))
+        if row.kind != DELTA:
+            items, digests, root_len = decoded, its_digests, len(decoded)
+            continue
+        if row.base_len > len(items):
+            raise LookupError(f"checkpoint storage: list version {k[3]!r} is damaged")
+        if row.base_len == len(items):
+            items.extend(decoded)
+        else:
+            items = items[: row.base_len] + decoded
+        if digests is not None and its_digests is not None:
+            digests = digests[: row.base_len * DIGEST_SIZE] + its_digests
+        else:
+            digests = None
+    if not state or digests is None:
+        return items, None
+    return items, _state_of(chain, digests, root_len)
 
 
 def _state_of(chain: list[tuple[tuple[str, ...], Any]], digests: bytes, root_len: int) -> ListState:

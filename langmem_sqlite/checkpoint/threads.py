@@ -8,7 +8,7 @@ import json
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
-from sqlalchemy import and_, delete, exists, func, literal, or_, select
+from sqlalchemy import Table, and_, delete, exists, func, literal, or_, select
 from sqlalchemy.sql.elements import ColumnElement
 
 from ..engine.schema import Tables
@@ -40,15 +40,14 @@ def _exact_in(cols: Sequence[Any], keys: Sequence[tuple[Any, ...]]) -> ColumnEle
     return terms[0] if len(terms) == 1 else or_(*terms)
 
 
+def _thread_tables(t: Tables) -> tuple[Table, ...]:
+    return (t.checkpoints, t.checkpoint_blobs, t.checkpoint_writes, t.checkpoint_threads)
+
+
 def delete_threads(unit: Unit, t: Tables, thread_ids: Sequence[str]) -> None:
     """Delete every checkpoint, blob, write and thread row of the threads."""
     for part in chunks(list(thread_ids)):
-        for table in (
-            t.checkpoint_writes,
-            t.checkpoint_blobs,
-            t.checkpoints,
-            t.checkpoint_threads,
-        ):
+        for table in _thread_tables(t):
             unit.execute(delete(table).where(table.c.thread_id.in_(part)))
 
 
@@ -56,19 +55,14 @@ def _gc_blobs(unit: Unit, t: Tables, thread_id: str, ns_hash: str) -> None:
     """Delete the blobs of `(thread, ns)` that no remaining checkpoint needs."""
     c, b = t.checkpoints.c, t.checkpoint_blobs.c
     keep: set[tuple[str, str]] = set()
-    for (versions,) in unit.execute(
-        select(c.versions).where(c.thread_id == thread_id, c.ns_hash == ns_hash)
-    ):
+    q = select(c.versions).where(c.thread_id == thread_id, c.ns_hash == ns_hash)
+    for versions in unit.execute(q).scalars():
         keep.update((key_hash(ch), str(v)) for ch, v in json.loads(versions).items())
     base: dict[tuple[str, str], tuple[str, str] | None] = {}
-    for r in unit.execute(
-        select(b.channel_hash, b.version, b.kind, b.base_version).where(
-            b.thread_id == thread_id, b.ns_hash == ns_hash
-        )
-    ):
-        base[(r.channel_hash, r.version)] = (
-            (r.channel_hash, r.base_version) if r.kind == DELTA else None
-        )
+    scope = (b.thread_id == thread_id, b.ns_hash == ns_hash)
+    for r in unit.execute(select(b.channel_hash, b.version, b.kind, b.base_version).where(*scope)):
+        delta = r.kind == DELTA
+        base[(r.channel_hash, r.version)] = (r.channel_hash, r.base_version) if delta else None
     todo = [k for k in keep if k in base]
     while todo:
         parent = base.get(todo.pop())
@@ -77,46 +71,28 @@ def _gc_blobs(unit: Unit, t: Tables, thread_id: str, ns_hash: str) -> None:
             todo.append(parent)
     drop = [k for k in base if k not in keep]
     for part in chunks(drop):
-        unit.execute(
-            delete(t.checkpoint_blobs).where(
-                b.thread_id == thread_id,
-                b.ns_hash == ns_hash,
-                _exact_in((b.channel_hash, b.version), part),
-            )
-        )
+        gone = _exact_in((b.channel_hash, b.version), part)
+        unit.execute(delete(t.checkpoint_blobs).where(*scope, gone))
 
 
 def _drop_empty_threads(unit: Unit, t: Tables, thread_ids: Iterable[str]) -> None:
     c, th = t.checkpoints.c, t.checkpoint_threads
+    empty = ~exists(select(c.thread_id).where(c.thread_id == th.c.thread_id))
     for part in chunks(list(dict.fromkeys(thread_ids))):
-        unit.execute(
-            delete(th).where(
-                th.c.thread_id.in_(part),
-                ~exists(select(c.thread_id).where(c.thread_id == th.c.thread_id)),
-            )
-        )
+        unit.execute(delete(th).where(th.c.thread_id.in_(part), empty))
 
 
 def delete_for_runs(unit: Unit, t: Tables, run_ids: Sequence[str]) -> None:
     """Delete the checkpoints made by the runs, their writes, and blobs nobody needs any more."""
-    c, w = t.checkpoints.c, t.checkpoint_writes.c
+    c = t.checkpoints.c
     victims: list[tuple[str, str, str]] = []
     for part in chunks(list(run_ids)):
-        victims += [
-            (r.thread_id, r.ns_hash, r.checkpoint_id)
-            for r in unit.execute(
-                select(c.thread_id, c.ns_hash, c.checkpoint_id).where(c.run_id.in_(part))
-            )
-        ]
+        q = select(c.thread_id, c.ns_hash, c.checkpoint_id).where(c.run_id.in_(part))
+        victims += [(r.thread_id, r.ns_hash, r.checkpoint_id) for r in unit.execute(q)]
     for part in chunks(victims):
-        unit.execute(
-            delete(t.checkpoints).where(_exact_in((c.thread_id, c.ns_hash, c.checkpoint_id), part))
-        )
-        unit.execute(
-            delete(t.checkpoint_writes).where(
-                _exact_in((w.thread_id, w.ns_hash, w.checkpoint_id), part)
-            )
-        )
+        for table in (t.checkpoints, t.checkpoint_writes):
+            key = (table.c.thread_id, table.c.ns_hash, table.c.checkpoint_id)
+            unit.execute(delete(table).where(_exact_in(key, part)))
     scopes = dict.fromkeys((v[0], v[1]) for v in victims)
     for thread_id, ns_hash in scopes:
         _gc_blobs(unit, t, thread_id, ns_hash)
@@ -136,10 +112,8 @@ def prune_keep_latest(
     metadata, which only the saver can decode).
     """
     c = t.checkpoints.c
-    nss = unit.execute(
-        select(c.ns_hash).where(c.thread_id == thread_id).group_by(c.ns_hash)
-    ).scalars()
-    for ns_hash in list(nss):
+    q = select(c.ns_hash).where(c.thread_id == thread_id).group_by(c.ns_hash)
+    for ns_hash in unit.execute(q).scalars().all():
         latest = find_checkpoint(unit, t, thread_id, ns_hash, None)
         assert latest is not None
         keep = [latest.checkpoint_id]
@@ -169,7 +143,7 @@ def copy_thread(unit: Unit, t: Tables, source: str, target: str, now: int) -> No
     c = t.checkpoints.c
     if unit.execute(select(c.thread_id).where(c.thread_id == target).limit(1)).first():
         raise ValueError(f"target_thread_id: thread {target!r} already has checkpoints")
-    for table in (t.checkpoints, t.checkpoint_blobs, t.checkpoint_writes, t.checkpoint_threads):
+    for table in _thread_tables(t):
         new = {"thread_id": literal(target, table.c.thread_id.type)}
         if table is t.checkpoint_threads:  # a new thread: created and updated now
             new |= {"created_at": literal(now), "updated_at": literal(now)}
@@ -192,12 +166,7 @@ def list_threads(
 ) -> list[ThreadInfo]:
     """Threads, most recently updated first, with their checkpoint counts (no blob is read)."""
     th, c = t.checkpoint_threads.c, t.checkpoints.c
-    count = (
-        select(func.count())
-        .select_from(t.checkpoints)
-        .where(c.thread_id == th.thread_id)
-        .scalar_subquery()
-    )
+    count = select(func.count()).where(c.thread_id == th.thread_id).scalar_subquery()
     q = select(th.thread_id, th.created_at, th.updated_at, th.metadata, count.label("n"))
     for cond in conditions:
         q = q.where(cond)
@@ -213,11 +182,8 @@ def list_threads(
 def delete_idle_threads(unit: Unit, t: Tables, cutoff: int, limit: int) -> list[str]:
     """Delete up to `limit` threads not updated since `cutoff` (ms); return their ids."""
     th = t.checkpoint_threads.c
-    ids = list(
-        unit.execute(
-            select(th.thread_id).where(th.updated_at < cutoff).order_by(th.updated_at).limit(limit)
-        ).scalars()
-    )
+    q = select(th.thread_id).where(th.updated_at < cutoff).order_by(th.updated_at).limit(limit)
+    ids = list(unit.execute(q).scalars())
     if ids:
         delete_threads(unit, t, ids)
     return ids

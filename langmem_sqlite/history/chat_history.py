@@ -1,8 +1,6 @@
-"""`SQLChatMessageHistory`: a thin `BaseChatMessageHistory` over
+"""`SQLChatMessageHistory`: a `BaseChatMessageHistory` over
 [`ConversationStore`][langmem_sqlite.ConversationStore], a drop-in for langchain-community's.
-
-Construction runs no SQL and opens no pool (`RunnableWithMessageHistory` builds one history
-per turn); sync and async methods both work whatever the connection is.
+Construction runs no SQL and opens no pool (`RunnableWithMessageHistory` builds one per turn).
 """
 
 from __future__ import annotations
@@ -10,6 +8,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from langchain_core.chat_history import BaseChatMessageHistory
 from langchain_core.messages import BaseMessage, get_buffer_string
 from langchain_core.runnables.utils import ConfigurableFieldSpec
 
@@ -19,11 +18,6 @@ from ..messages.counting import MessageCounter
 from ..validation import IdLike, check_positive
 from .store import ConversationStore
 
-try:  # langchain-core deprecates this base class for 2.0; the store does not need it.
-    from langchain_core.chat_history import BaseChatMessageHistory as _Base
-except ImportError:  # pragma: no cover - langchain-core without chat_history
-    _Base = object  # type: ignore[assignment,misc]
-
 __all__ = [
     "USER_CONVERSATION_FIELDS",
     "SQLChatMessageHistory",
@@ -32,7 +26,7 @@ __all__ = [
 ]
 
 
-class SQLChatMessageHistory(_Base):  # type: ignore[misc,valid-type]
+class SQLChatMessageHistory(BaseChatMessageHistory):
     """Chat message history stored in SQL, per user and per session.
 
     Args:

@@ -1,16 +1,9 @@
-"""Messages to and from the JSON text stored in the `body` column.
+"""Messages to and from the JSON text of the `body` column: LangChain's `message_to_dict`
+shape (readable by langchain-community's `SQLChatMessageHistory`, and the other way round).
 
-The stored shape is LangChain's own `message_to_dict` output, `{"type": ..., "data": ...}`,
-written as UTF-8 JSON (non-ASCII is not escaped), so rows written by langchain-community's
-`SQLChatMessageHistory` read back unchanged and rows written here are readable by it.
-
-Values plain JSON has no type for (`datetime`, `date`, `time`, `timedelta`, `bytes`, `UUID`,
-`Decimal`, `set`, `frozenset`, `tuple`, non-finite floats, a dict with a `"__lmsql__"` key) are
-kept losslessly as tagged objects `{"__lmsql__": KIND, "v": ...}`. Anything else is refused with
-`TypeError`: reviving arbitrary classes from database contents would let whoever can write to
-the database run code.
-
-Decoding never revives LangChain `lc` objects (`messages_from_dict` keeps them as data).
+Values JSON has no type for (`datetime`, `bytes`, `UUID`, `Decimal`, sets, tuples, big ints,
+non-finite floats...) are tagged `{"__lmsql__": KIND, "v": ...}`; anything else is refused:
+reviving arbitrary classes from database contents would let whoever writes to it run code.
 """
 
 from __future__ import annotations

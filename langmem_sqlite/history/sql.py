@@ -1,9 +1,8 @@
 """The SQL of the conversation store: sessions and their messages.
 
-Every function here takes a [`Unit`][langmem_sqlite.engine.Unit] and the
-[`Tables`][langmem_sqlite.engine.schema.Tables] to use, and runs as one unit of work of
-[`Database.run`][langmem_sqlite.engine.Database.run] or `arun`: SQLAlchemy Core statements,
-values bound as parameters; what differs between databases comes from `unit.rules`.
+Each function runs in one [`Unit`][langmem_sqlite.engine.Unit] on the given `Tables`; the
+statements of appends and reads are built once per set of tables (`unit.statement`), the
+session named by the bound values `uid` and `sid`.
 """
 
 from __future__ import annotations
@@ -12,9 +11,10 @@ import json
 import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass, field, fields
+from functools import partial
 from typing import Any, NamedTuple
 
-from sqlalchemy import and_, delete, func, insert, select, update
+from sqlalchemy import and_, bindparam, delete, func, insert, select, update
 from sqlalchemy.sql.elements import ColumnElement
 
 from ..engine.schema import Tables
@@ -81,50 +81,101 @@ _NO_MAX = 2**62  # "no snapshot": larger than any position
 _CHUNK = 10_000  # ids per IN list (SQLite binds up to 32,766 parameters a statement)
 
 
-def _match(t: Tables, key: SessionKey) -> ColumnElement[bool]:
+def _key(key: SessionKey, max_seq: int | None = None) -> dict[str, Any]:
+    """The bound values naming the session (and the snapshot's last position)."""
+    upto = _NO_MAX if max_seq is None else max_seq
+    return {"uid": key.user_id, "sid": key.session_id, "max_seq": upto}
+
+
+def _match(t: Tables) -> ColumnElement[bool]:
     s = t.sessions.c
-    return and_(s.user_id == key.user_id, s.session_id == key.session_id)
+    return and_(s.user_id == bindparam("uid"), s.session_id == bindparam("sid"))
 
 
-def _pk(t: Tables, key: SessionKey) -> Any:
+def _pk(t: Tables) -> Any:
     """The session's primary key, as a subquery."""
-    return select(t.sessions.c.id).where(_match(t, key)).scalar_subquery()
+    return select(t.sessions.c.id).where(_match(t)).scalar_subquery()
 
 
-def _in_session(t: Tables, key: SessionKey, max_seq: int | None) -> ColumnElement[bool]:
-    """The session's messages (up to `max_seq`, which hides messages added after a snapshot)."""
+def _in_session(t: Tables) -> ColumnElement[bool]:
+    """The session's messages up to `max_seq` (which hides messages added after a snapshot)."""
     m = t.messages.c
-    return and_(m.session_pk == _pk(t, key), m.seq <= (_NO_MAX if max_seq is None else max_seq))
+    return and_(m.session_pk == _pk(t), m.seq <= bindparam("max_seq"))
+
+
+class _Statements:
+    """The statements of appends and reads for one set of tables, built once per engine."""
+
+    def __init__(self, unit: Unit, t: Tables) -> None:
+        s, m = t.sessions.c, t.messages.c
+        in_session = _in_session(t)
+        self.create = unit.rules.insert_ignore(t.sessions, ("user_id", "session_id"))
+        self.bump = _add_counts(t, _match(t)).values(updated_at=bindparam("now"))
+        if unit.connection.dialect.update_returning:
+            self.bump = self.bump.returning(s.id, s.message_count, s.token_total)
+        self.counts = select(s.id, s.message_count, s.token_total).where(_match(t))
+        self.unbump = _add_counts(t, s.id == bindparam("pk"))
+        mine = and_(m.session_pk == bindparam("pk"), m.write_token == bindparam("token"))
+        self.written = select(m.id).where(mine).limit(1)
+        ids = m.message_id.in_(bindparam("ids", expanding=True))
+        self.ids = select(m.message_id).where(m.session_pk == _pk(t), ids)
+        self.insert = insert(t.messages)
+        rows = select(m.seq, m.body).where(in_session)
+        self.all = rows.order_by(m.seq)
+        self.last = rows.order_by(m.seq.desc()).limit(bindparam("limit"))
+        self.summary = select(s.summary).where(_match(t))
+        self.after = rows.where(m.seq > bindparam("after")).order_by(m.seq)
+        self.window = _window(t, False)
+        self.snapshot_window = _window(t, True)
+
+
+def _statements(unit: Unit, t: Tables) -> _Statements:
+    return unit.statement((t.key, "history"), partial(_Statements, unit, t))  # type: ignore[no-any-return]
+
+
+def _window(t: Tables, snapshot: bool) -> Any:
+    """The messages from where `tokens_before >= total - :budget` (see `read_token_window`)."""
+    s, m = t.sessions.c, t.messages.c
+    if snapshot:
+        at_snapshot = and_(m.session_pk == _pk(t), m.seq == bindparam("max_seq"))
+        total = select(m.tokens_before + m.token_count).where(at_snapshot).scalar_subquery()
+        where = _in_session(t)
+    else:
+        total = select(s.token_total).where(_match(t)).scalar_subquery()
+        where = m.session_pk == _pk(t)
+    q = select(m.seq, m.type, m.body)
+    return q.where(where, m.tokens_before >= total - bindparam("budget")).order_by(m.seq)
+
+
+def _add_counts(t: Tables, where: Any) -> Any:
+    """Add `:n` messages and `:tokens` to the counts of the session `where` selects."""
+    s = t.sessions.c
+    n, tokens = s.message_count + bindparam("n"), s.token_total + bindparam("tokens")
+    return update(t.sessions).where(where).values(message_count=n, token_total=tokens)
 
 
 def _create_session(unit: Unit, t: Tables, key: SessionKey, now: int, **extra: Any) -> None:
     """Create a session row unless it exists (another writer may create it concurrently)."""
     new = {"message_count": 0, "token_total": 0, "created_at": now, "updated_at": now}
     values = {"user_id": key.user_id, "session_id": key.session_id, **new, **extra}
-    unit.execute(unit.rules.insert_ignore(t.sessions, key=("user_id", "session_id")), values)
-
-
-def _add_counts(t: Tables, where: Any, n: int, tokens: int, **values: Any) -> Any:
-    """Add `n` messages and `tokens` to the counts of the session `where` selects."""
-    s = t.sessions.c
-    counts = {"message_count": s.message_count + n, "token_total": s.token_total + tokens}
-    return update(t.sessions).where(where).values(**counts, **values)
+    unit.execute(_statements(unit, t).create, values)
 
 
 def _bump(unit: Unit, t: Tables, key: SessionKey, n: int, tokens: int, now: int) -> Any:
     """Reserve `n` positions in the session; return (pk, count_after, tokens_after) or None."""
-    s = t.sessions.c
-    stmt = _add_counts(t, _match(t, key), n, tokens, updated_at=now)
-    if unit.connection.dialect.update_returning:
-        return unit.execute(stmt.returning(s.id, s.message_count, s.token_total)).first()
-    if unit.execute(stmt).rowcount == 0:
+    stmts = _statements(unit, t)
+    params = {**_key(key), "n": n, "tokens": tokens, "now": now}
+    res = unit.execute(stmts.bump, params)
+    if res.returns_rows:
+        return res.first()
+    if res.rowcount == 0:
         return None
-    return unit.execute(select(s.id, s.message_count, s.token_total).where(_match(t, key))).first()
+    return unit.execute(stmts.counts, params).first()
 
 
 def _unbump(unit: Unit, t: Tables, pk: int, n: int, tokens: int) -> None:
     """Give back `n` positions and `tokens` reserved by `_bump`."""
-    unit.execute(_add_counts(t, t.sessions.c.id == pk, -n, -tokens))
+    unit.execute(_statements(unit, t).unbump, {"pk": pk, "n": -n, "tokens": -tokens})
 
 
 @dataclass
@@ -166,7 +217,6 @@ def add_messages(
     id is kept in the message but not in the unique `message_id` column. With `append`, a
     repeated attempt of an append already stored writes nothing.
     """
-    m = t.messages.c
     tokens = sum(r.token_count for r in rows)
     got = _bump(unit, t, key, len(rows), tokens, now)
     if got is None:
@@ -175,8 +225,8 @@ def add_messages(
     pk, count, total = got
     if append is not None:
         append.tries += 1
-        mine = select(m.id).where(m.session_pk == pk, m.write_token == append.token).limit(1)
-        if append.tries > 1 and unit.execute(mine).first():
+        mine = {"pk": pk, "token": append.token}
+        if append.tries > 1 and unit.execute(_statements(unit, t).written, mine).first():
             # the earlier attempt committed: give back the positions just reserved
             _unbump(unit, t, pk, len(rows), tokens)
             return Appended(append.written, int(count) - len(rows))
@@ -218,7 +268,7 @@ def add_messages(
         seq += 1
         before += r.token_count
     if params:
-        unit.execute(insert(t.messages), params)
+        unit.execute(_statements(unit, t).insert, params)
     return Appended(len(kept), int(count))
 
 
@@ -227,11 +277,10 @@ def read_messages(
 ) -> list[tuple[int, str]]:
     """`(seq, body)` of the session's messages in order; the last `limit` if given (`max_seq`
     hides messages added after a snapshot)."""
-    m = t.messages.c
-    q = select(m.seq, m.body).where(_in_session(t, key, max_seq))
+    stmts = _statements(unit, t)
     if limit is None:
-        return unit.execute(q.order_by(m.seq)).all()
-    return unit.execute(q.order_by(m.seq.desc()).limit(limit)).all()[::-1]
+        return unit.execute(stmts.all, _key(key, max_seq)).all()
+    return unit.execute(stmts.last, {**_key(key, max_seq), "limit": limit}).all()[::-1]
 
 
 def read_after_summary(
@@ -242,7 +291,9 @@ def read_after_summary(
     The record's `upto_seq` (the position of the last summarized message, if the record has
     one) bounds the read, so its cost follows what is not yet summarized, not the history.
     """
-    summary = unit.execute(select(t.sessions.c.summary).where(_match(t, key))).scalar()
+    stmts = _statements(unit, t)
+    params = _key(key, max_seq)
+    summary = unit.execute(stmts.summary, params).scalar()
     after = -1
     if summary:
         try:
@@ -251,9 +302,7 @@ def read_after_summary(
             after = -1  # not a record of ours: read everything, the policy validates it
         if not -1 <= after < _NO_MAX:
             after = -1  # no position of this session: read everything
-    m = t.messages.c
-    q = select(m.seq, m.body).where(_in_session(t, key, max_seq), m.seq > after)
-    return summary, unit.execute(q.order_by(m.seq)).all()
+    return summary, unit.execute(stmts.after, {**params, "after": after}).all()
 
 
 def read_token_window(
@@ -264,43 +313,39 @@ def read_token_window(
 
     The suffix starts where `tokens_before >= total - budget`, the total being the session's,
     or (under a snapshot) the running sum at the snapshot's last message."""
-    s, m = t.sessions.c, t.messages.c
-    if max_seq is None:
-        total: Any = select(s.token_total).where(_match(t, key)).scalar_subquery()
-        where = m.session_pk == _pk(t, key)
-    else:
-        at_snapshot = and_(m.session_pk == _pk(t, key), m.seq == max_seq)
-        total = select(m.tokens_before + m.token_count).where(at_snapshot).scalar_subquery()
-        where = _in_session(t, key, max_seq)
-    q = select(m.seq, m.type, m.body)
-    return unit.execute(q.where(where, m.tokens_before >= total - budget).order_by(m.seq)).all()
+    stmts = _statements(unit, t)
+    stmt = stmts.window if max_seq is None else stmts.snapshot_window
+    return unit.execute(stmt, {**_key(key, max_seq), "budget": budget}).all()
 
 
 def existing_message_ids(
     unit: Unit, t: Tables, key: SessionKey, message_ids: Sequence[str]
 ) -> set[str]:
     """Which of `message_ids` the session already holds (read a chunk of ids at a time)."""
-    m, known = t.messages.c, set[str]()
+    known = set[str]()
+    stmt = _statements(unit, t).ids
     for i in range(0, len(message_ids), _CHUNK):
         chunk = list(message_ids[i : i + _CHUNK])
-        q = select(m.message_id).where(m.session_pk == _pk(t, key), m.message_id.in_(chunk))
-        known.update(unit.execute(q).scalars())
+        known.update(unit.execute(stmt, {**_key(key), "ids": chunk}).scalars())
     return known
 
 
 def clear_session(unit: Unit, t: Tables, key: SessionKey, now: int) -> int:
     """Delete the session's messages (the session row stays); return how many were deleted."""
-    n = unit.execute(delete(t.messages).where(t.messages.c.session_pk == _pk(t, key))).rowcount
+    params = _key(key)
+    n = unit.execute(delete(t.messages).where(t.messages.c.session_pk == _pk(t)), params).rowcount
     cleared = {"message_count": 0, "token_total": 0, "summary": None, "updated_at": now}
-    unit.execute(update(t.sessions).where(_match(t, key)).values(cleared))
+    unit.execute(update(t.sessions).where(_match(t)).values(cleared), params)
     return int(n)
 
 
-def _delete_sessions(unit: Unit, t: Tables, where: ColumnElement[bool]) -> int:
+def _delete_sessions(
+    unit: Unit, t: Tables, where: ColumnElement[bool], params: dict[str, Any] | None = None
+) -> int:
     """Delete the sessions `where` selects, and their messages (explicitly: SQLite may run
     without foreign keys), by lists of their ids."""
     s, m = t.sessions.c, t.messages.c
-    ids = unit.execute(select(s.id).where(where)).scalars().all()
+    ids = unit.execute(select(s.id).where(where), params).scalars().all()
     deleted = 0
     for i in range(0, len(ids), _CHUNK):
         chunk = ids[i : i + _CHUNK]
@@ -311,7 +356,7 @@ def _delete_sessions(unit: Unit, t: Tables, where: ColumnElement[bool]) -> int:
 
 def delete_session(unit: Unit, t: Tables, key: SessionKey) -> bool:
     """Delete one session and its messages; `False` if it did not exist."""
-    return _delete_sessions(unit, t, _match(t, key)) > 0
+    return _delete_sessions(unit, t, _match(t), _key(key)) > 0
 
 
 def delete_idle_sessions(unit: Unit, t: Tables, cutoff: int, user_id: str | None = None) -> int:
@@ -344,14 +389,14 @@ def delete_user(unit: Unit, t: Tables, user_id: str) -> tuple[int, int, int]:
 
 def rename_session(unit: Unit, t: Tables, key: SessionKey, title: str | None) -> bool:
     """Set the session's title; `False` if it does not exist."""
-    res = unit.execute(update(t.sessions).where(_match(t, key)).values(title=title))
+    res = unit.execute(update(t.sessions).where(_match(t)).values(title=title), _key(key))
     return bool(res.rowcount)
 
 
 def set_summary(unit: Unit, t: Tables, key: SessionKey, summary: str | None, now: int) -> None:
     """Store the running-summary record (JSON text) on the session row, creating the session."""
-    stmt = update(t.sessions).where(_match(t, key)).values(summary=summary)
-    if not unit.execute(stmt).rowcount:
+    stmt = update(t.sessions).where(_match(t)).values(summary=summary)
+    if not unit.execute(stmt, _key(key)).rowcount:
         _create_session(unit, t, key, now, summary=summary)
 
 
@@ -365,16 +410,12 @@ def _info(row: Any) -> SessionInfo:
 
 def get_session(unit: Unit, t: Tables, key: SessionKey) -> SessionInfo | None:
     """One session's row, or `None`."""
-    row = unit.execute(_info_query(t).where(_match(t, key))).first()
+    row = unit.execute(_info_query(t).where(_match(t)), _key(key)).first()
     return None if row is None else _info(row)
 
 
 def list_sessions(
-    unit: Unit,
-    t: Tables,
-    user_id: str | None,
-    limit: int | None,
-    offset: int,
+    unit: Unit, t: Tables, user_id: str | None, limit: int | None, offset: int
 ) -> list[SessionInfo]:
     """Sessions, most recently active first; one user's when `user_id` is given."""
     s = t.sessions.c
@@ -386,5 +427,5 @@ def list_sessions(
 
 def count_messages(unit: Unit, t: Tables, key: SessionKey) -> int:
     """Number of messages in the session (from the session row)."""
-    q = select(t.sessions.c.message_count).where(_match(t, key))
-    return int(unit.execute(q).scalar() or 0)
+    q = select(t.sessions.c.message_count).where(_match(t))
+    return int(unit.execute(q, _key(key)).scalar() or 0)

@@ -1,9 +1,7 @@
 """`ConversationStore`: per-user, per-session message history in SQL, sync and async.
 
-[`SQLChatMessageHistory`][langmem_sqlite.SQLChatMessageHistory] is a thin adapter over it, and
-LangGraph nodes use it directly. Every operation is written once as a
-[`Plan`][langmem_sqlite.engine.Plan]; the sync method runs it with
-[`Database.drive`][langmem_sqlite.engine.Database.drive], its `a`-prefixed twin with `adrive`.
+Each operation is one [`Plan`][langmem_sqlite.engine.Plan], driven by the sync method with
+`Database.drive` and by its `a`-prefixed twin with `Database.adrive`.
 """
 
 from __future__ import annotations

@@ -183,8 +183,8 @@ async def test_adapter_async_methods(db_url: str, prefix: str) -> None:
 
 
 def test_async_engine_given_sync_methods_work(backend: str, db_url: str, prefix: str) -> None:
-    from conftest import async_url
     from sqlalchemy.ext.asyncio import create_async_engine
+    from support import async_url
 
     engine = create_async_engine(async_url(db_url))
     h = SQLChatMessageHistory("s", engine, table_prefix=prefix)
