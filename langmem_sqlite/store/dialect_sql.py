@@ -1,5 +1,4 @@
-"""What differs between databases for the store: how item values are bound and compared as
-JSON, how "not lapsed" is written, and whether pgvector may rank."""
+"""What differs between databases for the store: JSON values, "not lapsed", pgvector."""
 
 from __future__ import annotations
 
@@ -19,14 +18,10 @@ class StoreSQL:
     """The store's rules for one kind of database.
 
     Attributes:
-        json: how search filters read a JSON value in SQL: `"jsonb"` (PostgreSQL's
-            operators), `"json1"` (SQLite's `json_extract` and `json_type`) or
-            `"json_value"` (MySQL's and MariaDB's `JSON_VALUE`, compared as text or double:
-            a superset re-checked in Python).
-        expiry_as_or: "not lapsed" is written `expires_at IS NULL OR expires_at > :now`
-            (PostgreSQL estimates that from the column's statistics) rather than
-            `COALESCE(expires_at, <never>) > :now` (which no planner ANDs into a search
-            through the expiry index).
+        json: how filters read JSON: `"jsonb"` (PostgreSQL), `"json1"` (SQLite) or
+            `"json_value"` (MySQL's `JSON_VALUE`: a superset, re-checked in Python).
+        expiry_as_or: "not lapsed" as `IS NULL OR >` rather than `COALESCE` (see
+            `items.not_lapsed`).
         pgvector: the database may have the pgvector extension.
     """
 

@@ -1,21 +1,11 @@
-"""Search filters on item values: validation and the exact (Python) evaluation.
+"""Search filters on item values: validation, and `matches`, the rule every returned item
+satisfies.
 
-A filter maps a field of the value to either a value (equality) or a dict of operators:
-`$eq`, `$ne`, `$gt`, `$gte`, `$lt`, `$lte`. A plain dict without operators matches a
-nested object field by field. `sql` narrows candidates in the database; `matches` is
-the rule every returned item satisfies.
-
-A field name with dots reaches nested values, as in LangGraph's `SqliteStore`:
-`{"user.access-level": "x"}` matches `{"user": {"access-level": "x"}}`. A value that has the
-dotted name itself as a key is read there first (`{"user.access-level": "x"}` as stored, as
-`InMemoryStore` and `PostgresStore` read it); otherwise each dot goes one object down.
-
-Equality is JSON equality: numbers compare by value as Python compares them (`1 == 1.0`,
-`2**70 == float(2**70)`, `2**70 + 1 != float(2**70)`), booleans only equal booleans, lists
-element by element. Ordering operators compare two numbers or two strings (code point order);
-any other pair does not match. NaN and infinities follow Python's rule, as in `InMemoryStore`:
-NaN equals and orders nothing (`$ne` NaN matches every item), `{"$lt": inf}` matches every
-number, `{"$gt": inf}` none.
+A field maps to a value (equality), a dict of operators (`$eq`, `$ne`, `$gt`, `$gte`, `$lt`,
+`$lte`) or a plain dict matching a nested object. A dotted name is read as a key first, else one
+object per dot (as `SqliteStore`). Equality is JSON equality (numbers by value, booleans only
+equal booleans); ordering compares two numbers or two strings; NaN and infinities follow
+Python's rule, as in `InMemoryStore`.
 """
 
 from __future__ import annotations
@@ -80,8 +70,7 @@ def check_filter(filter: Any, name: str = "filter") -> dict[str, Any] | None:
 
 
 def lookup(value: Any, field: str) -> Any:
-    """The value of `field` in an object (`None` if missing): the key `field` itself if
-    present, else, for a dotted name, the nested value one object per dot."""
+    """The value of `field` in an object (`None` if missing), by the dotted-name rule."""
     if not isinstance(value, Mapping):
         return None
     found = value.get(field, _MISSING)

@@ -1,11 +1,6 @@
-"""The store's items in SQL: the rows read, the "not lapsed" and "under the prefix"
-conditions, reads by key, namespace listings, puts and deletes (with the vectors of indexed
-items), TTL refreshes and the sweep of lapsed items.
-
-Every function takes a [`Unit`][langmem_sqlite.engine.Unit] and the store's `Tables` (or its
-`ItemStatements`). Times are microseconds since the epoch; namespaces are stored encoded (see
-`namespaces`).
-"""
+"""The store's items in SQL: reads by key, namespace listings, puts and deletes (with the vectors
+of indexed items), TTL refreshes and the sweep. Times are microseconds since the epoch;
+namespaces are stored encoded (see `namespaces`)."""
 
 from __future__ import annotations
 
@@ -71,11 +66,9 @@ def item_row(row: Any, score: float | None = None, sealer: Sealer | None = None)
 
 
 def not_lapsed(t: Tables, omit_expired: bool, or_form: bool = False) -> ColumnElement[bool]:
-    """Not lapsed at the `now` parameter (`or_form`: see `StoreSQL.expiry_as_or`).
-
-    PostgreSQL's expiry index holds only items with a TTL, so its `IS NULL` test cannot read
-    the whole index; elsewhere `COALESCE` keeps planners from ANDing the expiry index into a
-    search."""
+    """Not lapsed at the `now` parameter. `or_form` (PostgreSQL, whose expiry index holds only
+    items with a TTL): `IS NULL OR >`; elsewhere `COALESCE` keeps planners from ANDing the
+    expiry index into a search."""
     c = t.store_items.c
     if not omit_expired:
         return sa.true()
@@ -86,8 +79,7 @@ def not_lapsed(t: Tables, omit_expired: bool, or_form: bool = False) -> ColumnEl
 
 
 def within_prefix(column: Any, prefix: tuple[str, ...]) -> ColumnElement[bool]:
-    """Within the `lo`/`hi` parameters (see `namespaces.prefix_range`), unless the prefix
-    is empty."""
+    """Within the `lo`/`hi` parameters (`namespaces.prefix_range`), unless no prefix."""
     if not prefix:
         return sa.true()
     return sa.and_(
@@ -112,8 +104,7 @@ def _by_namespace(pairs: Sequence[tuple[str, str]]) -> Iterator[dict[str, Any]]:
 
 
 def _at_keys(t: Tables) -> list[ColumnElement[bool]]:
-    """The items of the `ns` parameter whose key is in the `keys` parameter (through the
-    `(ns, key)` index)."""
+    """The items of the `ns` parameter whose key is in the `keys` parameter."""
     c = t.store_items.c
     return [
         c.ns == sa.bindparam("ns", type_=c.ns.type),
@@ -122,14 +113,7 @@ def _at_keys(t: Tables) -> list[ColumnElement[bool]]:
 
 
 class ItemStatements:
-    """The statements on one store's items by key, built on first use (the values are bound
-    per call).
-
-    Args:
-        t: the store's tables.
-        rules: the database's dialect object (its upsert).
-        omit_expired: lapsed items are never read.
-    """
+    """The statements on one store's items by key, built on first use (values bound per call)."""
 
     def __init__(self, t: Tables, rules: Rules, omit_expired: bool) -> None:
         self.t = t
@@ -145,8 +129,7 @@ class ItemStatements:
 
     @cached_property
     def get_one(self) -> Any:
-        """The live item at `ns` and `key` (a plain comparison: an `IN` list is rendered
-        anew for each execution)."""
+        """The live item at `ns` and `key` (an `IN` list would be rendered per execution)."""
         t = self.t
         c = t.store_items.c
         at = c.ns == sa.bindparam("ns", type_=c.ns.type), c.key == sa.bindparam("key")
@@ -165,9 +148,8 @@ class ItemStatements:
 
     @cached_property
     def upsert(self) -> Any:
-        """Insert or replace an item by `(ns, key)`, its value bound as JSON text (PostgreSQL
-        casts it to `jsonb`); inline: no implicit RETURNING of the new id, which nothing
-        reads."""
+        """Insert or replace an item by `(ns, key)`, its value bound as JSON text; inline: no
+        implicit RETURNING of the new id."""
         upsert = self.rules.upsert(self.t.store_items, _CHANGING, ("ns", "key")).inline()
         return upsert.values(value=self.sql.value(sa.bindparam("value", type_=sa.Text)))
 
@@ -251,8 +233,7 @@ def apply_puts(
     pgvector: bool,
     sealer: Sealer | None = None,
 ) -> None:
-    """Apply writes (the last per `(ns, key)` should be given once); with `index`, replace
-    the vectors of every written item."""
+    """Apply writes (one per `(ns, key)`); with `index`, replace the written items' vectors."""
     for params in _by_namespace([(r.ns, r.key) for r in rows if r.value is None]):
         unit.execute(s.delete, params)
     puts = [r for r in rows if r.value is not None]

@@ -1,11 +1,7 @@
-"""The store's operations: a batch validated into a `Batch` (what to read, write and embed),
-run as a [`Plan`][langmem_sqlite.engine.Plan] written once for the sync and async API (reads,
-then writes), with setup and the TTL sweep; the rows read become the `Item` and `SearchItem`
-values handed out (each caller's own).
-
-As in LangGraph's `InMemoryStore`, the reads of a batch see the data as it was before the
-batch's writes, and of several writes to one item in a batch the last wins.
-"""
+"""The store's operations: a batch validated into a `Batch`, then run as one
+[`Plan`][langmem_sqlite.engine.Plan] for the sync and async API (reads, then writes). As in
+`InMemoryStore`, the reads of a batch see the data before its writes; of several writes to one
+item, the last wins."""
 
 from __future__ import annotations
 
@@ -83,8 +79,7 @@ class Listing(NamedTuple):
 
 @dataclass
 class Batch:
-    """A validated batch: what to read, what to write (of several writes to one item, the
-    last), what to embed."""
+    """A validated batch: what to read, write (the last write per item) and embed."""
 
     size: int
     gets: list[Get] = field(default_factory=list)
@@ -147,15 +142,8 @@ def search_item_of(row: ItemRow) -> SearchItem:
 
 
 class Preparer:
-    """The validation of [`SQLStore`][langmem_sqlite.SQLStore]'s operations (sync and async
-    alike: it runs before anything is read, written or embedded).
-
-    Args:
-        index: the semantic index (None: nothing to embed).
-        omit_expired: lapsed items are never returned.
-        nul_ok: values may hold NUL characters (not in PostgreSQL's `jsonb`).
-        sealer: encrypts values at rest (None: plaintext).
-    """
+    """The validation of a store's operations, before anything is read, written or embedded
+    (`nul_ok`: values may hold NUL characters; `sealer`: encrypts values)."""
 
     def __init__(
         self, index: VectorIndex | None, omit_expired: bool, nul_ok: bool, sealer: Sealer | None
@@ -233,16 +221,7 @@ class Preparer:
 
 
 class StorePlans:
-    """The plans of one store's operations on `db` and `tables`.
-
-    Args:
-        db: the database.
-        tables: the store's tables.
-        index: the semantic index (None: no vectors).
-        omit_expired: lapsed items are never returned.
-        sealer: encrypts values and vectors at rest (None: plaintext).
-        pgvector_wanted: `SQLStore`'s `pgvector` argument.
-    """
+    """The plans of one store's operations (`pgvector_wanted`: `SQLStore`'s `pgvector`)."""
 
     def __init__(
         self,
@@ -276,7 +255,7 @@ class StorePlans:
     def batch(
         self, batch: Batch, doc_vectors: list[list[float]], query_vectors: list[list[float]]
     ) -> Plan[list[Result]]:
-        """The results of a validated batch, whose texts are embedded as `doc_vectors` and
+        """The results of a validated batch, its texts embedded as `doc_vectors` and
         `query_vectors`."""
         yield from schema_plan(self.db, self.tables)
         pgvector = yield from self._pgvector_plan()
@@ -388,8 +367,7 @@ class StorePlans:
 
 
 def _one_statement(batch: Batch) -> bool:
-    """Whether the reads of `batch` are one statement (one get, or one search done in SQL
-    without a vector query): SQLite then runs it without BEGIN and COMMIT."""
+    """Whether the reads of `batch` are one statement (run without BEGIN and COMMIT)."""
     if batch.lists or len(batch.gets) + len(batch.searches) != 1:
         return False
     if batch.gets:

@@ -1,15 +1,5 @@
-"""`SQLStore`: LangGraph's `BaseStore` (long-term memory across threads) in SQL.
-
-Same database, engines and migrations as the conversation history and the checkpointer: SQLite
-by default, PostgreSQL or MariaDB/MySQL by URL. `batch` and `abatch` validate the operations
-the same way (`plans.Preparer`), embed what needs embedding (the only sync/async
-difference), then drive one plan of `plans.StorePlans` with
-[`Database.drive`][langmem_sqlite.engine.Database.drive] or
-[`Database.adrive`][langmem_sqlite.engine.Database.adrive]. `get`, `put`, `search` and their
-async twins are `BaseStore`'s: one operation through `batch` or `abatch`. Concurrent async calls
-of one store are bounded by a semaphore per event loop (`SLOTS`), so that a burst of them never
-waits for a pooled connection past its timeout.
-"""
+"""[`SQLStore`][langmem_sqlite.SQLStore]: LangGraph's `BaseStore` in SQL. `batch` and `abatch`
+validate the operations (`plans.Preparer`), embed, then drive one plan of `plans.StorePlans`."""
 
 from __future__ import annotations
 
@@ -71,8 +61,8 @@ class SQLStore(BaseStore):
             `index` asks for an HNSW index, the ranking is exact either way, so the results
             are the same.
         encryption_key: encrypt item values and their embeddings at rest (AES-GCM, a 16, 24
-            or 32 byte key, as the chat history's; needs the `encryption` extra): see
-            `langmem_sqlite.store.sealed` for what filters and vector search then do.
+            or 32 byte key, as the chat history's; needs the `encryption` extra): filters and
+            vector search then run in Python on the decrypted values, without pgvector.
         cipher: a [`MessageCipher`][langmem_sqlite.MessageCipher], instead of `encryption_key`.
 
     Namespaces are tuples of non-empty strings (any character but NUL, so labels with dots,

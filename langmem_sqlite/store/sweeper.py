@@ -1,15 +1,6 @@
-"""The lifecycle of a store: its TTL sweeper (a daemon thread, or a task of an event loop,
-deleting lapsed items every few minutes until stopped), and the sync lifecycle methods that a
-coroutine may await, as on LangGraph's async stores.
-
-LangGraph's async stores spell their lifecycle `await store.setup()`, `await store.sweep_ttl()`,
-`await store.start_ttl_sweeper()` and `await store.stop_ttl_sweeper()`. The same methods of
-[`SQLStore`][langmem_sqlite.SQLStore] are sync; decorated with `awaitable_from_coroutines`,
-called from a coroutine (an `async def`, an async generator, or a notebook cell with a top-level
-`await`) they return the awaitable of their `a` twin instead, so that code written for
-AsyncSqliteStore or AsyncPostgresStore runs as it is without blocking its event loop. Called
-from anywhere else they run at once.
-"""
+"""The store's TTL sweeper (a daemon thread or an event loop's task), and
+`awaitable_from_coroutines`: the sync lifecycle methods that a coroutine may `await`, as on
+LangGraph's async stores."""
 
 from __future__ import annotations
 
@@ -31,13 +22,7 @@ logger = logging.getLogger(__name__)
 
 
 class Sweeper:
-    """Runs `sweep` (in a thread) or `asweep` (in a task) every `minutes`.
-
-    Args:
-        sweep: deletes lapsed items (sync).
-        asweep: the same, async.
-        minutes: the default interval (the TTL config's `sweep_interval_minutes`, else 5).
-    """
+    """Runs `sweep` (in a thread) or `asweep` (in a task) every `minutes` (default 5)."""
 
     def __init__(
         self,
