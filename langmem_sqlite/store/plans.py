@@ -262,14 +262,25 @@ class StorePlans:
         results: list[Result] = [None] * batch.size
         now = clock.now_us()
         if batch.gets or batch.searches or batch.lists:
-            refresh = yield self._read_step(batch, query_vectors, now, pgvector, results)
+            queries = dict(zip(batch.queries, query_vectors, strict=True))
+            # an index scan's settings (hnsw.ef_search, ivfflat.probes) are SET LOCAL
+            scan = bool(queries) and self._ann(pgvector) is not None
+            args = (batch, queries, now, pgvector, results)
+            refresh = yield Step(self._read, args, single=_one_statement(batch), transaction=scan)
             if refresh:
                 # one UPDATE (up to CHUNK ids): no BEGIN/COMMIT on a server
-                single = len(refresh) <= CHUNK
                 args = (self.statements, refresh, now)
-                yield Step(refresh_ttl, args, write=True, single=single)
+                yield Step(refresh_ttl, args, write=True, single=len(refresh) <= CHUNK)
         if batch.puts:
-            yield self._puts_step(batch, doc_vectors, now, pgvector)
+            vectors = iter(zip(to_blobs(doc_vectors), norms(doc_vectors), strict=True))
+            rows = [
+                p._replace(vectors=tuple((f, *next(vectors)) for f, _ in p.texts))
+                for p in batch.puts.values()
+            ]
+            # one item without vectors to replace is one statement: no BEGIN/COMMIT on a server
+            one = len(rows) == 1 and (rows[0].value is None or self.index is None)
+            args = (self.statements, rows, now, self.index is not None, pgvector, self.sealer)
+            yield Step(apply_puts, args, write=True, single=one)
         return results
 
     def _ann(self, pgvector: bool) -> ANN | None:
@@ -293,40 +304,6 @@ class StorePlans:
                 )
             self.pgvector = enabled
         return self.pgvector
-
-    def _puts_step(
-        self, batch: Batch, doc_vectors: list[list[float]], now: int, pgvector: bool
-    ) -> Step:
-        vectors = iter(zip(to_blobs(doc_vectors), norms(doc_vectors), strict=True))
-        rows = [
-            p._replace(vectors=tuple((f, *next(vectors)) for f, _ in p.texts))
-            for p in batch.puts.values()
-        ]
-        # one item without vectors to replace is one statement: no BEGIN/COMMIT on a server
-        one = len(rows) == 1 and (rows[0].value is None or self.index is None)
-        return Step(
-            apply_puts,
-            (self.statements, rows, now, self.index is not None, pgvector, self.sealer),
-            write=True,
-            single=one,
-        )
-
-    def _read_step(
-        self,
-        batch: Batch,
-        query_vectors: list[list[float]],
-        now: int,
-        pgvector: bool,
-        results: list[Result],
-    ) -> Step:
-        queries = dict(zip(batch.queries, query_vectors, strict=True))
-        return Step(
-            self._read,
-            (batch, queries, now, pgvector, results),
-            single=_one_statement(batch),
-            # an index scan's settings (hnsw.ef_search, ivfflat.probes) are SET LOCAL
-            transaction=bool(queries) and self._ann(pgvector) is not None,
-        )
 
     def _read(
         self,

@@ -57,10 +57,8 @@ class Sealer:
 
 def plain_value(key: str, stored: Any) -> dict[str, Any]:
     """A stored value read by a store without a key (`ValueError` if it is encrypted)."""
-    if isinstance(stored, str):
-        if is_encrypted(stored):
-            raise ValueError(f"stored value of {key!r} is encrypted: give the store its key")
+    if isinstance(stored, str) and not is_encrypted(stored):
         stored = json.loads(stored)  # MySQL/MariaDB hand JSON back as text
-        if is_encrypted(stored):
-            raise ValueError(f"stored value of {key!r} is encrypted: give the store its key")
+    if is_encrypted(stored):
+        raise ValueError(f"stored value of {key!r} is encrypted: give the store its key")
     return stored  # type: ignore[no-any-return]

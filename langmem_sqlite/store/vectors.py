@@ -65,22 +65,16 @@ def rank_max_pool(
         return [], []
     matrix = np.frombuffer(blobs, dtype="<f4").reshape(len(ids), -1)
     q = np.asarray(query, dtype=np.float64)
-    cosine = _cosine(q, matrix)
+    q_len = float(np.linalg.norm(q))
+    unit = (q / q_len if q_len else np.zeros_like(q)).astype(np.float32)
+    cosine = (matrix @ unit).astype(np.float64)
     if distance == "cosine":
         return best_first(ids, cosine)
     size = np.array(lengths, dtype=np.float64)
-    q_len = float(np.linalg.norm(q))
     if distance == "inner_product":
         return best_first(ids, size * q_len * cosine)
     squared = size * size + q_len * q_len - 2.0 * size * q_len * cosine
     return best_first(ids, -np.sqrt(np.maximum(squared, 0.0)))
-
-
-def _cosine(q: np.ndarray, matrix: np.ndarray) -> np.ndarray:
-    """Cosine of `q` with unit-length (or zero) rows."""
-    norm = np.linalg.norm(q)
-    unit = (q / norm if norm else np.zeros_like(q)).astype(np.float32)
-    return (matrix @ unit).astype(np.float64)
 
 
 def best_first(
