@@ -56,8 +56,7 @@ def _minutes(value: Any, name: str, high: int) -> float:
 
 
 def check_ttl_minutes(ttl: Any, name: str = "ttl") -> int | None:
-    """A TTL in minutes (above 0, at most `TTL_MAX_MINUTES`) as microseconds; `None`
-    (never expires) stays `None`."""
+    """A TTL in minutes as microseconds; `None` (never expires) stays `None`."""
     if ttl is None:
         return None
     return max(1, int(_minutes(ttl, name, TTL_MAX_MINUTES) * 60_000_000))

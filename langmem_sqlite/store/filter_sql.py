@@ -17,9 +17,8 @@ from sqlalchemy.dialects import mysql, postgresql
 from ..engine.schema import Tables
 from ..engine.unit import Unit
 from . import namespaces
-from .dialect_sql import StoreSQL, store_sql
 from .filters import is_finite_json, is_number, is_operator_dict
-from .items import not_lapsed, within_prefix
+from .items import StoreSQL, not_lapsed, store_sql, within_prefix
 from .sealed import Sealer
 
 __all__ = ["SearchQuery", "prefilter"]
@@ -131,8 +130,7 @@ def _json_path(path: tuple[str, ...]) -> str | None:
 
 
 def _sqlite_at(t: Tables, path: tuple[str, ...]) -> tuple[Any, Any] | None:
-    """SQLite's `(json_extract, json_type)` at `path` by `filters.lookup`'s rule (None: not
-    expressible)."""
+    """SQLite's `(json_extract, json_type)` at `path` by `filters.lookup`'s rule, if expressible."""
     value = t.store_items.c.value
     dotted = _dotted(path)
     jp = _json_path(path)
@@ -217,8 +215,9 @@ def prefilter(sql: StoreSQL, t: Tables, q: SearchQuery) -> tuple[list[Any], bool
     return out, exact
 
 
-def search_params(sql: StoreSQL, q: SearchQuery, now: int) -> dict[str, Any]:
+def search_params(unit: Unit, q: SearchQuery, now: int) -> dict[str, Any]:
     """Bound values for the statements built from `q` (each ignores those it does not use)."""
+    sql = store_sql(unit.connection.dialect.name)
     params: dict[str, Any] = {"now": now}
     bounds = namespaces.prefix_range(q.prefix)
     if bounds is not None:

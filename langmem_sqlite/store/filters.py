@@ -38,13 +38,7 @@ def is_operator_dict(value: Any) -> bool:
 
 
 def check_filter(filter: Any, name: str = "filter") -> dict[str, Any] | None:
-    """Validate a search filter; `None` or `{}` means no filter.
-
-    Raises:
-        TypeError: not a dict, or a field name that is not a string.
-        ValueError: an unknown `$` operator, operators mixed with plain fields, or an
-            ordering operator given something other than a number or a string.
-    """
+    """A validated search filter (`None` for `None` or `{}`)."""
     if filter is None:
         return None
     if not isinstance(filter, Mapping):

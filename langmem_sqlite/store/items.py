@@ -1,23 +1,26 @@
-"""The store's items in SQL: reads by key, namespace listings, puts and deletes (with the vectors
-of indexed items), TTL refreshes and the sweep. Times are microseconds since the epoch;
-namespaces are stored encoded (see `namespaces`)."""
+"""The store's items in SQL: what differs between databases (`StoreSQL`), reads by key,
+namespace listings, puts and deletes (with the vectors of indexed items), TTL refreshes and the
+sweep. Times are microseconds since the epoch; namespaces are stored encoded (see `namespaces`).
+"""
 
 from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
 from functools import cached_property
 from typing import Any, NamedTuple
 
 import sqlalchemy as sa
+from sqlalchemy.dialects import postgresql
 from sqlalchemy.engine import Connection
 from sqlalchemy.sql.elements import ColumnElement
 
 from ..engine.dialects import Rules
+from ..engine.dialects.postgresql import jsonb_text
 from ..engine.schema import Tables
 from ..engine.unit import Unit
 from . import namespaces
-from .dialect_sql import store_sql
-from .pgvector_schema import pgvector_table, raw_vector
+from .pgvector_schema import pgvector_rows, pgvector_table
 from .sealed import Sealer, plain_value
 
 __all__ = [
@@ -25,10 +28,12 @@ __all__ = [
     "ItemRow",
     "ItemStatements",
     "Put",
+    "StoreSQL",
     "apply_puts",
     "get_items",
     "list_namespaces",
     "refresh_ttl",
+    "store_sql",
     "sweep_expired",
 ]
 
@@ -36,6 +41,47 @@ CHUNK = 500
 """Rows per statement for lists of ids or keys."""
 _NEVER = 2**63 - 1  # an expiry time after every other (microseconds)
 _CHANGING = ("value", "updated_at", "ttl_us", "expires_at")
+
+
+@dataclass(frozen=True)
+class StoreSQL:
+    """The store's rules for one kind of database.
+
+    Attributes:
+        json: how filters read JSON: `"jsonb"` (PostgreSQL), `"json1"` (SQLite) or
+            `"json_value"` (MySQL's `JSON_VALUE`: a superset, re-checked in Python).
+        expiry_as_or: "not lapsed" as `IS NULL OR >` rather than `COALESCE` (see
+            `not_lapsed`).
+    """
+
+    json: str
+    expiry_as_or: bool = False
+
+    def value(self, bind: Any) -> Any:
+        """A bound JSON text as the value column's value (PostgreSQL casts it to `jsonb`)."""
+        return sa.cast(bind, postgresql.JSONB) if self.json == "jsonb" else bind
+
+    def text(self, text: str) -> str:
+        """JSON text as the value column stores it without changing a number."""
+        return jsonb_text(text) if self.json == "jsonb" else text
+
+    def number(self, value: int | float) -> int | float:
+        """A filter's number, bound for comparison with a JSON number read in SQL."""
+        if self.json == "jsonb":
+            return value  # bound as jsonb
+        if self.json == "json1" and type(value) is int and -(2**63) <= value < 2**63:
+            return value  # SQLite reads integers beyond 64 bits as floats
+        return float(value)
+
+
+_POSTGRESQL = StoreSQL("jsonb", expiry_as_or=True)
+_SQLITE = StoreSQL("json1")
+_MYSQL = StoreSQL("json_value")
+
+
+def store_sql(name: str) -> StoreSQL:
+    """The rules for SQLAlchemy's dialect `name` (`"postgresql"`, `"sqlite"`, else MySQL's)."""
+    return {"postgresql": _POSTGRESQL, "sqlite": _SQLITE}.get(name, _MYSQL)
 
 
 class ItemRow(NamedTuple):
@@ -148,8 +194,7 @@ class ItemStatements:
 
     @cached_property
     def upsert(self) -> Any:
-        """Insert or replace an item by `(ns, key)`, its value bound as JSON text; inline: no
-        implicit RETURNING of the new id."""
+        """Insert or replace an item by `(ns, key)` (inline: no RETURNING of the new id)."""
         upsert = self.rules.upsert(self.t.store_items, _CHANGING, ("ns", "key")).inline()
         return upsert.values(value=self.sql.value(sa.bindparam("value", type_=sa.Text)))
 
@@ -278,17 +323,8 @@ def _replace_vectors(
     ]
     if not vectors:
         return
-    if pgvector:  # pgvector's copy holds the vectors as given (unit vector times length)
-        copies = [
-            {
-                "item_id": v["item_id"],
-                "field": v["field"],
-                "ns": v["ns"],
-                "embedding": raw_vector(v["embedding"], v["norm"]),
-            }
-            for v in vectors
-        ]
-        unit.execute(sa.insert(pgvector_table(t)), copies)
+    if pgvector:
+        unit.execute(sa.insert(pgvector_table(t)), pgvector_rows(vectors))
     if sealer is not None:
         for v in vectors:
             v["embedding"] = sealer.seal_vector(v["ns"], v["item_id"], v["field"], v["embedding"])

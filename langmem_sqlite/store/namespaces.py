@@ -26,13 +26,8 @@ class NamespaceTypeError(InvalidNamespaceError, TypeError):
 def check_namespace(
     namespace: Any, name: str = "namespace", *, allow_empty: bool = False
 ) -> tuple[str, ...]:
-    """Validate a namespace and return it as a tuple of labels.
-
-    Raises:
-        TypeError: not a tuple/list of `str` (an `InvalidNamespaceError` too).
-        ValueError: empty (unless `allow_empty`), an empty label, NUL, a lone surrogate,
-            or longer than the column allows (`InvalidNamespaceError`).
-    """
+    """A namespace as a tuple of labels (`InvalidNamespaceError`, also a `TypeError` for a
+    wrong type, if it is not a non-empty sequence of non-empty labels that the column holds)."""
     if isinstance(namespace, str) or not isinstance(namespace, Sequence):
         raise NamespaceTypeError(
             f"{name}: expected a tuple of strings, got {type(namespace).__name__}"

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import re
 import zlib
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 import numpy as np
@@ -14,7 +15,6 @@ from sqlalchemy.engine import Connection
 from sqlalchemy.types import UserDefinedType
 
 from ..engine.schema import NamespacePath, Tables
-from .dialect_sql import store_sql
 from .vectors import ANN, from_blob
 
 __all__ = [
@@ -33,14 +33,25 @@ def raw_vector(blob: bytes, norm: float | None) -> list[float]:
     return scaled.astype(np.float32).tolist()  # type: ignore[no-any-return]
 
 
+def pgvector_rows(vectors: Iterable[Mapping[str, Any]]) -> list[dict[str, Any]]:
+    """The pgvector table's rows of stored vectors (their vectors as given)."""
+    return [
+        {
+            "item_id": v["item_id"],
+            "field": v["field"],
+            "ns": v["ns"],
+            "embedding": raw_vector(v["embedding"], v["norm"]),
+        }
+        for v in vectors
+    ]
+
+
 class Vector(UserDefinedType[list[float]]):
     """pgvector's `vector` or `halfvec` type (`dims`: fixed, else none), bound from floats."""
 
     cache_ok = True
 
     def __init__(self, dims: int | None = None, kind: str = "vector") -> None:
-        if kind not in ("vector", "halfvec"):
-            raise ValueError(f"vector type: 'vector' or 'halfvec', got {kind!r}")
         self.dims = dims
         self.kind = kind
 
@@ -87,7 +98,7 @@ def enable_pgvector(conn: Connection, t: Tables, ann: ANN | None = None) -> bool
     Raises:
         ValueError: `ann` wants `halfvec` and the server's pgvector is older than 0.7.
     """
-    if not store_sql(conn.dialect.name).pgvector:
+    if conn.dialect.name != "postgresql":
         return False
     installed = conn.execute(
         sa.text("SELECT 1 FROM pg_extension WHERE extname = 'vector'")
@@ -111,20 +122,9 @@ def enable_pgvector(conn: Connection, t: Tables, ann: ANN | None = None) -> bool
     table = pgvector_table(t)
     if not sa.inspect(conn).has_table(table.name, schema=t.schema):
         table.create(conn)
-        rows = conn.execute(sa.select(t.store_vectors)).all()
+        rows = conn.execute(sa.select(t.store_vectors)).mappings().all()
         if rows:
-            conn.execute(
-                sa.insert(table),
-                [
-                    {
-                        "item_id": r.item_id,
-                        "field": r.field,
-                        "ns": r.ns,
-                        "embedding": raw_vector(r.embedding, r.norm),
-                    }
-                    for r in rows
-                ],
-            )
+            conn.execute(sa.insert(table), pgvector_rows(rows))
     if ann is not None:
         ann_index(t, ann).create(conn, checkfirst=True)
     return True

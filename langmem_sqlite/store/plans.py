@@ -108,12 +108,8 @@ def literal_prefix(op: ListNamespacesOp) -> tuple[str, ...]:
     """The leading labels (before any `*`) every listed namespace must start with."""
     for condition in op.match_conditions or ():
         if condition.match_type == "prefix":
-            labels = []
-            for label in condition.path:
-                if label == "*":
-                    break
-                labels.append(label)
-            return tuple(labels)
+            path = tuple(condition.path)
+            return path[: path.index("*")] if "*" in path else path
     return ()
 
 
@@ -255,8 +251,7 @@ class StorePlans:
     def batch(
         self, batch: Batch, doc_vectors: list[list[float]], query_vectors: list[list[float]]
     ) -> Plan[list[Result]]:
-        """The results of a validated batch, its texts embedded as `doc_vectors` and
-        `query_vectors`."""
+        """The results of a validated batch (its texts embedded as the vectors given)."""
         yield from schema_plan(self.db, self.tables)
         pgvector = yield from self._pgvector_plan()
         results: list[Result] = [None] * batch.size
@@ -293,7 +288,7 @@ class StorePlans:
                 self.index is not None
                 and self.pgvector_wanted is not False
                 and self.sealer is None
-                and self.statements.sql.pgvector
+                and self.db.backend == "postgresql"
             ):
                 enabled = yield Step(
                     enable_pgvector, (self.tables, self.index.ann), write=True, schema=True

@@ -12,7 +12,6 @@ import sqlalchemy as sa
 
 from ..engine.schema import Tables
 from ..engine.unit import Unit
-from .dialect_sql import store_sql
 from .filter_sql import SearchQuery, search_params, search_shape, search_where
 from .filters import matches
 from .items import ItemRow, item_columns, item_row, newest_first, not_lapsed, within_prefix
@@ -28,25 +27,31 @@ def _paged(stmt: Any) -> Any:
 
 
 def matching_pages(
-    unit: Unit, paged: Any, params: dict[str, Any], q: SearchQuery, want: int, exact: bool
+    unit: Unit,
+    paged: Any,
+    params: dict[str, Any],
+    q: SearchQuery,
+    skip: int,
+    want: int,
+    exact: bool,
 ) -> list[ItemRow]:
-    """The first `want` rows of a `_paged` select that match `q.filter`: one query when the
-    SQL is exact, else pages re-checked in Python."""
+    """`want` rows after the first `skip` of a `_paged` select that match `q.filter`: one query
+    when the SQL is exact, else pages re-checked in Python."""
     if want <= 0:
         return []
     if exact:
-        rows = unit.execute(paged, {**params, "lim": want, "off": 0})
+        rows = unit.execute(paged, {**params, "lim": want, "off": skip})
         return [item_row(r, None, q.sealer) for r in rows]
     kept: list[ItemRow] = []
-    start, size = 0, max(want, 100)
-    while len(kept) < want:
+    start, size = 0, max(skip + want, 100)
+    while len(kept) < skip + want:
         rows = unit.execute(paged, {**params, "lim": size, "off": start}).all()
         found = (item_row(r, None, q.sealer) for r in rows)
         kept.extend(item for item in found if matches(item.value, q.filter))
         if len(rows) < size:
             break
         start, size = start + size, size * 2
-    return kept[:want]
+    return kept[skip : skip + want]
 
 
 def search_items(unit: Unit, t: Tables, q: SearchQuery, now: int) -> list[ItemRow]:
@@ -58,11 +63,7 @@ def search_items(unit: Unit, t: Tables, q: SearchQuery, now: int) -> list[ItemRo
         return _paged(stmt), exact
 
     paged, exact = unit.statement(("search", t.key, search_shape(q)), build)
-    params = search_params(store_sql(unit.connection.dialect.name), q, now)
-    if exact:
-        rows = unit.execute(paged, {**params, "lim": q.limit, "off": q.offset})
-        return [item_row(r, None, q.sealer) for r in rows]
-    return matching_pages(unit, paged, params, q, q.offset + q.limit, exact)[q.offset :]
+    return matching_pages(unit, paged, search_params(unit, q, now), q, q.offset, q.limit, exact)
 
 
 _PG_OPS = {"cosine": "<=>", "inner_product": "<#>", "l2": "<->"}
@@ -82,10 +83,9 @@ def _scored(
     now: int,
     distance: str = "cosine",
 ) -> tuple[list[int], list[float]]:
-    """Item ids with a vector and their best scores, best first, ranked by numpy (expiry and
-    the filter are checked later)."""
+    """Ids of items with a vector and their best scores, best first, ranked by numpy."""
     items = t.store_items
-    params = search_params(store_sql(unit.connection.dialect.name), q, now)
+    params = search_params(unit, q, now)
     lengths = distance != "cosine"
     v = t.store_vectors
     # the driver's bytes as they are (no result processing: this can be every vector stored)
@@ -171,7 +171,7 @@ def _pg_top(
         .join_from(ranked, t.store_items, t.store_items.c.id == ranked.c.item_id)
         .order_by(ranked.c.neg, ranked.c.item_id)
     )
-    params = search_params(store_sql(unit.connection.dialect.name), q, now)
+    params = search_params(unit, q, now)
     query32 = np.asarray(query_vector, dtype=np.float32).tolist()  # as pgvector computes
     params.update(q=query32, lim=want)
     if ann is not None:
@@ -242,6 +242,6 @@ def vector_search(
         has_vector = sa.exists().where(t.store_vectors.c.item_id == c.id)
         where, exact = search_where(unit, t, q)
         unscored = sa.select(*item_columns(t)).where(*where, ~has_vector).order_by(*newest_first(t))
-        params = search_params(store_sql(unit.connection.dialect.name), q, now)
-        kept.extend(matching_pages(unit, _paged(unscored), params, q, want - len(kept), exact))
+        params = search_params(unit, q, now)
+        kept.extend(matching_pages(unit, _paged(unscored), params, q, 0, want - len(kept), exact))
     return kept[q.offset : want]

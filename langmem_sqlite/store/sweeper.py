@@ -38,13 +38,9 @@ class Sweeper:
         self._task: asyncio.Task[None] | None = None
         self._astop: asyncio.Event | None = None
 
-    def seconds(self, minutes: float | None) -> float:
-        """The interval in seconds (`minutes`, else the default), validated."""
-        return check_sweep_minutes(self._minutes if minutes is None else minutes)
-
     def start(self, minutes: float | None) -> threading.Thread:
         """The sweeping thread (started unless running)."""
-        seconds = self.seconds(minutes)
+        seconds = check_sweep_minutes(self._minutes if minutes is None else minutes)
         if self._thread is not None and self._thread.is_alive():
             return self._thread
         self._stop.clear()
@@ -62,7 +58,7 @@ class Sweeper:
 
     def astart(self, minutes: float | None) -> asyncio.Task[None]:
         """The sweeping task of the running event loop (started unless running)."""
-        seconds = self.seconds(minutes)
+        seconds = check_sweep_minutes(self._minutes if minutes is None else minutes)
         if self._task is not None and not self._task.done():
             return self._task
         stop = self._astop = asyncio.Event()
@@ -127,8 +123,7 @@ _ASYNC_CODE = inspect.CO_COROUTINE | inspect.CO_ASYNC_GENERATOR | inspect.CO_ITE
 
 
 def awaitable_from_coroutines(twin: str) -> Callable[[F], F]:
-    """A method that, called from a coroutine, returns `self.<twin>(...)` (a coroutine with
-    the same arguments) instead of running."""
+    """A method that, called from a coroutine, returns `self.<twin>(...)` instead of running."""
 
     def wrap(method: F) -> F:
         @functools.wraps(method)

@@ -81,8 +81,6 @@ def best_first(
     ids: Sequence[int], scores: Sequence[float] | np.ndarray
 ) -> tuple[list[int], list[float]]:
     """Keep the best score per id; ids and scores by score descending (ties: lower id first)."""
-    if len(ids) == 0:
-        return [], []
     id_arr = np.asarray(ids, dtype=np.int64)
     score_arr = np.asarray(scores, dtype=np.float64)
     order = np.lexsort((-score_arr, id_arr))  # by id, best score first within an id
@@ -165,8 +163,7 @@ def _ann(config: Any, dims: int | None, fields: int, distance: str) -> ANN | Non
 
 @dataclass(frozen=True)
 class VectorIndex:
-    """A validated index config: the embeddings, the fields to embed, the distance, and, for
-    PostgreSQL with pgvector, an optional approximate index (`ann`; None: exact ranking)."""
+    """A validated index config (`ann`: pgvector's approximate index; None: exact ranking)."""
 
     embeddings: Embeddings
     dims: int | None
