@@ -11,6 +11,7 @@ Python's rule, as in `InMemoryStore`.
 from __future__ import annotations
 
 import math
+import operator
 from collections.abc import Mapping
 from typing import Any
 
@@ -108,33 +109,24 @@ def json_equal(a: Any, b: Any) -> bool:
     return bool(a == b)
 
 
-def _order(value: Any, op: str, operand: Any) -> bool:
+_ORDER = {"$gt": operator.gt, "$gte": operator.ge, "$lt": operator.lt, "$lte": operator.le}
+
+
+def _holds(value: Any, op: str, operand: Any) -> bool:
+    """Whether `value` satisfies one operator."""
+    if op == "$eq":
+        return json_equal(value, operand)
+    if op == "$ne":
+        return not json_equal(value, operand)
     comparable = (is_number(value) and is_number(operand)) or (
         isinstance(value, str) and isinstance(operand, str)
     )
-    if not comparable:
-        return False
-    if op == "$gt":
-        return bool(value > operand)
-    if op == "$gte":
-        return bool(value >= operand)
-    if op == "$lt":
-        return bool(value < operand)
-    return bool(value <= operand)
+    return comparable and bool(_ORDER[op](value, operand))
 
 
 def _condition(value: Any, condition: Any) -> bool:
     if is_operator_dict(condition):
-        for op, operand in condition.items():
-            if op == "$eq":
-                ok = json_equal(value, operand)
-            elif op == "$ne":
-                ok = not json_equal(value, operand)
-            else:
-                ok = _order(value, op, operand)
-            if not ok:
-                return False
-        return True
+        return all(_holds(value, op, operand) for op, operand in condition.items())
     if isinstance(condition, Mapping):
         return isinstance(value, Mapping) and matches(value, condition)
     return json_equal(value, condition)
