@@ -109,14 +109,7 @@ class Sweeper:
         task, stop = self._task, self._astop
         if task is None or stop is None or task.done() or task.get_loop().is_closed():
             return
-        try:
-            running = asyncio.get_running_loop()
-        except RuntimeError:
-            running = None
-        if running is task.get_loop():
-            stop.set()
-        else:
-            task.get_loop().call_soon_threadsafe(stop.set)
+        task.get_loop().call_soon_threadsafe(stop.set)
 
 
 _ASYNC_CODE = inspect.CO_COROUTINE | inspect.CO_ASYNC_GENERATOR | inspect.CO_ITERABLE_COROUTINE
