@@ -84,27 +84,20 @@ def _scored(
     distance: str = "cosine",
 ) -> tuple[list[int], list[float]]:
     """Ids of items with a vector and their best scores, best first, ranked by numpy."""
-    items = t.store_items
-    params = search_params(unit, q, now)
-    lengths = distance != "cosine"
-    v = t.store_vectors
+    items, v = t.store_items, t.store_vectors
     # the driver's bytes as they are (no result processing: this can be every vector stored)
     raw = sa.type_coerce(v.c.embedding, sa.types.NullType())
-    extra = [v.c.norm] if lengths else []
-    if q.sealer is not None:
-        extra += [v.c.ns, v.c.field]
-    stmt = sa.select(v.c.item_id, raw, *extra).where(within_prefix(v.c.ns, q.prefix))
+    sealed = [v.c.ns, v.c.field] if q.sealer is not None else []
+    stmt = sa.select(v.c.item_id, raw, v.c.norm, *sealed).where(within_prefix(v.c.ns, q.prefix))
     if q.filter:  # narrow in SQL with the item's value
         stmt = stmt.join(items, items.c.id == v.c.item_id).where(*search_where(unit, t, q)[0])
-    pairs: Sequence[Any] = unit.execute(stmt, params).all()
+    rows: Sequence[Any] = unit.execute(stmt, search_params(unit, q, now)).all()
+    blobs = [r[1] for r in rows]
     if q.sealer is not None:
-        opened, at = q.sealer.open_vector, 3 if lengths else 2
-        blobs = [opened(_text(r[at]), r[0], _text(r[at + 1]), r[1]) for r in pairs]
-    else:
-        blobs = [r[1] for r in pairs]
-    norms = [r[2] for r in pairs] if lengths else None
-    ids = [r[0] for r in pairs]
-    return rank_max_pool(query_vector, ids, b"".join(blobs), norms, distance)
+        opened = q.sealer.open_vector
+        blobs = [opened(_text(r[3]), r[0], _text(r[4]), r[1]) for r in rows]
+    ids, lengths = [r[0] for r in rows], [r[2] for r in rows]
+    return rank_max_pool(query_vector, ids, b"".join(blobs), lengths, distance)
 
 
 def _text(ns: Any) -> str:
