@@ -1,9 +1,5 @@
-"""Checks on what callers give the store: values, TTLs, pages, sweeper settings.
-
-Each raises a clear error naming the parameter (and, for numbers, the allowed range) before
-anything is written. Numbers follow `langmem_sqlite.validation`: `bool` is refused, and
-so are NaN, the infinities and values beyond what every supported database holds.
-"""
+"""Checks on what callers give the store (values, TTLs, pages, sweeper settings), raising an error
+that names the parameter before anything is written."""
 
 from __future__ import annotations
 
@@ -60,13 +56,7 @@ def _minutes(value: Any, name: str, high: int) -> float:
 
 
 def check_ttl_minutes(ttl: Any, name: str = "ttl") -> int | None:
-    """A TTL in minutes (above 0, at most `TTL_MAX_MINUTES`) as microseconds; `None`
-    (never expires) stays `None`, as in LangGraph's stores.
-
-    Raises:
-        TypeError: not a number.
-        ValueError: `bool`, NaN, an infinity, 0 or less, or above the maximum.
-    """
+    """A TTL in minutes as microseconds; `None` (never expires) stays `None`."""
     if ttl is None:
         return None
     return max(1, int(_minutes(ttl, name, TTL_MAX_MINUTES) * 60_000_000))
@@ -85,8 +75,7 @@ def check_timeout(timeout: Any, name: str = "timeout") -> float | None:
 
 
 def check_page(value: Any, name: str) -> int:
-    """A `limit` or `offset`: an int from 0 to `PAGE_MAX` (`limit=0`: no items, as
-    in LangGraph's stores)."""
+    """A `limit` or `offset`: an int from 0 to `PAGE_MAX`."""
     return check_int(value, name, low=0, high=PAGE_MAX)
 
 
@@ -114,9 +103,8 @@ def check_ttl_config(ttl: Any) -> TTLConfig | None:
 
 
 def check_value(value: Any, nul_ok: bool = True) -> tuple[dict[str, Any] | None, str | None]:
-    """The value and its JSON text (`(None, None)` for a delete); stored as that text where
-    the column is text (SQLite, MySQL), so that it is serialized once. `nul_ok=False` (a
-    PostgreSQL `jsonb` column, which cannot hold it) refuses a NUL character in a string."""
+    """The value and its JSON text (`(None, None)` for a delete). `nul_ok=False` (PostgreSQL's
+    `jsonb`) refuses a NUL character."""
     if value is None:
         return None, None
     if not isinstance(value, dict):
@@ -143,7 +131,7 @@ def check_value(value: Any, nul_ok: bool = True) -> tuple[dict[str, Any] | None,
 
 
 def _nul_at(value: Any, where: str) -> str | None:
-    """Where the first NUL character of a JSON value is (a key or a string), if any."""
+    """Where the first NUL character of a JSON value is, if any."""
     if isinstance(value, str):
         return where if "\x00" in value else None
     if isinstance(value, dict):
@@ -172,9 +160,8 @@ def check_match(condition: Any) -> MatchCondition:
 
 
 def public_namespace(namespace: Any, name: str = "namespace", *, allow_empty: bool = True) -> None:
-    """The checks of `batch` on a namespace given to `get`, `put` or `search` (their errors
-    first), and what `BaseStore` refuses on top of them: labels with a period, as LangGraph's
-    stores do (`batch` stores such labels as they are)."""
+    """The checks of `batch` on a namespace, then what `BaseStore` refuses on top: labels with
+    a period (`batch` stores them as they are)."""
     if "." in namespaces.encoded(namespace, name, allow_empty=allow_empty):
         raise InvalidNamespaceError(
             f"Invalid namespace {tuple(namespace)!r}: labels cannot contain periods ('.')"

@@ -1,22 +1,11 @@
 """User facts for agents: remembered across conversations, shown to the model within a budget.
 
-Facts live in any LangGraph `BaseStore` (usually [`SQLStore`][langmem_sqlite.SQLStore]) under
-`(*namespace_prefix, user_id, "facts")`, one item per fact: `{"fact": "...", "source": ...}`.
-Candidates extracted by a model wait under `(..., user_id, "pending_facts")` until confirmed:
-better to remember less than to remember wrong.
-
-* [`UserFacts`][langmem_sqlite.store.UserFacts] -- remember, update, forget, propose, confirm,
-  reject, and choose the facts for a prompt (most relevant first when the store has a semantic
-  index, then most recent, within a token budget).
-* [`facts_hook`][langmem_sqlite.store.facts_hook] -- a LangGraph node / `pre_model_hook` putting
-  those facts into the system message before the model call.
-* [`fact_tools`][langmem_sqlite.store.fact_tools] -- `remember_fact`, `update_fact` and
-  `forget_fact` tools.
-* [`extract_candidate_facts`][langmem_sqlite.store.extract_candidate_facts] (in `extraction`)
-  -- ask a chat model for candidate facts (kept pending).
-
-Each operation is written once as a generator of store operations, run with `store.batch` by
-the sync method and `store.abatch` by its `a`-prefixed twin.
+Facts live in any LangGraph `BaseStore` under `(*namespace_prefix, user_id, "facts")`, one item
+per fact (`{"fact": "...", "source": ...}`); candidates extracted by a model wait under
+`(..., user_id, "pending_facts")` until confirmed. [`UserFacts`][langmem_sqlite.store.UserFacts]
+manages them, [`facts_hook`][langmem_sqlite.store.facts_hook] puts them into the system message
+before a model call, [`fact_tools`][langmem_sqlite.store.fact_tools] lets an agent change them.
+Each operation is a generator of store operations, run by `store.batch` or `store.abatch`.
 """
 
 from __future__ import annotations
@@ -76,8 +65,7 @@ def _rank(items: Sequence[SearchItem]) -> list[SearchItem]:
 
 
 def _check_prefix(prefix: Any) -> tuple[str, ...]:
-    """A namespace prefix: a tuple (or list) of `str` labels; a `str` is refused, not split
-    into one label per character (the store checks the labels themselves)."""
+    """A namespace prefix: a tuple (or list) of `str` labels; a `str` is refused, not split."""
     labels = tuple(check_list(prefix, "namespace_prefix"))
     for label in labels:
         check_text(label, "namespace_prefix")
@@ -91,8 +79,7 @@ def _check_key(key: Any) -> str:
 
 
 def _check_items(facts: Any, name: str = "facts") -> list[Item]:
-    """A list of store items (as [`UserFacts.select`][langmem_sqlite.store.facts.UserFacts.select]
-    returns: anything with a `key` and a mapping `value`); a `str` is refused, not split."""
+    """A list of items (each with a `key` and a mapping `value`); a `str` is refused, not split."""
     items = check_list(facts, name)
     for i, item in enumerate(items):
         if not (hasattr(item, "key") and isinstance(getattr(item, "value", None), Mapping)):

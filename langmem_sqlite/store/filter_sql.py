@@ -1,11 +1,7 @@
-"""Search filters in SQL: each leaf condition of a filter becomes a SQL condition that never
-rejects an item `filters.matches` accepts, flagged exact when it also never accepts one
-that `filters.matches` rejects. When the whole filter is exact, LIMIT/OFFSET go to the
-database; otherwise candidates are re-checked in Python (see `searches`).
-
-How a database reads JSON is its `StoreSQL.json`: PostgreSQL's `jsonb` operators, SQLite's
-`json_extract`/`json_type`, MySQL's `JSON_VALUE`. The values are bound parameters `f0`, `f1`...
-"""
+"""Search filters in SQL: each leaf condition becomes a SQL condition that never rejects an item
+`filters.matches` accepts, flagged exact when it never accepts more. An exact filter lets the
+database apply LIMIT/OFFSET; otherwise candidates are re-checked in Python. Values are bound as
+parameters `f0`, `f1`..."""
 
 from __future__ import annotations
 
@@ -21,9 +17,8 @@ from sqlalchemy.dialects import mysql, postgresql
 from ..engine.schema import Tables
 from ..engine.unit import Unit
 from . import namespaces
-from .dialect_sql import StoreSQL, store_sql
 from .filters import is_finite_json, is_number, is_operator_dict
-from .items import not_lapsed, within_prefix
+from .items import StoreSQL, not_lapsed, store_sql, within_prefix
 from .sealed import Sealer
 
 __all__ = ["SearchQuery", "prefilter"]
@@ -38,10 +33,8 @@ class SearchQuery:
     limit: int
     offset: int
     omit_expired: bool
-    sealer: Sealer | None = field(default=None, compare=False)
-    """The store's cipher, if its values are encrypted (filters then run in Python)."""
+    sealer: Sealer | None = field(default=None, compare=False)  # filters then run in Python
     leaves: tuple[tuple[tuple[str, ...], str, Any], ...] = field(init=False, compare=False)
-    """`(path, op, operand)` of each leaf condition of the filter."""
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "leaves", tuple(_conditions(self.filter or {})))
@@ -69,9 +62,8 @@ Pushed = tuple[Any, bool]
 """A SQL condition (or None: nothing pushed) and whether it is exact."""
 
 _EXACT = 2**53
-"""Numbers from this size on are compared loosely in SQL and re-checked in Python: beyond it
-integers and floats no longer meet one for one (a float is stored as its shortest spelling, so
-`float(2**70)`, exactly 1180591620717411303424, is stored as 1180591620717411300000.0)."""
+"""From this size on, integers and floats no longer meet one for one: compared loosely in SQL
+and re-checked in Python."""
 
 
 def _big(v: Any) -> bool:
@@ -80,8 +72,7 @@ def _big(v: Any) -> bool:
 
 
 def _nonfinite(op: str, v: float) -> Pushed:
-    """A NaN or infinite operand, by Python's rule (stored values are finite): the condition
-    is a constant, or "is a number" (re-checked in Python)."""
+    """A NaN or infinite operand, by Python's rule (stored values are finite)."""
     if op == "$ne":
         return None, True  # differs from every stored value (and from a missing one)
     if math.isnan(v) or op == "$eq":
@@ -97,9 +88,7 @@ def _dotted(path: tuple[str, ...]) -> list[int]:
 
 
 def _pg_at(doc: Any, path: tuple[str, ...]) -> Any:
-    """The jsonb at `path` by the filters' rule: each name as a key (`->`: NULL on a
-    non-object, as `filters.lookup` gives None); a dotted name as itself if present,
-    else one object per dot."""
+    """The jsonb at `path` by `filters.lookup`'s rule."""
     at = doc
     for name in path:
         key = at.op("->")(sa.bindparam(None, name, type_=sa.Text))
@@ -141,8 +130,7 @@ def _json_path(path: tuple[str, ...]) -> str | None:
 
 
 def _sqlite_at(t: Tables, path: tuple[str, ...]) -> tuple[Any, Any] | None:
-    """SQLite's `(json_extract, json_type)` at `path` by the filters' rule (None: not
-    expressible, when several names hold dots)."""
+    """SQLite's `(json_extract, json_type)` at `path` by `filters.lookup`'s rule, if expressible."""
     value = t.store_items.c.value
     dotted = _dotted(path)
     jp = _json_path(path)
@@ -209,8 +197,7 @@ _BUILDERS = {"jsonb": _pg_condition, "json1": _sqlite_condition, "json_value": _
 
 
 def prefilter(sql: StoreSQL, t: Tables, q: SearchQuery) -> tuple[list[Any], bool]:
-    """SQL conditions implied by `q.filter` (values as parameters `f0`...), and whether
-    they are exactly the filter."""
+    """SQL conditions implied by `q.filter`, and whether they are exactly the filter."""
     if q.sealer is not None:  # ciphertext: the filter runs in Python only
         return [], not q.filter
     make = _BUILDERS[sql.json]
@@ -228,9 +215,9 @@ def prefilter(sql: StoreSQL, t: Tables, q: SearchQuery) -> tuple[list[Any], bool
     return out, exact
 
 
-def search_params(sql: StoreSQL, q: SearchQuery, now: int) -> dict[str, Any]:
-    """Bound values for the statements built from `q` (prefix bounds, now, filter values:
-    a statement ignores those it does not use)."""
+def search_params(unit: Unit, q: SearchQuery, now: int) -> dict[str, Any]:
+    """Bound values for the statements built from `q` (each ignores those it does not use)."""
+    sql = store_sql(unit.connection.dialect.name)
     params: dict[str, Any] = {"now": now}
     bounds = namespaces.prefix_range(q.prefix)
     if bounds is not None:
@@ -254,15 +241,13 @@ def _kind(v: Any) -> Hashable:
 
 
 def search_shape(q: SearchQuery) -> Hashable:
-    """What the statements of a search depend on: queries of one shape share them (see
-    [`Unit.statement`][langmem_sqlite.engine.unit.Unit.statement])."""
+    """What the statements of a search depend on: queries of one shape share them."""
     leaves = tuple((path, op, _kind(v)) for path, op, v in q.leaves)
     return bool(q.prefix), q.omit_expired, q.sealer is not None, leaves
 
 
 def search_where(unit: Unit, t: Tables, q: SearchQuery) -> tuple[tuple[Any, ...], bool]:
-    """The conditions of a search (prefix, not lapsed, filter) and whether they are exactly
-    the filter."""
+    """The conditions of a search (prefix, not lapsed, filter) and whether they are exact."""
 
     def build() -> tuple[tuple[Any, ...], bool]:
         sql = store_sql(unit.connection.dialect.name)

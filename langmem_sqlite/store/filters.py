@@ -1,26 +1,17 @@
-"""Search filters on item values: validation and the exact (Python) evaluation.
+"""Search filters on item values: validation, and `matches`, the rule every returned item
+satisfies.
 
-A filter maps a field of the value to either a value (equality) or a dict of operators:
-`$eq`, `$ne`, `$gt`, `$gte`, `$lt`, `$lte`. A plain dict without operators matches a
-nested object field by field. `sql` narrows candidates in the database; `matches` is
-the rule every returned item satisfies.
-
-A field name with dots reaches nested values, as in LangGraph's `SqliteStore`:
-`{"user.access-level": "x"}` matches `{"user": {"access-level": "x"}}`. A value that has the
-dotted name itself as a key is read there first (`{"user.access-level": "x"}` as stored, as
-`InMemoryStore` and `PostgresStore` read it); otherwise each dot goes one object down.
-
-Equality is JSON equality: numbers compare by value as Python compares them (`1 == 1.0`,
-`2**70 == float(2**70)`, `2**70 + 1 != float(2**70)`), booleans only equal booleans, lists
-element by element. Ordering operators compare two numbers or two strings (code point order);
-any other pair does not match. NaN and infinities follow Python's rule, as in `InMemoryStore`:
-NaN equals and orders nothing (`$ne` NaN matches every item), `{"$lt": inf}` matches every
-number, `{"$gt": inf}` none.
+A field maps to a value (equality), a dict of operators (`$eq`, `$ne`, `$gt`, `$gte`, `$lt`,
+`$lte`) or a plain dict matching a nested object. A dotted name is read as a key first, else one
+object per dot (as `SqliteStore`). Equality is JSON equality (numbers by value, booleans only
+equal booleans); ordering compares two numbers or two strings; NaN and infinities follow
+Python's rule, as in `InMemoryStore`.
 """
 
 from __future__ import annotations
 
 import math
+import operator
 from collections.abc import Mapping
 from typing import Any
 
@@ -48,13 +39,7 @@ def is_operator_dict(value: Any) -> bool:
 
 
 def check_filter(filter: Any, name: str = "filter") -> dict[str, Any] | None:
-    """Validate a search filter; `None` or `{}` means no filter.
-
-    Raises:
-        TypeError: not a dict, or a field name that is not a string.
-        ValueError: an unknown `$` operator, operators mixed with plain fields, or an
-            ordering operator given something other than a number or a string.
-    """
+    """A validated search filter (`None` for `None` or `{}`)."""
     if filter is None:
         return None
     if not isinstance(filter, Mapping):
@@ -80,8 +65,7 @@ def check_filter(filter: Any, name: str = "filter") -> dict[str, Any] | None:
 
 
 def lookup(value: Any, field: str) -> Any:
-    """The value of `field` in an object (`None` if missing): the key `field` itself if
-    present, else, for a dotted name, the nested value one object per dot."""
+    """The value of `field` in an object (`None` if missing), by the dotted-name rule."""
     if not isinstance(value, Mapping):
         return None
     found = value.get(field, _MISSING)
@@ -125,33 +109,24 @@ def json_equal(a: Any, b: Any) -> bool:
     return bool(a == b)
 
 
-def _order(value: Any, op: str, operand: Any) -> bool:
+_ORDER = {"$gt": operator.gt, "$gte": operator.ge, "$lt": operator.lt, "$lte": operator.le}
+
+
+def _holds(value: Any, op: str, operand: Any) -> bool:
+    """Whether `value` satisfies one operator."""
+    if op == "$eq":
+        return json_equal(value, operand)
+    if op == "$ne":
+        return not json_equal(value, operand)
     comparable = (is_number(value) and is_number(operand)) or (
         isinstance(value, str) and isinstance(operand, str)
     )
-    if not comparable:
-        return False
-    if op == "$gt":
-        return bool(value > operand)
-    if op == "$gte":
-        return bool(value >= operand)
-    if op == "$lt":
-        return bool(value < operand)
-    return bool(value <= operand)
+    return comparable and bool(_ORDER[op](value, operand))
 
 
 def _condition(value: Any, condition: Any) -> bool:
     if is_operator_dict(condition):
-        for op, operand in condition.items():
-            if op == "$eq":
-                ok = json_equal(value, operand)
-            elif op == "$ne":
-                ok = not json_equal(value, operand)
-            else:
-                ok = _order(value, op, operand)
-            if not ok:
-                return False
-        return True
+        return all(_holds(value, op, operand) for op, operand in condition.items())
     if isinstance(condition, Mapping):
         return isinstance(value, Mapping) and matches(value, condition)
     return json_equal(value, condition)

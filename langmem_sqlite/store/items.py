@@ -1,28 +1,26 @@
-"""The store's items in SQL: the rows read, the "not lapsed" and "under the prefix"
-conditions, reads by key, namespace listings, puts and deletes (with the vectors of indexed
-items), TTL refreshes and the sweep of lapsed items.
-
-Every function takes a [`Unit`][langmem_sqlite.engine.Unit] and the store's `Tables` (or its
-`ItemStatements`). Times are microseconds since the epoch; namespaces are stored encoded (see
-`namespaces`).
+"""The store's items in SQL: what differs between databases (`StoreSQL`), reads by key,
+namespace listings, puts and deletes (with the vectors of indexed items), TTL refreshes and the
+sweep. Times are microseconds since the epoch; namespaces are stored encoded (see `namespaces`).
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
 from functools import cached_property
 from typing import Any, NamedTuple
 
 import sqlalchemy as sa
+from sqlalchemy.dialects import postgresql
 from sqlalchemy.engine import Connection
 from sqlalchemy.sql.elements import ColumnElement
 
 from ..engine.dialects import Rules
+from ..engine.dialects.postgresql import jsonb_text
 from ..engine.schema import Tables
 from ..engine.unit import Unit
 from . import namespaces
-from .dialect_sql import store_sql
-from .pgvector_schema import pgvector_table, raw_vector
+from .pgvector_schema import pgvector_rows, pgvector_table
 from .sealed import Sealer, plain_value
 
 __all__ = [
@@ -30,10 +28,12 @@ __all__ = [
     "ItemRow",
     "ItemStatements",
     "Put",
+    "StoreSQL",
     "apply_puts",
     "get_items",
     "list_namespaces",
     "refresh_ttl",
+    "store_sql",
     "sweep_expired",
 ]
 
@@ -41,6 +41,47 @@ CHUNK = 500
 """Rows per statement for lists of ids or keys."""
 _NEVER = 2**63 - 1  # an expiry time after every other (microseconds)
 _CHANGING = ("value", "updated_at", "ttl_us", "expires_at")
+
+
+@dataclass(frozen=True)
+class StoreSQL:
+    """The store's rules for one kind of database.
+
+    Attributes:
+        json: how filters read JSON: `"jsonb"` (PostgreSQL), `"json1"` (SQLite) or
+            `"json_value"` (MySQL's `JSON_VALUE`: a superset, re-checked in Python).
+        expiry_as_or: "not lapsed" as `IS NULL OR >` rather than `COALESCE` (see
+            `not_lapsed`).
+    """
+
+    json: str
+    expiry_as_or: bool = False
+
+    def value(self, bind: Any) -> Any:
+        """A bound JSON text as the value column's value (PostgreSQL casts it to `jsonb`)."""
+        return sa.cast(bind, postgresql.JSONB) if self.json == "jsonb" else bind
+
+    def text(self, text: str) -> str:
+        """JSON text as the value column stores it without changing a number."""
+        return jsonb_text(text) if self.json == "jsonb" else text
+
+    def number(self, value: int | float) -> int | float:
+        """A filter's number, bound for comparison with a JSON number read in SQL."""
+        if self.json == "jsonb":
+            return value  # bound as jsonb
+        if self.json == "json1" and type(value) is int and -(2**63) <= value < 2**63:
+            return value  # SQLite reads integers beyond 64 bits as floats
+        return float(value)
+
+
+_POSTGRESQL = StoreSQL("jsonb", expiry_as_or=True)
+_SQLITE = StoreSQL("json1")
+_MYSQL = StoreSQL("json_value")
+
+
+def store_sql(name: str) -> StoreSQL:
+    """The rules for SQLAlchemy's dialect `name` (`"postgresql"`, `"sqlite"`, else MySQL's)."""
+    return {"postgresql": _POSTGRESQL, "sqlite": _SQLITE}.get(name, _MYSQL)
 
 
 class ItemRow(NamedTuple):
@@ -71,11 +112,9 @@ def item_row(row: Any, score: float | None = None, sealer: Sealer | None = None)
 
 
 def not_lapsed(t: Tables, omit_expired: bool, or_form: bool = False) -> ColumnElement[bool]:
-    """Not lapsed at the `now` parameter (`or_form`: see `StoreSQL.expiry_as_or`).
-
-    PostgreSQL's expiry index holds only items with a TTL, so its `IS NULL` test cannot read
-    the whole index; elsewhere `COALESCE` keeps planners from ANDing the expiry index into a
-    search."""
+    """Not lapsed at the `now` parameter. `or_form` (PostgreSQL, whose expiry index holds only
+    items with a TTL): `IS NULL OR >`; elsewhere `COALESCE` keeps planners from ANDing the
+    expiry index into a search."""
     c = t.store_items.c
     if not omit_expired:
         return sa.true()
@@ -86,8 +125,7 @@ def not_lapsed(t: Tables, omit_expired: bool, or_form: bool = False) -> ColumnEl
 
 
 def within_prefix(column: Any, prefix: tuple[str, ...]) -> ColumnElement[bool]:
-    """Within the `lo`/`hi` parameters (see `namespaces.prefix_range`), unless the prefix
-    is empty."""
+    """Within the `lo`/`hi` parameters (`namespaces.prefix_range`), unless no prefix."""
     if not prefix:
         return sa.true()
     return sa.and_(
@@ -112,8 +150,7 @@ def _by_namespace(pairs: Sequence[tuple[str, str]]) -> Iterator[dict[str, Any]]:
 
 
 def _at_keys(t: Tables) -> list[ColumnElement[bool]]:
-    """The items of the `ns` parameter whose key is in the `keys` parameter (through the
-    `(ns, key)` index)."""
+    """The items of the `ns` parameter whose key is in the `keys` parameter."""
     c = t.store_items.c
     return [
         c.ns == sa.bindparam("ns", type_=c.ns.type),
@@ -122,14 +159,7 @@ def _at_keys(t: Tables) -> list[ColumnElement[bool]]:
 
 
 class ItemStatements:
-    """The statements on one store's items by key, built on first use (the values are bound
-    per call).
-
-    Args:
-        t: the store's tables.
-        rules: the database's dialect object (its upsert).
-        omit_expired: lapsed items are never read.
-    """
+    """The statements on one store's items by key, built on first use (values bound per call)."""
 
     def __init__(self, t: Tables, rules: Rules, omit_expired: bool) -> None:
         self.t = t
@@ -145,8 +175,7 @@ class ItemStatements:
 
     @cached_property
     def get_one(self) -> Any:
-        """The live item at `ns` and `key` (a plain comparison: an `IN` list is rendered
-        anew for each execution)."""
+        """The live item at `ns` and `key` (an `IN` list would be rendered per execution)."""
         t = self.t
         c = t.store_items.c
         at = c.ns == sa.bindparam("ns", type_=c.ns.type), c.key == sa.bindparam("key")
@@ -165,9 +194,7 @@ class ItemStatements:
 
     @cached_property
     def upsert(self) -> Any:
-        """Insert or replace an item by `(ns, key)`, its value bound as JSON text (PostgreSQL
-        casts it to `jsonb`); inline: no implicit RETURNING of the new id, which nothing
-        reads."""
+        """Insert or replace an item by `(ns, key)` (inline: no RETURNING of the new id)."""
         upsert = self.rules.upsert(self.t.store_items, _CHANGING, ("ns", "key")).inline()
         return upsert.values(value=self.sql.value(sa.bindparam("value", type_=sa.Text)))
 
@@ -251,8 +278,7 @@ def apply_puts(
     pgvector: bool,
     sealer: Sealer | None = None,
 ) -> None:
-    """Apply writes (the last per `(ns, key)` should be given once); with `index`, replace
-    the vectors of every written item."""
+    """Apply writes (one per `(ns, key)`); with `index`, replace the written items' vectors."""
     for params in _by_namespace([(r.ns, r.key) for r in rows if r.value is None]):
         unit.execute(s.delete, params)
     puts = [r for r in rows if r.value is not None]
@@ -297,17 +323,8 @@ def _replace_vectors(
     ]
     if not vectors:
         return
-    if pgvector:  # pgvector's copy holds the vectors as given (unit vector times length)
-        copies = [
-            {
-                "item_id": v["item_id"],
-                "field": v["field"],
-                "ns": v["ns"],
-                "embedding": raw_vector(v["embedding"], v["norm"]),
-            }
-            for v in vectors
-        ]
-        unit.execute(sa.insert(pgvector_table(t)), copies)
+    if pgvector:
+        unit.execute(sa.insert(pgvector_table(t)), pgvector_rows(vectors))
     if sealer is not None:
         for v in vectors:
             v["embedding"] = sealer.seal_vector(v["ns"], v["item_id"], v["field"], v["embedding"])

@@ -1,12 +1,6 @@
-"""Store namespaces as one order-preserving text column.
-
-A namespace `("users", "42")` is stored as each label followed by `\\x01`; inside a label
-`\\x01` and `\\x02` are escaped with `\\x02`. Because the terminator sorts before every
-encoded character, comparing encoded texts byte by byte orders namespaces exactly like Python
-orders the tuples, and every namespace under a prefix lies in one contiguous range
-(`prefix_range`): prefix searches are index range scans on every database. Labels may hold
-any character but NUL, including dots and any Unicode.
-"""
+"""Store namespaces as one order-preserving text column: each label followed by `\\x01`, with
+`\\x01` and `\\x02` escaped by `\\x02`. Encoded texts sort like the tuples, and the namespaces
+under a prefix form one contiguous range (`prefix_range`): an index range scan."""
 
 from __future__ import annotations
 
@@ -32,13 +26,8 @@ class NamespaceTypeError(InvalidNamespaceError, TypeError):
 def check_namespace(
     namespace: Any, name: str = "namespace", *, allow_empty: bool = False
 ) -> tuple[str, ...]:
-    """Validate a namespace and return it as a tuple of labels.
-
-    Raises:
-        TypeError: not a tuple/list of `str` (an `InvalidNamespaceError` too).
-        ValueError: empty (unless `allow_empty`), an empty label, NUL, a lone surrogate,
-            or longer than the column allows (`InvalidNamespaceError`).
-    """
+    """A namespace as a tuple of labels (`InvalidNamespaceError`, also a `TypeError` for a
+    wrong type, if it is not a non-empty sequence of non-empty labels that the column holds)."""
     if isinstance(namespace, str) or not isinstance(namespace, Sequence):
         raise NamespaceTypeError(
             f"{name}: expected a tuple of strings, got {type(namespace).__name__}"
@@ -68,11 +57,7 @@ def encode(namespace: tuple[str, ...]) -> str:
 
 
 def encoded(namespace: Any, name: str = "namespace", *, allow_empty: bool = False) -> str:
-    """`encode(check_namespace(namespace))`.
-
-    Raises:
-        TypeError, ValueError: as `check_namespace`.
-    """
+    """`encode(check_namespace(namespace))`."""
     return encode(check_namespace(namespace, name, allow_empty=allow_empty))
 
 
@@ -95,8 +80,7 @@ def decode(text: str) -> tuple[str, ...]:
 
 
 def prefix_range(prefix: tuple[str, ...]) -> tuple[str, str] | None:
-    """`(low, high)` such that a namespace starts with `prefix` iff `low <= ns < high`;
-    `None` for the empty prefix (everything matches)."""
+    """`(low, high)`: a namespace starts with `prefix` iff `low <= ns < high` (None: no prefix)."""
     if not prefix:
         return None
     low = encode(prefix)

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import re
 import zlib
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 import numpy as np
@@ -14,7 +15,6 @@ from sqlalchemy.engine import Connection
 from sqlalchemy.types import UserDefinedType
 
 from ..engine.schema import NamespacePath, Tables
-from .dialect_sql import store_sql
 from .vectors import ANN, from_blob
 
 __all__ = [
@@ -33,15 +33,25 @@ def raw_vector(blob: bytes, norm: float | None) -> list[float]:
     return scaled.astype(np.float32).tolist()  # type: ignore[no-any-return]
 
 
+def pgvector_rows(vectors: Iterable[Mapping[str, Any]]) -> list[dict[str, Any]]:
+    """The pgvector table's rows of stored vectors (their vectors as given)."""
+    return [
+        {
+            "item_id": v["item_id"],
+            "field": v["field"],
+            "ns": v["ns"],
+            "embedding": raw_vector(v["embedding"], v["norm"]),
+        }
+        for v in vectors
+    ]
+
+
 class Vector(UserDefinedType[list[float]]):
-    """pgvector's `vector` type, or `halfvec` (`dims`: fixed dimension, else none), bound
-    from a list of floats."""
+    """pgvector's `vector` or `halfvec` type (`dims`: fixed, else none), bound from floats."""
 
     cache_ok = True
 
     def __init__(self, dims: int | None = None, kind: str = "vector") -> None:
-        if kind not in ("vector", "halfvec"):
-            raise ValueError(f"vector type: 'vector' or 'halfvec', got {kind!r}")
         self.dims = dims
         self.kind = kind
 
@@ -73,8 +83,7 @@ def pgvector_table(t: Tables) -> sa.Table:
             ),
             sa.Column("field", sa.String(255), primary_key=True),
             sa.Column("embedding", Vector(), nullable=False),
-            # the item's namespace: a search under a prefix ranks its vectors without reading
-            # the items
+            # the item's namespace: a search ranks the vectors under a prefix alone
             sa.Column("ns", NamespacePath, nullable=False),
             sa.Index(f"{t.prefix}store_pgvectors_ns_ix", "ns"),
         )
@@ -82,16 +91,14 @@ def pgvector_table(t: Tables) -> sa.Table:
 
 
 def enable_pgvector(conn: Connection, t: Tables, ann: ANN | None = None) -> bool:
-    """On PostgreSQL: if the `vector` extension is installed (in a schema on the search path),
-    or available and this role may create it, make sure the pgvector table exists (filled from
-    the stored vectors), with the index of `ann` if given, and return True; else False (the
-    application ranks then).
+    """If the `vector` extension is usable (installed on the search path, or created now), make
+    sure the pgvector table (filled from the stored vectors) and the index of `ann` exist and
+    return True; else False (the application ranks).
 
     Raises:
-        ValueError: `ann` has `vector_type` `"halfvec"` and the server's pgvector is
-            older than 0.7, which introduced it.
+        ValueError: `ann` wants `halfvec` and the server's pgvector is older than 0.7.
     """
-    if not store_sql(conn.dialect.name).pgvector:
+    if conn.dialect.name != "postgresql":
         return False
     installed = conn.execute(
         sa.text("SELECT 1 FROM pg_extension WHERE extname = 'vector'")
@@ -108,34 +115,19 @@ def enable_pgvector(conn: Connection, t: Tables, ann: ANN | None = None) -> bool
         except sa.exc.DBAPIError:
             return False
     if conn.execute(sa.text("SELECT to_regtype('vector')")).scalar() is None:
-        # installed in a schema that is not on this connection's search_path: its type and
-        # operators cannot be named unqualified, so rank in the application
+        # installed in a schema not on the search_path: its type cannot be named unqualified
         return False
     if ann is not None and ann.vector_type == "halfvec":
         _check_halfvec(conn)
     table = pgvector_table(t)
     if not sa.inspect(conn).has_table(table.name, schema=t.schema):
         table.create(conn)
-        rows = conn.execute(sa.select(t.store_vectors)).all()
+        rows = conn.execute(sa.select(t.store_vectors)).mappings().all()
         if rows:
-            conn.execute(
-                sa.insert(table),
-                [
-                    {
-                        "item_id": r.item_id,
-                        "field": r.field,
-                        "ns": r.ns,
-                        "embedding": raw_vector(r.embedding, r.norm),
-                    }
-                    for r in rows
-                ],
-            )
+            conn.execute(sa.insert(table), pgvector_rows(rows))
     if ann is not None:
         ann_index(t, ann).create(conn, checkfirst=True)
     return True
-
-
-HALFVEC_SINCE = (0, 7)
 
 
 def _check_halfvec(conn: Connection) -> None:
@@ -143,7 +135,7 @@ def _check_halfvec(conn: Connection) -> None:
         sa.text("SELECT extversion FROM pg_extension WHERE extname = 'vector'")
     ).scalar()
     parts = tuple(int(p) for p in re.findall(r"\d+", str(version))[:2])
-    if parts < HALFVEC_SINCE:
+    if parts < (0, 7):
         raise ValueError(
             f"index: 'ann_index_config' vector_type 'halfvec' needs pgvector 0.7 or later; this "
             f"server has pgvector {version} (ALTER EXTENSION vector UPDATE after upgrading it, "
@@ -167,10 +159,9 @@ def ann_index_name(t: Tables, ann: ANN) -> str:
 
 
 def ann_index(t: Tables, ann: ANN) -> sa.Index:
-    """The approximate index of the pgvector table for `ann`: an HNSW or IVFFlat expression
-    index on `embedding::vector(dims)` (or `halfvec(dims)`) with the operator class of its
-    distance, as `_pg_ranking` orders by it."""
-    key = (t.key, ann)  # every setting: another index of another name, or another m...
+    """The HNSW or IVFFlat expression index on `embedding::vector(dims)` (or `halfvec`) of
+    `ann`, with the operator class of its distance."""
+    key = (t.key, ann)
     index = _indexes.get(key)
     if index is None:
         table = pgvector_table(t)

@@ -1,11 +1,7 @@
-"""The store's operations: a batch validated into a `Batch` (what to read, write and embed),
-run as a [`Plan`][langmem_sqlite.engine.Plan] written once for the sync and async API (reads,
-then writes), with setup and the TTL sweep; the rows read become the `Item` and `SearchItem`
-values handed out (each caller's own).
-
-As in LangGraph's `InMemoryStore`, the reads of a batch see the data as it was before the
-batch's writes, and of several writes to one item in a batch the last wins.
-"""
+"""The store's operations: a batch validated into a `Batch`, then run as one
+[`Plan`][langmem_sqlite.engine.Plan] for the sync and async API (reads, then writes). As in
+`InMemoryStore`, the reads of a batch see the data before its writes; of several writes to one
+item, the last wins."""
 
 from __future__ import annotations
 
@@ -83,8 +79,7 @@ class Listing(NamedTuple):
 
 @dataclass
 class Batch:
-    """A validated batch: what to read, what to write (of several writes to one item, the
-    last), what to embed."""
+    """A validated batch: what to read, write (the last write per item) and embed."""
 
     size: int
     gets: list[Get] = field(default_factory=list)
@@ -113,12 +108,8 @@ def literal_prefix(op: ListNamespacesOp) -> tuple[str, ...]:
     """The leading labels (before any `*`) every listed namespace must start with."""
     for condition in op.match_conditions or ():
         if condition.match_type == "prefix":
-            labels = []
-            for label in condition.path:
-                if label == "*":
-                    break
-                labels.append(label)
-            return tuple(labels)
+            path = tuple(condition.path)
+            return path[: path.index("*")] if "*" in path else path
     return ()
 
 
@@ -147,15 +138,8 @@ def search_item_of(row: ItemRow) -> SearchItem:
 
 
 class Preparer:
-    """The validation of [`SQLStore`][langmem_sqlite.SQLStore]'s operations (sync and async
-    alike: it runs before anything is read, written or embedded).
-
-    Args:
-        index: the semantic index (None: nothing to embed).
-        omit_expired: lapsed items are never returned.
-        nul_ok: values may hold NUL characters (not in PostgreSQL's `jsonb`).
-        sealer: encrypts values at rest (None: plaintext).
-    """
+    """The validation of a store's operations, before anything is read, written or embedded
+    (`nul_ok`: values may hold NUL characters; `sealer`: encrypts values)."""
 
     def __init__(
         self, index: VectorIndex | None, omit_expired: bool, nul_ok: bool, sealer: Sealer | None
@@ -233,16 +217,7 @@ class Preparer:
 
 
 class StorePlans:
-    """The plans of one store's operations on `db` and `tables`.
-
-    Args:
-        db: the database.
-        tables: the store's tables.
-        index: the semantic index (None: no vectors).
-        omit_expired: lapsed items are never returned.
-        sealer: encrypts values and vectors at rest (None: plaintext).
-        pgvector_wanted: `SQLStore`'s `pgvector` argument.
-    """
+    """The plans of one store's operations (`pgvector_wanted`: `SQLStore`'s `pgvector`)."""
 
     def __init__(
         self,
@@ -276,21 +251,31 @@ class StorePlans:
     def batch(
         self, batch: Batch, doc_vectors: list[list[float]], query_vectors: list[list[float]]
     ) -> Plan[list[Result]]:
-        """The results of a validated batch, whose texts are embedded as `doc_vectors` and
-        `query_vectors`."""
+        """The results of a validated batch (its texts embedded as the vectors given)."""
         yield from schema_plan(self.db, self.tables)
         pgvector = yield from self._pgvector_plan()
         results: list[Result] = [None] * batch.size
         now = clock.now_us()
         if batch.gets or batch.searches or batch.lists:
-            refresh = yield self._read_step(batch, query_vectors, now, pgvector, results)
+            queries = dict(zip(batch.queries, query_vectors, strict=True))
+            # an index scan's settings (hnsw.ef_search, ivfflat.probes) are SET LOCAL
+            scan = bool(queries) and self._ann(pgvector) is not None
+            args = (batch, queries, now, pgvector, results)
+            refresh = yield Step(self._read, args, single=_one_statement(batch), transaction=scan)
             if refresh:
                 # one UPDATE (up to CHUNK ids): no BEGIN/COMMIT on a server
-                single = len(refresh) <= CHUNK
                 args = (self.statements, refresh, now)
-                yield Step(refresh_ttl, args, write=True, single=single)
+                yield Step(refresh_ttl, args, write=True, single=len(refresh) <= CHUNK)
         if batch.puts:
-            yield self._puts_step(batch, doc_vectors, now, pgvector)
+            vectors = iter(zip(to_blobs(doc_vectors), norms(doc_vectors), strict=True))
+            rows = [
+                p._replace(vectors=tuple((f, *next(vectors)) for f, _ in p.texts))
+                for p in batch.puts.values()
+            ]
+            # one item without vectors to replace is one statement: no BEGIN/COMMIT on a server
+            one = len(rows) == 1 and (rows[0].value is None or self.index is None)
+            args = (self.statements, rows, now, self.index is not None, pgvector, self.sealer)
+            yield Step(apply_puts, args, write=True, single=one)
         return results
 
     def _ann(self, pgvector: bool) -> ANN | None:
@@ -303,7 +288,7 @@ class StorePlans:
                 self.index is not None
                 and self.pgvector_wanted is not False
                 and self.sealer is None
-                and self.statements.sql.pgvector
+                and self.db.backend == "postgresql"
             ):
                 enabled = yield Step(
                     enable_pgvector, (self.tables, self.index.ann), write=True, schema=True
@@ -314,40 +299,6 @@ class StorePlans:
                 )
             self.pgvector = enabled
         return self.pgvector
-
-    def _puts_step(
-        self, batch: Batch, doc_vectors: list[list[float]], now: int, pgvector: bool
-    ) -> Step:
-        vectors = iter(zip(to_blobs(doc_vectors), norms(doc_vectors), strict=True))
-        rows = [
-            p._replace(vectors=tuple((f, *next(vectors)) for f, _ in p.texts))
-            for p in batch.puts.values()
-        ]
-        # one item without vectors to replace is one statement: no BEGIN/COMMIT on a server
-        one = len(rows) == 1 and (rows[0].value is None or self.index is None)
-        return Step(
-            apply_puts,
-            (self.statements, rows, now, self.index is not None, pgvector, self.sealer),
-            write=True,
-            single=one,
-        )
-
-    def _read_step(
-        self,
-        batch: Batch,
-        query_vectors: list[list[float]],
-        now: int,
-        pgvector: bool,
-        results: list[Result],
-    ) -> Step:
-        queries = dict(zip(batch.queries, query_vectors, strict=True))
-        return Step(
-            self._read,
-            (batch, queries, now, pgvector, results),
-            single=_one_statement(batch),
-            # an index scan's settings (hnsw.ef_search, ivfflat.probes) are SET LOCAL
-            transaction=bool(queries) and self._ann(pgvector) is not None,
-        )
 
     def _read(
         self,
@@ -388,8 +339,7 @@ class StorePlans:
 
 
 def _one_statement(batch: Batch) -> bool:
-    """Whether the reads of `batch` are one statement (one get, or one search done in SQL
-    without a vector query): SQLite then runs it without BEGIN and COMMIT."""
+    """Whether the reads of `batch` are one statement (run without BEGIN and COMMIT)."""
     if batch.lists or len(batch.gets) + len(batch.searches) != 1:
         return False
     if batch.gets:

@@ -1,23 +1,6 @@
-"""Encryption at rest of the long-term store: item values and their embeddings.
-
-With an `encryption_key` (or a [`MessageCipher`][langmem_sqlite.MessageCipher]),
-[`SQLStore`][langmem_sqlite.SQLStore] stores each item's value as the AES-GCM ciphertext of its JSON
-(a JSON string `"lmenc1:..."` in the value column), sealed to the item's namespace and key, and
-each embedding as the ciphertext of its float32 bytes, sealed to the namespace, item id and
-field: a row copied to another item fails authentication instead of being read there. The key
-rules are those of the chat history's [`MessageCipher`][langmem_sqlite.MessageCipher].
-
-What stays readable: namespaces and keys (they index the rows), the times, TTLs, and how many
-vectors an item has. What the database can no longer do over the values, and how the store
-answers instead (same results, other costs):
-
-* **filters**: evaluated in Python on the decrypted values, reading the items under the
-  namespace prefix newest first until `offset + limit` match (a filter matching few of many
-  items reads and decrypts many);
-* **vector search**: ranked exactly in Python after decrypting every vector under the prefix
-  (pgvector is not used: its copy of the vectors would be plaintext), so a search costs a
-  decryption per stored vector under the prefix.
-"""
+"""Encryption at rest of the store's item values and embeddings (AES-GCM): a value is sealed to
+its namespace and key, a vector to its namespace, item id and field, so that a row copied to
+another item fails authentication. Filters and vector search then run in Python."""
 
 from __future__ import annotations
 
@@ -68,23 +51,14 @@ class Sealer:
 
     @staticmethod
     def _vector_context(ns: str, item_id: int, field: str) -> bytes:
-        return (
-            _CONTEXT
-            + b"vector\x00"
-            + ns.encode("utf-8", "surrogatepass")
-            + b"\x00"
-            + str(item_id).encode()
-            + b"\x00"
-            + field.encode("utf-8")
-        )
+        parts = [ns.encode("utf-8", "surrogatepass"), str(item_id).encode(), field.encode()]
+        return _CONTEXT + b"vector\x00" + b"\x00".join(parts)
 
 
 def plain_value(key: str, stored: Any) -> dict[str, Any]:
     """A stored value read by a store without a key (`ValueError` if it is encrypted)."""
-    if isinstance(stored, str):
-        if is_encrypted(stored):
-            raise ValueError(f"stored value of {key!r} is encrypted: give the store its key")
+    if isinstance(stored, str) and not is_encrypted(stored):
         stored = json.loads(stored)  # MySQL/MariaDB hand JSON back as text
-        if is_encrypted(stored):
-            raise ValueError(f"stored value of {key!r} is encrypted: give the store its key")
+    if is_encrypted(stored):
+        raise ValueError(f"stored value of {key!r} is encrypted: give the store its key")
     return stored  # type: ignore[no-any-return]

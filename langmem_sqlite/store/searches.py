@@ -1,13 +1,6 @@
-"""The store's searches: newest first without a query, ranked by the items' best vector
-against a query otherwise.
-
-Without a query, items under the prefix are read newest first, with pages re-checked in Python
-where the filter is not exact in SQL. With one, the (unit-length) vectors under the prefix are
-ranked exactly: with numpy after reading them (`vectors.rank_max_pool`), or in the database
-with pgvector (inner products grouped per item, cut at `offset + limit` when the filter is
-exact in SQL; through an HNSW or IVFFlat index when the index config asks for one). Then only
-the best items are read. Both give the same items and scores (to float32 rounding).
-"""
+"""The store's searches: newest first without a query; with one, ranked exactly by each item's
+best vector (numpy, or pgvector in the database, optionally through an approximate index),
+then only the best items are read."""
 
 from __future__ import annotations
 
@@ -19,7 +12,6 @@ import sqlalchemy as sa
 
 from ..engine.schema import Tables
 from ..engine.unit import Unit
-from .dialect_sql import store_sql
 from .filter_sql import SearchQuery, search_params, search_shape, search_where
 from .filters import matches
 from .items import ItemRow, item_columns, item_row, newest_first, not_lapsed, within_prefix
@@ -35,25 +27,31 @@ def _paged(stmt: Any) -> Any:
 
 
 def matching_pages(
-    unit: Unit, paged: Any, params: dict[str, Any], q: SearchQuery, want: int, exact: bool
+    unit: Unit,
+    paged: Any,
+    params: dict[str, Any],
+    q: SearchQuery,
+    skip: int,
+    want: int,
+    exact: bool,
 ) -> list[ItemRow]:
-    """The first `want` rows of an ordered, paged select (see `_paged`) that match
-    `q.filter`: one query when the SQL is exact, else pages re-checked in Python."""
+    """`want` rows after the first `skip` of a `_paged` select that match `q.filter`: one query
+    when the SQL is exact, else pages re-checked in Python."""
     if want <= 0:
         return []
     if exact:
-        rows = unit.execute(paged, {**params, "lim": want, "off": 0})
+        rows = unit.execute(paged, {**params, "lim": want, "off": skip})
         return [item_row(r, None, q.sealer) for r in rows]
     kept: list[ItemRow] = []
-    start, size = 0, max(want, 100)
-    while len(kept) < want:
+    start, size = 0, max(skip + want, 100)
+    while len(kept) < skip + want:
         rows = unit.execute(paged, {**params, "lim": size, "off": start}).all()
         found = (item_row(r, None, q.sealer) for r in rows)
         kept.extend(item for item in found if matches(item.value, q.filter))
         if len(rows) < size:
             break
         start, size = start + size, size * 2
-    return kept[:want]
+    return kept[skip : skip + want]
 
 
 def search_items(unit: Unit, t: Tables, q: SearchQuery, now: int) -> list[ItemRow]:
@@ -65,11 +63,7 @@ def search_items(unit: Unit, t: Tables, q: SearchQuery, now: int) -> list[ItemRo
         return _paged(stmt), exact
 
     paged, exact = unit.statement(("search", t.key, search_shape(q)), build)
-    params = search_params(store_sql(unit.connection.dialect.name), q, now)
-    if exact:
-        rows = unit.execute(paged, {**params, "lim": q.limit, "off": q.offset})
-        return [item_row(r, None, q.sealer) for r in rows]
-    return matching_pages(unit, paged, params, q, q.offset + q.limit, exact)[q.offset :]
+    return matching_pages(unit, paged, search_params(unit, q, now), q, q.offset, q.limit, exact)
 
 
 _PG_OPS = {"cosine": "<=>", "inner_product": "<#>", "l2": "<->"}
@@ -81,11 +75,6 @@ def _score(distance: str, d: float) -> float:
     return 1.0 - d if distance == "cosine" else -d
 
 
-def _query32(query_vector: list[float]) -> list[float]:
-    """The query as float32 values, as pgvector computes with them."""
-    return np.asarray(query_vector, dtype=np.float32).tolist()  # type: ignore[no-any-return]
-
-
 def _scored(
     unit: Unit,
     t: Tables,
@@ -94,29 +83,21 @@ def _scored(
     now: int,
     distance: str = "cosine",
 ) -> tuple[list[int], list[float]]:
-    """Candidates with a vector, best score per item, best first (expiry and the filter are
-    checked later), ranked by numpy."""
-    items = t.store_items
-    params = search_params(store_sql(unit.connection.dialect.name), q, now)
-    lengths = distance != "cosine"
-    v = t.store_vectors
+    """Ids of items with a vector and their best scores, best first, ranked by numpy."""
+    items, v = t.store_items, t.store_vectors
     # the driver's bytes as they are (no result processing: this can be every vector stored)
     raw = sa.type_coerce(v.c.embedding, sa.types.NullType())
-    extra = [v.c.norm] if lengths else []
-    if q.sealer is not None:
-        extra += [v.c.ns, v.c.field]
-    stmt = sa.select(v.c.item_id, raw, *extra).where(within_prefix(v.c.ns, q.prefix))
+    sealed = [v.c.ns, v.c.field] if q.sealer is not None else []
+    stmt = sa.select(v.c.item_id, raw, v.c.norm, *sealed).where(within_prefix(v.c.ns, q.prefix))
     if q.filter:  # narrow in SQL with the item's value
         stmt = stmt.join(items, items.c.id == v.c.item_id).where(*search_where(unit, t, q)[0])
-    pairs: Sequence[Any] = unit.execute(stmt, params).all()
+    rows: Sequence[Any] = unit.execute(stmt, search_params(unit, q, now)).all()
+    blobs = [r[1] for r in rows]
     if q.sealer is not None:
-        opened, at = q.sealer.open_vector, 3 if lengths else 2
-        blobs = [opened(_text(r[at]), r[0], _text(r[at + 1]), r[1]) for r in pairs]
-    else:
-        blobs = [r[1] for r in pairs]
-    norms = [r[2] for r in pairs] if lengths else None
-    ids = [r[0] for r in pairs]
-    return rank_max_pool(query_vector, ids, b"".join(blobs), norms, distance)
+        opened = q.sealer.open_vector
+        blobs = [opened(_text(r[3]), r[0], _text(r[4]), r[1]) for r in rows]
+    ids, lengths = [r[0] for r in rows], [r[2] for r in rows]
+    return rank_max_pool(query_vector, ids, b"".join(blobs), lengths, distance)
 
 
 def _text(ns: Any) -> str:
@@ -131,8 +112,7 @@ def _pg_distance(embedding: Any, distance: str, vector_type: Vector) -> Any:
 
 
 def _exact_distance(pgv: sa.Table, distance: str) -> Any:
-    """The distance of the full-precision vectors, as the application ranks them: a zero
-    vector's cosine is 0 (pgvector's `<=>` gives NaN)."""
+    """The exact distance, as numpy ranks it: a zero vector's cosine is 0 (`<=>` gives NaN)."""
     d = _pg_distance(pgv.c.embedding, distance, Vector())
     if distance != "cosine":
         return d
@@ -140,12 +120,9 @@ def _exact_distance(pgv: sa.Table, distance: str) -> Any:
 
 
 def _pg_ranking(t: Tables, where: Sequence[Any], ann: ANN | None, distance: str) -> Any:
-    """pgvector: `(item_id, neg)` per item matching `where`, best first, where `neg` is the
-    item's smallest distance to the query (parameter `q`; `_score` turns it into the score).
-
-    With `ann`, only the `candidates` nearest vectors of the whole table are grouped and then
-    tested: taken from the vectors alone, so that PostgreSQL's generic plan (made without the
-    values) still ranks them through the index."""
+    """`(item_id, neg)` per item matching `where`, best first (`neg`: its smallest distance to
+    the query `q`). With `ann`, the `candidates` nearest vectors of the whole table are taken
+    first, so that PostgreSQL's generic plan still ranks them through the index."""
     pgv, items = pgvector_table(t), t.store_items
     if ann is None:
         best = sa.func.min(_exact_distance(pgv, distance)).label("neg")
@@ -175,14 +152,9 @@ def _pg_top(
     ann: ANN | None,
     distance: str = "cosine",
 ) -> list[ItemRow] | None:
-    """pgvector: the best `want` items with their rows, in one statement; None when the
-    filter is not exact in SQL (then numpy ranks and Python re-checks).
-
-    With `ann`, its index yields the nearest vectors (two per wanted item per field, as
-    PostgresStore), filtered afterwards; when that leaves fewer than `want` items (the scan ran
-    dry under a selective prefix or filter), the exact ranking answers instead, so the
-    approximation may reorder or swap near neighbours but never returns fewer items than
-    match."""
+    """pgvector: the best `want` items in one statement; None when the filter is not exact in
+    SQL. With `ann`, its index yields the nearest vectors, filtered afterwards; when fewer than
+    `want` items remain, the exact ranking answers instead."""
     where, exact = search_where(unit, t, q)
     if not exact:
         return None
@@ -192,12 +164,12 @@ def _pg_top(
         .join_from(ranked, t.store_items, t.store_items.c.id == ranked.c.item_id)
         .order_by(ranked.c.neg, ranked.c.item_id)
     )
-    params = search_params(store_sql(unit.connection.dialect.name), q, now)
-    params.update(q=_query32(query_vector), lim=want)
+    params = search_params(unit, q, now)
+    query32 = np.asarray(query_vector, dtype=np.float32).tolist()  # as pgvector computes
+    params.update(q=query32, lim=want)
     if ann is not None:
         params["candidates"] = _candidates(ann, want)
-        # an HNSW scan yields at most ef_search vectors, an IVFFlat one reads `probes` lists:
-        # set for this transaction only (the store runs such searches as one)
+        # the scan's breadth, for this transaction only (the store runs such searches as one)
         if ann.kind == "hnsw":
             setting = ("hnsw.ef_search", _ef_search(ann, want))
         else:
@@ -215,14 +187,12 @@ _SET_LOCAL = sa.select(sa.func.set_config(sa.bindparam("name"), sa.bindparam("va
 
 
 def _candidates(ann: ANN, want: int) -> int:
-    """The nearest vectors an index search of `want` items groups: two per wanted item per
-    embedded field (as PostgresStore), plus one."""
+    """The nearest vectors an index search of `want` items groups (as PostgresStore)."""
     return 2 * want * ann.per_item + 1
 
 
 def _ef_search(ann: ANN, want: int) -> int:
-    """pgvector's `hnsw.ef_search` for a search of `want` items: at least its candidates
-    (up to pgvector's limit of 1,000)."""
+    """`hnsw.ef_search` for `want` items: at least its candidates (pgvector's limit: 1,000)."""
     return max(ann.ef_search, min(_candidates(ann, want), 1000))
 
 
@@ -236,10 +206,8 @@ def vector_search(
     ann: ANN | None = None,
     distance: str = "cosine",
 ) -> list[ItemRow]:
-    """Items ranked by their best vector's score against `query_vector` (`distance`: see
-    `vectors`), among those matching the prefix and filter; items without a vector
-    follow, unscored. With `pgvector` and a filter exact in SQL, the database ranks
-    (approximately, through the index of `ann`, see `_pg_top`)."""
+    """Items matching the prefix and filter, by their best vector's score against
+    `query_vector`; items without a vector follow, unscored."""
     want = q.offset + q.limit
     c = t.store_items.c
     top = _pg_top(unit, t, q, query_vector, now, want, ann, distance) if pgvector else None
@@ -267,6 +235,6 @@ def vector_search(
         has_vector = sa.exists().where(t.store_vectors.c.item_id == c.id)
         where, exact = search_where(unit, t, q)
         unscored = sa.select(*item_columns(t)).where(*where, ~has_vector).order_by(*newest_first(t))
-        params = search_params(store_sql(unit.connection.dialect.name), q, now)
-        kept.extend(matching_pages(unit, _paged(unscored), params, q, want - len(kept), exact))
+        params = search_params(unit, q, now)
+        kept.extend(matching_pages(unit, _paged(unscored), params, q, 0, want - len(kept), exact))
     return kept[q.offset : want]

@@ -1,15 +1,5 @@
-"""`SQLStore`: LangGraph's `BaseStore` (long-term memory across threads) in SQL.
-
-Same database, engines and migrations as the conversation history and the checkpointer: SQLite
-by default, PostgreSQL or MariaDB/MySQL by URL. `batch` and `abatch` validate the operations
-the same way (`plans.Preparer`), embed what needs embedding (the only sync/async
-difference), then drive one plan of `plans.StorePlans` with
-[`Database.drive`][langmem_sqlite.engine.Database.drive] or
-[`Database.adrive`][langmem_sqlite.engine.Database.adrive]. `get`, `put`, `search` and their
-async twins are `BaseStore`'s: one operation through `batch` or `abatch`. Concurrent async calls
-of one store are bounded by a semaphore per event loop (`SLOTS`), so that a burst of them never
-waits for a pooled connection past its timeout.
-"""
+"""[`SQLStore`][langmem_sqlite.SQLStore]: LangGraph's `BaseStore` in SQL. `batch` and `abatch`
+validate the operations (`plans.Preparer`), embed, then drive one plan of `plans.StorePlans`."""
 
 from __future__ import annotations
 
@@ -71,8 +61,8 @@ class SQLStore(BaseStore):
             `index` asks for an HNSW index, the ranking is exact either way, so the results
             are the same.
         encryption_key: encrypt item values and their embeddings at rest (AES-GCM, a 16, 24
-            or 32 byte key, as the chat history's; needs the `encryption` extra): see
-            `langmem_sqlite.store.sealed` for what filters and vector search then do.
+            or 32 byte key, as the chat history's; needs the `encryption` extra): filters and
+            vector search then run in Python on the decrypted values, without pgvector.
         cipher: a [`MessageCipher`][langmem_sqlite.MessageCipher], instead of `encryption_key`.
 
     Namespaces are tuples of non-empty strings (any character but NUL, so labels with dots,
@@ -122,6 +112,7 @@ class SQLStore(BaseStore):
         )
         minutes = (self.ttl_config or {}).get("sweep_interval_minutes")
         self._sweeper = Sweeper(self.sweep_ttl, self.asweep_ttl, minutes)
+        self._disposes = False  # from_conn_string: the database's connections close on exit
         self._slots: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, asyncio.Semaphore] = (
             weakref.WeakKeyDictionary()
         )
@@ -298,9 +289,9 @@ class SQLStore(BaseStore):
         await self._sweeper.astop(None)
 
     @classmethod
-    def from_conn_string(cls, conn_string: str | os.PathLike[str] | URL, **kwargs: Any) -> _Opened:
-        """A store on `conn_string` (a URL or a path; `":memory:"`), as a context manager
-        for `with` and `async with`, like the `from_conn_string` of LangGraph's stores.
+    def from_conn_string(cls, conn_string: str | os.PathLike[str] | URL, **kwargs: Any) -> SQLStore:
+        """A store on `conn_string` (a URL or a path; `":memory:"`), for `with` and `async with`,
+        like the `from_conn_string` of LangGraph's stores.
 
         `kwargs` go to [`SQLStore`][langmem_sqlite.SQLStore] (`index`, `ttl`, `table_prefix`...). On
         exit the sweepers stop and the pooled connections of the store's database are closed (its
@@ -317,19 +308,26 @@ class SQLStore(BaseStore):
                 "conn_string: expected a URL or a path, got "
                 f"{type(conn_string).__name__} (give engines to SQLStore(...) directly)"
             )
-        return _Opened(cls(conn_string, **kwargs))
+        store = cls(conn_string, **kwargs)
+        store._disposes = True
+        return store
 
     def __enter__(self) -> SQLStore:
         return self
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+        if self._disposes:
+            self.db.dispose()
 
     async def __aenter__(self) -> SQLStore:
         return self
 
     async def __aexit__(self, *exc: object) -> None:
         await self.aclose()
+        if self._disposes:
+            await self.db.adispose()
+            self.db.dispose()
 
     @property
     def embeddings(self) -> Embeddings | None:
@@ -339,27 +337,3 @@ class SQLStore(BaseStore):
 
     def __repr__(self) -> str:
         return f"SQLStore({self.db.url!r}, table_prefix={self.tables.prefix!r})"
-
-
-class _Opened:
-    """What [`SQLStore.from_conn_string`][langmem_sqlite.store.store.SQLStore.from_conn_string]
-    returns: the store, for `with` and `async with`; on exit its sweepers stop and its database's
-    pooled connections close."""
-
-    def __init__(self, store: SQLStore) -> None:
-        self.store = store
-
-    def __enter__(self) -> SQLStore:
-        return self.store
-
-    def __exit__(self, *exc: object) -> None:
-        self.store.close()
-        self.store.db.dispose()
-
-    async def __aenter__(self) -> SQLStore:
-        return self.store
-
-    async def __aexit__(self, *exc: object) -> None:
-        await self.store.aclose()
-        await self.store.db.adispose()
-        self.store.db.dispose()

@@ -1,15 +1,6 @@
-"""The lifecycle of a store: its TTL sweeper (a daemon thread, or a task of an event loop,
-deleting lapsed items every few minutes until stopped), and the sync lifecycle methods that a
-coroutine may await, as on LangGraph's async stores.
-
-LangGraph's async stores spell their lifecycle `await store.setup()`, `await store.sweep_ttl()`,
-`await store.start_ttl_sweeper()` and `await store.stop_ttl_sweeper()`. The same methods of
-[`SQLStore`][langmem_sqlite.SQLStore] are sync; decorated with `awaitable_from_coroutines`,
-called from a coroutine (an `async def`, an async generator, or a notebook cell with a top-level
-`await`) they return the awaitable of their `a` twin instead, so that code written for
-AsyncSqliteStore or AsyncPostgresStore runs as it is without blocking its event loop. Called
-from anywhere else they run at once.
-"""
+"""The store's TTL sweeper (a daemon thread or an event loop's task), and
+`awaitable_from_coroutines`: the sync lifecycle methods that a coroutine may `await`, as on
+LangGraph's async stores."""
 
 from __future__ import annotations
 
@@ -31,13 +22,7 @@ logger = logging.getLogger(__name__)
 
 
 class Sweeper:
-    """Runs `sweep` (in a thread) or `asweep` (in a task) every `minutes`.
-
-    Args:
-        sweep: deletes lapsed items (sync).
-        asweep: the same, async.
-        minutes: the default interval (the TTL config's `sweep_interval_minutes`, else 5).
-    """
+    """Runs `sweep` (in a thread) or `asweep` (in a task) every `minutes` (default 5)."""
 
     def __init__(
         self,
@@ -53,13 +38,9 @@ class Sweeper:
         self._task: asyncio.Task[None] | None = None
         self._astop: asyncio.Event | None = None
 
-    def seconds(self, minutes: float | None) -> float:
-        """The interval in seconds (`minutes`, else the default), validated."""
-        return check_sweep_minutes(self._minutes if minutes is None else minutes)
-
     def start(self, minutes: float | None) -> threading.Thread:
         """The sweeping thread (started unless running)."""
-        seconds = self.seconds(minutes)
+        seconds = check_sweep_minutes(self._minutes if minutes is None else minutes)
         if self._thread is not None and self._thread.is_alive():
             return self._thread
         self._stop.clear()
@@ -77,7 +58,7 @@ class Sweeper:
 
     def astart(self, minutes: float | None) -> asyncio.Task[None]:
         """The sweeping task of the running event loop (started unless running)."""
-        seconds = self.seconds(minutes)
+        seconds = check_sweep_minutes(self._minutes if minutes is None else minutes)
         if self._task is not None and not self._task.done():
             return self._task
         stop = self._astop = asyncio.Event()
@@ -128,22 +109,14 @@ class Sweeper:
         task, stop = self._task, self._astop
         if task is None or stop is None or task.done() or task.get_loop().is_closed():
             return
-        try:
-            running = asyncio.get_running_loop()
-        except RuntimeError:
-            running = None
-        if running is task.get_loop():
-            stop.set()
-        else:
-            task.get_loop().call_soon_threadsafe(stop.set)
+        task.get_loop().call_soon_threadsafe(stop.set)
 
 
 _ASYNC_CODE = inspect.CO_COROUTINE | inspect.CO_ASYNC_GENERATOR | inspect.CO_ITERABLE_COROUTINE
 
 
 def awaitable_from_coroutines(twin: str) -> Callable[[F], F]:
-    """A method that, called from a coroutine, returns `self.<twin>(...)` (a coroutine with
-    the same arguments) instead of running."""
+    """A method that, called from a coroutine, returns `self.<twin>(...)` instead of running."""
 
     def wrap(method: F) -> F:
         @functools.wraps(method)

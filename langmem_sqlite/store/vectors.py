@@ -1,18 +1,7 @@
-"""Semantic search: which texts of a value get embedded, how vectors are stored and ranked.
-
-The index config is LangGraph's `IndexConfig` with the keys LangGraph's stores add: `embed`
-(LangChain `Embeddings`, a sync or async function, or a provider string), `dims`, `fields` (or
-`SqliteStore`'s `text_fields`: paths such as `"meta.title"` or `"notes[*].body"`; `"$"` is the
-whole value), and `PostgresStore`'s `distance_type` (`"cosine"`, `"inner_product"` or `"l2"`:
-the score is the similarity, the inner product or minus the distance) and `ann_index_config`.
-
-Vectors are stored as their unit vector (float32 bytes) and their length, so every distance is
-exact, computed by numpy or by pgvector in the database (the scores agree to float32 rounding).
-`ann_index_config` (`kind` `"hnsw"` with `m`, `ef_construction`, `ef_search`; `"ivfflat"`
-with `lists` or `nlist` and `probes`; or `"flat"`; `vector_type` `"vector"` or `"halfvec"`,
-pgvector 0.7 or later) asks pgvector for an approximate index, which may miss items that the
-exact ranking returns; elsewhere the ranking is exact.
-"""
+"""Semantic search: the index config (LangGraph's `IndexConfig` with `PostgresStore`'s
+`distance_type` and `ann_index_config`), the texts of a value to embed, and the exact ranking.
+Vectors are stored as their unit vector (float32 bytes) and their length, so that every
+distance is exact."""
 
 from __future__ import annotations
 
@@ -46,8 +35,7 @@ def norms(vectors: Sequence[Sequence[float]]) -> list[float]:
 
 
 def to_blobs(vectors: Sequence[Sequence[float]]) -> list[bytes]:
-    """Each vector scaled to unit length (zero stays zero), as little-endian float32 bytes (the
-    cosine with a stored vector is then a dot product); normalized together, one numpy pass."""
+    """Each vector scaled to unit length (zero stays zero), as little-endian float32 bytes."""
     if not vectors:
         return []
     dims = {len(v) for v in vectors}
@@ -71,36 +59,28 @@ def rank_max_pool(
     lengths: Sequence[float] | None = None,
     distance: str = "cosine",
 ) -> tuple[list[int], list[float]]:
-    """The score of `query` against each stored vector (its unit vector's blob, concatenated,
-    and its length), by `distance`; the best per item id, best first."""
+    """The score of `query` against each stored vector (unit vectors concatenated in `blobs`,
+    their `lengths`) by `distance`; the best per item id, best first."""
     if not ids:
         return [], []
     matrix = np.frombuffer(blobs, dtype="<f4").reshape(len(ids), -1)
     q = np.asarray(query, dtype=np.float64)
-    cosine = _cosine(q, matrix)
+    q_len = float(np.linalg.norm(q))
+    unit = (q / q_len if q_len else np.zeros_like(q)).astype(np.float32)
+    cosine = (matrix @ unit).astype(np.float64)
     if distance == "cosine":
         return best_first(ids, cosine)
     size = np.array(lengths, dtype=np.float64)
-    q_len = float(np.linalg.norm(q))
     if distance == "inner_product":
         return best_first(ids, size * q_len * cosine)
     squared = size * size + q_len * q_len - 2.0 * size * q_len * cosine
     return best_first(ids, -np.sqrt(np.maximum(squared, 0.0)))
 
 
-def _cosine(q: np.ndarray, matrix: np.ndarray) -> np.ndarray:
-    """Cosine of `q` with unit-length (or zero) rows."""
-    norm = np.linalg.norm(q)
-    unit = (q / norm if norm else np.zeros_like(q)).astype(np.float32)
-    return (matrix @ unit).astype(np.float64)
-
-
 def best_first(
     ids: Sequence[int], scores: Sequence[float] | np.ndarray
 ) -> tuple[list[int], list[float]]:
     """Keep the best score per id; ids and scores by score descending (ties: lower id first)."""
-    if len(ids) == 0:
-        return [], []
     id_arr = np.asarray(ids, dtype=np.int64)
     score_arr = np.asarray(scores, dtype=np.float64)
     order = np.lexsort((-score_arr, id_arr))  # by id, best score first within an id
@@ -114,12 +94,9 @@ def best_first(
 
 @dataclass(frozen=True)
 class ANN:
-    """An approximate pgvector index over `dims`-dimensional vectors (`ann_index_config`):
-    `kind` `"hnsw"` (`m` links per node, `ef_construction` and `ef_search` candidate
-    lists when building and searching) or `"ivfflat"` (`lists` clusters, `probes` of them
-    read per search; `None`: pgvector's defaults), its entries of `vector_type` `"vector"`
-    or `"halfvec"`, for `distance`. Built once per table and settings: changing them later
-    builds another index (drop the old one to save its upkeep)."""
+    """An approximate pgvector index (`ann_index_config`): `kind` `"hnsw"` (`m`,
+    `ef_construction`, `ef_search`) or `"ivfflat"` (`lists`, `probes`). Other settings build
+    another index (drop the old one to save its upkeep)."""
 
     kind: str
     dims: int
@@ -186,8 +163,7 @@ def _ann(config: Any, dims: int | None, fields: int, distance: str) -> ANN | Non
 
 @dataclass(frozen=True)
 class VectorIndex:
-    """A validated index config: the embeddings, the fields to embed, the distance, and, for
-    PostgreSQL with pgvector, an optional approximate index (`ann`; None: exact ranking)."""
+    """A validated index config (`ann`: pgvector's approximate index; None: exact ranking)."""
 
     embeddings: Embeddings
     dims: int | None
@@ -204,8 +180,7 @@ class VectorIndex:
             ValueError: a key LangGraph's stores do not take, `dims` not a positive int,
                 `fields`/`text_fields` not a list of strings (or both, different), a
                 `distance_type` other than `cosine`, `l2` or `inner_product`, or a bad
-                `ann_index_config` (see the module doc; `hnsw` and `ivfflat` need
-                `dims`).
+                `ann_index_config` (`hnsw` and `ivfflat` need `dims`).
         """
         if not isinstance(index, dict):
             raise TypeError(f"index: expected a dict (IndexConfig), got {type(index).__name__}")
@@ -269,8 +244,7 @@ class VectorIndex:
 
 
 def _fields(index: dict[str, Any]) -> list[str]:
-    """`fields`, or `text_fields` (`SqliteStore`'s name), default `["$"]`; a string is
-    one field, as LangGraph's stores take it."""
+    """`fields`, or `text_fields` (`SqliteStore`'s name), default `["$"]`."""
     given = {k: index[k] for k in ("fields", "text_fields") if index.get(k) is not None}
     if len(given) == 2 and _as_list(given["fields"]) != _as_list(given["text_fields"]):
         raise ValueError("index: 'fields' and 'text_fields' name the same setting: give one")
