@@ -1,7 +1,5 @@
-"""How a policy updates the running summary: when to summarize, what one summarizer call
-gets, and how its reply becomes the record (kept within its cap). Each step that calls the
-summarizer is a generator yielding a `SummarizerRequest` (see `policy`).
-"""
+"""How a policy updates the running summary; steps that call the summarizer are generators
+yielding a `SummarizerRequest`."""
 
 from __future__ import annotations
 
@@ -49,9 +47,8 @@ def uncached_count(counter: TokenCounter, messages: Sequence[BaseMessage]) -> in
 
 @dataclass(frozen=True)
 class SummaryUpdates:
-    """The summary steps of a [`ContextPolicy`][langmem_sqlite.ContextPolicy], with what they
-    read: the validated settings, the counters (`text_counter` counts text even when the
-    budget counts messages), the summarizer model, its instructions and the summary's place."""
+    """The summary steps of a policy (`text_counter` counts text when the budget counts
+    messages)."""
 
     settings: SummarySettings
     counter: TokenCounter
@@ -90,8 +87,8 @@ class SummaryUpdates:
     def cap(
         self, record: dict[str, Any], info: dict[str, Any]
     ) -> Generator[SummarizerRequest, Any, dict[str, Any]]:
-        """`record` with its summary within `max_summary_tokens`: folded by the summarizer,
-        else (failure, still too long, no summarizer) with its oldest part dropped."""
+        """`record` within `max_summary_tokens`: folded by the summarizer, else its oldest part
+        dropped."""
         cap, counter = self.settings.max_summary_tokens, self.text_counter
         text = record["summary"]
         if text_tokens(counter, text) <= cap:
@@ -134,8 +131,7 @@ class SummaryUpdates:
         return False
 
     def keep_cut(self, conv: Sequence[BaseMessage], lo: int) -> int:
-        """Where the verbatim part starts after summarizing: the earliest turn boundary whose
-        suffix fits `keep`, never after the latest human message."""
+        """Start of the verbatim part: the earliest turn boundary whose suffix fits `keep`."""
         pinned = turn_start(conv, lo)
         tokens = sum(self.counter(m) for m in conv[pinned:])
         count = len(conv) - pinned
@@ -155,11 +151,9 @@ class SummaryUpdates:
         return best
 
     def chunk(self, conv: Sequence[BaseMessage], lo: int, cut: int) -> int:
-        """End (exclusive) of the oldest new material for one summarizer call, at a tool-unit
-        boundary; at least one unit. A message counts at most 1/24 of the room: larger ones
-        are shortened for the summarizer (see `prompt`), so one call covers a whole
-        agent turn of big tool results (no message is then left neither summarized nor
-        sent); a longer backlog is summarized in passes, one per model call."""
+        """End (exclusive) of the new material for one summarizer call, at a tool-unit
+        boundary. A message counts at most 1/24 of the room (`prompt` shortens larger ones),
+        so one call covers a whole agent turn; a longer backlog takes several calls."""
         settings = self.settings  # the room for new material beside the previous summary:
         room = settings.max_summarizer_input_tokens - settings.max_summary_tokens - 150
         most = max(1, room // 24)
@@ -181,8 +175,8 @@ class SummaryUpdates:
         return best
 
     def prompt(self, record: Any, new: Sequence[BaseMessage]) -> list[BaseMessage]:
-        """The summarizer input: the previous summary whole, then the new material, its
-        longest messages shortened to one common length if it is over the call's budget."""
+        """The previous summary whole, then the new material (longest messages shortened to
+        one common length if over the call's budget)."""
         previous = record["summary"] if record else None
         counter = self.text_counter
 
