@@ -1,5 +1,4 @@
-"""The package's clock (microseconds, milliseconds, an aware `datetime`): every timestamp is
-read through it, so that tests can move time forward for the whole package at once."""
+"""The package's clock: every timestamp is read here, so tests can move time for all."""
 
 from __future__ import annotations
 

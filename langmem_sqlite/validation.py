@@ -44,9 +44,7 @@ def check_id(value: Any, name: str) -> str:
 
 
 def check_text(value: Any, name: str, *, max_chars: int | None = None) -> str:
-    """A `str` that every database stores as text: no NUL, no lone surrogates, and at most
-    `max_chars` characters if given (store keys and namespace labels take
-    `ID_MAX_CHARS`); empty and blank strings pass.
+    """A `str` every database stores as text: no NUL, no lone surrogates, at most `max_chars`.
 
     Raises:
         TypeError: not a `str`.
@@ -116,10 +114,7 @@ def check_positive(
 
 
 def check_list(value: Any, name: str) -> list[Any]:
-    """A list, tuple or other iterable of items, as a new `list`.
-
-    A `str` (or `bytes`, or a mapping) is refused rather than taken apart: `"Paris"`
-    where a list is expected would otherwise be five items, `P`, `a`, `r`, `i`, `s`.
+    """An iterable of items as a new `list`; a `str`, `bytes` or mapping is refused, not split.
 
     Raises:
         TypeError: a `str`, `bytes` or mapping, or not iterable at all.

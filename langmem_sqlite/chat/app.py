@@ -1,5 +1,4 @@
-"""The terminal chat: the model it talks to (ChatOpenAI, any OpenAI-compatible server, or the
-offline stand-in), setup from command-line options, the read-eval loop and its commands."""
+"""The terminal chat: choosing its model, setup from options, the read-eval loop."""
 
 from __future__ import annotations
 
@@ -99,13 +98,11 @@ Echo = Callable[[str], None]
 
 
 def _count(n: int, noun: str) -> str:
-    """`1 message`, `2 messages`."""
     return f"{n} {noun}" if n == 1 else f"{n} {noun}s"
 
 
 def _reason(e: Exception) -> str:
-    """What went wrong, on one line: the driver's message of a SQLAlchemy error (without its
-    statement and link), else the error's own text."""
+    """The error on one line (a SQLAlchemy error's driver message, without its statement)."""
     return " ".join(str(getattr(e, "orig", None) or e).split()) or "no details given"
 
 
