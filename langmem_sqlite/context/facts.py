@@ -14,8 +14,6 @@ from ..store.facts import _user_id as user_id_from  # the fact tools' rule, shar
 from ..validation import check_id
 from .structure import merge_system
 
-__all__ = ["FactsSource", "latest_question", "render_facts"]
-
 
 @dataclass(frozen=True)
 class FactsSource:

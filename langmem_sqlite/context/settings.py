@@ -11,15 +11,6 @@ from typing import Any, Literal
 
 from ..validation import INT64_MAX, check_positive
 
-__all__ = [
-    "MODEL_CONTEXT_WINDOWS",
-    "SummaryPlacement",
-    "SummarySettings",
-    "check_numbers",
-    "default_max_tokens",
-    "window_for",
-]
-
 MODEL_CONTEXT_WINDOWS: dict[str, int] = {
     "gpt-4o": 128_000,
     "chatgpt-4o": 128_000,

@@ -10,16 +10,6 @@ from langchain_core.messages import AIMessage, BaseMessage, SystemMessage
 from ..messages.checks import check_messages
 from ..messages.windows import TOOL_RESULT_TYPES
 
-__all__ = [
-    "ContextBudgetError",
-    "ContextStructureError",
-    "call_ids",
-    "check_structure",
-    "is_tool_result",
-    "merge_system",
-    "plain_text",
-]
-
 
 class ContextBudgetError(ValueError):
     """The budget cannot be met without breaking a rule; the message says which part is too

@@ -24,10 +24,7 @@ from .summary import (
     summarizer_prompt,
     text_tokens,
 )
-from .trimming import _close, largest, turn_start
-
-__all__ = ["SummarizerRequest", "SummaryUpdates", "aguard", "guard"]
-
+from .trimming import _close, count_input, largest, turn_start
 
 _CHUNK_MARKER = "\n[...the rest of this part was too long for one summarizer call]"
 _SQUEEZED = " [... {n} more characters]"
@@ -38,11 +35,6 @@ class SummarizerRequest:
     """One summarizer call the plan asks for: the prompt to send."""
 
     prompt: list[BaseMessage]
-
-
-def uncached_count(counter: TokenCounter, messages: Sequence[BaseMessage]) -> int:
-    """`counter.count(messages)` computed without the cache (one-off prompts)."""
-    return counter.reply_overhead + sum(counter.uncached(m) for m in messages)
 
 
 @dataclass(frozen=True)
@@ -62,7 +54,7 @@ class SummaryUpdates:
     ) -> Generator[SummarizerRequest, Any, Any]:
         """One summarizer call (counted in `info`); returns its reply or exception."""
         info["summarizer_calls"] += 1
-        info["summarizer_input_tokens"] += uncached_count(self.text_counter, prompt)
+        info["summarizer_input_tokens"] += count_input(self.text_counter, prompt, cache=False)
         return (yield SummarizerRequest(prompt))
 
     def absorb(
@@ -185,9 +177,8 @@ class SummaryUpdates:
                 previous, text, self.instructions, self.settings.max_summary_tokens
             )
 
-        room = max(
-            1, self.settings.max_summarizer_input_tokens - uncached_count(counter, prompt(""))
-        )
+        base = count_input(counter, prompt(""), cache=False)
+        room = max(1, self.settings.max_summarizer_input_tokens - base)
 
         def fits(text: str) -> bool:
             return text_tokens(counter, text, cache=False) <= room

@@ -22,23 +22,6 @@ from ..messages.counting import TokenCounter
 from ..validation import INT64_MAX, check_int
 from .trimming import largest
 
-__all__ = [
-    "COMPACTION_INSTRUCTIONS",
-    "DEFAULT_SUMMARY_INSTRUCTIONS",
-    "SUMMARY_DROPPED_MARKER",
-    "SUMMARY_SHORTENED_MARKER",
-    "SUMMARY_VERSION",
-    "compacted_record",
-    "compaction_prompt",
-    "dump_record",
-    "find_watermark",
-    "load_record",
-    "new_record",
-    "newest_part",
-    "render_summary",
-    "summarizer_prompt",
-]
-
 SUMMARY_VERSION = 1
 
 DEFAULT_SUMMARY_INSTRUCTIONS = (

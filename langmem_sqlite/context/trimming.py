@@ -26,21 +26,6 @@ from .structure import (
     result_id,
 )
 
-__all__ = [
-    "SHORTENED_KEY",
-    "CutMode",
-    "Limits",
-    "count_input",
-    "is_shortened",
-    "largest",
-    "minimal_turn",
-    "require_turn",
-    "select_window",
-    "shorten_tool_results",
-    "trim_context",
-    "turn_start",
-]
-
 CutMode = Literal["turn", "unit"]
 """Where older history may be cut: only before a human message (`"turn"`, the default) or
 between any two tool-call units (`"unit"`)."""
@@ -75,11 +60,13 @@ class _Meter:
         return self.fn(message)
 
 
-def count_input(counter: TokenCounter, messages: Sequence[BaseMessage]) -> int:
-    """`counter.count(messages)` with shortened copies counted uncached."""
+def count_input(
+    counter: TokenCounter, messages: Sequence[BaseMessage], *, cache: bool = True
+) -> int:
+    """`counter.count(messages)`, shortened copies (every message without `cache`) uncached."""
     fresh = counter.uncached
     return counter.reply_overhead + sum(
-        fresh(m) if is_shortened(m) else counter(m) for m in messages
+        fresh(m) if not cache or is_shortened(m) else counter(m) for m in messages
     )
 
 
