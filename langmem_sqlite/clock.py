@@ -8,7 +8,6 @@ from datetime import datetime, timedelta, timezone
 __all__ = ["DAY_MS", "dt", "now_ms", "now_us"]
 
 DAY_MS = 86_400_000
-"""One day in milliseconds."""
 
 _EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
 

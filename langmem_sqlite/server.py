@@ -21,8 +21,7 @@ __all__ = ["checkpointer", "store"]
 
 @asynccontextmanager
 async def checkpointer() -> AsyncIterator[SQLSaver]:
-    """A set-up [`SQLSaver`][langmem_sqlite.SQLSaver] on `$LANGMEM_SQLITE_URL` (or
-    `langmem.db`)."""
+    """A set-up [`SQLSaver`][langmem_sqlite.SQLSaver] on `$LANGMEM_SQLITE_URL` (or `langmem.db`)."""
     saver = await asyncio.to_thread(SQLSaver, default_connection())
     await saver.asetup()
     yield saver

@@ -222,7 +222,6 @@ class ContextPolicy:
         tokens = self.limits.max_tokens if self.counter.name != "messages" else None
         self.facts_share = float(share)
         self.facts_budget: int | None = int(tokens * share) if tokens else None
-        """Tokens the facts may take at most (``facts_share`` of ``max_tokens``)."""
         self.facts_source: FactsSource | None = None
         if facts is None or facts is False:
             return

@@ -13,10 +13,10 @@ from ..messages.counting import TokenCounter
 from .settings import SummarySettings
 from .structure import call_ids, is_tool_result, plain_text, result_id
 from .summary import (
+    COMPACTION_INSTRUCTIONS,
     SUMMARY_DROPPED_MARKER,
     cap_text,
     compacted_record,
-    compaction_prompt,
     new_record,
     newest_part,
     render_messages,
@@ -87,7 +87,9 @@ class SummaryUpdates:
             return record
         shorter = None
         if self.summarizer is not None:
-            reply = yield from self.call(compaction_prompt(text, cap), info)
+            nothing_new = "(none: only shorten the summary)"
+            prompt = summarizer_prompt(text, nothing_new, COMPACTION_INSTRUCTIONS, cap)
+            reply = yield from self.call(prompt, info)
             shorter = reply_text(reply)
             if shorter is None:
                 info["summary_error"] = (

@@ -88,7 +88,6 @@ def compacted_record(
 
 
 _COUNTS = ("summary_tokens", "messages_summarized", "updates", "compactions", "upto_seq")
-"""Optional counts of a record: ints from 0 to `INT64_MAX` when present."""
 
 
 def load_record(value: Any, name: str = "summary") -> dict[str, Any] | None:
@@ -191,21 +190,13 @@ def summarizer_prompt(
     ]
 
 
-def compaction_prompt(summary: str, max_tokens: int) -> list[BaseMessage]:
-    """Messages for one summarizer call that folds `summary` into a shorter one."""
-    return summarizer_prompt(
-        summary, "(none: only shorten the summary)", COMPACTION_INSTRUCTIONS, max_tokens
-    )
-
-
 def text_tokens(counter: TokenCounter, text: str, *, cache: bool = True) -> int:
     """Tokens of `text` alone (message overhead removed); `cache=False` for one-off texts."""
     count = counter if cache else counter.uncached
     return max(0, count(HumanMessage(text)) - counter(HumanMessage("")))
 
 
-_LEAST_KEPT = 24
-"""Fewest characters of a summary worth sending shortened (about a short sentence)."""
+_LEAST_KEPT = 24  # fewest characters of a summary worth sending shortened
 
 _BREAKS = ("\n", "。", ". ", "！", "？", "; ", "；")
 

@@ -219,11 +219,9 @@ def _turn_error(m: _Meter, sent: Sequence[BaseMessage], shortened: bool) -> Cont
     need = m.used + _sum(m, sent)
     human = next((x for x in sent if x.type == "human"), None)
     h = m.cost(human) if human is not None else 0
-    who = [
-        w
-        for w, ok in (("the system message", m.fixed), ("the reply priming", m.unit == "tokens"))
-        if ok
-    ]
+    who = ["the system message"] if m.fixed else []
+    if m.unit == "tokens":
+        who.append("the reply priming")
     fixed = f", plus {m.used} for {' and '.join(who)}" if m.used and who else ""
     total = f"{fixed}: {need} in all, {need - m.limit} over the budget"
     part = "turn in progress"

@@ -8,8 +8,6 @@ from typing import Any
 
 from langchain_core.messages import BaseMessage
 
-__all__ = ["check_message_list", "check_messages"]
-
 
 def check_message_list(value: Any, name: str = "messages") -> None:
     """Refuse what is not a list of messages at all, without looking at the items."""

@@ -12,17 +12,6 @@ from functools import lru_cache
 from importlib import resources
 from typing import Any
 
-__all__ = [
-    "ENCODING_NAMES",
-    "MODEL_PREFIXES",
-    "EncodingUnavailableError",
-    "check_encoding",
-    "encoding",
-    "encoding_name_for_model",
-    "install_shipped_encodings",
-    "is_openai_model",
-]
-
 
 class EncodingUnavailableError(RuntimeError):
     """tiktoken cannot load an encoding: no network to download it and no local copy.

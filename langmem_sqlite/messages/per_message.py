@@ -20,17 +20,6 @@ from langchain_core.messages import (
 
 from .encodings import encoding
 
-__all__ = [
-    "AUDIO_TOKENS",
-    "FILE_TOKENS",
-    "IMAGE_LOW_DETAIL_TOKENS",
-    "IMAGE_TOKENS",
-    "ExactCount",
-    "count_approximately",
-    "count_characters",
-    "has_calls",
-]
-
 IMAGE_TOKENS = 765
 """Fixed cost of an image block: OpenAI's price of a 1024x1024 image at high detail."""
 IMAGE_LOW_DETAIL_TOKENS = 85

@@ -8,8 +8,6 @@ from langchain_core.messages import BaseMessage
 
 from .checks import check_messages
 
-__all__ = ["TOOL_RESULT_TYPES", "drop_leading_orphans", "orphan_prefix_length"]
-
 TOOL_RESULT_TYPES = frozenset({"tool", "function", "ToolMessageChunk", "FunctionMessageChunk"})
 """Message `type` values that answer a tool (or legacy function) call."""
 
