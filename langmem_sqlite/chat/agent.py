@@ -21,8 +21,6 @@ from ..memory import Memory
 from ..store import fact_tools
 from ..validation import check_id
 
-__all__ = ["ChatSession", "ChatState", "build_chat_graph", "thread_id_for"]
-
 SYSTEM_PROMPT = (
     "You are a helpful assistant with a durable memory. When the user states a lasting fact "
     "about themselves, call remember_fact. Use the remembered facts and the conversation "

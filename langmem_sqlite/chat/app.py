@@ -17,8 +17,6 @@ from ..messages.counting import resolve_message_counter
 from .agent import SYSTEM_PROMPT, ChatSession, build_chat_graph
 from .offline import OFFLINE_LABEL, OfflineChatModel
 
-__all__ = ["COMMANDS", "ChosenModel", "choose_model", "open_chat", "run_lines"]
-
 DEFAULT_MODEL = "gpt-4o-mini"
 _OPENAI_API = "https://api.openai.com/v1"
 

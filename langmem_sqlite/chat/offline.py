@@ -13,8 +13,6 @@ from langchain_core.messages import AIMessage, BaseMessage, SystemMessage, ToolM
 from langchain_core.outputs import ChatGeneration, ChatResult
 from langchain_core.utils.function_calling import convert_to_openai_tool
 
-__all__ = ["OFFLINE_LABEL", "OfflineChatModel"]
-
 OFFLINE_LABEL = "offline rule-based stand-in (not an LLM)"
 """How the chat and the notebooks name this model."""
 

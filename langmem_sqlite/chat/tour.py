@@ -16,8 +16,6 @@ from ..engine.dialects import rules_class
 from ..engine.schema import DEFAULT_PREFIX, get_tables
 from ..operations.maintenance import table_stats
 
-__all__ = ["FIRST_RUN", "SECOND_RUN", "run_tour"]
-
 FIRST_RUN = """\
 Hi, my name is Ada.
 I live in Lyon.
@@ -63,7 +61,7 @@ class _Start(NamedTuple):
     target: str  # the chat processes' --db
     place: str  # "file" or "database"
     detail: str  # the file's absolute path, or the URL without its password
-    shown: str  # the closing hint's --db (without a password)
+    shown: str  # the closing hint's --db, without a password
 
 
 def _start(db: str | None, prefix: str) -> _Start:
