@@ -120,25 +120,13 @@ def run_tour(db: str | None = None, *, prefix: str = DEFAULT_PREFIX) -> int:
     start = _start(db, prefix)
     print(f"Memory {start.place}: {start.detail}")
     seen = ""
+    argv = [sys.executable, "-m", "langmem_sqlite", "chat", "--db", start.target]
+    argv += ["--prefix", prefix, *_OPTIONS, "--script", "-"]
     for n, (title, script) in enumerate(
         (("a new conversation", FIRST_RUN), ("after a restart", SECOND_RUN)), start=1
     ):
         print(f"\n=== process {n}: {title} ===")
-        proc = subprocess.run(
-            [
-                sys.executable,
-                "-m",
-                "langmem_sqlite",
-                "chat",
-                *("--db", start.target, "--prefix", prefix),
-                *_OPTIONS,
-                *("--script", "-"),
-            ],
-            input=script,
-            capture_output=True,
-            text=True,
-            check=False,
-        )
+        proc = subprocess.run(argv, input=script, capture_output=True, text=True, check=False)
         sys.stdout.write(proc.stdout)
         if proc.returncode != 0:
             sys.stderr.write(proc.stderr)

@@ -112,12 +112,9 @@ class SummarySettings:
                 f"max_summary_tokens: must be below max_tokens ({max_summary_tokens} >= "
                 f"{max_tokens})"
             )
-        given_input = given.get("max_summarizer_input_tokens")
-        max_input = (
-            given_input
-            if given_input is not None
-            else min(INT64_MAX, (trigger_tokens or base) + max_summary_tokens)
-        )
+        max_input = given.get("max_summarizer_input_tokens")
+        if max_input is None:
+            max_input = min(INT64_MAX, (trigger_tokens or base) + max_summary_tokens)
         if summarizer is not None and max_input <= max_summary_tokens + 200:
             raise ValueError(
                 "max_summarizer_input_tokens: must leave room for new material beside the "

@@ -107,12 +107,10 @@ class SummaryUpdates:
         self, system: SystemMessage | None, record: Any, conv: Sequence[BaseMessage], lo: int
     ) -> bool:
         """Whether the unsummarized part passes a trigger (walks back, stops once it does)."""
-        if (
-            self.settings.trigger_messages is not None
-            and len(conv) - lo > self.settings.trigger_messages
-        ):
+        settings = self.settings
+        if settings.trigger_messages is not None and len(conv) - lo > settings.trigger_messages:
             return True
-        if self.settings.trigger_tokens is None:
+        if settings.trigger_tokens is None:
             return False
         text = record["summary"] if record else None
         head, notes = render_summary(system, text, self.placement)
@@ -120,7 +118,7 @@ class SummaryUpdates:
         used = c.reply_overhead + sum(c(m) for m in ([head] if head else []) + notes)
         for j in range(len(conv) - 1, lo - 1, -1):
             used += c(conv[j])
-            if used > self.settings.trigger_tokens:
+            if used > settings.trigger_tokens:
                 return True
         return False
 

@@ -39,7 +39,6 @@ COMPACTION_INSTRUCTIONS = (
     "the open questions; condense or drop what is oldest and least needed later. Return only "
     "the summary, as plain text."
 )
-"""The summarizer's instructions when the summary passed its cap (`{max_tokens}` is filled)."""
 
 SUMMARY_SHORTENED_MARKER = (
     "[...the oldest part of this summary is left out of this call to fit the context window]\n"
