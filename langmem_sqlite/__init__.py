@@ -1,9 +1,7 @@
 """langmem-sqlite: durable, bounded conversation memory for LangChain and LangGraph in SQL.
 
-SQLite by default (a file, zero configuration), PostgreSQL or MariaDB/MySQL by changing one URL.
-
-The names below are imported on first use (`from langmem_sqlite import SQLSaver` loads the
-checkpointer and what it needs, nothing else), so that the command line starts fast.
+SQLite by default, PostgreSQL or MariaDB/MySQL by changing one URL. The names below are
+imported on first use, so that the command line starts fast.
 """
 
 from __future__ import annotations

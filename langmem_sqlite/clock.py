@@ -1,5 +1,4 @@
-"""The package's clock (microseconds, milliseconds, an aware `datetime`): every timestamp is
-read through it, so that tests can move time forward for the whole package at once."""
+"""The package's clock: every timestamp is read here, so tests can move time for all."""
 
 from __future__ import annotations
 
@@ -9,7 +8,6 @@ from datetime import datetime, timedelta, timezone
 __all__ = ["DAY_MS", "dt", "now_ms", "now_us"]
 
 DAY_MS = 86_400_000
-"""One day in milliseconds."""
 
 _EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
 

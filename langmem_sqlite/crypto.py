@@ -1,13 +1,9 @@
 """Optional encryption at rest (AES-GCM from pycryptodome, the package's `encryption` extra).
 
-With an `encryption_key` (or a [`MessageCipher`][langmem_sqlite.MessageCipher]),
-[`ConversationStore`][langmem_sqlite.ConversationStore] and
-[`SQLChatMessageHistory`][langmem_sqlite.SQLChatMessageHistory] store every message body, session
-title and summary as ciphertext (the searchable `content_text` column stays empty; ids, types,
-token counts and times stay readable: they index the rows), and
-[`SQLStore`][langmem_sqlite.SQLStore] its item values and embeddings. Each value is sealed with
-the session (or item) it belongs to, so a row copied elsewhere fails authentication. For
-checkpoints: `SQLSaver(url, serde=EncryptedSerializer.from_pycryptodome_aes(key=...))`.
+With an `encryption_key`, [`ConversationStore`][langmem_sqlite.ConversationStore] stores message
+bodies, titles and summaries as ciphertext (ids, types, token counts and times stay readable),
+and [`SQLStore`][langmem_sqlite.SQLStore] its item values and embeddings. Each value is sealed
+to its session (or item): a row copied elsewhere fails authentication.
 """
 
 from __future__ import annotations
@@ -51,7 +47,10 @@ class MessageCipher:
                 'encryption needs pycryptodome: the package\'s "encryption" extra '
                 '(pip install ".[encryption]" in its checkout)'
             ) from None
+        from Crypto.Random import get_random_bytes
+
         self._aes: Any = AES
+        self._random = get_random_bytes
         self._key = bytes(key)
 
     def encrypt(self, text: str, context: bytes) -> str:
@@ -61,7 +60,7 @@ class MessageCipher:
 
     def encrypt_bytes(self, data: bytes, context: bytes) -> bytes:
         """Seal `data` to `context`: nonce, tag and ciphertext (for binary columns)."""
-        aes = self._aes.new(self._key, self._aes.MODE_GCM, nonce=_random(_NONCE))
+        aes = self._aes.new(self._key, self._aes.MODE_GCM, nonce=self._random(_NONCE))
         aes.update(context)
         sealed, tag = aes.encrypt_and_digest(bytes(data))
         return bytes(aes.nonce + tag + sealed)
@@ -97,12 +96,6 @@ class MessageCipher:
             return self.decrypt_bytes(raw, context).decode("utf-8", "surrogatepass")
         except (binascii.Error, UnicodeDecodeError) as e:
             raise ValueError(_UNREADABLE) from e
-
-
-def _random(n: int) -> bytes:
-    from Crypto.Random import get_random_bytes
-
-    return bytes(get_random_bytes(n))
 
 
 def is_encrypted(value: Any) -> bool:

@@ -1,5 +1,4 @@
-"""Defaults and limits that the command line shares with the library (a light module: the
-command line reads it before loading anything else)."""
+"""Defaults and limits shared by the command line (which loads this first) and the library."""
 
 from __future__ import annotations
 
@@ -17,8 +16,7 @@ INT64_MAX = 2**63 - 1
 """The largest integer every supported database stores (a signed 64-bit integer)."""
 
 MAX_DAYS = 100_000_000
-"""The largest `days` of a retention cutoff (about 270,000 years): `days` in milliseconds stays
-below 2**53, so a whole number of days is exact, and the cutoff fits a 64-bit integer."""
+"""The largest `days` of a retention cutoff: in milliseconds below 2**53, so exact."""
 
 
 def default_connection() -> str:

@@ -6,8 +6,8 @@ graph = builder.compile(checkpointer=memory.checkpointer, store=memory.store)
 history = memory.history("session-1", user_id="u1")
 ```
 
-The chat history, the checkpointer and the store share one [`Database`][langmem_sqlite.Database]
-(the same pooled engines), one set of tables and, if given, one `encryption_key`.
+They share one [`Database`][langmem_sqlite.Database] (pooled engines), one set of tables and
+one `encryption_key`.
 """
 
 from __future__ import annotations

@@ -1,20 +1,9 @@
-"""The LangGraph API server's checkpointer and store (`langgraph dev`, `langgraph up` and
-LangGraph Platform deployments): both in one SQL database.
+"""The LangGraph API server's checkpointer and store, named in `langgraph.json` as
+`{"checkpointer": {"path": "langmem_sqlite.server.checkpointer"}, "store": {"path":
+"langmem_sqlite.server.store"}}`, on `$LANGMEM_SQLITE_URL` (or `langmem.db`).
 
-Name them in `langgraph.json`:
-
-```json
-{
-  "graphs": {"agent": "./agent.py:graph"},
-  "env": {"LANGMEM_SQLITE_URL": "sqlite:///agent.db"},
-  "checkpointer": {"path": "langmem_sqlite.server.checkpointer"},
-  "store": {"path": "langmem_sqlite.server.store"}
-}
-```
-
-The database is `$LANGMEM_SQLITE_URL` (a URL or a path), or the SQLite file `langmem.db` in
-the server's working directory. The saver and the store are built in a worker thread: the
-server's development mode refuses blocking calls on the event loop.
+Both are built in a worker thread: the server's development mode refuses blocking calls on
+the event loop.
 """
 
 from __future__ import annotations
@@ -32,8 +21,7 @@ __all__ = ["checkpointer", "store"]
 
 @asynccontextmanager
 async def checkpointer() -> AsyncIterator[SQLSaver]:
-    """A set-up [`SQLSaver`][langmem_sqlite.SQLSaver] on `$LANGMEM_SQLITE_URL` (or
-    `langmem.db`)."""
+    """A set-up [`SQLSaver`][langmem_sqlite.SQLSaver] on `$LANGMEM_SQLITE_URL` (or `langmem.db`)."""
     saver = await asyncio.to_thread(SQLSaver, default_connection())
     await saver.asetup()
     yield saver

@@ -1,4 +1,4 @@
-"""Checks on user input, shared by every public API: clear typed errors, raised before any write."""
+"""Checks on user input, shared by every public API, raised before any write."""
 
 from __future__ import annotations
 
@@ -27,12 +27,7 @@ IdLike = str | int | uuid.UUID
 
 
 def check_id(value: Any, name: str) -> str:
-    """Normalise an id (str, int or UUID) to `str`.
-
-    Raises:
-        TypeError: not a str, int or UUID (`bool` is refused too).
-        ValueError: empty, blank, longer than 255 characters, or holding NUL or lone surrogates.
-    """
+    """An id (str, int or UUID, not `bool`) as a non-blank `str` passing `check_text`."""
     if value is None:
         raise ValueError(f"{name}: must not be None")
     if isinstance(value, bool) or not isinstance(value, str | int | uuid.UUID):
@@ -44,14 +39,7 @@ def check_id(value: Any, name: str) -> str:
 
 
 def check_text(value: Any, name: str, *, max_chars: int | None = None) -> str:
-    """A `str` that every database stores as text: no NUL, no lone surrogates, and at most
-    `max_chars` characters if given (store keys and namespace labels take
-    `ID_MAX_CHARS`); empty and blank strings pass.
-
-    Raises:
-        TypeError: not a `str`.
-        ValueError: longer than `max_chars`, or holds NUL characters or lone surrogates.
-    """
+    """A `str` every database stores as text: no NUL, no lone surrogates, at most `max_chars`."""
     if not isinstance(value, str):
         raise TypeError(f"{name}: expected str, got {type(value).__name__}")
     if max_chars is not None and len(value) > max_chars:
@@ -82,26 +70,15 @@ def _refuse(value: Any, name: str, expected: str) -> NoReturn:
 
 
 def check_int(value: Any, name: str, *, low: int = 0, high: int = INT64_MAX) -> int:
-    """An `int` from `low` to `high` (both included).
-
-    Raises:
-        TypeError: not a number at all.
-        ValueError: a `bool`, a `float` (NaN and infinities included) or an `int` out of
-            the range; the message names the parameter and the range.
-    """
+    """An `int` from `low` to `high`: any other number (`bool` and `float` included) is a
+    `ValueError`, anything else a `TypeError`."""
     if isinstance(value, int) and not isinstance(value, bool) and low <= value <= high:
         return value
     _refuse(value, name, f"an int {_range(low, high)}")
 
 
 def check_number(value: Any, name: str, *, low: float, high: float) -> float:
-    """A finite `int` or `float` from `low` to `high` (both included), as `float`.
-
-    Raises:
-        TypeError: not a number at all.
-        ValueError: a `bool`, NaN, an infinity or a number out of the range; the message names
-            the parameter and the range.
-    """
+    """A finite `int` or `float` from `low` to `high`, as `float` (see `check_int`)."""
     number = isinstance(value, int | float) and not isinstance(value, bool)
     if number and math.isfinite(value) and low <= value <= high:
         return float(value)
@@ -116,14 +93,7 @@ def check_positive(
 
 
 def check_list(value: Any, name: str) -> list[Any]:
-    """A list, tuple or other iterable of items, as a new `list`.
-
-    A `str` (or `bytes`, or a mapping) is refused rather than taken apart: `"Paris"`
-    where a list is expected would otherwise be five items, `P`, `a`, `r`, `i`, `s`.
-
-    Raises:
-        TypeError: a `str`, `bytes` or mapping, or not iterable at all.
-    """
+    """An iterable of items as a new `list`; a `str`, `bytes` or mapping is refused, not split."""
     if isinstance(value, str | bytes | bytearray | memoryview | Mapping) or not isinstance(
         value, Iterable
     ):

@@ -1,13 +1,8 @@
-"""`langmem-sqlite chat`: a terminal agent whose memory lives in SQL.
-
-* [`build_chat_graph`][langmem_sqlite.chat.build_chat_graph] -- the LangGraph graph (checkpointer,
-  context policy, user facts).
-* [`ChatSession`][langmem_sqlite.chat.ChatSession] -- one user's session: send turns, read summary,
-  history and facts.
-* [`OfflineChatModel`][langmem_sqlite.chat.OfflineChatModel] -- the rule-based stand-in used without
-  an API key (not an LLM).
-* [`choose_model`][langmem_sqlite.chat.choose_model] -- `ChatOpenAI`, an OpenAI-compatible server,
-  or the offline model.
+"""`langmem-sqlite chat`: a terminal agent whose memory lives in SQL: its graph
+([`build_chat_graph`][langmem_sqlite.chat.build_chat_graph]), one user's session of it
+([`ChatSession`][langmem_sqlite.chat.ChatSession]) and its model
+([`choose_model`][langmem_sqlite.chat.choose_model]: `ChatOpenAI`, an OpenAI-compatible server,
+or the rule-based [`OfflineChatModel`][langmem_sqlite.chat.OfflineChatModel]).
 """
 
 from .agent import ChatSession, ChatState, build_chat_graph, thread_id_for

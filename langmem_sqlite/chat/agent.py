@@ -1,14 +1,4 @@
-"""The chat agent: a LangGraph graph with the package's checkpointer, context policy and facts,
-and [`ChatSession`][langmem_sqlite.chat.ChatSession], one user's session of it.
-
-```text
-START -> agent -(tool calls)-> tools -> agent -> END
-```
-
-`agent` builds the model input with [`ContextPolicy`][langmem_sqlite.ContextPolicy] (the running
-summary kept in the state as `context_summary`, the user's facts in the system message) and
-calls the model; `tools` runs `remember_fact` / `update_fact` / `forget_fact` on the SQL store.
-"""
+"""The chat agent's graph (checkpointer, context policy, facts) and `ChatSession`."""
 
 from __future__ import annotations
 
@@ -30,8 +20,6 @@ from ..engine import DatabaseUnavailableError
 from ..memory import Memory
 from ..store import fact_tools
 from ..validation import check_id
-
-__all__ = ["ChatSession", "ChatState", "build_chat_graph", "thread_id_for"]
 
 SYSTEM_PROMPT = (
     "You are a helpful assistant with a durable memory. When the user states a lasting fact "
@@ -59,7 +47,10 @@ def build_chat_graph(
     checkpointer: Any,
     store: BaseStore,
 ) -> Any:
-    """Compile the chat graph (see the module docstring).
+    """Compile the chat graph: `START -> agent -(tool calls)-> tools -> agent -> END`.
+
+    `agent` builds the model input with the policy (the summary kept in the state as
+    `context_summary`) and calls the model; `tools` runs the fact tools on `store`.
 
     Args:
         model: a chat model supporting `bind_tools`.
@@ -157,17 +148,14 @@ class ChatSession:
             out = self.graph.invoke({"messages": [HumanMessage(text)]}, self.config)
         except DatabaseUnavailableError:
             raise  # the memory itself cannot be reached: nothing to copy
-        except BaseException:
-            # the checkpointer kept what the turn stored (the question at least): so do the
-            # conversation tables, and the thread, `sessions` and `history` agree
+        except BaseException:  # the conversation tables keep what the checkpointer kept
             self._mirror(before, self.graph.get_state(self.config).values)
             raise
         self._mirror(before, out)
         return list(out["messages"][before + 1 :])
 
     def _mirror(self, before: int, values: dict[str, Any]) -> None:
-        """Copy the turn's messages (those past `before`) and the summary in `values` to
-        the conversation tables."""
+        """Copy the turn's messages (past `before`) and summary to the conversation tables."""
         messages: list[BaseMessage] = values.get("messages", [])
         assert self.session is not None
         store = self.memory.conversations

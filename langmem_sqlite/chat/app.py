@@ -1,5 +1,4 @@
-"""The terminal chat: the model it talks to (ChatOpenAI, any OpenAI-compatible server, or the
-offline stand-in), setup from command-line options, the read-eval loop and its commands."""
+"""The terminal chat: choosing its model, setup from options, the read-eval loop."""
 
 from __future__ import annotations
 
@@ -17,8 +16,6 @@ from ..memory import Memory
 from ..messages.counting import resolve_message_counter
 from .agent import SYSTEM_PROMPT, ChatSession, build_chat_graph
 from .offline import OFFLINE_LABEL, OfflineChatModel
-
-__all__ = ["COMMANDS", "ChosenModel", "choose_model", "open_chat", "run_lines"]
 
 DEFAULT_MODEL = "gpt-4o-mini"
 _OPENAI_API = "https://api.openai.com/v1"
@@ -99,13 +96,11 @@ Echo = Callable[[str], None]
 
 
 def _count(n: int, noun: str) -> str:
-    """`1 message`, `2 messages`."""
     return f"{n} {noun}" if n == 1 else f"{n} {noun}s"
 
 
 def _reason(e: Exception) -> str:
-    """What went wrong, on one line: the driver's message of a SQLAlchemy error (without its
-    statement and link), else the error's own text."""
+    """The error on one line (a SQLAlchemy error's driver message, without its statement)."""
     return " ".join(str(getattr(e, "orig", None) or e).split()) or "no details given"
 
 

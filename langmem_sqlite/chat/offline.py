@@ -1,12 +1,4 @@
-"""The offline stand-in model: rule-based, deterministic, and NOT a language model.
-
-It shows the memory working without an API key: it answers only from what it is sent, so a
-correct recall proves the memory was loaded from the database. It calls `remember_fact` when
-the user states a simple fact ("my name is Ada", "I live in Lyon", "I like green tea",
-"remember that ..."), answers "what is my name?", "where do I live?", "what do I like?" saying
-where it found the answer, summarizes extractively, and otherwise says what memory handed it.
-Every reply starts with `[offline]`.
-"""
+"""The offline stand-in model: rule-based, deterministic, and NOT a language model."""
 
 from __future__ import annotations
 
@@ -20,8 +12,6 @@ from langchain_core.language_models import BaseChatModel
 from langchain_core.messages import AIMessage, BaseMessage, SystemMessage, ToolMessage
 from langchain_core.outputs import ChatGeneration, ChatResult
 from langchain_core.utils.function_calling import convert_to_openai_tool
-
-__all__ = ["OFFLINE_LABEL", "OfflineChatModel"]
 
 OFFLINE_LABEL = "offline rule-based stand-in (not an LLM)"
 """How the chat and the notebooks name this model."""
@@ -92,7 +82,10 @@ def _find(kind: str, fact_text: str, other_texts: Sequence[str]) -> str | None:
 class OfflineChatModel(BaseChatModel):
     """A deterministic, rule-based chat model for offline demos and tests (not an LLM).
 
-    Supports `bind_tools` (it only ever calls a tool named `remember_fact`) and works as a
+    It answers only from what it is sent, so a correct recall proves the memory was loaded:
+    it calls `remember_fact` for a simple stated fact ("my name is Ada", "I live in Lyon",
+    "I like green tea", "remember that ..."), answers "what is my name?", "where do I live?",
+    "what do I like?" naming where it found the answer, and summarizes extractively as a
     `ContextPolicy` summarizer. Every answer starts with `[offline]`.
     """
 

@@ -1,10 +1,4 @@
-"""`langmem-sqlite chat --tour`: a scripted offline chat, restarted, on a new database.
-
-Process 1 chats (facts are remembered, the summary starts past the trigger) and exits;
-process 2 starts cold on the same database, continues the conversation, then opens a new
-session where only the long-term facts carry over. The tour writes only to a database it
-starts (a SQLite file it creates, or server tables with no rows yet), never over anything.
-"""
+"""`langmem-sqlite chat --tour`: a scripted offline chat in two processes on a new database."""
 
 from __future__ import annotations
 
@@ -21,8 +15,6 @@ from ..engine import get_database
 from ..engine.dialects import rules_class
 from ..engine.schema import DEFAULT_PREFIX, get_tables
 from ..operations.maintenance import table_stats
-
-__all__ = ["FIRST_RUN", "SECOND_RUN", "run_tour"]
 
 FIRST_RUN = """\
 Hi, my name is Ada.
@@ -53,11 +45,7 @@ _EXPECTED = (
 
 
 def _create(path: Path) -> bool:
-    """Create the empty SQLite file `path`; False if it, or a journal of it, exists already.
-
-    Raises:
-        ValueError: `path` cannot be created (no such directory, no permission).
-    """
+    """Create the empty SQLite file `path`; False if it or a journal of it exists."""
     if any(Path(f"{path}{suffix}").exists() for suffix in ("-wal", "-shm", "-journal")):
         return False
     try:
@@ -73,17 +61,11 @@ class _Start(NamedTuple):
     target: str  # the chat processes' --db
     place: str  # "file" or "database"
     detail: str  # the file's absolute path, or the URL without its password
-    shown: str  # the closing hint's --db (without a password)
+    shown: str  # the closing hint's --db, without a password
 
 
 def _start(db: str | None, prefix: str) -> _Start:
-    """Claim a new database for the tour.
-
-    Raises:
-        ValueError: `db` is an existing file, an in-memory database, or a server database
-            whose tables already hold rows; or `prefix` is not a table prefix (nothing was
-            written).
-    """
+    """Claim a new database for the tour (`ValueError` if it is not new)."""
     tables = get_tables(prefix)
     if db is None:
         names = ("langmem-tour.db" if n == 1 else f"langmem-tour-{n}.db" for n in count(1))
@@ -122,6 +104,9 @@ def _start(db: str | None, prefix: str) -> _Start:
 def run_tour(db: str | None = None, *, prefix: str = DEFAULT_PREFIX) -> int:
     """Run both processes on a new database; 0 if all was recalled.
 
+    Process 1 chats (facts remembered, a summary written) and exits; process 2 continues the
+    conversation cold, then opens a new session where only the facts carry over.
+
     Args:
         db: a SQLite path or a database URL: a file that does not exist yet, or a server
             database whose tables (with `prefix`) hold no rows. `None`: `langmem-tour.db` in
@@ -135,25 +120,13 @@ def run_tour(db: str | None = None, *, prefix: str = DEFAULT_PREFIX) -> int:
     start = _start(db, prefix)
     print(f"Memory {start.place}: {start.detail}")
     seen = ""
+    argv = [sys.executable, "-m", "langmem_sqlite", "chat", "--db", start.target]
+    argv += ["--prefix", prefix, *_OPTIONS, "--script", "-"]
     for n, (title, script) in enumerate(
         (("a new conversation", FIRST_RUN), ("after a restart", SECOND_RUN)), start=1
     ):
         print(f"\n=== process {n}: {title} ===")
-        proc = subprocess.run(
-            [
-                sys.executable,
-                "-m",
-                "langmem_sqlite",
-                "chat",
-                *("--db", start.target, "--prefix", prefix),
-                *_OPTIONS,
-                *("--script", "-"),
-            ],
-            input=script,
-            capture_output=True,
-            text=True,
-            check=False,
-        )
+        proc = subprocess.run(argv, input=script, capture_output=True, text=True, check=False)
         sys.stdout.write(proc.stdout)
         if proc.returncode != 0:
             sys.stderr.write(proc.stderr)

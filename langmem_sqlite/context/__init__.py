@@ -1,13 +1,11 @@
 """Context-window management: exact token counts, safe trimming, incremental summaries, facts.
 
-* [`trim_context`][langmem_sqlite.trim_context]: pure trimming to a token / message / character
-  budget.
-* [`ContextPolicy`][langmem_sqlite.ContextPolicy]: the whole model input from one object, for every
-  adapter: [`context_node`][langmem_sqlite.context_node] (`StateGraph`),
-  [`pre_model_hook`][langmem_sqlite.pre_model_hook] (`create_react_agent`),
-  [`ContextMiddleware`][langmem_sqlite.context.middleware.ContextMiddleware] (`create_agent`,
-  imported lazily as it needs `langchain`) and [`context_step`][langmem_sqlite.context_step]
-  (`RunnableWithMessageHistory` with the summary stored in SQL).
+[`trim_context`][langmem_sqlite.trim_context] trims to a budget;
+[`ContextPolicy`][langmem_sqlite.ContextPolicy] builds the whole model input for every adapter:
+[`context_node`][langmem_sqlite.context_node] (`StateGraph`),
+[`pre_model_hook`][langmem_sqlite.pre_model_hook] (`create_react_agent`),
+[`ContextMiddleware`][langmem_sqlite.context.middleware.ContextMiddleware] (`create_agent`) and
+[`context_step`][langmem_sqlite.context_step] (`RunnableWithMessageHistory`).
 
 Each model input is, in this order of priority, within one budget counted exactly: the system
 prompt; the latest human message and the rest of its turn (tool results shortened if need be;

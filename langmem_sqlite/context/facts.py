@@ -1,10 +1,4 @@
-"""The user's long-term facts as a budgeted part of the model input.
-
-A [`ContextPolicy`][langmem_sqlite.ContextPolicy] built with `facts=` reads the facts of the
-run's user through [`UserFacts`][langmem_sqlite.store.UserFacts] (most relevant to the latest
-human message first with a semantic index, else most recent) and puts them in the system
-message (the `<user_facts>` section of [`with_facts`][langmem_sqlite.store.with_facts]).
-"""
+"""Where a policy finds the user's long-term facts, and how they enter the system message."""
 
 from __future__ import annotations
 
@@ -20,21 +14,10 @@ from ..store.facts import _user_id as user_id_from  # the fact tools' rule, shar
 from ..validation import check_id
 from .structure import merge_system
 
-__all__ = ["FactsSource", "latest_question", "render_facts"]
-
 
 @dataclass(frozen=True)
 class FactsSource:
-    """Where a policy finds the user's facts.
-
-    Attributes:
-        store: the store holding them; `None`: the running graph's store (`store=` of
-            `compile`, `create_react_agent` or `create_agent`).
-        namespace_prefix: labels before the user id (as in
-            [`UserFacts`][langmem_sqlite.store.UserFacts]).
-        user_id_key: the key of the user id in `config["configurable"]` (or the runtime
-            context).
-    """
+    """Where a policy finds the user's facts (`store=None`: the running graph's store)."""
 
     store: BaseStore | None = None
     namespace_prefix: tuple[str, ...] = ("users",)
@@ -47,17 +30,8 @@ class FactsSource:
         store: BaseStore | None = None,
         user_id: Any = None,
     ) -> UserFacts:
-        """The [`UserFacts`][langmem_sqlite.store.UserFacts] of this run's user.
-
-        Args:
-            config: the run's `RunnableConfig` (the user id is read from its
-                `configurable`, else from the runtime context).
-            store: the graph's store, used when the source names none.
-            user_id: the user, if the caller knows it (e.g. the chat history's user).
-
-        Raises:
-            ValueError: no user id, or no store.
-        """
+        """The `UserFacts` of this run's user (`user_id`, else from `config` or the runtime
+        context), in this source's store, else `store`, else the graph's; `ValueError` if none."""
         return UserFacts(
             self._store(store),
             self._user(config, user_id),
@@ -65,9 +39,8 @@ class FactsSource:
         )
 
     def _store(self, given: BaseStore | None) -> BaseStore:
-        for store in (self.store, given):
-            if store is not None:
-                return store
+        if self.store is not None or given is not None:
+            return self.store if self.store is not None else given
         try:
             from langgraph.config import get_store
 

@@ -1,10 +1,4 @@
-"""LangGraph adapters: a `StateGraph` node and a `pre_model_hook` for `create_react_agent`.
-
-Both return the model input under `llm_input_messages` (`messages` is left whole) and the
-summary record (plain JSON) under `context_summary` when it changed. With `create_react_agent`,
-give the system prompt to the policy (`system_prompt=`), not to `prompt=`: the agent prepends
-`prompt` after the hook, outside the budget.
-"""
+"""LangGraph adapters: a `StateGraph` node and a `pre_model_hook` for `create_react_agent`."""
 
 from __future__ import annotations
 
@@ -66,11 +60,11 @@ def context_node(
     output_key: str = "llm_input_messages",
     summary_key: str = SUMMARY_KEY,
 ) -> RunnableLambda[Any, dict[str, Any]]:
-    """A graph node (sync and async) applying `policy` to the state's `messages`.
+    """A graph node (sync and async) applying `policy` to the state's `messages` (left whole).
 
-    Returns `{output_key: model input}` and `{summary_key: record}` when the summary changed.
-    Wire the model node to read `state[output_key]`. With `facts=True` on the policy, compile
-    the graph with `store=`.
+    Returns `{output_key: model input}` and `{summary_key: record}` (plain JSON) when the
+    summary changed. Wire the model node to read `state[output_key]`. With `facts=True` on the
+    policy, compile the graph with `store=`.
     """
     if not isinstance(policy, ContextPolicy):
         raise TypeError(f"policy: expected a ContextPolicy, got {type(policy).__name__}")
@@ -98,6 +92,8 @@ def pre_model_hook(
 ) -> RunnableLambda[Any, dict[str, Any]]:
     """A `pre_model_hook` for `langgraph.prebuilt.create_react_agent`.
 
-    Use with `state_schema=ContextAgentState` (or any schema with `summary_key`).
+    Use with `state_schema=ContextAgentState` (or any schema with `summary_key`). Give the
+    system prompt to the policy, not to `prompt=`: the agent prepends `prompt` after the hook,
+    outside the budget.
     """
     return context_node(policy, output_key="llm_input_messages", summary_key=summary_key)

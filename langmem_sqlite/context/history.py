@@ -1,16 +1,5 @@
-"""A Runnable step for `RunnableWithMessageHistory` chains, with the summary stored in SQL:
-
-```python
-chain = prompt | context_step(policy) | model
-RunnableWithMessageHistory(chain, session_history_factory(url), ...)
-```
-
-It applies the policy to the prompt's messages with the summary record of the session row
-([`ConversationStore.get_summary`][langmem_sqlite.history.store.ConversationStore.get_summary]),
-stores the updated record and passes the model input on; the history stays whole. Watermarks
-are message positions: use a history without `window=`. With `facts=<store>` on the policy,
-the facts of the history's user (or `config["configurable"]["user_id"]`) are budgeted in.
-"""
+"""`context_step`: a policy in a `RunnableWithMessageHistory` chain, the summary on the
+session row."""
 
 from __future__ import annotations
 
@@ -52,8 +41,7 @@ def _history(config: RunnableConfig) -> SQLChatMessageHistory:
 
 
 def _for_policy(h: SQLChatMessageHistory, record: dict[str, Any] | None) -> Any:
-    """With `since_summary` the prompt holds only unsummarized history: nothing of it is
-    covered by the record yet, so the policy sees the watermark just before it."""
+    """With `since_summary` the prompt holds only unsummarized history: watermark before it."""
     if record is None or not h.since_summary:
         return record
     return {**record, "upto_index": -1, "upto_id": None}
@@ -62,8 +50,8 @@ def _for_policy(h: SQLChatMessageHistory, record: dict[str, Any] | None) -> Any:
 def _for_storage(
     h: SQLChatMessageHistory, previous: dict[str, Any] | None, new: dict[str, Any]
 ) -> str | None:
-    """The record to store: positions back in terms of the whole history, plus `upto_seq`
-    (the stored position of the last summarized message) that bounds the next read."""
+    """The record to store, in positions of the whole history, with `upto_seq` (the stored
+    position of the last summarized message) bounding the next read."""
     if not h.since_summary or h.pinned is None:
         return dump_record(new)
     k = int(new["upto_index"])  # among the non-system messages of this prompt
@@ -79,6 +67,15 @@ def _for_storage(
 
 def context_step(policy: ContextPolicy) -> RunnableLambda[Any, list[BaseMessage]]:
     """A step applying `policy` with the summary persisted on the chat history's session.
+
+    ```python
+    chain = prompt | context_step(policy) | model
+    RunnableWithMessageHistory(chain, session_history_factory(url), ...)
+    ```
+
+    The summary record is read from and written to the session row; the history stays whole.
+    Watermarks are message positions: use a history without `window=`. With `facts=<store>`
+    on the policy, the facts of the history's user are budgeted in.
 
     Raises:
         ValueError: the policy reads facts from the graph's store (`facts=True`): a chain

@@ -90,11 +90,9 @@ class ContextMiddleware(AgentMiddleware):  # type: ignore[type-arg]
     ) -> Any:
         """Apply the policy, call the model, record the summary."""
         messages, summary = self._inputs(request)
-        facts = (
-            self.policy.fetch_facts(messages, **self._where(request))
-            if self.policy.facts_source is not None
-            else None
-        )
+        facts = None
+        if self.policy.facts_source is not None:
+            facts = self.policy.fetch_facts(messages, **self._where(request))
         result = self.policy.prepare(messages, summary, facts=facts)
         return self._response(handler(self._request(request, result)), result)
 
@@ -106,10 +104,8 @@ class ContextMiddleware(AgentMiddleware):  # type: ignore[type-arg]
         """Async
         [`wrap_model_call`][langmem_sqlite.context.middleware.ContextMiddleware.wrap_model_call]."""
         messages, summary = self._inputs(request)
-        facts = (
-            await self.policy.afetch_facts(messages, **self._where(request))
-            if self.policy.facts_source is not None
-            else None
-        )
+        facts = None
+        if self.policy.facts_source is not None:
+            facts = await self.policy.afetch_facts(messages, **self._where(request))
         result = await self.policy.aprepare(messages, summary, facts=facts)
         return self._response(await handler(self._request(request, result)), result)

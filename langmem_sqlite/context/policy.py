@@ -1,11 +1,7 @@
-"""[`ContextPolicy`][langmem_sqlite.ContextPolicy]: the one object that turns a history into a
-model input, for every adapter (the order of priority is in the package's docstring).
+"""`ContextPolicy`: the one object that turns a history into a model input, for every adapter.
 
-The policy's decision is written once, as a generator (`_plan`) that yields summarizer
-requests: [`prepare`][langmem_sqlite.context.ContextPolicy.prepare] and
-[`aprepare`][langmem_sqlite.context.ContextPolicy.aprepare] only differ in how they call the
-summarizer. `settings` validates the configuration, `summarizing` updates the summary,
-`trimming` chooses the window. The full history is never modified.
+The decision is one generator (`_plan`) yielding summarizer requests, driven by `prepare`
+and `aprepare`. The history is never modified.
 """
 
 from __future__ import annotations
@@ -219,7 +215,6 @@ class ContextPolicy:
     def _setup_facts(
         self, facts: Any, share: float, namespace: tuple[str, ...], user_id_key: str
     ) -> None:
-        """Validate the facts settings; `facts_budget` is `None` without a token budget."""
         if not isinstance(namespace, tuple) or not all(isinstance(n, str) for n in namespace):
             raise TypeError("facts_namespace: expected a tuple of strings")
         if not isinstance(user_id_key, str) or not user_id_key:
@@ -227,7 +222,6 @@ class ContextPolicy:
         tokens = self.limits.max_tokens if self.counter.name != "messages" else None
         self.facts_share = float(share)
         self.facts_budget: int | None = int(tokens * share) if tokens else None
-        """Tokens the facts may take at most (``facts_share`` of ``max_tokens``)."""
         self.facts_source: FactsSource | None = None
         if facts is None or facts is False:
             return
@@ -237,8 +231,6 @@ class ContextPolicy:
             raise ValueError("facts: needs a token budget (max_tokens with a token counter)")
         store = None if facts is True else facts
         self.facts_source = FactsSource(store, namespace, user_id_key)
-
-    # -- the decision, written once ---------------------------------------------------------
 
     def _plan(
         self, messages: Sequence[BaseMessage], summary: Any, facts: Any
@@ -309,8 +301,7 @@ class ContextPolicy:
     def _facts_cost(
         self, system: SystemMessage | None, items: Sequence[Item], *, cached: bool = False
     ) -> int:
-        """Exact tokens the facts add to the system message (the variant counted uncached
-        unless `cached`: the one likely sent)."""
+        """Exact tokens the facts add to the system message (uncached unless `cached`)."""
         c = self._text_counter
         with_facts = render_facts(system, items)
         base = c(system) if system is not None else 0
@@ -341,16 +332,15 @@ class ContextPolicy:
         tail: list[BaseMessage],
         info: dict[str, Any],
     ) -> list[BaseMessage]:
-        """The fixed part of the input (system message with facts and summary, or the summary
-        note) that fits beside the smallest form of the turn in progress: facts dropped first
-        (least relevant last), then the summary shortened for this call (newest part kept)."""
+        """The system message (with facts and summary) and summary note that fit beside `tail`:
+        least relevant facts dropped first, then the summary shortened (newest part kept)."""
         text = record["summary"] if record else None
 
         def fits(k: int, t: str | None, cached: bool = False) -> bool:
             return self.limits.fits(self._build(system, items[:k], t), tail, cached=cached)
 
         k = len(items)
-        if not fits(k, text, cached=True):  # (the usual case: everything fits, counted once)
+        if not fits(k, text, cached=True):
             if k:
                 k = largest(k, lambda n: fits(n, text))
             if text and not fits(k, text):
@@ -362,8 +352,6 @@ class ContextPolicy:
         info["facts"] = k
         info["facts_tokens"] = self._facts_cost(system, items[:k], cached=True) if k else 0
         return fixed
-
-    # -- facts -------------------------------------------------------------------------------
 
     def fetch_facts(
         self,
@@ -401,7 +389,6 @@ class ContextPolicy:
     def _facts_query(
         self, messages: Sequence[BaseMessage], config: Any, store: BaseStore | None, user_id: Any
     ) -> tuple[UserFacts | None, str | None]:
-        """The user's facts (`None` without `facts=`) and the query to rank them by."""
         if self.facts_source is None:
             check_message_list(messages)
             return None, None
@@ -414,8 +401,6 @@ class ContextPolicy:
         assert self.facts_budget is not None
         most = min(INT64_MAX, 2 * self.facts_budget)
         return {"max_tokens": most, "token_counter": self._text_counter}
-
-    # -- drivers -------------------------------------------------------------------------------
 
     def prepare(
         self,

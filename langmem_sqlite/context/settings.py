@@ -1,6 +1,4 @@
-"""The configuration of a [`ContextPolicy`][langmem_sqlite.ContextPolicy]: the known model
-windows, the defaults derived from them, and the validation of every setting.
-"""
+"""A policy's configuration: the known model windows, the defaults, the validation."""
 
 from __future__ import annotations
 
@@ -10,15 +8,6 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from ..validation import INT64_MAX, check_positive
-
-__all__ = [
-    "MODEL_CONTEXT_WINDOWS",
-    "SummaryPlacement",
-    "SummarySettings",
-    "check_numbers",
-    "default_max_tokens",
-    "window_for",
-]
 
 MODEL_CONTEXT_WINDOWS: dict[str, int] = {
     "gpt-4o": 128_000,
@@ -44,8 +33,7 @@ SummaryPlacement = Literal["system", "message"]
 
 
 def window_for(model: str) -> int | None:
-    """The context window of `model` (longest known prefix, case ignored; `ft:<model>:...`
-    is its base model's), or `None`."""
+    """The context window of `model` (see `MODEL_CONTEXT_WINDOWS`), or `None`."""
     model = model.lower()
     if model.startswith("ft:"):
         model = model[3:]
@@ -63,12 +51,7 @@ def default_max_tokens(model: str | None) -> int | None:
 
 
 def check_numbers(numbers: dict[str, Any], facts_share: Any) -> None:
-    """Check every number given to a policy (`None` means "not given"): ints from 1 to
-    `INT64_MAX`, and `facts_share` a finite number strictly between 0 and 1.
-
-    Raises:
-        ValueError: a number out of its range (`bool`, NaN and infinities refused).
-    """
+    """Ints from 1 to `INT64_MAX` (or `None`), `facts_share` strictly between 0 and 1."""
     for name, value in numbers.items():
         if value is not None:
             check_positive(value, name)
@@ -94,8 +77,7 @@ class SummarySettings:
 
     @classmethod
     def make(cls, summarizer: Any, max_tokens: int | None, **given: int | None) -> SummarySettings:
-        """The settings in `given` (named as this class's fields, each checked by
-        `check_numbers`) for a policy with `summarizer` (or `None`) and budget `max_tokens`."""
+        """The settings `given` (checked numbers), defaults filled in, for this policy."""
         trigger_tokens = given.get("trigger_tokens")
         trigger_messages = given.get("trigger_messages")
         keep_tokens = given.get("keep_tokens")
@@ -130,12 +112,9 @@ class SummarySettings:
                 f"max_summary_tokens: must be below max_tokens ({max_summary_tokens} >= "
                 f"{max_tokens})"
             )
-        given_input = given.get("max_summarizer_input_tokens")
-        max_input = (
-            given_input
-            if given_input is not None
-            else min(INT64_MAX, (trigger_tokens or base) + max_summary_tokens)
-        )
+        max_input = given.get("max_summarizer_input_tokens")
+        if max_input is None:
+            max_input = min(INT64_MAX, (trigger_tokens or base) + max_summary_tokens)
         if summarizer is not None and max_input <= max_summary_tokens + 200:
             raise ValueError(
                 "max_summarizer_input_tokens: must leave room for new material beside the "

@@ -1,10 +1,5 @@
-"""The structural rules of a model input, as pure functions.
-
-A valid model input is not empty, has at most one system message, at index 0, never starts the
-conversation on a tool result, and has no orphan tool result (without its call) and no dangling
-tool call (without its result after it). A call and its results are one unit: windows are cut
-only between units.
-"""
+"""The structural rules of a model input: not empty, at most one system message (first), no
+leading tool result, no orphan tool result, no dangling tool call."""
 
 from __future__ import annotations
 
@@ -14,16 +9,6 @@ from langchain_core.messages import AIMessage, BaseMessage, SystemMessage
 
 from ..messages.checks import check_messages
 from ..messages.windows import TOOL_RESULT_TYPES
-
-__all__ = [
-    "ContextBudgetError",
-    "ContextStructureError",
-    "call_ids",
-    "check_structure",
-    "is_tool_result",
-    "merge_system",
-    "plain_text",
-]
 
 
 class ContextBudgetError(ValueError):

@@ -1,7 +1,5 @@
-"""How a policy updates the running summary: when to summarize, what one summarizer call
-gets, and how its reply becomes the record (kept within its cap). Each step that calls the
-summarizer is a generator yielding a `SummarizerRequest` (see `policy`).
-"""
+"""How a policy updates the running summary; steps that call the summarizer are generators
+yielding a `SummarizerRequest`."""
 
 from __future__ import annotations
 
@@ -15,10 +13,10 @@ from ..messages.counting import TokenCounter
 from .settings import SummarySettings
 from .structure import call_ids, is_tool_result, plain_text, result_id
 from .summary import (
+    COMPACTION_INSTRUCTIONS,
     SUMMARY_DROPPED_MARKER,
     cap_text,
     compacted_record,
-    compaction_prompt,
     new_record,
     newest_part,
     render_messages,
@@ -26,10 +24,7 @@ from .summary import (
     summarizer_prompt,
     text_tokens,
 )
-from .trimming import _close, largest, turn_start
-
-__all__ = ["SummarizerRequest", "SummaryUpdates", "aguard", "guard"]
-
+from .trimming import _close, count_input, largest, turn_start
 
 _CHUNK_MARKER = "\n[...the rest of this part was too long for one summarizer call]"
 _SQUEEZED = " [... {n} more characters]"
@@ -42,16 +37,10 @@ class SummarizerRequest:
     prompt: list[BaseMessage]
 
 
-def uncached_count(counter: TokenCounter, messages: Sequence[BaseMessage]) -> int:
-    """`counter.count(messages)` computed without the cache (one-off prompts)."""
-    return counter.reply_overhead + sum(counter.uncached(m) for m in messages)
-
-
 @dataclass(frozen=True)
 class SummaryUpdates:
-    """The summary steps of a [`ContextPolicy`][langmem_sqlite.ContextPolicy], with what they
-    read: the validated settings, the counters (`text_counter` counts text even when the
-    budget counts messages), the summarizer model, its instructions and the summary's place."""
+    """The summary steps of a policy (`text_counter` counts text when the budget counts
+    messages)."""
 
     settings: SummarySettings
     counter: TokenCounter
@@ -65,7 +54,7 @@ class SummaryUpdates:
     ) -> Generator[SummarizerRequest, Any, Any]:
         """One summarizer call (counted in `info`); returns its reply or exception."""
         info["summarizer_calls"] += 1
-        info["summarizer_input_tokens"] += uncached_count(self.text_counter, prompt)
+        info["summarizer_input_tokens"] += count_input(self.text_counter, prompt, cache=False)
         return (yield SummarizerRequest(prompt))
 
     def absorb(
@@ -90,15 +79,17 @@ class SummaryUpdates:
     def cap(
         self, record: dict[str, Any], info: dict[str, Any]
     ) -> Generator[SummarizerRequest, Any, dict[str, Any]]:
-        """`record` with its summary within `max_summary_tokens`: folded by the summarizer,
-        else (failure, still too long, no summarizer) with its oldest part dropped."""
+        """`record` within `max_summary_tokens`: folded by the summarizer, else its oldest part
+        dropped."""
         cap, counter = self.settings.max_summary_tokens, self.text_counter
         text = record["summary"]
         if text_tokens(counter, text) <= cap:
             return record
         shorter = None
         if self.summarizer is not None:
-            reply = yield from self.call(compaction_prompt(text, cap), info)
+            nothing_new = "(none: only shorten the summary)"
+            prompt = summarizer_prompt(text, nothing_new, COMPACTION_INSTRUCTIONS, cap)
+            reply = yield from self.call(prompt, info)
             shorter = reply_text(reply)
             if shorter is None:
                 info["summary_error"] = (
@@ -116,12 +107,10 @@ class SummaryUpdates:
         self, system: SystemMessage | None, record: Any, conv: Sequence[BaseMessage], lo: int
     ) -> bool:
         """Whether the unsummarized part passes a trigger (walks back, stops once it does)."""
-        if (
-            self.settings.trigger_messages is not None
-            and len(conv) - lo > self.settings.trigger_messages
-        ):
+        settings = self.settings
+        if settings.trigger_messages is not None and len(conv) - lo > settings.trigger_messages:
             return True
-        if self.settings.trigger_tokens is None:
+        if settings.trigger_tokens is None:
             return False
         text = record["summary"] if record else None
         head, notes = render_summary(system, text, self.placement)
@@ -129,13 +118,12 @@ class SummaryUpdates:
         used = c.reply_overhead + sum(c(m) for m in ([head] if head else []) + notes)
         for j in range(len(conv) - 1, lo - 1, -1):
             used += c(conv[j])
-            if used > self.settings.trigger_tokens:
+            if used > settings.trigger_tokens:
                 return True
         return False
 
     def keep_cut(self, conv: Sequence[BaseMessage], lo: int) -> int:
-        """Where the verbatim part starts after summarizing: the earliest turn boundary whose
-        suffix fits `keep`, never after the latest human message."""
+        """Start of the verbatim part: the earliest turn boundary whose suffix fits `keep`."""
         pinned = turn_start(conv, lo)
         tokens = sum(self.counter(m) for m in conv[pinned:])
         count = len(conv) - pinned
@@ -155,11 +143,9 @@ class SummaryUpdates:
         return best
 
     def chunk(self, conv: Sequence[BaseMessage], lo: int, cut: int) -> int:
-        """End (exclusive) of the oldest new material for one summarizer call, at a tool-unit
-        boundary; at least one unit. A message counts at most 1/24 of the room: larger ones
-        are shortened for the summarizer (see `prompt`), so one call covers a whole
-        agent turn of big tool results (no message is then left neither summarized nor
-        sent); a longer backlog is summarized in passes, one per model call."""
+        """End (exclusive) of the new material for one summarizer call, at a tool-unit
+        boundary. A message counts at most 1/24 of the room (`prompt` shortens larger ones),
+        so one call covers a whole agent turn; a longer backlog takes several calls."""
         settings = self.settings  # the room for new material beside the previous summary:
         room = settings.max_summarizer_input_tokens - settings.max_summary_tokens - 150
         most = max(1, room // 24)
@@ -181,8 +167,8 @@ class SummaryUpdates:
         return best
 
     def prompt(self, record: Any, new: Sequence[BaseMessage]) -> list[BaseMessage]:
-        """The summarizer input: the previous summary whole, then the new material, its
-        longest messages shortened to one common length if it is over the call's budget."""
+        """The previous summary whole, then the new material (longest messages shortened to
+        one common length if over the call's budget)."""
         previous = record["summary"] if record else None
         counter = self.text_counter
 
@@ -191,9 +177,8 @@ class SummaryUpdates:
                 previous, text, self.instructions, self.settings.max_summary_tokens
             )
 
-        room = max(
-            1, self.settings.max_summarizer_input_tokens - uncached_count(counter, prompt(""))
-        )
+        base = count_input(counter, prompt(""), cache=False)
+        room = max(1, self.settings.max_summarizer_input_tokens - base)
 
         def fits(text: str) -> bool:
             return text_tokens(counter, text, cache=False) <= room

@@ -1,17 +1,8 @@
-"""The running summary: its plain-JSON record, the summarizer prompt and the size cap.
+"""The running summary: its record, the summarizer prompt and the size cap.
 
-The record is a small `dict` of JSON primitives (it survives `LANGGRAPH_STRICT_MSGPACK=true`
-and a JSON column), whose size does not grow with the history:
-
-```json
-{"version": 1, "summary": "...", "upto_id": "msg-42", "upto_index": 41,
- "summary_tokens": 312, "messages_summarized": 42, "updates": 3, "compactions": 1}
-```
-
-`upto_index` is the position (among non-system messages) of the last summarized message and
-`upto_id` its id, if it has one: every later message is summarized at most once. `updates`
-counts the summarizer's outputs in force (merges and shortenings), `compactions` the times
-the summary was brought back under its cap.
+The record is a `dict` of JSON primitives (`summary`, `upto_index`: the position among
+non-system messages of the last summarized one, `upto_id`: its id, and counts); it survives
+`LANGGRAPH_STRICT_MSGPACK=true` and a JSON column.
 """
 
 from __future__ import annotations
@@ -31,23 +22,6 @@ from ..messages.counting import TokenCounter
 from ..validation import INT64_MAX, check_int
 from .trimming import largest
 
-__all__ = [
-    "COMPACTION_INSTRUCTIONS",
-    "DEFAULT_SUMMARY_INSTRUCTIONS",
-    "SUMMARY_DROPPED_MARKER",
-    "SUMMARY_SHORTENED_MARKER",
-    "SUMMARY_VERSION",
-    "compacted_record",
-    "compaction_prompt",
-    "dump_record",
-    "find_watermark",
-    "load_record",
-    "new_record",
-    "newest_part",
-    "render_summary",
-    "summarizer_prompt",
-]
-
 SUMMARY_VERSION = 1
 
 DEFAULT_SUMMARY_INSTRUCTIONS = (
@@ -65,7 +39,6 @@ COMPACTION_INSTRUCTIONS = (
     "the open questions; condense or drop what is oldest and least needed later. Return only "
     "the summary, as plain text."
 )
-"""The summarizer's instructions when the summary passed its cap (`{max_tokens}` is filled)."""
 
 SUMMARY_SHORTENED_MARKER = (
     "[...the oldest part of this summary is left out of this call to fit the context window]\n"
@@ -103,8 +76,7 @@ def new_record(
 def compacted_record(
     record: dict[str, Any], summary: str, summary_tokens: int, by_summarizer: bool
 ) -> dict[str, Any]:
-    """`record` with its summary shortened (same watermark). A shortening by the summarizer
-    is an update like any other; `compactions` counts both kinds."""
+    """`record` with its summary shortened (same watermark); `by_summarizer` counts an update."""
     return {
         **record,
         "summary": summary,
@@ -115,7 +87,6 @@ def compacted_record(
 
 
 _COUNTS = ("summary_tokens", "messages_summarized", "updates", "compactions", "upto_seq")
-"""Optional counts of a record: ints from 0 to `INT64_MAX` when present."""
 
 
 def load_record(value: Any, name: str = "summary") -> dict[str, Any] | None:
@@ -161,11 +132,7 @@ def dump_record(record: dict[str, Any] | None) -> str | None:
 
 def find_watermark(conv: Sequence[BaseMessage], record: dict[str, Any] | None) -> int | None:
     """Index of the last summarized message in `conv` (-1 before any), or `None` if the
-    record's watermark is not in `conv` (the history was edited: the record is stale).
-
-    Uses `upto_index` as a hint and checks `upto_id`; searches backwards only if they
-    disagree.
-    """
+    watermark is not in `conv` (a stale record). `upto_index` is checked against `upto_id`."""
     if record is None:
         return -1
     index, mid = int(record["upto_index"]), record.get("upto_id")
@@ -184,8 +151,7 @@ def find_watermark(conv: Sequence[BaseMessage], record: dict[str, Any] | None) -
 def render_summary(
     system: SystemMessage | None, summary: str | None, placement: str
 ) -> tuple[SystemMessage | None, list[BaseMessage]]:
-    """Place the summary: appended to the one system message, or as a leading tagged
-    human message (`placement="message"`). Never a second system message."""
+    """Append the summary to the system message, or (`"message"`) make it a tagged note."""
     if not summary:
         return system, []
     if placement == "message":
@@ -223,29 +189,19 @@ def summarizer_prompt(
     ]
 
 
-def compaction_prompt(summary: str, max_tokens: int) -> list[BaseMessage]:
-    """Messages for one summarizer call that folds `summary` into a shorter one."""
-    return summarizer_prompt(
-        summary, "(none: only shorten the summary)", COMPACTION_INSTRUCTIONS, max_tokens
-    )
-
-
 def text_tokens(counter: TokenCounter, text: str, *, cache: bool = True) -> int:
-    """Tokens of `text` alone with `counter` (message overhead removed); `cache=False`
-    for one-off texts (bisection probes)."""
+    """Tokens of `text` alone (message overhead removed); `cache=False` for one-off texts."""
     count = counter if cache else counter.uncached
     return max(0, count(HumanMessage(text)) - counter(HumanMessage("")))
 
 
-_LEAST_KEPT = 24
-"""Fewest characters of a summary worth sending shortened (about a short sentence)."""
+_LEAST_KEPT = 24  # fewest characters of a summary worth sending shortened
 
 _BREAKS = ("\n", "。", ". ", "！", "？", "; ", "；")
 
 
 def _snap(text: str, start: int) -> int:
-    """`start` moved forward to just after a line or sentence break, if one is close (within
-    a quarter of what is kept), so the kept part starts on a whole sentence."""
+    """`start` moved just past a nearby line or sentence break (within a quarter of the rest)."""
     reach = start + max(0, (len(text) - start) // 4)
     best = None
     for sep in _BREAKS:
@@ -258,12 +214,8 @@ def _snap(text: str, start: int) -> int:
 
 
 def newest_part(text: str, marker: str, fits: Callable[[str], bool]) -> str | None:
-    """`text` if `fits(text)`, else `marker` followed by the longest end of `text` that
-    fits (starting on a sentence where one is close); `None` if less than
-    `_LEAST_KEPT` characters of `text` fit beside `marker`.
-
-    A summary grows at its end, so its end is its newest part: this drops the oldest first.
-    """
+    """`text` if it fits, else `marker` and the longest end of `text` that fits (a summary's
+    end is its newest part); `None` if less than `_LEAST_KEPT` characters fit."""
     if fits(text):
         return text
     body = text[len(marker) :] if text.startswith(marker) else text
@@ -280,8 +232,7 @@ def newest_part(text: str, marker: str, fits: Callable[[str], bool]) -> str | No
 
 
 def cap_text(counter: TokenCounter, text: str, max_tokens: int, marker: str) -> str:
-    """`text` cut (at a character boundary found by bisection) to `max_tokens` tokens,
-    with `marker` appended, if it is longer."""
+    """`text` cut to `max_tokens` tokens with `marker` appended, if it is longer."""
     if text_tokens(counter, text) <= max_tokens:
         return text
     kept = largest(len(text), lambda k: text_tokens(counter, text[:k] + marker) <= max_tokens)

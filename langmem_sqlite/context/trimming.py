@@ -1,11 +1,8 @@
 """Trimming a conversation to a budget: pure functions, messages in, messages out.
 
-The window is chosen walking back from the end with cached per-message counts (the work grows
-with what is kept, not with the history). The system message is kept and counted; a tool call
-and its results are kept or dropped together; the turn in progress (the latest human message
-and what follows) is always kept, its largest tool results shortened with a visible marker if
-it alone is over the budget, else a [`ContextBudgetError`][langmem_sqlite.ContextBudgetError]
-says why. The result is never empty and never over the budget.
+The window is chosen walking back from the end; a tool call and its results are kept or
+dropped together, and the turn in progress is always kept (its tool results shortened if it
+alone is over the budget).
 """
 
 from __future__ import annotations
@@ -29,21 +26,6 @@ from .structure import (
     result_id,
 )
 
-__all__ = [
-    "SHORTENED_KEY",
-    "CutMode",
-    "Limits",
-    "count_input",
-    "is_shortened",
-    "largest",
-    "minimal_turn",
-    "require_turn",
-    "select_window",
-    "shorten_tool_results",
-    "trim_context",
-    "turn_start",
-]
-
 CutMode = Literal["turn", "unit"]
 """Where older history may be cut: only before a human message (`"turn"`, the default) or
 between any two tool-call units (`"unit"`)."""
@@ -59,8 +41,7 @@ SHORTENED_KEY = "shortened_to_fit"
 
 
 def is_shortened(message: BaseMessage) -> bool:
-    """A copy made by shortening a tool result (its count is not cached: the original, with
-    the same id, keeps its cached count)."""
+    """A shortened copy of a tool result (counted uncached: it shares the original's id)."""
     return SHORTENED_KEY in message.response_metadata
 
 
@@ -74,32 +55,24 @@ class _Meter:
     fixed: int = 0  # messages pre-loaded (the system message, a summary note)
 
     def cost(self, message: BaseMessage) -> int:
-        """`fn(message)`, uncached for a shortened copy."""
         if is_shortened(message):
             return int(getattr(self.fn, "uncached", self.fn)(message))
         return self.fn(message)
 
 
-def count_input(counter: TokenCounter, messages: Sequence[BaseMessage]) -> int:
-    """`counter.count(messages)` with shortened copies counted uncached."""
+def count_input(
+    counter: TokenCounter, messages: Sequence[BaseMessage], *, cache: bool = True
+) -> int:
+    """`counter.count(messages)`, shortened copies (every message without `cache`) uncached."""
     fresh = counter.uncached
     return counter.reply_overhead + sum(
-        fresh(m) if is_shortened(m) else counter(m) for m in messages
+        fresh(m) if not cache or is_shortened(m) else counter(m) for m in messages
     )
 
 
 @dataclass(frozen=True)
 class Limits:
-    """Budgets for one model input; each `None` limit is not applied.
-
-    Args:
-        max_tokens: tokens of the whole input (system message and reply priming included),
-            counted with `counter`.
-        max_messages: messages of the whole input, system message included.
-        max_chars: characters of text, tool calls and names, system message included.
-        counter: the token counter (any spec of
-            [`resolve_message_counter`][langmem_sqlite.resolve_message_counter]).
-    """
+    """Budgets of one whole model input (system message included); `None` is not applied."""
 
     max_tokens: int | None = None
     max_messages: int | None = None
@@ -125,10 +98,7 @@ class Limits:
         return cls(max_tokens, max_messages, max_chars, counter)
 
     def meters(self, fixed: Sequence[BaseMessage], *, check: bool = True) -> list[_Meter]:
-        """One meter per limit, pre-loaded with the fixed part (system message, summary).
-
-        With `check`, a fixed part over a limit raises
-        [`ContextBudgetError`][langmem_sqlite.ContextBudgetError]."""
+        """One meter per limit, pre-loaded with `fixed`; with `check`, raise if it is over."""
         out = []
         for label, unit, fn, limit in (
             ("max_tokens", "tokens", self.counter, self.max_tokens),
@@ -151,8 +121,7 @@ class Limits:
     def fits(
         self, fixed: Sequence[BaseMessage], rest: Sequence[BaseMessage], *, cached: bool = False
     ) -> bool:
-        """Whether `fixed` and `rest` fit every limit; `fixed` is counted uncached (a
-        one-off variant) unless `cached`."""
+        """Whether `fixed` (counted uncached unless `cached`) and `rest` fit every limit."""
         meters = self.meters((), check=False)
         for m in meters:
             count = m.fn if cached else getattr(m.fn, "uncached", m.fn)
@@ -161,7 +130,7 @@ class Limits:
 
 
 def _close(open_ids: set[str], message: BaseMessage) -> None:
-    """Update the set of tool results seen (walking backwards) whose call is not seen yet."""
+    """Track, walking backwards, the tool results whose call is not seen yet."""
     if is_tool_result(message):
         rid = result_id(message)
         open_ids.add(_LEGACY if rid is None else rid)
@@ -173,7 +142,7 @@ def _close(open_ids: set[str], message: BaseMessage) -> None:
 
 def turn_start(conv: Sequence[BaseMessage], lo: int = 0) -> int:
     """Start of the turn in progress: the latest human message that is a valid cut (else the
-    latest valid cut). Only message types are inspected, nothing is counted."""
+    latest valid cut)."""
     open_ids: set[str] = set()
     latest_valid: int | None = None
     for i in range(len(conv) - 1, lo - 1, -1):
@@ -217,13 +186,8 @@ def _fits(meters: list[_Meter], messages: Sequence[BaseMessage]) -> bool:
 def shorten_tool_results(
     messages: Sequence[BaseMessage], meters: list[_Meter]
 ) -> list[BaseMessage] | None:
-    """Shorten the largest tool results so `messages` fit the meters (`None` if impossible).
-
-    Every tool result longer than one common character cap is cut to it (the largest cap that
-    fits is found by bisection) and marked with
-    [`TRUNCATION_MARKER`][langmem_sqlite.context.TRUNCATION_MARKER]; the call/result structure is
-    untouched.
-    """
+    """Cut every tool result to one common length, the largest that fits the meters, with
+    `TRUNCATION_MARKER` (`None` if even empty results do not fit)."""
     texts = {i: plain_text(m) for i, m in enumerate(messages) if is_tool_result(m)}
     if not texts:
         return None
@@ -251,16 +215,13 @@ def _sum(m: _Meter, messages: Sequence[BaseMessage]) -> int:
 
 
 def _turn_error(m: _Meter, sent: Sequence[BaseMessage], shortened: bool) -> ContextBudgetError:
-    """Why `sent` (the turn in progress, as small as allowed) cannot fit meter `m` (whose
-    `used` holds the system message): the part that is too large, and by how much."""
+    """Which part of `sent` (the smallest turn in progress) is too large for `m`, by how much."""
     need = m.used + _sum(m, sent)
     human = next((x for x in sent if x.type == "human"), None)
     h = m.cost(human) if human is not None else 0
-    who = [
-        w
-        for w, ok in (("the system message", m.fixed), ("the reply priming", m.unit == "tokens"))
-        if ok
-    ]
+    who = ["the system message"] if m.fixed else []
+    if m.unit == "tokens":
+        who.append("the reply priming")
     fixed = f", plus {m.used} for {' and '.join(who)}" if m.used and who else ""
     total = f"{fixed}: {need} in all, {need - m.limit} over the budget"
     part = "turn in progress"
@@ -298,9 +259,7 @@ def _budget_error(m: _Meter, part: str, text: str, need: int) -> ContextBudgetEr
 def require_turn(
     meters: list[_Meter], tail: Sequence[BaseMessage], *, shorten: bool = True
 ) -> None:
-    """Raise [`ContextBudgetError`][langmem_sqlite.ContextBudgetError] unless the turn in progress
-    `tail` fits the meters (pre-loaded with the system message), its tool results shortened if
-    `shorten`."""
+    """Raise `ContextBudgetError` unless `tail` fits (tool results shortened if `shorten`)."""
     sent = minimal_turn(tail) if shorten else list(tail)
     for m in meters:
         if m.used + _sum(m, sent) > m.limit:
@@ -315,11 +274,8 @@ def select_window(
     cut: CutMode = "turn",
     shorten: bool = True,
 ) -> list[BaseMessage]:
-    """The longest valid suffix of `conv[lo:]` that fits the meters (conversation only).
-
-    Walks back from the end: first the turn in progress (kept whole, shortened if needed),
-    then older messages while every meter fits, remembering the last valid cut.
-    """
+    """The longest valid suffix of `conv[lo:]` that fits the meters: the turn in progress
+    (shortened if needed), then older messages while they fit, up to the last valid cut."""
     n = len(conv)
     if n <= lo:
         return []
@@ -355,8 +311,7 @@ def select_window(
 
 
 def fail_closed(messages: list[BaseMessage]) -> list[BaseMessage]:
-    """Raise [`ContextStructureError`][langmem_sqlite.ContextStructureError] if `messages` break a
-    structural rule."""
+    """`messages`, or a `ContextStructureError` if they break a structural rule."""
     problems = check_structure(messages)
     if problems:
         raise ContextStructureError("messages: invalid model input: " + "; ".join(problems))

@@ -1,7 +1,5 @@
-"""The check every public function taking a list of messages makes first: a `str` is refused
-with a `TypeError`, not taken apart into one message per character (as LangChain's
-`convert_to_messages("hi")` does), and every item must be a `BaseMessage`.
-"""
+"""The check of a list of messages: a `str` is refused, not split into one message per
+character (as `convert_to_messages("hi")` does), and every item is a `BaseMessage`."""
 
 from __future__ import annotations
 
@@ -10,16 +8,9 @@ from typing import Any
 
 from langchain_core.messages import BaseMessage
 
-__all__ = ["check_message_list", "check_messages"]
-
 
 def check_message_list(value: Any, name: str = "messages") -> None:
-    """Refuse what is not a list of messages at all (a `str`, `bytes`, a mapping, a single
-    message, a non-iterable), without looking at the items.
-
-    Raises:
-        TypeError: as `check_messages` for the container.
-    """
+    """Refuse what is not a list of messages at all, without looking at the items."""
     if isinstance(value, str | bytes | bytearray | Mapping | BaseMessage) or not isinstance(
         value, Iterable
     ):

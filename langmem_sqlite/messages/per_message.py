@@ -1,8 +1,5 @@
-"""How one message is counted: the text OpenAI's chat format sends, fixed media costs, the
-approximate estimate, the character count, and the exact tiktoken formula.
-
-Pure functions of one message (no cache); `counting` wraps them in a cached `TokenCounter`.
-"""
+"""How one message is counted (approximately, in characters, exactly with tiktoken), as
+OpenAI's chat format sends it: pure functions, cached by `counting`."""
 
 from __future__ import annotations
 
@@ -23,17 +20,6 @@ from langchain_core.messages import (
 
 from .encodings import encoding
 
-__all__ = [
-    "AUDIO_TOKENS",
-    "FILE_TOKENS",
-    "IMAGE_LOW_DETAIL_TOKENS",
-    "IMAGE_TOKENS",
-    "ExactCount",
-    "count_approximately",
-    "count_characters",
-    "has_calls",
-]
-
 IMAGE_TOKENS = 765
 """Fixed cost of an image block: OpenAI's price of a 1024x1024 image at high detail."""
 IMAGE_LOW_DETAIL_TOKENS = 85
@@ -42,9 +28,6 @@ FILE_TOKENS = 1_500
 """Fixed cost of a file block (about two pages of a PDF, text and page image)."""
 AUDIO_TOKENS = 1_000
 """Fixed cost of an audio block."""
-
-
-# -- content walking (shared by every mode) ---------------------------------------------------
 
 
 def _media_tokens(block: dict[str, Any]) -> int | None:
@@ -86,7 +69,6 @@ def _block_texts(block: Any) -> Iterable[str]:
 
 
 def _content_parts(content: Any) -> tuple[list[str], int]:
-    """Split message content into texts to count and a fixed media cost."""
     if isinstance(content, str):
         return ([content] if content else []), 0
     if not isinstance(content, list):
@@ -173,8 +155,6 @@ def _content_for_wire(message: BaseMessage) -> Any:
     return content
 
 
-# -- approximate mode --------------------------------------------------------------------------
-
 _CJK = (
     r"\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\uac00-\ud7af\uff00-\uffef"
     r"\u3000-\u303f"
@@ -209,12 +189,8 @@ def _approx_text(text: str) -> float:
 
 
 def count_approximately(message: BaseMessage) -> int:
-    """Cheap estimate of a message's tokens in OpenAI's chat format (no tiktoken needed).
-
-    Counts word, number, punctuation and CJK pieces the way BPE tokenizers split them, plus the
-    per-message overhead, name, tool calls and fixed media costs. Within about 15% of the exact
-    gpt-4o count per content kind (English, Chinese, code, logs, tool calls).
-    """
+    """Estimate of a message's tokens in OpenAI's chat format, without tiktoken: word, number,
+    punctuation and CJK pieces as BPE tokenizers split them, overheads and media costs."""
     texts, media = _content_parts(_content_for_wire(message))
     calls = _call_texts(message)
     name = _name(message)
@@ -231,9 +207,6 @@ def count_characters(message: BaseMessage) -> int:
     texts, _ = _content_parts(_content_for_wire(message))
     name = _name(message) or ""
     return sum(len(t) for t in texts) + sum(len(t) for t in _call_texts(message)) + len(name)
-
-
-# -- exact mode --------------------------------------------------------------------------------
 
 
 class ExactCount:

@@ -1,5 +1,4 @@
-"""Where a window of recent messages may start without breaking a tool call: pure functions,
-shared by every reader of recent history."""
+"""Where a window of recent messages may start without breaking a tool call."""
 
 from __future__ import annotations
 
@@ -8,8 +7,6 @@ from collections.abc import Sequence
 from langchain_core.messages import BaseMessage
 
 from .checks import check_messages
-
-__all__ = ["TOOL_RESULT_TYPES", "drop_leading_orphans", "orphan_prefix_length"]
 
 TOOL_RESULT_TYPES = frozenset({"tool", "function", "ToolMessageChunk", "FunctionMessageChunk"})
 """Message `type` values that answer a tool (or legacy function) call."""
@@ -30,10 +27,8 @@ def orphan_prefix_length(types: Sequence[str]) -> int:
 
 
 def drop_leading_orphans(messages: Sequence[BaseMessage]) -> list[BaseMessage]:
-    """Drop tool results at the start of a window whose tool call was cut off.
-
-    A suffix of a conversation can only break a tool-call pair at its start, so dropping the
-    leading tool results (`TOOL_RESULT_TYPES`) is enough to never start on an orphan.
+    """Drop tool results at the start of a window whose tool call was cut off (a suffix of a
+    conversation can only break a tool-call pair at its start).
 
     Raises:
         TypeError: `messages` is not a list of messages (a `str` is refused, not split).
