@@ -111,3 +111,13 @@ def async_url(url: str) -> sa.URL:
     """The same database as ``url`` through its async driver (for an ``AsyncEngine``)."""
     parsed = get_database(url).url
     return parsed.set(drivername=_ASYNC_DRIVERS[parsed.get_backend_name()])
+
+
+def cfg(thread: str, ns: str = "", **extra: Any) -> dict[str, Any]:
+    """A checkpointer config: `thread` and checkpoint namespace `ns`, and `extra` keys."""
+    return {"configurable": {"thread_id": thread, "checkpoint_ns": ns, **extra}}
+
+
+def graph_cfg(thread: str, **extra: Any) -> dict[str, Any]:
+    """A graph's run config: `thread` and `extra` keys (the graph sets the namespace)."""
+    return {"configurable": {"thread_id": thread, **extra}}

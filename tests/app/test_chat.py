@@ -537,6 +537,7 @@ def test_facts_are_inside_the_model_input_budget(tmp_path: Path, monkeypatch: An
     from langmem_sqlite import count_tokens
 
     seen: list[list[Any]] = []
+    # LangChain's hook a chat model implements: every model input of the chat passes through it
     original = OfflineChatModel._generate
 
     def recorded(self: OfflineChatModel, messages: list[Any], *args: Any, **kwargs: Any) -> Any:

@@ -22,6 +22,7 @@ from langgraph.checkpoint.base import BaseCheckpointSaver, empty_checkpoint
 from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.checkpoint.serde.encrypted import EncryptedSerializer
 from langgraph.graph import START, MessagesState, StateGraph
+from support import graph_cfg
 
 from langmem_sqlite import SQLSaver
 from langmem_sqlite.checkpoint.storage import ListState
@@ -37,10 +38,6 @@ def serde(request: pytest.FixtureRequest) -> Any:
 @pytest.fixture
 def saver(db_url: str, prefix: str, serde: Any) -> Iterator[SQLSaver]:
     yield SQLSaver(db_url, table_prefix=prefix, serde=serde)
-
-
-def cfg(thread: str, **extra: Any) -> dict[str, Any]:
-    return {"configurable": {"thread_id": thread, **extra}}
 
 
 def proto() -> AIMessage:
@@ -97,21 +94,21 @@ def mutate(obj: Any, seen: set[int] | None = None) -> None:
 def test_edit_of_get_state_changes_neither_node_nor_stored_state(saver: SQLSaver) -> None:
     message = proto()
     app = tool_graph(saver, message)
-    c1 = cfg("1")
+    c1 = graph_cfg("1")
     app.invoke({"messages": [HumanMessage("hi")]}, c1)
     app.get_state(c1).values["messages"][-1].tool_calls[0]["args"]["query"] = "edited"
     assert message.tool_calls[0]["args"]["query"] == "query"  # the node's own object
     assert app.get_state(c1).values["messages"][-1].tool_calls[0]["args"] == {"query": "query"}
     for state in app.get_state_history(c1):  # time travel: no checkpoint shows the edit
         assert all(a == {"query": "query"} for a in args_of(state.values))
-    app.invoke({"messages": [HumanMessage("hi")]}, cfg("2"))  # nor does another thread
-    assert args_of(app.get_state(cfg("2")).values) == [{"query": "query"}]
+    app.invoke({"messages": [HumanMessage("hi")]}, graph_cfg("2"))  # nor does another thread
+    assert args_of(app.get_state(graph_cfg("2")).values) == [{"query": "query"}]
 
 
 async def test_edit_of_aget_state_changes_neither_node_nor_stored_state(saver: SQLSaver) -> None:
     message = proto()
     app = tool_graph(saver, message)
-    c1 = cfg("1")
+    c1 = graph_cfg("1")
     await app.ainvoke({"messages": [HumanMessage("hi")]}, c1)
     (await app.aget_state(c1)).values["messages"][-1].tool_calls[0]["args"]["query"] = "edited"
     assert message.tool_calls[0]["args"]["query"] == "query"
@@ -126,7 +123,7 @@ def test_human_in_the_loop_edit_matches_inmemory(saver: SQLSaver) -> None:
     views = []
     for cp in (saver, InMemorySaver()):
         app = tool_graph(cp, proto())
-        c = cfg("hitl")
+        c = graph_cfg("hitl")
         app.invoke({"messages": [HumanMessage("hi", id="h1")]}, c)
         edited = app.get_state(c).values["messages"][-1]
         edited.tool_calls[0]["args"]["query"] = "edited"
@@ -175,7 +172,7 @@ def rich_checkpoint(saver: SQLSaver, n: int, version: str | None) -> tuple[Any, 
 
 def store_rich(saver: SQLSaver, thread: str) -> list[Any]:
     """Three checkpoints of one thread (the messages list growing), with pending writes."""
-    config: Any = cfg(thread, checkpoint_ns="")
+    config: Any = graph_cfg(thread, checkpoint_ns="")
     version = None
     configs = []
     for n in (1, 2, 3):
@@ -193,18 +190,18 @@ def store_rich(saver: SQLSaver, thread: str) -> list[Any]:
 
 def test_get_tuple_and_list_results_are_the_callers_own(saver: SQLSaver) -> None:
     configs = store_rich(saver, "rich")
-    for config in (configs[-1], cfg("rich"), configs[0]):
+    for config in (configs[-1], graph_cfg("rich"), configs[0]):
         first = saver.get_tuple(config)
         assert first is not None
         pristine = copy.deepcopy(first)
         mutate(first)
         assert saver.get_tuple(config) == pristine
-    items = list(saver.list(cfg("rich")))
+    items = list(saver.list(graph_cfg("rich")))
     assert len(items) == 3
     pristine_items = copy.deepcopy(items)
     mutate(items[0])  # the newest: its messages extend the older ones'
     assert items[1:] == pristine_items[1:]  # the other items of the same call
-    assert list(saver.list(cfg("rich"))) == pristine_items
+    assert list(saver.list(graph_cfg("rich"))) == pristine_items
     mutate(items[2])
     assert saver.get_tuple(configs[0]) == pristine_items[2]
     # a read made before the mutation, another after: they share nothing either
@@ -222,11 +219,11 @@ async def test_aget_tuple_and_alist_results_are_the_callers_own(saver: SQLSaver)
     assert await saver.aget_tuple(configs[-1]) == pristine  # a change deep inside a message
     mutate(first)
     assert await saver.aget_tuple(configs[-1]) == pristine
-    items = [t async for t in saver.alist(cfg("arich"))]
+    items = [t async for t in saver.alist(graph_cfg("arich"))]
     pristine_items = copy.deepcopy(items)
     mutate(items[0])
     assert items[1:] == pristine_items[1:]
-    assert [t async for t in saver.alist(cfg("arich"))] == pristine_items
+    assert [t async for t in saver.alist(graph_cfg("arich"))] == pristine_items
     history = await saver.aget_delta_channel_history(config=configs[-1], channels=["messages"])
     kept = copy.deepcopy(history)
     mutate(history)
@@ -240,7 +237,7 @@ def test_put_and_put_writes_keep_no_reference(saver: SQLSaver) -> None:
     expected = copy.deepcopy((ckpt["channel_values"], metadata, writes))
     refs = [weakref.ref(m) for m in ckpt["channel_values"]["messages"]]
     refs.append(weakref.ref(writes[0][1][0]))
-    config = saver.put(cfg("refs", checkpoint_ns=""), ckpt, metadata, versions)
+    config = saver.put(graph_cfg("refs", checkpoint_ns=""), ckpt, metadata, versions)
     saver.put_writes(config, writes, "task")
     mutate(ckpt)  # the caller changes what it passed: nothing stored changes
     mutate(metadata)
@@ -257,10 +254,11 @@ def test_put_and_put_writes_keep_no_reference(saver: SQLSaver) -> None:
 
 def test_the_list_cache_holds_immutable_data_only(saver: SQLSaver) -> None:
     store_rich(saver, "cache")
-    saver.get_tuple(cfg("cache"))
+    saver.get_tuple(graph_cfg("cache"))
     fresh = SQLSaver(saver.db, table_prefix=saver.tables.prefix, serde=saver.serde)
-    fresh.get_tuple(cfg("cache"))  # a state made from a read, not a put
+    fresh.get_tuple(graph_cfg("cache"))  # a state made from a read, not a put
     for s in (saver, fresh):
+        # private: what the list cache holds is the subject (it must be immutable data only)
         states = list(s.lists._data.values())
         assert states and all(isinstance(e, ListState) for e in states)
         for state in states:
@@ -304,9 +302,11 @@ def test_deep_in_place_changes_are_stored_as_inmemory_stores_them(saver: SQLSave
         app = mutating_graph(cp)
         for i in range(4):  # "sync": each checkpoint is stored before the next step runs
             message = HumanMessage(f"q{i}", id=f"h{i}")
-            app.invoke({"messages": [message]}, cfg("deep"), durability="sync")
-        views.append([s.values.get("messages", []) for s in app.get_state_history(cfg("deep"))])
+            app.invoke({"messages": [message]}, graph_cfg("deep"), durability="sync")
+        views.append(
+            [s.values.get("messages", []) for s in app.get_state_history(graph_cfg("deep"))]
+        )
     assert views[0] == views[1]
     assert views[0][0][0].additional_kwargs == {"seen": {"n": [1, 3, 5, 7]}}
     cold = SQLSaver(saver.db, table_prefix=saver.tables.prefix, serde=saver.serde)
-    assert mutating_graph(cold).get_state(cfg("deep")).values["messages"] == views[1][0]
+    assert mutating_graph(cold).get_state(graph_cfg("deep")).values["messages"] == views[1][0]

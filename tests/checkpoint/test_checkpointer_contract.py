@@ -22,20 +22,11 @@ from langgraph.checkpoint.base import BaseCheckpointSaver, empty_checkpoint
 from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.checkpoint.serde.encrypted import EncryptedSerializer
 from langgraph.graph import START, StateGraph
-from support import POSTGRES_URL
+from support import POSTGRES_URL, cfg
 from typing_extensions import TypedDict
 
 from langmem_sqlite import SQLSaver
 from langmem_sqlite.checkpoint import CheckpointEncryptionError
-
-
-@pytest.fixture
-def saver(db_url: str, prefix: str) -> Iterator[SQLSaver]:
-    yield SQLSaver(db_url, table_prefix=prefix)
-
-
-def cfg(thread: str, **extra: Any) -> dict[str, Any]:
-    return {"configurable": {"thread_id": thread, "checkpoint_ns": "", **extra}}
 
 
 def put_values(saver: BaseCheckpointSaver, thread: str, values: dict[str, Any], **md: Any) -> Any:

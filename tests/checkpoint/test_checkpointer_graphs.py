@@ -11,7 +11,7 @@ import sys
 import threading
 import time
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from typing import Annotated, Any
 
@@ -23,18 +23,10 @@ from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.graph import START, MessagesState, StateGraph
 from langgraph.graph.message import _messages_delta_reducer
 from langgraph.types import Command, interrupt
+from support import graph_cfg
 from typing_extensions import TypedDict
 
 from langmem_sqlite import SQLSaver
-
-
-@pytest.fixture
-def saver(db_url: str, prefix: str) -> Iterator[SQLSaver]:
-    yield SQLSaver(db_url, table_prefix=prefix)
-
-
-def cfg(thread: str, **extra: Any) -> dict[str, Any]:
-    return {"configurable": {"thread_id": thread, **extra}}
 
 
 def chat_graph(checkpointer: BaseCheckpointSaver) -> Any:
@@ -57,7 +49,7 @@ def texts(messages: list[Any]) -> list[str]:
 
 async def test_one_saver_serves_sync_and_async_graphs(saver: SQLSaver) -> None:
     graph = chat_graph(saver)
-    c = cfg("both")
+    c = graph_cfg("both")
     graph.invoke({"messages": [HumanMessage("q1", id="h1")]}, c)
     await graph.ainvoke({"messages": [HumanMessage("q2", id="h2")]}, c)
     graph.invoke({"messages": [HumanMessage("q3", id="h3")]}, c)
@@ -75,7 +67,7 @@ async def test_one_saver_serves_sync_and_async_graphs(saver: SQLSaver) -> None:
 
 
 def test_pending_writes_come_back_in_writes_sort_key_order(saver: SQLSaver) -> None:
-    c = saver.put(cfg("order", checkpoint_ns=""), empty_checkpoint(), {}, {})
+    c = saver.put(graph_cfg("order", checkpoint_ns=""), empty_checkpoint(), {}, {})
     calls = [
         ("t-b", "~__pregel_pull, b", [("ch", "b0"), ("ch", "b1")]),
         ("t-a", "~__pregel_pull, a", [("ch", "a0")]),
@@ -119,7 +111,7 @@ def test_failed_superstep_keeps_pending_writes_like_inmemory(saver: SQLSaver) ->
     for cp in (saver, InMemorySaver()):
         fail = {"c": True}
         graph = fanout_graph(cp, fail)
-        c = cfg("fanout")
+        c = graph_cfg("fanout")
         with pytest.raises(RuntimeError):
             graph.invoke({"log": []}, c)
         pending = cp.get_tuple(c).pending_writes
@@ -132,7 +124,7 @@ def test_failed_superstep_keeps_pending_writes_like_inmemory(saver: SQLSaver) ->
 
 
 def test_parallel_put_writes_from_threads(saver: SQLSaver) -> None:
-    c = saver.put(cfg("par", checkpoint_ns=""), empty_checkpoint(), {}, {})
+    c = saver.put(graph_cfg("par", checkpoint_ns=""), empty_checkpoint(), {}, {})
 
     def work(i: int) -> None:
         saver.put_writes(c, [("ch", f"v{i}"), ("other", i)], f"task-{i:03d}", f"p{i:03d}")
@@ -151,7 +143,7 @@ def test_parallel_put_writes_from_threads(saver: SQLSaver) -> None:
 
 def test_list_holds_nothing_while_yielding(saver: SQLSaver) -> None:
     graph = chat_graph(saver)
-    c = cfg("nested")
+    c = graph_cfg("nested")
     for i in range(3):
         graph.invoke({"messages": [HumanMessage(f"q{i}")]}, c)
     seen = 0
@@ -187,25 +179,25 @@ def approval_graph(checkpointer: BaseCheckpointSaver) -> Any:
 
 async def test_interrupt_and_resume_sync_and_async(saver: SQLSaver) -> None:
     graph = approval_graph(saver)
-    out = graph.invoke({"steps": []}, cfg("i1"))
+    out = graph.invoke({"steps": []}, graph_cfg("i1"))
     assert out["__interrupt__"][0].value == {"question": "approve?", "seen": ["draft"]}
-    assert graph.get_state(cfg("i1")).next == ("review",)
-    assert graph.invoke(Command(resume="yes"), cfg("i1"))["steps"] == ["draft", "review:yes"]
+    assert graph.get_state(graph_cfg("i1")).next == ("review",)
+    assert graph.invoke(Command(resume="yes"), graph_cfg("i1"))["steps"] == ["draft", "review:yes"]
 
     if sys.version_info < (3, 11):
         pytest.skip("LangGraph's interrupt() in an async run needs Python 3.11 (the sync half ran)")
-    out = await graph.ainvoke({"steps": []}, cfg("i2"))
+    out = await graph.ainvoke({"steps": []}, graph_cfg("i2"))
     assert "__interrupt__" in out
-    final = await graph.ainvoke(Command(resume="no"), cfg("i2"))
+    final = await graph.ainvoke(Command(resume="no"), graph_cfg("i2"))
     assert final["steps"] == ["draft", "review:no"]
-    assert graph.get_state(cfg("i2")).next == ()
+    assert graph.get_state(graph_cfg("i2")).next == ()
 
 
 def test_time_travel_forks_match_inmemory(saver: SQLSaver) -> None:
     outcomes = []
     for cp in (saver, InMemorySaver()):
         graph = chat_graph(cp)
-        c = cfg("tt")
+        c = graph_cfg("tt")
         for i in range(3):
             graph.invoke({"messages": [HumanMessage(f"q{i}", id=f"h{i}")]}, c)
         history = list(graph.get_state_history(c))
@@ -244,24 +236,24 @@ def test_subgraph_checkpoints_in_their_namespace(saver: SQLSaver) -> None:
     parent.add_edge("pre", "child")
     graph = parent.compile(checkpointer=saver)
 
-    c = cfg("sub")
+    c = graph_cfg("sub")
     assert "__interrupt__" in graph.invoke({"value": []}, c)
     state = graph.get_state(c, subgraphs=True)
     child_state = state.tasks[0].state
     assert child_state.values == {"value": ["pre"]}
     ns = child_state.config["configurable"]["checkpoint_ns"]
     assert ns.startswith("child:")
-    sub_rows = list(saver.list(cfg("sub", checkpoint_ns=ns)))
+    sub_rows = list(saver.list(graph_cfg("sub", checkpoint_ns=ns)))
     assert sub_rows and all(t.config["configurable"]["checkpoint_ns"] == ns for t in sub_rows)
-    all_rows = list(saver.list(cfg("sub")))
-    assert len(all_rows) > len(list(saver.list(cfg("sub", checkpoint_ns=""))))
+    all_rows = list(saver.list(graph_cfg("sub")))
+    assert len(all_rows) > len(list(saver.list(graph_cfg("sub", checkpoint_ns=""))))
     assert graph.invoke(Command(resume="ada"), c)["value"] == ["pre", "pre", "sub:ada"]
 
 
 @pytest.mark.parametrize("durability", ["sync", "async", "exit"])
 def test_durability_modes(saver: SQLSaver, durability: str) -> None:
     graph = chat_graph(saver)
-    c = cfg(f"dur-{durability}")
+    c = graph_cfg(f"dur-{durability}")
     for i in range(3):
         graph.invoke({"messages": [HumanMessage(f"q{i}")]}, c, durability=durability)
     messages = graph.get_state(c).values["messages"]
@@ -290,7 +282,7 @@ def delta_graph(checkpointer: BaseCheckpointSaver) -> Any:
 
 def run_forked_delta_thread(cp: BaseCheckpointSaver, thread: str) -> Any:
     graph = delta_graph(cp)
-    c = cfg(thread)
+    c = graph_cfg(thread)
     for i in range(5):
         graph.invoke({"messages": [HumanMessage(f"q{i}", id=f"q{i}")]}, c)
     history = list(graph.get_state_history(c))
@@ -312,7 +304,7 @@ def _history_view(cp: BaseCheckpointSaver, config: dict[str, Any]) -> Any:
 
 async def test_delta_channel_history_sync_equals_async(saver: SQLSaver) -> None:
     graph = run_forked_delta_thread(saver, "delta-async")
-    for state in list(graph.get_state_history(cfg("delta-async")))[:8]:
+    for state in list(graph.get_state_history(graph_cfg("delta-async")))[:8]:
         sync = saver.get_delta_channel_history(config=state.config, channels=["messages", "x"])
         asy = await saver.aget_delta_channel_history(
             config=state.config, channels=["messages", "x"]
@@ -325,7 +317,7 @@ def test_delta_channel_history_equals_inmemory_on_forked_thread(saver: SQLSaver)
     views = []
     for cp in (saver, InMemorySaver()):
         graph = run_forked_delta_thread(cp, "delta")
-        history = list(graph.get_state_history(cfg("delta")))
+        history = list(graph.get_state_history(graph_cfg("delta")))
         views.append(
             [(texts(s.values.get("messages", [])), _history_view(cp, s.config)) for s in history]
         )
@@ -337,19 +329,19 @@ def test_delta_channel_history_equals_inmemory_on_forked_thread(saver: SQLSaver)
 
 def test_prune_copy_delete_keep_delta_threads_rebuildable(saver: SQLSaver) -> None:
     graph = run_forked_delta_thread(saver, "d-src")
-    expected = texts(graph.get_state(cfg("d-src")).values["messages"])
+    expected = texts(graph.get_state(graph_cfg("d-src")).values["messages"])
 
     saver.copy_thread("d-src", "d-copy")
-    assert texts(graph.get_state(cfg("d-copy")).values["messages"]) == expected
-    assert len(list(saver.list(cfg("d-copy")))) == len(list(saver.list(cfg("d-src"))))
+    assert texts(graph.get_state(graph_cfg("d-copy")).values["messages"]) == expected
+    assert len(list(saver.list(graph_cfg("d-copy")))) == len(list(saver.list(graph_cfg("d-src"))))
 
-    before = len(list(saver.list(cfg("d-src"))))
+    before = len(list(saver.list(graph_cfg("d-src"))))
     saver.prune(["d-src"], strategy="keep_latest")
-    kept = list(saver.list(cfg("d-src")))
+    kept = list(saver.list(graph_cfg("d-src")))
     assert 1 < len(kept) < before  # the chain back to the snapshot, not the whole thread
-    assert texts(graph.get_state(cfg("d-src")).values["messages"]) == expected
-    graph.invoke({"messages": [HumanMessage("after prune", id="ap")]}, cfg("d-src"))
-    after = texts(graph.get_state(cfg("d-src")).values["messages"])
+    assert texts(graph.get_state(graph_cfg("d-src")).values["messages"]) == expected
+    graph.invoke({"messages": [HumanMessage("after prune", id="ap")]}, graph_cfg("d-src"))
+    after = texts(graph.get_state(graph_cfg("d-src")).values["messages"])
     assert after[: len(expected)] == expected and after[-2] == "after prune"
 
     # delete_for_runs: drop the last run of the copy; the thread falls back to the run before.
@@ -357,15 +349,17 @@ def test_prune_copy_delete_keep_delta_threads_rebuildable(saver: SQLSaver) -> No
     for i in range(2):
         rid = str(uuid.uuid4())
         run_ids.append(rid)
-        graph.invoke({"messages": [HumanMessage(f"r{i}", id=f"r{i}")]}, cfg("d-copy", run_id=rid))
-    state_after_first = texts(graph.get_state(cfg("d-copy")).values["messages"])[:-2]
+        graph.invoke(
+            {"messages": [HumanMessage(f"r{i}", id=f"r{i}")]}, graph_cfg("d-copy", run_id=rid)
+        )
+    state_after_first = texts(graph.get_state(graph_cfg("d-copy")).values["messages"])[:-2]
     saver.delete_for_runs([run_ids[1]])
-    assert texts(graph.get_state(cfg("d-copy")).values["messages"]) == state_after_first
-    assert all(t.metadata.get("run_id") != run_ids[1] for t in saver.list(cfg("d-copy")))
+    assert texts(graph.get_state(graph_cfg("d-copy")).values["messages"]) == state_after_first
+    assert all(t.metadata.get("run_id") != run_ids[1] for t in saver.list(graph_cfg("d-copy")))
 
     saver.delete_thread("d-copy")
-    assert saver.get_tuple(cfg("d-copy")) is None
-    assert list(saver.list(cfg("d-copy"))) == []
+    assert saver.get_tuple(graph_cfg("d-copy")) is None
+    assert list(saver.list(graph_cfg("d-copy"))) == []
 
 
 def test_concurrent_threads_on_one_saver(saver: SQLSaver) -> None:
@@ -375,7 +369,7 @@ def test_concurrent_threads_on_one_saver(saver: SQLSaver) -> None:
     def run(i: int) -> None:
         try:
             for j in range(3):
-                graph.invoke({"messages": [HumanMessage(f"t{i}q{j}")]}, cfg(f"conc-{i}"))
+                graph.invoke({"messages": [HumanMessage(f"t{i}q{j}")]}, graph_cfg(f"conc-{i}"))
         except BaseException as e:  # pragma: no cover - reported below
             errors.append(e)
 
@@ -386,4 +380,4 @@ def test_concurrent_threads_on_one_saver(saver: SQLSaver) -> None:
         t.join()
     assert not errors
     for i in range(6):
-        assert len(graph.get_state(cfg(f"conc-{i}")).values["messages"]) == 6
+        assert len(graph.get_state(graph_cfg(f"conc-{i}")).values["messages"]) == 6

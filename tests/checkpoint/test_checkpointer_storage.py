@@ -12,7 +12,6 @@ import subprocess
 import sys
 import textwrap
 import time
-from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -23,20 +22,12 @@ from langgraph.checkpoint.base import empty_checkpoint
 from langgraph.checkpoint.serde.encrypted import EncryptedSerializer
 from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
 from langgraph.graph import START, MessagesState, StateGraph
+from support import cfg
 from typing_extensions import TypedDict
 
 from langmem_sqlite import SQLSaver
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-
-
-@pytest.fixture
-def saver(db_url: str, prefix: str) -> Iterator[SQLSaver]:
-    yield SQLSaver(db_url, table_prefix=prefix)
-
-
-def cfg(thread: str, ns: str = "", **extra: Any) -> dict[str, Any]:
-    return {"configurable": {"thread_id": thread, "checkpoint_ns": ns, **extra}}
 
 
 def put_values(saver: SQLSaver, thread: str, values: dict[str, Any], **md: Any) -> Any:

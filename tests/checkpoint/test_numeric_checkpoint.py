@@ -22,6 +22,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from langgraph.checkpoint.base import empty_checkpoint
 from langgraph.checkpoint.memory import InMemorySaver
+from support import cfg
 
 from langmem_sqlite import SQLSaver
 from langmem_sqlite.checkpoint.saver import MAX_IDLE_DAYS
@@ -69,10 +70,6 @@ def saver(db_url: str, prefix: str) -> Iterator[SQLSaver]:
     stored = put_one(s, "seed")
     s.put_writes(stored, [("v", "written")], "task-1")
     yield s
-
-
-def cfg(thread: str) -> dict[str, Any]:
-    return {"configurable": {"thread_id": thread, "checkpoint_ns": ""}}
 
 
 def put_one(saver: SQLSaver, thread: str, version: Any = None) -> Any:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import warnings
 
+from langchain_core.messages import BaseMessage
 from langchain_core.prompts import ChatPromptTemplate, MessagesPlaceholder
 from langchain_core.runnables.history import RunnableWithMessageHistory
 from tiktoken_offline import install_offline_encodings
@@ -39,13 +40,14 @@ def _run(url: str, prefix: str, since_summary: bool, turns: int) -> tuple[AgentM
 
     def history(session_id: str) -> SQLChatMessageHistory:
         h = SQLChatMessageHistory(session_id, store=store, since_summary=since_summary)
-        original = h._remember
+        original = h.get_messages
 
-        def remember(pairs: list) -> list:  # type: ignore[type-arg]
-            reads.append(len(pairs))
-            return original(pairs)
+        def get_messages(limit: int | None = None) -> list[BaseMessage]:
+            got = original(limit)
+            reads.append(len(got))
+            return got
 
-        h._remember = remember  # type: ignore[method-assign]
+        h.get_messages = get_messages  # type: ignore[method-assign]
         return h
 
     prompt = ChatPromptTemplate.from_messages(

@@ -148,6 +148,7 @@ def test_one_sqlite_file_has_one_writer_lock(
     by_path = get_database(tmp_path / "l.db")
     by_engine = get_database(sa.create_engine("sqlite:///l.db"))
     assert by_path is not by_engine
+    # private: the lock itself, held here so that the other object's write must wait for it
     assert by_path._writers is by_engine._writers
     assert get_database(tmp_path / "other.db")._writers is not by_path._writers
     store = ConversationStore(by_engine)

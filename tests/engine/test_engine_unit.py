@@ -375,4 +375,12 @@ def test_statements_built_per_key_once_within_the_bound(tmp_path: Any) -> None:
         ]
 
     assert len(db.run(distinct)) == STATEMENTS_KEPT * 2
-    assert len(db._statements._built) <= STATEMENTS_KEPT
+    # the last STATEMENTS_KEPT are kept, the older ones were dropped (built again if asked)
+    rebuilt: list[int] = []
+
+    def again(unit: Unit, n: int) -> Any:
+        return unit.statement(("n", n), lambda: rebuilt.append(n) or sa.select(sa.literal(n)))
+
+    db.run(again, STATEMENTS_KEPT)
+    db.run(again, STATEMENTS_KEPT - 1)
+    assert rebuilt == [STATEMENTS_KEPT - 1]

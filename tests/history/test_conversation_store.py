@@ -274,6 +274,7 @@ def test_an_append_retried_after_its_commit_landed_is_not_written_twice(
 
     store.add_messages("s", [HumanMessage("before")])
     key = SessionKey("", "s")
+    # private: the rows of an append, to run its SQL twice as a retry after a landed COMMIT would
     rows = store._rows([HumanMessage("once"), AIMessage("only once")], key)
     append = Append()
     # the first attempt commits, then (as far as the caller knows) fails: Database.run retries
@@ -343,6 +344,7 @@ def test_skip_existing_rechecks_under_the_lock(db_url: str, prefix: str) -> None
 
     store = ConversationStore(db_url, table_prefix=prefix, token_counter=lambda m: 10)
     key = SessionKey("u", "s")
+    # private: the rows of an append, to run its SQL after another writer stored one of them
     rows = store._rows([HumanMessage("x", id="x"), AIMessage("y"), HumanMessage("z", id="z")], key)
     store.add_messages("s", [HumanMessage("x", id="x")], user_id="u")  # the other writer
     run = store.db.run
@@ -363,6 +365,7 @@ def test_a_retried_skip_existing_append_reports_what_it_wrote(store: Conversatio
     from langmem_sqlite.history.sql import Append, SessionKey
 
     key = SessionKey("", "s")
+    # private: the rows of an append, to run its SQL twice as a retry after a landed COMMIT would
     rows = store._rows([HumanMessage("a", id="a"), HumanMessage("b", id="b")], key)
     store.add_messages("s", [HumanMessage("a", id="a")])
     append = Append()

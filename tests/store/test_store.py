@@ -23,12 +23,6 @@ from langmem_sqlite import SQLStore
 from langmem_sqlite.engine import get_database
 from langmem_sqlite.engine.schema import get_tables
 
-
-@pytest.fixture
-def store(db_url: str, prefix: str) -> SQLStore:
-    return SQLStore(db_url, table_prefix=prefix)
-
-
 # -- namespaces ---------------------------------------------------------------------------------
 
 

@@ -23,11 +23,6 @@ from langmem_sqlite.store import (
 )
 
 
-@pytest.fixture
-def store(db_url: str, prefix: str) -> SQLStore:
-    return SQLStore(db_url, table_prefix=prefix)
-
-
 def test_remember_update_forget(store: SQLStore) -> None:
     facts = UserFacts(store, "u1")
     a = facts.remember("The user is vegetarian")

@@ -18,11 +18,6 @@ from langmem_sqlite import SQLStore
 from langmem_sqlite.store.filters import matches
 
 
-@pytest.fixture
-def store(db_url: str, prefix: str) -> SQLStore:
-    return SQLStore(db_url, table_prefix=prefix)
-
-
 def _keys(items: list[Any]) -> set[str]:
     return {i.key for i in items}
 
