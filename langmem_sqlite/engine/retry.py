@@ -16,12 +16,9 @@ import logging
 import os
 import random
 import time
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from sqlalchemy import exc
-
-if TYPE_CHECKING:
-    from .database import Database
 
 __all__ = [
     "DEFAULT_RETRY_SECONDS",
@@ -103,12 +100,25 @@ def _first_line(error: BaseException) -> str:
     return text[0] if text else type(orig).__name__
 
 
+class _Target(Protocol):
+    """What the retries of a call read and note on their database (a `Database`)."""
+
+    rules: Any
+    url: Any
+    retry_seconds: float
+    reached: bool
+    busy: str | None
+    noticed_at: float
+
+    def safe_url(self) -> str: ...
+
+
 class Attempts:
     """The retries of one call: create one per call, and ask `pause` after each failure."""
 
     __slots__ = ("_db", "_deadline", "_start", "count")
 
-    def __init__(self, db: Database) -> None:
+    def __init__(self, db: _Target) -> None:
         self._db = db
         self._start = time.monotonic()
         self._deadline = self._start + db.retry_seconds
