@@ -5,8 +5,6 @@ from __future__ import annotations
 import time
 from datetime import datetime, timedelta, timezone
 
-__all__ = ["DAY_MS", "dt", "now_ms", "now_us"]
-
 DAY_MS = 86_400_000
 
 _EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)

@@ -4,8 +4,6 @@ from __future__ import annotations
 
 import os
 
-__all__ = ["DEFAULT_DATABASE", "DEFAULT_PREFIX", "INT64_MAX", "MAX_DAYS", "default_connection"]
-
 DEFAULT_DATABASE = "langmem.db"
 """The SQLite file used when no connection is given and `$LANGMEM_SQLITE_URL` is not set."""
 

@@ -11,8 +11,6 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable, Generator
 from typing import Any, TypeVar
 
-__all__ = ["adrive", "drive"]
-
 Q = TypeVar("Q")
 A = TypeVar("A")
 T = TypeVar("T")

@@ -16,8 +16,6 @@ from .checkpoint import SQLSaver
 from .defaults import default_connection
 from .store import SQLStore
 
-__all__ = ["checkpointer", "store"]
-
 
 @asynccontextmanager
 async def checkpointer() -> AsyncIterator[SQLSaver]:

@@ -10,18 +10,6 @@ from typing import Any, NoReturn
 from .defaults import INT64_MAX
 from .engine.schema import ID_MAX_CHARS
 
-__all__ = [
-    "INT64_MAX",
-    "IdLike",
-    "check_id",
-    "check_int",
-    "check_list",
-    "check_number",
-    "check_optional_id",
-    "check_positive",
-    "check_text",
-]
-
 IdLike = str | int | uuid.UUID
 """What users may pass as a user, session or thread id; stored as its `str`."""
 

@@ -13,8 +13,6 @@ from sqlalchemy.sql.elements import ColumnElement
 
 from ..engine.dialects import Rules, rules_class
 
-__all__ = ["check_filter", "json_copy", "json_safe", "matches", "prefilter"]
-
 _INT64 = 2**63
 
 

@@ -48,22 +48,6 @@ from .records import (
 )
 from .storage import DELTA, ListCache, ListState, encode_channel, key_hash, read_value
 
-__all__ = [
-    "Pager",
-    "copy_thread",
-    "delete_for_runs",
-    "delete_idle_threads",
-    "delete_thread",
-    "delta_channel_history",
-    "get_tuple",
-    "list_threads",
-    "pager",
-    "prune",
-    "put",
-    "put_writes",
-    "setup",
-]
-
 
 class Saver(Protocol):
     """What the plans read of an [`SQLSaver`][langmem_sqlite.SQLSaver]."""

@@ -13,8 +13,6 @@ from ..engine.schema import Tables
 from ..engine.unit import Unit
 from .storage import DELTA, BlobRow
 
-__all__ = ["put_checkpoint", "put_writes"]
-
 _BYTE_COLS = ("value", "checkpoint", "metadata")
 
 

@@ -17,19 +17,6 @@ from ..engine.schema import Tables
 from ..engine.unit import Unit
 from .storage import DELTA, key_hash
 
-__all__ = [
-    "BlobKey",
-    "ListQuery",
-    "WalkResult",
-    "blobs_for",
-    "chunks",
-    "delta_walk",
-    "find_checkpoint",
-    "list_page",
-    "read_checkpoint",
-    "walk",
-]
-
 WALK_PAGE = 900
 """Rows per recursive query (MySQL 8 stops recursive CTEs at 1000 by default)."""
 CHUNK = 200

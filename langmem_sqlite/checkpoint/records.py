@@ -17,20 +17,6 @@ from ..engine.schema import ID_MAX_CHARS
 from ..validation import check_id, check_list, check_text
 from .storage import key_hash
 
-__all__ = [
-    "DELETE_BATCH",
-    "MAX_IDLE_DAYS",
-    "NOT_IN_RECORD",
-    "Scope",
-    "ThreadInfo",
-    "check_writes",
-    "ckpt_config",
-    "delta_names",
-    "scope",
-    "split_versions",
-    "version_text",
-]
-
 MAX_IDLE_DAYS = 100_000_000_000
 """The largest `days` of
 [`SQLSaver.delete_idle_threads`][langmem_sqlite.checkpoint.saver.SQLSaver.delete_idle_threads]:

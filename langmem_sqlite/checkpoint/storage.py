@@ -24,22 +24,6 @@ from langgraph.checkpoint.serde.encrypted import EncryptedSerializer
 from ..validation import check_int, check_number
 from .codec import dumps
 
-__all__ = [
-    "DELTA",
-    "DIGEST_SIZE",
-    "MAX_VERSION_COUNTER",
-    "BlobRow",
-    "ListCache",
-    "ListState",
-    "common_prefix",
-    "encode_channel",
-    "fingerprint_serde",
-    "item_digests",
-    "key_hash",
-    "next_version",
-    "read_value",
-]
-
 VALUE = "v"
 """Blob kind: a complete serialized value (a channel version without a row has no value)."""
 DELTA = "d"

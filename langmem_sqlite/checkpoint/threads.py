@@ -17,15 +17,6 @@ from .reads import blobs_for, chunks, find_checkpoint, walk
 from .records import ThreadInfo
 from .storage import DELTA, key_hash
 
-__all__ = [
-    "copy_thread",
-    "delete_for_runs",
-    "delete_idle_threads",
-    "delete_threads",
-    "list_threads",
-    "prune_keep_latest",
-]
-
 
 def _exact_in(cols: Sequence[Any], keys: Sequence[tuple[Any, ...]]) -> ColumnElement[bool]:
     """`(cols) IN keys` as an OR of `c1 = ? AND ... AND cN IN (...)` per key prefix: a

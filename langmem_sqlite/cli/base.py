@@ -21,26 +21,6 @@ from .. import __version__
 from ..defaults import DEFAULT_PREFIX, INT64_MAX
 from .output import err, out
 
-__all__ = [
-    "FiniteRange",
-    "cli",
-    "count_range",
-    "database",
-    "db_option",
-    "json_option",
-    "kv_store",
-    "limit_option",
-    "main",
-    "prefix_option",
-    "readable_url",
-    "refused",
-    "saver",
-    "store",
-    "url",
-    "user_option",
-    "with_options",
-]
-
 
 class FiniteRange(click.FloatRange):
     """A `click.FloatRange` that also refuses `nan` (which no range comparison

@@ -14,8 +14,6 @@ import click
 from .base import cli, count_range, db_option, prefix_option, url
 from .output import out
 
-__all__ = ["chat", "history_file"]
-
 
 def history_file(database_url: Any) -> Path:
     """The input-history file of the chat on `database_url` (one per database):

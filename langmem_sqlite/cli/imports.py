@@ -20,8 +20,6 @@ from .base import (
 )
 from .output import count, out
 
-__all__ = ["import_"]
-
 
 @cli.group(name="import")
 def import_() -> None:

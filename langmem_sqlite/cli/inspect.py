@@ -25,8 +25,6 @@ from .base import (
 )
 from .output import count, err, out
 
-__all__ = ["checkpoints", "export", "facts", "history", "sessions", "stats", "threads", "users"]
-
 listing_options = with_options([db_option, user_option, limit_option, prefix_option, json_option])
 """`--db --user --limit --prefix --json`, the options of every listing."""
 

@@ -26,8 +26,6 @@ from .base import (
 )
 from .output import count, err, out
 
-__all__ = ["copy_", "forget_user", "migrate", "prune", "vacuum"]
-
 
 @cli.command()
 @click.option(

@@ -12,8 +12,6 @@ import sys
 from collections.abc import Iterable
 from typing import IO, Any
 
-__all__ = ["Output", "count", "err", "out", "to_json", "visible"]
-
 # C0 controls but tab and newline, DEL, C1 controls, bidirectional marks and overrides.
 _UNSAFE = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u200e\u200f\u202a-\u202e\u2066-\u2069]")
 # ... and in a table cell also newline, which would split the row

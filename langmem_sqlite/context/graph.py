@@ -13,14 +13,6 @@ from typing_extensions import NotRequired, TypedDict
 
 from .policy import ContextPolicy, ContextResult
 
-__all__ = [
-    "SUMMARY_KEY",
-    "ContextAgentState",
-    "ContextState",
-    "context_node",
-    "pre_model_hook",
-]
-
 SUMMARY_KEY = "context_summary"
 """Default state key of the summary record."""
 

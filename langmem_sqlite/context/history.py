@@ -14,8 +14,6 @@ from ..history.chat_history import SQLChatMessageHistory
 from .policy import ContextPolicy
 from .summary import dump_record, load_record
 
-__all__ = ["context_step"]
-
 
 def _messages(value: Any) -> Sequence[BaseMessage]:
     if isinstance(value, PromptValue):

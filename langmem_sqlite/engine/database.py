@@ -26,8 +26,6 @@ from .dialects import Rules, rules_for
 from .retry import Attempts, default_retry_seconds
 from .unit import Statements, Step, watch_disconnects, work
 
-__all__ = ["Database", "Plan", "Step"]
-
 T = TypeVar("T")
 
 

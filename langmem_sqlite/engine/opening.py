@@ -19,8 +19,6 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 from .database import Database
 from .dialects import rules_class
 
-__all__ = ["DatabaseLike", "get_database", "reading_database"]
-
 _ALIASES = {"postgres": "postgresql"}
 """Other spellings of a URL's driver name -> the one SQLAlchemy knows."""
 

@@ -20,14 +20,6 @@ from typing import Any, Protocol
 
 from sqlalchemy import exc
 
-__all__ = [
-    "DEFAULT_RETRY_SECONDS",
-    "Attempts",
-    "DatabaseUnavailableError",
-    "Fault",
-    "default_retry_seconds",
-]
-
 logger = logging.getLogger(__name__)
 logger.addHandler(logging.NullHandler())  # quiet unless the application shows warnings
 

@@ -14,8 +14,6 @@ from sqlalchemy.engine import Connection, CursorResult, Engine, ExceptionContext
 
 from .dialects import Rules, rules_named
 
-__all__ = ["Statements", "Step", "Unit", "watch_disconnects", "work"]
-
 STATEMENTS_KEPT = 2_000
 """Statements kept per engine by [`Unit.statement`][langmem_sqlite.engine.Unit.statement]
 (the oldest go first)."""

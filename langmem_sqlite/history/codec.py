@@ -20,13 +20,6 @@ from typing import Any
 import orjson
 from langchain_core.messages import BaseMessage, message_to_dict, messages_from_dict
 
-__all__ = [
-    "STORABLE_TYPES",
-    "decode_message",
-    "encode_message",
-    "message_text",
-]
-
 TAG = "__lmsql__"
 
 STORABLE_TYPES = frozenset(

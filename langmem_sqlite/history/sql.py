@@ -20,28 +20,6 @@ from sqlalchemy.sql.elements import ColumnElement
 from ..engine.schema import Tables
 from ..engine.unit import Unit
 
-__all__ = [
-    "Append",
-    "Appended",
-    "MessageRow",
-    "SessionInfo",
-    "SessionKey",
-    "add_messages",
-    "clear_session",
-    "count_messages",
-    "delete_idle_sessions",
-    "delete_session",
-    "delete_user",
-    "existing_message_ids",
-    "get_session",
-    "list_sessions",
-    "read_messages",
-    "read_token_window",
-    "rename_session",
-    "set_summary",
-    "user_counts",
-]
-
 
 @dataclass(frozen=True)
 class SessionKey:

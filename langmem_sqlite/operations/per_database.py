@@ -13,8 +13,6 @@ from sqlalchemy.pool import NullPool
 from ..engine.dialects import rules_class
 from ..engine.unit import Unit
 
-__all__ = ["create_database", "move_sequence", "scrub", "table_bytes", "table_names"]
-
 _CHECKPOINT_TRIES = 50
 """Times an erasure tries to empty the write-ahead log while readers keep it busy."""
 

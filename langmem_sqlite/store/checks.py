@@ -13,21 +13,6 @@ from langgraph.store.base import InvalidNamespaceError, MatchCondition, TTLConfi
 from ..validation import INT64_MAX, check_int, check_number
 from . import namespaces
 
-__all__ = [
-    "PAGE_MAX",
-    "SWEEP_MAX_MINUTES",
-    "TTL_MAX_MINUTES",
-    "check_match",
-    "check_max_depth",
-    "check_page",
-    "check_sweep_minutes",
-    "check_timeout",
-    "check_ttl_config",
-    "check_ttl_minutes",
-    "check_value",
-    "public_namespace",
-]
-
 TTL_MAX_MINUTES = 100_000_000_000
 """The longest TTL, in minutes (about 190,000 years): its microseconds, added to any time of
 this millennium, still fit in the signed 64-bit integer every database stores them as."""

@@ -21,8 +21,6 @@ from .filters import is_finite_json, is_number, is_operator_dict
 from .items import StoreSQL, not_lapsed, store_sql, within_prefix
 from .sealed import Sealer
 
-__all__ = ["SearchQuery", "prefilter"]
-
 
 @dataclass(frozen=True)
 class SearchQuery:

@@ -15,16 +15,6 @@ import operator
 from collections.abc import Mapping
 from typing import Any
 
-__all__ = [
-    "OPERATORS",
-    "check_filter",
-    "is_finite_json",
-    "is_number",
-    "json_equal",
-    "lookup",
-    "matches",
-]
-
 OPERATORS = frozenset({"$eq", "$ne", "$gt", "$gte", "$lt", "$lte"})
 
 

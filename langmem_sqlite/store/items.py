@@ -23,20 +23,6 @@ from . import namespaces
 from .pgvector_schema import pgvector_rows, pgvector_table
 from .sealed import Sealer, plain_value
 
-__all__ = [
-    "CHUNK",
-    "ItemRow",
-    "ItemStatements",
-    "Put",
-    "StoreSQL",
-    "apply_puts",
-    "get_items",
-    "list_namespaces",
-    "refresh_ttl",
-    "store_sql",
-    "sweep_expired",
-]
-
 CHUNK = 500
 """Rows per statement for lists of ids or keys."""
 _NEVER = 2**63 - 1  # an expiry time after every other (microseconds)

@@ -12,8 +12,6 @@ from langgraph.store.base import InvalidNamespaceError
 from ..engine.schema import ID_MAX_CHARS, NAMESPACE_MAX_BYTES
 from ..validation import check_text
 
-__all__ = ["check_namespace", "decode", "encode", "encoded", "prefix_range"]
-
 _SEP = "\x01"
 _ESC = "\x02"
 _ENCODE = str.maketrans({_ESC: _ESC + _ESC, _SEP: _ESC + _SEP})

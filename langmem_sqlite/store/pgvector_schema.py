@@ -17,14 +17,6 @@ from sqlalchemy.types import UserDefinedType
 from ..engine.schema import NamespacePath, Tables
 from .vectors import ANN, from_blob
 
-__all__ = [
-    "Vector",
-    "ann_index",
-    "ann_index_name",
-    "enable_pgvector",
-    "pgvector_table",
-]
-
 
 def raw_vector(blob: bytes, norm: float | None) -> list[float]:
     """A vector as given, from its stored unit vector and length (float32)."""

@@ -49,8 +49,6 @@ from .sealed import Sealer
 from .searches import search_items, vector_search
 from .vectors import ANN, VectorIndex, norms, to_blobs
 
-__all__ = ["Batch", "Get", "Listing", "Preparer", "Search", "StorePlans"]
-
 
 class Get(NamedTuple):
     """A validated `GetOp`, the `at`-th operation of its batch (`ns` encoded)."""

@@ -9,8 +9,6 @@ from typing import Any
 
 from ..crypto import MessageCipher, is_encrypted
 
-__all__ = ["Sealer"]
-
 _CONTEXT = b"langmem-store\x00"
 
 

@@ -18,8 +18,6 @@ from .items import ItemRow, item_columns, item_row, newest_first, not_lapsed, wi
 from .pgvector_schema import Vector, pgvector_table
 from .vectors import ANN, rank_max_pool
 
-__all__ = ["matching_pages", "search_items", "vector_search"]
-
 
 def _paged(stmt: Any) -> Any:
     """An ordered select with its LIMIT and OFFSET as the parameters `lim` and `off`."""

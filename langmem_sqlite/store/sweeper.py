@@ -14,8 +14,6 @@ from typing import Any, TypeVar
 
 from .checks import check_sweep_minutes
 
-__all__ = ["Sweeper", "awaitable_from_coroutines"]
-
 F = TypeVar("F", bound=Callable[..., Any])
 
 logger = logging.getLogger(__name__)

@@ -15,16 +15,6 @@ from langgraph.store.base import IndexConfig, ensure_embeddings, get_text_at_pat
 
 from ..validation import INT64_MAX, check_int
 
-__all__ = [
-    "ANN",
-    "DISTANCES",
-    "VectorIndex",
-    "best_first",
-    "from_blob",
-    "rank_max_pool",
-    "to_blobs",
-]
-
 DISTANCES = ("cosine", "l2", "inner_product")
 """`distance_type` values, as `PostgresStore` takes them."""
 

@@ -16,8 +16,6 @@ from sqlalchemy.sql.elements import ColumnElement
 
 from ..retry import Fault
 
-__all__ = ["Rules"]
-
 DEFAULT_CONNECT_TIMEOUT_S = 3
 """Seconds a new connection to a database server may take before it fails (servers only;
 `connect_timeout` in the URL's query or in `engine_args["connect_args"]` overrides it)."""

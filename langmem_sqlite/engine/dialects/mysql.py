@@ -15,8 +15,6 @@ from sqlalchemy.sql.elements import ColumnElement
 from ..retry import Fault
 from .base import DEFAULT_CONNECT_TIMEOUT_S, Rules, merge_connect_args
 
-__all__ = ["DEFAULT_READ_TIMEOUT_S", "MySQLRules"]
-
 DEFAULT_READ_TIMEOUT_S = 3600
 """Seconds PyMySQL waits to send a statement or read its reply (`?read_timeout=N&write_timeout=N`
 in the URL overrides it): it only ends the wait on a server that stopped answering."""

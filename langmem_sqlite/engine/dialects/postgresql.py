@@ -23,8 +23,6 @@ from sqlalchemy.sql.elements import ColumnElement
 from ..retry import Fault
 from .base import DEFAULT_CONNECT_TIMEOUT_S, Rules, merge_connect_args
 
-__all__ = ["PostgreSQLRules", "jsonb_dumps", "jsonb_text"]
-
 #: SQLSTATE -> kind of transient failure (class 08, connection exceptions, is matched whole)
 _STATES = {
     "57P01": Fault.LOST,  # admin_shutdown: terminated by an administrator, or a fast shutdown

@@ -28,13 +28,6 @@ from sqlalchemy.sql.elements import ColumnElement
 from ..retry import Fault
 from .base import Rules
 
-__all__ = [
-    "SQLITE_BUSY_TIMEOUT_MS",
-    "SQLITE_JOURNAL_SIZE_LIMIT",
-    "SQLITE_WAL_AUTOCHECKPOINT_PAGES",
-    "SQLiteRules",
-]
-
 SQLITE_BUSY_TIMEOUT_MS = 1_000
 """How long one try waits inside SQLite for another process's write lock; then the retry loop
 takes over, bounded by the call's retry deadline."""

@@ -20,13 +20,6 @@ from ...checkpoint import SQLSaver
 from ...validation import check_id, check_list
 from .report import ImportMismatchError, ImportReport, progress_bar, source_connection, source_name
 
-__all__ = [
-    "import_checkpoints",
-    "open_postgres_saver",
-    "open_sqlite_saver",
-    "source_thread_ids",
-]
-
 
 @contextmanager
 def open_sqlite_saver(path: str | Path) -> Iterator[BaseCheckpointSaver[Any]]:

@@ -13,8 +13,6 @@ from ...history.store import ConversationStore
 from ...validation import IdLike, check_positive
 from .report import ImportMismatchError, ImportReport, progress_bar, source_connection, source_name
 
-__all__ = ["MAX_BATCH_SIZE", "import_chat_history"]
-
 MAX_BATCH_SIZE = 100_000
 """The largest `batch_size` of
 [`import_chat_history`][langmem_sqlite.operations.importers.import_chat_history] (messages per

@@ -8,14 +8,6 @@ from dataclasses import dataclass, field
 from functools import partial
 from typing import Any
 
-__all__ = [
-    "ImportMismatchError",
-    "ImportReport",
-    "progress_bar",
-    "source_connection",
-    "source_name",
-]
-
 
 class ImportMismatchError(ValueError):
     """The target already holds data that differs from the source (nothing was overwritten)."""
