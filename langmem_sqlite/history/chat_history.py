@@ -8,7 +8,6 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from langchain_core.chat_history import BaseChatMessageHistory
 from langchain_core.messages import BaseMessage, get_buffer_string
 from langchain_core.runnables.utils import ConfigurableFieldSpec
 
@@ -18,6 +17,11 @@ from ..messages.counting import MessageCounter
 from ..validation import IdLike, check_positive
 from .store import ConversationStore
 
+try:  # langchain-core deprecates this base class for 2.0; the store does not need it.
+    from langchain_core.chat_history import BaseChatMessageHistory as _Base
+except ImportError:  # pragma: no cover - langchain-core without chat_history
+    _Base = object  # type: ignore[assignment,misc]
+
 __all__ = [
     "USER_CONVERSATION_FIELDS",
     "SQLChatMessageHistory",
@@ -26,7 +30,7 @@ __all__ = [
 ]
 
 
-class SQLChatMessageHistory(BaseChatMessageHistory):
+class SQLChatMessageHistory(_Base):  # type: ignore[misc,valid-type]
     """Chat message history stored in SQL, per user and per session.
 
     Args:
