@@ -292,18 +292,32 @@ def _forget(
     )
 
 
-def _resolve(
+def _job(
     target: Memory | DatabaseLike | Database | None,
+    user_id: IdLike,
+    dry_run: bool,
     table_prefix: str,
     schema: str | None,
+    store_prefixes: Sequence[Sequence[str]],
+    thread_ids: Sequence[IdLike],
+    thread_keys: Sequence[str],
+    vacuum: bool,
     saver: SQLSaver | None,
     store: SQLStore | None,
-) -> tuple[Database, Tables, SQLSaver, SQLStore]:
+) -> _Job[ForgetReport]:
+    """`_forget` on the checked arguments and the resolved database, tables, saver and store."""
     from ..checkpoint import SQLSaver
     from ..defaults import default_connection
     from ..memory import Memory
     from ..store import SQLStore
 
+    uid = check_id(user_id, "user_id")
+    if isinstance(thread_ids, str) or not isinstance(thread_ids, Sequence):
+        raise TypeError("thread_ids: expected a sequence of thread ids")
+    tids = [check_id(t, "thread_ids") for t in thread_ids]
+    if isinstance(thread_keys, str) or not all(isinstance(k, str) and k for k in thread_keys):
+        raise TypeError("thread_keys: expected a sequence of non-empty metadata keys")
+    prefixes = _prefixes(uid, store_prefixes)
     if isinstance(target, Memory):
         db, tables = target.db, get_tables(target.table_prefix, target.schema)
         saver = saver if saver is not None else target.checkpointer
@@ -318,30 +332,6 @@ def _resolve(
     for part, name in ((saver, "saver"), (store, "store")):
         if part.db is not db or part.tables.key != tables.key:  # type: ignore[attr-defined]
             raise ValueError(f"{name}: must use the same database and tables")
-    return db, tables, saver, store
-
-
-def _job(
-    target: Memory | DatabaseLike | Database | None,
-    user_id: IdLike,
-    dry_run: bool,
-    table_prefix: str,
-    schema: str | None,
-    store_prefixes: Sequence[Sequence[str]],
-    thread_ids: Sequence[IdLike],
-    thread_keys: Sequence[str],
-    vacuum: bool,
-    saver: SQLSaver | None,
-    store: SQLStore | None,
-) -> _Job[ForgetReport]:
-    uid = check_id(user_id, "user_id")
-    if isinstance(thread_ids, str) or not isinstance(thread_ids, Sequence):
-        raise TypeError("thread_ids: expected a sequence of thread ids")
-    tids = [check_id(t, "thread_ids") for t in thread_ids]
-    if isinstance(thread_keys, str) or not all(isinstance(k, str) and k for k in thread_keys):
-        raise TypeError("thread_keys: expected a sequence of non-empty metadata keys")
-    prefixes = _prefixes(uid, store_prefixes)
-    db, tables, saver, store = _resolve(target, table_prefix, schema, saver, store)
     return _forget(
         db, tables, saver, store, uid, bool(dry_run), prefixes, tids, thread_keys, bool(vacuum)
     )
