@@ -14,9 +14,8 @@ backups): see the README.
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Generator, Sequence
+from collections.abc import Generator, Sequence
 from dataclasses import asdict, dataclass, field
-from functools import partial
 from typing import TYPE_CHECKING, Any, NamedTuple, TypeVar
 
 from langgraph.store.base import PutOp, SearchItem
@@ -102,48 +101,30 @@ class ForgetReport:
 
 
 class _Call(NamedTuple):
-    """One step of a job: the same operation as a sync and an async callable."""
+    """One step of a job: `obj.name(*args, **kwargs)`, or in async code `obj.aname(...)`."""
 
-    sync: Callable[[], Any]
-    async_: Callable[[], Awaitable[Any]]
+    obj: Any
+    name: str
+    args: tuple[Any, ...]
+    kwargs: dict[str, Any]
 
 
 _Job = Generator[_Call, Any, T]
 
 
+def _call(obj: Any, name: str, *args: Any, **kwargs: Any) -> _Call:
+    return _Call(obj, name, args, kwargs)
+
+
 def _sync(call: _Call) -> Any:
-    return call.sync()
+    return getattr(call.obj, call.name)(*call.args, **call.kwargs)
 
 
-def _async(call: _Call) -> Awaitable[Any]:
-    return call.async_()
-
-
-def _twin(obj: Any, name: str, *args: Any, **kwargs: Any) -> _Call:
-    """`obj.name(...)` and `obj.aname(...)`."""
-    return _Call(
-        partial(getattr(obj, name), *args, **kwargs),
-        partial(getattr(obj, "a" + name), *args, **kwargs),
-    )
-
-
-def _sql(db: Database, fn: Callable[..., Any], *args: Any, **options: Any) -> _Call:
-    """`fn(unit, *args)` as one unit of work (`own_transaction`: of a
-    SQLAlchemy connection that commits as it goes, for `VACUUM`)."""
-    return _Call(partial(db.run, fn, *args, **options), partial(db.arun, fn, *args, **options))
-
-
-def _plan(db: Database, plan: Callable[[], Any]) -> _Call:
-    return _Call(lambda: db.drive(plan()), lambda: db.adrive(plan()))
-
-
-def _listed(saver: SQLSaver, filter: dict[str, Any]) -> list[Any]:
-    """Every checkpoint (of any thread) whose metadata matches `filter`."""
-    return list(saver.list(None, filter=filter))
-
-
-async def _alisted(saver: SQLSaver, filter: dict[str, Any]) -> list[Any]:
-    return [x async for x in saver.alist(None, filter=filter)]
+async def _async(call: _Call) -> Any:
+    result = getattr(call.obj, "a" + call.name)(*call.args, **call.kwargs)
+    if hasattr(result, "__aiter__"):  # `alist`: its items
+        return [x async for x in result]
+    return await result
 
 
 # -- checkpointer threads ---------------------------------------------------------------------
@@ -167,12 +148,12 @@ def _checkpoint_count(unit: Unit, t: Tables, thread_ids: Sequence[str]) -> int:
 def _find_threads(saver: SQLSaver, db: Database, user_id: str, keys: Sequence[str]) -> _Job[Any]:
     filters = user_filters(user_id, keys)
     if saver.searchable_metadata:
-        found, opaque = yield _sql(db, threads_named, saver.tables, filters)
+        found, opaque = yield _call(db, "run", threads_named, saver.tables, filters)
         return found, opaque
     # metadata only in the serializer's (encrypted) form: the saver decodes and matches it
     found = set()
     for f in filters:
-        tuples = yield _Call(partial(_listed, saver, f), partial(_alisted, saver, f))
+        tuples = yield _call(saver, "list", None, filter=f)
         found.update(tp.config["configurable"]["thread_id"] for tp in tuples)
     return found, 0
 
@@ -215,7 +196,7 @@ def _prefixes(user_id: str, templates: Sequence[Sequence[str]]) -> list[tuple[st
 def _items_under(store: SQLStore, prefix: tuple[str, ...]) -> _Job[list[SearchItem]]:
     items: list[SearchItem] = []
     while True:
-        page = yield _twin(store, "search", prefix, limit=_PAGE, offset=len(items))
+        page = yield _call(store, "search", prefix, limit=_PAGE, offset=len(items))
         items.extend(page)
         if len(page) < _PAGE:
             return items
@@ -237,7 +218,7 @@ def _other_namespaces(
     out: list[tuple[str, ...]] = []
     offset = 0
     while True:
-        page = yield _twin(store, "list_namespaces", limit=_PAGE, offset=offset)
+        page = yield _call(store, "list_namespaces", limit=_PAGE, offset=offset)
         offset += len(page)
         for ns in page:
             ns = tuple(ns)
@@ -262,16 +243,18 @@ def _forget(
     thread_keys: Sequence[str],
     vacuum: bool,
 ) -> _Job[ForgetReport]:
-    yield _plan(db, lambda: schema_plan(db, tables))
-    counts = yield _sql(db, sql.user_counts if dry_run else sql.delete_user, tables, user_id)
+    yield _call(db, "drive", schema_plan(db, tables))
+    counts = yield _call(
+        db, "run", sql.user_counts if dry_run else sql.delete_user, tables, user_id
+    )
     sessions, messages, summaries = counts
 
     found, unreadable = yield from _find_threads(saver, db, user_id, thread_keys)
     threads = sorted(found | set(thread_ids))
-    checkpoints = yield _sql(db, _checkpoint_count, tables, threads)
+    checkpoints = yield _call(db, "run", _checkpoint_count, tables, threads)
     if not dry_run:
         for tid in threads:
-            yield _twin(saver, "delete_thread", tid)
+            yield _call(saver, "delete_thread", tid)
 
     items = yield from _user_items(store, prefixes)
     pending = {} if dry_run else dict(items)
@@ -280,7 +263,7 @@ def _forget(
             break
         keys = list(pending)
         for i in range(0, len(keys), _PAGE):
-            yield _twin(store, "batch", [PutOp(ns, key, None) for ns, key in keys[i : i + _PAGE]])
+            yield _call(store, "batch", [PutOp(ns, key, None) for ns, key in keys[i : i + _PAGE]])
         pending = yield from _user_items(store, prefixes)
         items.update(pending)
     facts = sum(1 for ns, _ in items if len(ns) >= 2 and ns[-1] in _FACT_NAMESPACES)
@@ -288,7 +271,8 @@ def _forget(
 
     wal_emptied = None
     if not dry_run and db.rules.file_path(db.url) is not None:  # an embedded database's file
-        wal_emptied = yield _sql(db, scrub, vacuum, write=True, own_transaction=True)
+        # `own_transaction`: on a connection that commits as it goes, for `VACUUM`
+        wal_emptied = yield _call(db, "run", scrub, vacuum, write=True, own_transaction=True)
     return ForgetReport(
         user_id=user_id,
         dry_run=dry_run,
@@ -308,18 +292,32 @@ def _forget(
     )
 
 
-def _resolve(
+def _job(
     target: Memory | DatabaseLike | Database | None,
+    user_id: IdLike,
+    dry_run: bool,
     table_prefix: str,
     schema: str | None,
+    store_prefixes: Sequence[Sequence[str]],
+    thread_ids: Sequence[IdLike],
+    thread_keys: Sequence[str],
+    vacuum: bool,
     saver: SQLSaver | None,
     store: SQLStore | None,
-) -> tuple[Database, Tables, SQLSaver, SQLStore]:
+) -> _Job[ForgetReport]:
+    """`_forget` on the checked arguments and the resolved database, tables, saver and store."""
     from ..checkpoint import SQLSaver
     from ..defaults import default_connection
     from ..memory import Memory
     from ..store import SQLStore
 
+    uid = check_id(user_id, "user_id")
+    if isinstance(thread_ids, str) or not isinstance(thread_ids, Sequence):
+        raise TypeError("thread_ids: expected a sequence of thread ids")
+    tids = [check_id(t, "thread_ids") for t in thread_ids]
+    if isinstance(thread_keys, str) or not all(isinstance(k, str) and k for k in thread_keys):
+        raise TypeError("thread_keys: expected a sequence of non-empty metadata keys")
+    prefixes = _prefixes(uid, store_prefixes)
     if isinstance(target, Memory):
         db, tables = target.db, get_tables(target.table_prefix, target.schema)
         saver = saver if saver is not None else target.checkpointer
@@ -334,30 +332,6 @@ def _resolve(
     for part, name in ((saver, "saver"), (store, "store")):
         if part.db is not db or part.tables.key != tables.key:  # type: ignore[attr-defined]
             raise ValueError(f"{name}: must use the same database and tables")
-    return db, tables, saver, store
-
-
-def _job(
-    target: Memory | DatabaseLike | Database | None,
-    user_id: IdLike,
-    dry_run: bool,
-    table_prefix: str,
-    schema: str | None,
-    store_prefixes: Sequence[Sequence[str]],
-    thread_ids: Sequence[IdLike],
-    thread_keys: Sequence[str],
-    vacuum: bool,
-    saver: SQLSaver | None,
-    store: SQLStore | None,
-) -> _Job[ForgetReport]:
-    uid = check_id(user_id, "user_id")
-    if isinstance(thread_ids, str) or not isinstance(thread_ids, Sequence):
-        raise TypeError("thread_ids: expected a sequence of thread ids")
-    tids = [check_id(t, "thread_ids") for t in thread_ids]
-    if isinstance(thread_keys, str) or not all(isinstance(k, str) and k for k in thread_keys):
-        raise TypeError("thread_keys: expected a sequence of non-empty metadata keys")
-    prefixes = _prefixes(uid, store_prefixes)
-    db, tables, saver, store = _resolve(target, table_prefix, schema, saver, store)
     return _forget(
         db, tables, saver, store, uid, bool(dry_run), prefixes, tids, thread_keys, bool(vacuum)
     )
