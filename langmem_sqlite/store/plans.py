@@ -135,20 +135,33 @@ def search_item_of(row: ItemRow) -> SearchItem:
     )
 
 
-class Preparer:
-    """The validation of a store's operations, before anything is read, written or embedded
-    (`nul_ok`: values may hold NUL characters; `sealer`: encrypts values)."""
+class StorePlans:
+    """The validation and plans of one store's operations (`nul_ok`: values may hold NUL
+    characters; `sealer`: encrypts values; `pgvector_wanted`: `SQLStore`'s `pgvector`)."""
 
     def __init__(
-        self, index: VectorIndex | None, omit_expired: bool, nul_ok: bool, sealer: Sealer | None
+        self,
+        db: Database,
+        tables: Tables,
+        index: VectorIndex | None,
+        omit_expired: bool,
+        nul_ok: bool,
+        sealer: Sealer | None,
+        pgvector_wanted: bool | None,
     ) -> None:
+        self.db = db
+        self.tables = tables
         self.index = index
         self.omit_expired = omit_expired
-        self._nul_ok = nul_ok
-        self._sealer = sealer
+        self.nul_ok = nul_ok
+        self.sealer = sealer
+        self.pgvector_wanted = pgvector_wanted
+        self.statements = ItemStatements(tables, db.rules, omit_expired)
+        self.pgvector: bool | None = None
+        """Whether pgvector ranks (None: not known before the first plan)."""
 
-    def batch(self, ops: Iterable[Op]) -> Batch:
-        """The validated batch of `ops`, in order."""
+    def prepare(self, ops: Iterable[Op]) -> Batch:
+        """The validated batch of `ops`, in order, before anything is read, written or embedded."""
         prepared = [self._prepare_op(i, op) for i, op in enumerate(ops)]
         batch = Batch(len(prepared))
         for p in prepared:
@@ -183,9 +196,9 @@ class Preparer:
     def _prepare_put(self, op: PutOp) -> Put:
         ns = namespaces.encoded(op.namespace)
         key = check_text(op.key, "key", max_chars=ID_MAX_CHARS)
-        value, text = check_value(op.value, self._nul_ok)
-        if self._sealer is not None and text is not None:
-            text = self._sealer.seal(ns, key, text)
+        value, text = check_value(op.value, self.nul_ok)
+        if self.sealer is not None and text is not None:
+            text = self.sealer.seal(ns, key, text)
         ttl_us = check_ttl_minutes(op.ttl, "ttl")
         if op.index not in (None, False) and (
             isinstance(op.index, str) or not all(isinstance(f, str) for f in op.index)  # type: ignore[union-attr]
@@ -208,33 +221,10 @@ class Preparer:
             check_page(op.limit, "limit"),
             check_page(op.offset, "offset"),
             self.omit_expired,
-            self._sealer,
+            self.sealer,
         )
         text = op.query if (op.query and self.index is not None) else None
         return Search(at, query, text, op.refresh_ttl)
-
-
-class StorePlans:
-    """The plans of one store's operations (`pgvector_wanted`: `SQLStore`'s `pgvector`)."""
-
-    def __init__(
-        self,
-        db: Database,
-        tables: Tables,
-        index: VectorIndex | None,
-        omit_expired: bool,
-        sealer: Sealer | None,
-        pgvector_wanted: bool | None,
-    ) -> None:
-        self.db = db
-        self.tables = tables
-        self.index = index
-        self.omit_expired = omit_expired
-        self.sealer = sealer
-        self.pgvector_wanted = pgvector_wanted
-        self.statements = ItemStatements(tables, db.rules, omit_expired)
-        self.pgvector: bool | None = None
-        """Whether pgvector ranks (None: not known before the first plan)."""
 
     def setup(self) -> Plan[None]:
         """Create or migrate the tables, and the pgvector table where it is used."""

@@ -1,5 +1,5 @@
 """[`SQLStore`][langmem_sqlite.SQLStore]: LangGraph's `BaseStore` in SQL. `batch` and `abatch`
-validate the operations (`plans.Preparer`), embed, then drive one plan of `plans.StorePlans`."""
+validate the operations, embed, then drive one plan, through `plans.StorePlans`."""
 
 from __future__ import annotations
 
@@ -27,7 +27,7 @@ from ..crypto import MessageCipher, resolve_cipher
 from ..engine import Database, DatabaseLike, get_database
 from ..engine.schema import DEFAULT_PREFIX, Tables, get_tables
 from .checks import check_timeout, check_ttl_config, public_namespace
-from .plans import Preparer, StorePlans
+from .plans import StorePlans
 from .sealed import Sealer
 from .sweeper import Sweeper, awaitable_from_coroutines
 from .vectors import VectorIndex
@@ -106,9 +106,8 @@ class SQLStore(BaseStore):
             )
         # a jsonb column cannot hold NUL; ciphertext has none
         nul_ok = self.db.rules.text_holds_nul or sealer is not None
-        self._preparer = Preparer(self.index, self.omit_expired, nul_ok, sealer)
         self._plans = StorePlans(
-            self.db, self.tables, self.index, self.omit_expired, sealer, pgvector
+            self.db, self.tables, self.index, self.omit_expired, nul_ok, sealer, pgvector
         )
         minutes = (self.ttl_config or {}).get("sweep_interval_minutes")
         self._sweeper = Sweeper(self.sweep_ttl, self.asweep_ttl, minutes)
@@ -119,14 +118,14 @@ class SQLStore(BaseStore):
 
     def batch(self, ops: Iterable[Op]) -> list[Result]:
         """Run store operations (Get, Put, Search, ListNamespaces) and return their results."""
-        batch = self._preparer.batch(ops)
+        batch = self._plans.prepare(ops)
         vectors = self.index.embed(batch.texts, batch.queries) if self.index else ([], [])
         return self.db.drive(self._plans.batch(batch, *vectors))
 
     async def abatch(self, ops: Iterable[Op]) -> list[Result]:
         """Async [`batch`][langmem_sqlite.store.store.SQLStore.batch] (the same plan, on the
         async engine; at most `SLOTS` calls of one store run at once per event loop)."""
-        batch = self._preparer.batch(ops)
+        batch = self._plans.prepare(ops)
         loop = asyncio.get_running_loop()
         slots = self._slots.get(loop)
         if slots is None:  # a semaphore serves one event loop
