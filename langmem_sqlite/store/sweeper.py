@@ -79,7 +79,11 @@ class Sweeper:
     def stop(self, timeout: float | None) -> bool:
         """Stop both; True once the thread has stopped (the task ends on its own loop)."""
         self._stop.set()
-        self._stop_task_soon()
+        task, stop = self._task, self._astop
+        if task is not None and stop is not None and not task.done():
+            loop = task.get_loop()  # it may run in another thread
+            if not loop.is_closed():
+                loop.call_soon_threadsafe(stop.set)
         if self._thread is None:
             return True
         self._thread.join(timeout)
@@ -101,13 +105,6 @@ class Sweeper:
             await asyncio.get_running_loop().run_in_executor(None, self._thread.join, timeout)
             return not self._thread.is_alive()
         return True
-
-    def _stop_task_soon(self) -> None:
-        """Ask the task to end, from any thread (its event loop may be elsewhere)."""
-        task, stop = self._task, self._astop
-        if task is None or stop is None or task.done() or task.get_loop().is_closed():
-            return
-        task.get_loop().call_soon_threadsafe(stop.set)
 
 
 _ASYNC_CODE = inspect.CO_COROUTINE | inspect.CO_ASYNC_GENERATOR | inspect.CO_ITERABLE_COROUTINE
