@@ -130,9 +130,6 @@ class Database:
         """When a call last logged that it waits for this database."""
         self.busy: str | None = None
         """Why the last try that met contention failed (until a unit holding a turn succeeds)."""
-        self._writer_sync = (
-            sync_engine.execution_options(langmem_write=True) if sync_engine else None
-        )
         # An in-memory SQLite database is one connection shared by every thread
         # (StaticPool): its units of work take turns.
         shared = sync_engine is not None and isinstance(sync_engine.pool, StaticPool)
@@ -229,37 +226,23 @@ class Database:
         return await plans.adrive(plan, self._arun)
 
     def _once(self, step: Step, attempts: Attempts) -> Any:
-        if step.own_transaction or step.schema:
-            engine = self._writer_sync if step.write else self.sync_engine
-            assert engine is not None
-            # a unit that commits as it goes may be long: it does not hold the writers' turn
-            turn = self._writers if step.write and not step.own_transaction else self._turns
-            with (
-                self._taking(turn, attempts),
-                engine.connect() if step.own_transaction else engine.begin() as conn,
-            ):
-                self.reached = True
-                return step.fn(conn, *step.args)
-        with (
-            self._taking(self._writers if step.write else self._turns, attempts),
-            self.sync_engine.connect() as conn,
-        ):
+        # a unit that commits as it goes may be long: it does not hold the writers' turn
+        turn = self._writers if step.write and not step.own_transaction else self._turns
+        with self._taking(turn, attempts), self.sync_engine.connect() as conn:
             self.reached = True
+            if step.own_transaction:
+                return step.fn(conn, *step.args)
             return work(conn, self.rules, self._statements, step)
 
     async def _aonce(self, step: Step) -> Any:
         engine = self.async_engine
         assert engine is not None
-        if step.own_transaction or step.schema:
-            if step.write:
-                engine = engine.execution_options(langmem_write=True)
-            async with engine.connect() if step.own_transaction else engine.begin() as conn:
-                self.reached = True
-                return await conn.run_sync(step.fn, *step.args)
         rules, statements = self.rules, self._statements
 
         def on(conn: Connection) -> Any:
             self.reached = True
+            if step.own_transaction:
+                return step.fn(conn, *step.args)
             return work(conn, rules, statements, step)
 
         async with engine.connect() as conn:

@@ -98,11 +98,13 @@ class Unit:
 
 
 def work(connection: Connection, rules: Rules, statements: Statements, step: Step) -> Any:
-    """Run `step.fn(unit, *step.args)` as one unit of work on `connection`, prepared and put
-    back by the rules object; a success commits, a failure rolls back."""
-    restore = rules.begin(connection, step.write, step.single, step.transaction)
+    """Run `step.fn(unit, *step.args)` as one unit of work on `connection` (a schema step gets
+    the `Connection` itself), prepared and put back by the rules object; a success commits, a
+    failure rolls back."""
+    restore = rules.begin(connection, step.write, step.single, step.transaction or step.schema)
     try:
-        result = step.fn(Unit(connection, rules, statements), *step.args)
+        on = connection if step.schema else Unit(connection, rules, statements)
+        result = step.fn(on, *step.args)
         if connection.in_transaction():
             connection.commit()
         return result

@@ -330,30 +330,27 @@ def test_a_unit_that_leaves_a_transaction_open_does_not_leak_it(
         outside.dispose()
 
 
-def test_sqlite_transaction_control_survives_autocommit_use(tmp_path: Any) -> None:
+def test_sqlite_units_stay_transactions_after_autocommit_use(tmp_path: Any) -> None:
     """A pooled SQLite connection once used with the AUTOCOMMIT option (VACUUM) comes back from
-    SQLAlchemy with the driver's ``isolation_level`` reset to ``""``; the seam takes transaction
-    control back, so the next unit of work starts its own transaction (and only that)."""
+    SQLAlchemy with the driver's own transaction handling; every later unit of work is still
+    one transaction: a failure undoes all it wrote."""
     db = get_database(tmp_path / "i.db", engine_args={"pool_size": 1, "max_overflow": 0})
     db.run(lambda c: c.exec_driver_sql("CREATE TABLE t (k INTEGER PRIMARY KEY)"), write=True)
 
     def vacuum(conn: sa.Connection) -> None:
         conn.execution_options(isolation_level="AUTOCOMMIT").exec_driver_sql("VACUUM")
 
-    def level(unit: Unit) -> Any:
-        unit.exec_driver_sql("SELECT 1")  # the unit's transaction starts with its first statement
-        return unit.connection.connection.dbapi_connection.isolation_level  # type: ignore[union-attr]
+    def fail(unit: Unit | sa.Connection) -> None:
+        unit.exec_driver_sql("INSERT INTO t VALUES (1)")
+        unit.exec_driver_sql("INSERT INTO t VALUES (2)")
+        raise RuntimeError("after two inserts")
 
-    def sa_level(conn: sa.Connection) -> Any:
-        return conn.connection.dbapi_connection.isolation_level  # type: ignore[union-attr]
-
-    for check in (
-        lambda: db.run(level),
-        lambda: db.run(level, write=True),
-        lambda: db.run(sa_level, write=True, schema=True),
-    ):
+    for flags in ({"write": True}, {}, {"write": True, "schema": True}):
         db.run(vacuum, own_transaction=True)
-        assert check() is None
+        with pytest.raises(RuntimeError):
+            db.run(fail, **flags)
+    assert db.run(lambda u: u.exec_driver_sql("SELECT count(*) FROM t").scalar()) == 0
+    db.dispose()
 
 
 def test_statements_built_per_key_once_within_the_bound(tmp_path: Any) -> None:

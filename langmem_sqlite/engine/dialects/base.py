@@ -146,7 +146,7 @@ class Rules:
     def migration_lock(self, conn: Connection, name: str, schema: str | None) -> Iterator[None]:
         """Hold the database-wide lock `name` while schema changes run on `conn` (a
         connection that commits as it goes), creating `schema` first where the database has
-        schemas of its own. The base rule: the connection's write transaction is the lock."""
+        schemas of its own. The base rule: no lock."""
         yield
 
     # -- history (sessions and messages) ----------------------------------------------------

@@ -50,9 +50,7 @@ _CANTOPEN = 14
 
 
 def _on_connect(dbapi_conn: Any, _record: Any, *, wal: bool = True) -> None:
-    """Per-connection settings (WAL unless `wal` is false), and transaction control for
-    `_on_begin` (`isolation_level = None`), so that writers start with `BEGIN IMMEDIATE`."""
-    dbapi_conn.isolation_level = None
+    """Per-connection settings (WAL unless `wal` is false)."""
     cur = dbapi_conn.cursor()
     cur.execute(f"PRAGMA busy_timeout = {SQLITE_BUSY_TIMEOUT_MS}")
     cur.execute("PRAGMA foreign_keys = ON")
@@ -72,24 +70,6 @@ def _on_connect_reading(dbapi_conn: Any, record: Any) -> None:
     refused (`query_only`; being read-write, its last connection still removes `-wal`/`-shm`)."""
     _on_connect(dbapi_conn, record, wal=False)
     dbapi_conn.execute("PRAGMA query_only = ON")
-
-
-def _own_transactions(dbapi_conn: Any) -> None:
-    """Take transaction control back from `sqlite3` (SQLAlchemy resets `isolation_level` when
-    a connection used with `AUTOCOMMIT` returns to the pool)."""
-    if dbapi_conn.isolation_level is not None:
-        dbapi_conn.isolation_level = None
-
-
-def _on_begin(conn: Connection) -> None:
-    """Start a transaction, `BEGIN IMMEDIATE` for writers (a deferred one that reads, then
-    writes can fail with `SQLITE_BUSY` at once; taking the lock first makes writers queue)."""
-    options = conn.get_execution_options()
-    _own_transactions(conn.connection.dbapi_connection)
-    if options.get("isolation_level") == "AUTOCOMMIT" or options.get("langmem_single"):
-        return  # VACUUM, which cannot run inside a transaction; a single read
-    mode = "IMMEDIATE" if options.get("langmem_write") else "DEFERRED"
-    conn.exec_driver_sql(f"BEGIN {mode}")
 
 
 def _enable_auto_vacuum(conn: Connection) -> None:
@@ -154,13 +134,21 @@ class SQLiteRules(Rules):
         connect = _on_connect_reading if reading else _on_connect
         if not event.contains(engine, "connect", connect):
             event.listen(engine, "connect", connect)
-            event.listen(engine, "begin", _on_begin)
 
     def begin(self, connection: Connection, write: bool, single: bool, transaction: bool) -> None:
-        if write:  # read by `_on_begin`: BEGIN IMMEDIATE
-            connection.execution_options(langmem_write=True)
-        elif single and not transaction:  # one statement reads a consistent snapshot: no BEGIN
-            connection.execution_options(langmem_single=True)
+        # `sqlite3` would begin a deferred transaction only before a write, which can then
+        # fail with SQLITE_BUSY at once: a writer takes the lock first (BEGIN IMMEDIATE), and
+        # waits for it. One read is a consistent snapshot by itself: no BEGIN.
+        if write:
+            connection.exec_driver_sql("BEGIN IMMEDIATE")
+        elif not single or transaction:
+            connection.exec_driver_sql("BEGIN")
+
+    @contextlib.contextmanager
+    def migration_lock(self, conn: Connection, name: str, schema: str | None) -> Iterator[None]:
+        """The file's write lock: the migration's transaction starts with `BEGIN IMMEDIATE`."""
+        conn.exec_driver_sql("BEGIN IMMEDIATE")
+        yield
 
     def fault(self, error: BaseException) -> Fault | None:
         orig = getattr(error, "orig", error)
