@@ -64,7 +64,7 @@ def worker(url: str, prefix: str, log: str, run: int) -> None:  # pragma: no cov
 
 def _spawn(url: str, prefix: str, log: Path, run: int) -> subprocess.Popen[bytes]:
     code = (
-        f"import sys; sys.path.insert(0, {str(HERE)!r}); import test_hardening_crash as t; "
+        f"import sys; sys.path.insert(0, {str(HERE)!r}); import test_engine_crash as t; "
         f"t.worker({url!r}, {prefix!r}, {str(log)!r}, {run})"
     )
     return subprocess.Popen([sys.executable, "-c", code], stderr=subprocess.PIPE)
