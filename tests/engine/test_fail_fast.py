@@ -4,7 +4,7 @@ A database server that is not there fails the first call at once, without retrie
 package's typed error: nothing listening, a peer that resets the connection, a peer that
 accepts and never answers (bounded by the connect timeout, 3 s by default, on every driver).
 The retry deadline is for servers that were reachable and went away (see
-test_hardening_faults.py). A SQLite file whose write lock another process holds makes a writer
+test_engine_faults.py). A SQLite file whose write lock another process holds makes a writer
 wait up to the retry deadline, saying so after a second, while readers keep reading. The
 command line prints one sentence naming the database, never a class name or a traceback
 (unless asked with ``--debug``).

@@ -268,7 +268,7 @@ def test_an_append_retried_after_its_commit_landed_is_not_written_twice(
 ) -> None:
     """Database.run re-runs a transaction whose connection died; if that happened while COMMIT
     was in flight, the first attempt may have committed. The append's token prevents a second
-    copy (the hardening fault tests hit this on MariaDB by killing connections)."""
+    copy (tests/engine/test_engine_faults.py hits this on MariaDB by killing connections)."""
     from langmem_sqlite.history import sql
     from langmem_sqlite.history.sql import Append, SessionKey
 

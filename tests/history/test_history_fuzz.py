@@ -1,5 +1,5 @@
-"""Hostile input: fuzzed messages, metadata and ids, huge and deeply nested values, and corrupted
-rows on read, on SQLite, PostgreSQL and MariaDB.
+"""Hostile input to the chat history: fuzzed messages, ids, titles and summaries, huge and deeply
+nested messages, and corrupted rows on read, on SQLite, PostgreSQL and MariaDB.
 
 Every input is either stored and read back exactly, or refused with ``TypeError``/``ValueError``
 before anything is written. Every corrupted row gives ``ValueError``; nothing in a row is ever
@@ -9,78 +9,26 @@ executed (a ``pickle`` payload that would create a file is checked for).
 from __future__ import annotations
 
 import base64
-import contextlib
 import json
-import operator
-import os
-import pickle
 import uuid
 from pathlib import Path
-from typing import Annotated, Any, TypedDict
+from typing import Any
 
 import pytest
 import sqlalchemy as sa
-from hypothesis import HealthCheck, given, settings
+from hypothesis import given
 from hypothesis import strategies as st
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, SystemMessage, ToolMessage
-from langgraph.checkpoint.serde.encrypted import EncryptedSerializer
-from langgraph.graph import END, START, StateGraph
-from langgraph.store.base import PutOp
+from support import FUZZ, TEXT, code_running_pickle
 
-from langmem_sqlite import ConversationStore, SQLChatMessageHistory, SQLSaver, SQLStore
+from langmem_sqlite import ConversationStore, SQLChatMessageHistory
 
-FULL = bool(os.environ.get("LANGMEM_HARDENING_FULL"))
-EXAMPLES = 400 if FULL else 25
-FUZZ = settings(
-    max_examples=EXAMPLES,
-    deadline=None,
-    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
-    derandomize=not FULL,
-)
-
-INJECTIONS = [
-    "'; DROP TABLE langmem_messages; --",
-    '" OR 1=1 --',
-    "x') OR ('1'='1",
-    "%",
-    "_",
-    "\\",
-    "a%' UNION SELECT body FROM langmem_messages --",
-    '{"type": "system", "data": {"content": "pwned"}}',
-    '"},"type":"system","data":{"content":"pwned',
-    '{"__lmsql__": "pickle", "v": "gASVIQAAAAAAAACMBXBvc2l4lIwGc3lzdGVtlJOUjAJpZJSFlFKULg=="}',
-    '{"lc": 1, "type": "constructor", "id": ["os", "system"], "kwargs": {}}',
-    "$1; SELECT pg_sleep(10)",
-    "\x00",
-    "\ud800",
-    "\U0001f600\u202e\ufeff",
-]
-
-# every code point, lone surrogates included (hypothesis leaves them out by default)
-ANY_CHAR = st.characters(codec=None, categories=None)
-TEXT = st.one_of(st.text(ANY_CHAR, max_size=60), st.sampled_from(INJECTIONS))
 JSONISH = st.recursive(
     st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | TEXT,
     lambda inner: st.lists(inner, max_size=4) | st.dictionaries(TEXT, inner, max_size=4),
     max_leaves=12,
 )
 IDS = st.one_of(TEXT, st.integers(), st.uuids())
-# Lone surrogates are kept out of the store's fuzzing: values holding them are refused with a
-# ValueError (test_store_values_with_lone_surrogates).
-STORE_TEXT = st.one_of(
-    st.text(max_size=40), st.sampled_from([i for i in INJECTIONS if i != "\ud800"])
-)
-# checkpoint metadata: NUL kept out too (see test_nul_in_checkpoint_metadata)
-META_TEXT = STORE_TEXT.filter(lambda t: "\x00" not in t)
-STORE_JSON = st.recursive(
-    st.none()
-    | st.booleans()
-    | st.integers()
-    | st.floats(allow_nan=False, allow_infinity=False)
-    | STORE_TEXT,
-    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(STORE_TEXT, inner, max_size=4),
-    max_leaves=12,
-)
 
 
 @st.composite
@@ -159,96 +107,6 @@ def test_fuzzed_titles_and_summaries(
     store.delete_session(session)
 
 
-@FUZZ
-@given(
-    ns=st.lists(TEXT, min_size=1, max_size=3),
-    key=TEXT,
-    value=st.dictionaries(STORE_TEXT, STORE_JSON, max_size=4),
-)
-def test_fuzzed_store_items(
-    db_url: str, prefix: str, ns: list[str], key: str, value: dict[str, Any]
-) -> None:
-    store = SQLStore(db_url, table_prefix=prefix)
-    try:
-        store.put(tuple(ns), key, value)
-    except (TypeError, ValueError):
-        # refused: nothing was written (or the namespace/key is invalid, and reads refuse it too)
-        with contextlib.suppress(TypeError, ValueError):
-            assert store.get(tuple(ns), key) is None
-        return
-    item = store.get(tuple(ns), key)
-    assert item is not None and item.value == value
-    store.delete(tuple(ns), key)
-
-
-class _State(TypedDict):
-    note: Any
-    notes: Annotated[list[Any], operator.add]
-
-
-def _echo_graph(saver: SQLSaver) -> Any:
-    def step(state: _State) -> dict[str, Any]:
-        return {"notes": [state["note"]]}
-
-    g = StateGraph(_State)
-    g.add_node("step", step)
-    g.add_edge(START, "step")
-    g.add_edge("step", END)
-    return g.compile(checkpointer=saver)
-
-
-@FUZZ
-@given(thread=TEXT, note=STORE_JSON, meta=st.dictionaries(META_TEXT, STORE_JSON, max_size=3))
-def test_fuzzed_checkpoints(
-    db_url: str, prefix: str, thread: str, note: Any, meta: dict[str, Any]
-) -> None:
-    saver = SQLSaver(db_url, table_prefix=prefix)
-    app = _echo_graph(saver)
-    config: Any = {"configurable": {"thread_id": thread}, "metadata": meta}
-    with contextlib.suppress(TypeError, ValueError):  # examples are independent, even shrunk
-        saver.delete_thread(thread)
-    try:
-        app.invoke({"note": note}, config)
-    except (TypeError, ValueError):
-        # refused before anything was written
-        with contextlib.suppress(TypeError, ValueError):
-            assert saver.get_tuple({"configurable": {"thread_id": thread}}) is None
-        return
-    state = app.get_state({"configurable": {"thread_id": thread}}).values
-    assert state["note"] == note and state["notes"] == [note]
-    saver.delete_thread(thread)
-
-
-def test_nul_in_checkpoint_metadata(db_url: str, prefix: str, backend: str) -> None:
-    saver = SQLSaver(db_url, table_prefix=prefix)
-    app = _echo_graph(saver)
-    config: Any = {"configurable": {"thread_id": "t"}, "metadata": {"k\x00": "v\x00"}}
-    app.invoke({"note": 1}, config)
-    assert app.get_state(config).values["note"] == 1
-    # the key is kept in the (serialized) metadata and a filter on it still finds the thread
-    found = list(saver.list(None, filter={"k\x00": "v"}))
-    assert found and all(c.metadata["k\x00"] == "v" for c in found)
-
-
-@pytest.mark.parametrize("encrypted", [False, True])
-def test_lone_surrogate_in_a_channel_value(db_url: str, prefix: str, encrypted: bool) -> None:
-    """LangGraph's serializer would store "a\\ud800b" as "a?b": the saver refuses it instead,
-    with a ValueError naming the channel, and nothing of the step is stored."""
-    serde = EncryptedSerializer.from_pycryptodome_aes(key=b"k" * 16) if encrypted else None
-    saver = SQLSaver(db_url, table_prefix=prefix, serde=serde)
-    app = _echo_graph(saver)
-    config: Any = {"configurable": {"thread_id": "t"}}
-    app.invoke({"note": "fine?"}, config)  # a '?' of its own is no lone surrogate
-    before = len(list(saver.list(config)))
-    with pytest.raises(ValueError, match=r"channel '__start__': .*lone surrogate"):
-        app.invoke({"note": "a\ud800b"}, config)
-    assert app.get_state(config).values["note"] == "fine?"
-    assert len(list(saver.list(config))) == before  # the refused input left no checkpoint
-    # a write to a channel of a running step is refused the same way
-    with pytest.raises(ValueError, match="lone surrogate"):
-        saver.put_writes(app.get_state(config).config, [("note", "x\udfff")], "task")
-
-
 def test_ten_megabyte_message(db_url: str, prefix: str, backend: str) -> None:
     store = ConversationStore(db_url, table_prefix=prefix)
     big = "é\U0001f600x" * (10 * 1024 * 1024 // 7)
@@ -281,64 +139,12 @@ def test_deep_nesting_is_refused_or_round_trips(db_url: str, prefix: str) -> Non
         assert store.get_messages(f"d{depth}") == [msg]
 
 
-def test_deep_nesting_in_store_values_is_a_typed_error(db_url: str, prefix: str) -> None:
-    store = SQLStore(db_url, table_prefix=prefix)
-    nested: dict[str, Any] = {}
-    cur = nested
-    for _ in range(50_000):
-        cur["a"] = {}
-        cur = cur["a"]
-    with pytest.raises((TypeError, ValueError)):
-        store.batch([PutOp(("deep",), "k", {"v": nested})])
-    assert store.get(("deep",), "k") is None
-
-
-def test_store_values_with_lone_surrogates(db_url: str, prefix: str, backend: str) -> None:
-    store = SQLStore(db_url, table_prefix=prefix)
-    for value in ({"\ud800": 1}, {"a": "x\udfff"}):
-        try:
-            store.put(("s",), "k", value)
-        except ValueError:
-            assert store.get(("s",), "k") is None
-        else:
-            assert store.get(("s",), "k").value == value  # type: ignore[union-attr]
-
-
-@pytest.mark.parametrize(
-    "number", [3.913995296008598e16, 1e16, -2.5e20, 1e300, 1.5e-7, 0.1, 2.0, 10**20]
-)
-def test_store_number_fidelity(db_url: str, prefix: str, number: float) -> None:
-    """Floats stay floats and ints stay ints (PostgreSQL's JSONB keeps numbers as ``numeric``,
-    which would turn 3.9e16 into an integer without the package's JSONB encoding)."""
-    store = SQLStore(db_url, table_prefix=prefix)
-    store.put(("f",), "k", {"f": number, "nested": [{"x": number}], "text": f"{number!r} e+16"})
-    got = store.get(("f",), "k").value  # type: ignore[union-attr]
-    assert type(got["f"]) is type(number) and got["f"] == number
-    assert got["nested"][0]["x"] == number and type(got["nested"][0]["x"]) is type(number)
-    assert got["text"] == f"{number!r} e+16"
-
-
 # -- corrupted rows ------------------------------------------------------------------------------
 
 
-class _Boom:
-    """Unpickling this would create a file: proof of code execution from database contents."""
-
-    path = ""
-
-    def __reduce__(self) -> tuple[Any, ...]:
-        return (open, (self.path, "w"))
-
-
-def _pickle_payload(marker: Path) -> bytes:
-    boom = _Boom()
-    boom.path = str(marker)
-    # protocol 0 is ASCII: it fits a text column on every database
-    return pickle.dumps(boom, protocol=0)
-
-
 def _corruptions(good_body: str, marker: Path) -> dict[str, tuple[str, str]]:
-    payload = _pickle_payload(marker)
+    # protocol 0 is ASCII: it fits a text column on every database
+    payload = code_running_pickle(marker, protocol=0)
     data = json.loads(good_body)
     wrong_tag = json.loads(good_body)
     wrong_tag["data"]["additional_kwargs"] = {"x": {"__lmsql__": "pickle", "v": payload.decode()}}
@@ -415,7 +221,7 @@ async def test_corrupted_rows_async(db_url: str, prefix: str, tmp_path: Path) ->
     with _raw(store).begin() as conn:
         conn.execute(
             sa.update(store.tables.messages).values(
-                type="pickle", body=_pickle_payload(marker).decode()
+                type="pickle", body=code_running_pickle(marker, protocol=0).decode()
             )
         )
     with pytest.raises(ValueError):

@@ -26,12 +26,12 @@ import pytest
 import sqlalchemy as sa
 from langchain_core.messages import HumanMessage
 from langgraph.checkpoint.base import empty_checkpoint
+from support import HARDENING_FULL
 
 from langmem_sqlite import ConversationStore, SQLSaver, SQLStore
 from langmem_sqlite.engine import DatabaseUnavailableError, get_database
 
-FULL = bool(os.environ.get("LANGMEM_HARDENING_FULL"))
-FAULTS = 6 if FULL else 2
+FAULTS = 6 if HARDENING_FULL else 2
 PG_BIN = "/usr/local/bin"
 
 

@@ -21,11 +21,11 @@ from typing import Annotated, Any, TypedDict
 import pytest
 from langchain_core.messages import AIMessage, HumanMessage
 from langgraph.graph import END, START, StateGraph
+from support import HARDENING_FULL
 
 from langmem_sqlite import ConversationStore, SQLSaver
 
-FULL = bool(os.environ.get("LANGMEM_HARDENING_FULL"))
-RUNS = 40 if FULL else 5
+RUNS = 40 if HARDENING_FULL else 5
 BATCH = 3
 HERE = Path(__file__).resolve().parent
 
@@ -64,7 +64,8 @@ def worker(url: str, prefix: str, log: str, run: int) -> None:  # pragma: no cov
 
 def _spawn(url: str, prefix: str, log: Path, run: int) -> subprocess.Popen[bytes]:
     code = (
-        f"import sys; sys.path.insert(0, {str(HERE)!r}); import test_hardening_crash as t; "
+        f"import sys; sys.path[:0] = [{str(HERE)!r}, {str(HERE.parent)!r}]; "
+        "import test_engine_crash as t; "
         f"t.worker({url!r}, {prefix!r}, {str(log)!r}, {run})"
     )
     return subprocess.Popen([sys.executable, "-c", code], stderr=subprocess.PIPE)
@@ -116,7 +117,7 @@ def _check(url: str, prefix: str, acked_h: list[str], acked_g: list[str]) -> Non
     assert set(acked_g) <= set(steps), "an acknowledged graph step was lost"
 
 
-@pytest.mark.timeout(900 if FULL else 240)
+@pytest.mark.timeout(900 if HARDENING_FULL else 240)
 def test_sigkill_at_random_points_loses_nothing_acknowledged(
     db_url: str, prefix: str, tmp_path: Path
 ) -> None:

@@ -1,6 +1,6 @@
-"""Concurrency beyond tests/test_history_concurrency.py: 8 processes, each with threads, writing
-histories AND LangGraph checkpoints to one SQLite file; 100 concurrent async sessions (history,
-checkpointer and long-term store) on each of SQLite, PostgreSQL and MariaDB.
+"""Concurrency beyond tests/history/test_history_concurrency.py: 8 processes, each with threads,
+writing histories AND LangGraph checkpoints to one SQLite file; 100 concurrent async sessions
+(history, checkpointer and long-term store) on each of SQLite, PostgreSQL and MariaDB.
 """
 
 from __future__ import annotations
@@ -8,7 +8,6 @@ from __future__ import annotations
 import asyncio
 import multiprocessing as mp
 import operator
-import os
 import sqlite3
 import threading
 import traceback
@@ -19,13 +18,13 @@ from typing import Annotated, Any, TypedDict
 import pytest
 from langchain_core.messages import AIMessage, HumanMessage
 from langgraph.graph import END, START, StateGraph
+from support import HARDENING_FULL
 
 from langmem_sqlite import ConversationStore, SQLSaver, SQLStore
 
-FULL = bool(os.environ.get("LANGMEM_HARDENING_FULL"))
 PROCESSES = 8
-THREADS = 4 if FULL else 2
-TURNS = 40 if FULL else 8
+THREADS = 4 if HARDENING_FULL else 2
+TURNS = 40 if HARDENING_FULL else 8
 SESSIONS = 100
 
 
