@@ -28,25 +28,24 @@ from sqlalchemy import exc
 from .. import clock
 from ..engine import Database, Plan, Step
 from ..engine.migrations import schema_plan
-from ..engine.schema import ID_MAX_CHARS, Tables
+from ..engine.schema import Tables
 from ..validation import check_id, check_number, check_positive, check_text
 from . import puts, reads, threads
 from .codec import dumps, loads
-from .meta import check_filter, json_copy, json_safe, matches, prefilter
+from .meta import check_filter, json_safe, matches, prefilter
 from .reads import ListQuery
 from .records import (
     DELETE_BATCH,
     MAX_IDLE_DAYS,
-    NOT_IN_RECORD,
     ThreadInfo,
     check_writes,
+    checked_id,
     ckpt_config,
     delta_names,
+    put_rows,
     scope,
-    split_versions,
-    version_text,
 )
-from .storage import DELTA, ListCache, ListState, encode_channel, key_hash, read_value
+from .storage import DELTA, ListCache, key_hash, read_value
 
 
 class Saver(Protocol):
@@ -217,55 +216,19 @@ def put(
     s = scope(config)
     if not isinstance(checkpoint, Mapping):
         raise TypeError("checkpoint: expected a Checkpoint mapping")
-    cid = check_id(checkpoint.get("id"), "checkpoint['id']")
-    values = checkpoint.get("channel_values") or {}
-    versions = dict(checkpoint.get("channel_versions") or {})
-    for ch, ver in versions.items():
-        check_text(ch, "checkpoint['channel_versions'] key")
-        version_text(ver, ch)
     md = get_checkpoint_metadata(config, metadata)
-    # The record: the checkpoint without its id (a column) and its values (blob rows), with
-    # the versions of the channels without a value (see split_versions).
-    body = {k: v for k, v in checkpoint.items() if k not in NOT_IN_RECORD}
-    column, in_record = split_versions(versions, values, delta_names(md))
-    if in_record:
-        body["channel_versions"] = in_record
-    ctype, cdata = dumps(saver.serde, body, "checkpoint")
-    mtype, mdata = dumps(saver.serde, md, "metadata")
-    md_json = json_copy(md) if saver.searchable_metadata else None
-    run_id = md.get("run_id")
-    run_id = str(run_id) if run_id is not None else None
-    if run_id is not None and (len(run_id) > ID_MAX_CHARS or "\x00" in run_id):
-        run_id = None
-    blobs: list[Any] = []
-    entries: dict[str, ListState] = {}
-    for ch, ver in (new_versions or {}).items():
-        check_text(ch, "new_versions key")
-        blob, entry = encode_channel(
-            saver.serde, saver.lists, (s.thread_id, s.ns, ch), version_text(ver, ch), values
+    # What the rows store is checked once they are built, before anything is written; also
+    # when the encoding fails, so that a wrong id, channel or version is reported as such.
+    try:
+        row, blobs, lists = put_rows(
+            saver.serde, saver.lists, s, checkpoint, md, new_versions, saver.searchable_metadata
         )
-        if blob is not None:
-            blobs.append(blob)
-        if entry is not None:
-            entries[ch] = entry
-    row = {
-        "thread_id": s.thread_id,
-        "ns_hash": s.ns_hash,
-        "checkpoint_id": cid,
-        "checkpoint_ns": s.ns,
-        "parent_checkpoint_id": s.checkpoint_id,
-        "type": ctype,
-        "checkpoint": cdata,
-        "versions": json.dumps(column, separators=(",", ":")),
-        "metadata_type": mtype,
-        "metadata": mdata,
-        "metadata_json": md_json,
-        "run_id": run_id,
-        "created_at": clock.now_ms(),
-    }
-    thread_md = md_json if s.ns == "" else None
+    finally:
+        cid = checked_id(checkpoint, new_versions)
+    row["checkpoint_id"] = cid
+    thread_md = row["metadata_json"] if s.ns == "" else None
     stored = yield from _op(saver, puts.put_checkpoint, row, blobs, thread_md, write=True)
-    for ch, entry in entries.items():
+    for ch, entry in lists.items():
         b = stored.get(ch)
         if b is None:
             continue  # stored by an earlier put of this version
