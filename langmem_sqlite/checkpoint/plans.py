@@ -64,9 +64,31 @@ class Pager:
     """The state of one `list()` call: which page to read next and how many items remain."""
 
     def __init__(
-        self, saver: Saver, query: ListQuery, filter: dict[str, Any], limit: int | None
+        self,
+        saver: Saver,
+        config: RunnableConfig | None,
+        filter: dict[str, Any] | None,
+        before: RunnableConfig | None,
+        limit: int | None,
     ) -> None:
-        self.saver, self.query, self.filter, self.left = saver, query, filter, limit
+        self.saver, self.filter, self.left = saver, check_filter(filter), limit
+        if limit is not None:
+            check_positive(limit, "limit", allow_zero=True)
+        self.query = q = ListQuery()
+        if config is not None:
+            s = scope(config)
+            q.thread_id, q.checkpoint_id = s.thread_id, s.checkpoint_id
+            if config["configurable"].get("checkpoint_ns") is not None:
+                q.ns_hash = s.ns_hash
+        if before is not None:
+            conf = before.get("configurable") if isinstance(before, Mapping) else None
+            cid = conf.get("checkpoint_id") if isinstance(conf, Mapping) else None
+            if not cid:
+                raise ValueError("before: expected a config with configurable.checkpoint_id")
+            q.before = check_id(cid, "before.configurable.checkpoint_id")
+        if saver.searchable_metadata:
+            cols = saver.tables.checkpoints.c
+            q.conditions = prefilter(cols.metadata_json, self.filter, saver.db.rules)
         self.cursor: tuple[str, str, str] | None = None
         self.done = limit == 0
 
@@ -95,9 +117,6 @@ class Pager:
             self.left -= len(out)
             self.done = self.done or self.left <= 0
         return out
-
-
-# -- plumbing --------------------------------------------------------------------------------
 
 
 def setup(saver: Saver) -> Plan[None]:
@@ -139,12 +158,11 @@ def _tuple(
     versions = json.loads(row.versions)
     ns = row.checkpoint_ns
     values: dict[str, Any] = {}
-    load = partial(_loads, saver)
     remember = remember and saver.lists.size > 0
     for ch, v in versions.items():  # the channels with rows (see split_versions)
         key = (row.thread_id, row.ns_hash, key_hash(ch), str(v))
         if key in blobs:
-            values[ch], state = read_value(load, blobs, key, remember)
+            values[ch], state = read_value(partial(_loads, saver), blobs, key, remember)
             if state is not None:
                 saver.lists.put((row.thread_id, ns, ch), state)
     checkpoint = _loads(saver, row.type, row.checkpoint)
@@ -163,9 +181,6 @@ def _tuple(
     )
 
 
-# -- the operations ----------------------------------------------------------------------------
-
-
 def get_tuple(saver: Saver, config: RunnableConfig) -> Plan[CheckpointTuple | None]:
     s = scope(config)
     found = yield from _op(
@@ -176,34 +191,6 @@ def get_tuple(saver: Saver, config: RunnableConfig) -> Plan[CheckpointTuple | No
     row, writes, blobs = found
     metadata = _loads(saver, row.metadata_type, row.metadata)
     return _tuple(saver, row, metadata, writes, blobs, True)
-
-
-def pager(
-    saver: Saver,
-    config: RunnableConfig | None,
-    filter: dict[str, Any] | None,
-    before: RunnableConfig | None,
-    limit: int | None,
-) -> Pager:
-    exact = check_filter(filter)
-    if limit is not None:
-        check_positive(limit, "limit", allow_zero=True)
-    q = ListQuery()
-    if config is not None:
-        s = scope(config)
-        q.thread_id, q.checkpoint_id = s.thread_id, s.checkpoint_id
-        if config["configurable"].get("checkpoint_ns") is not None:
-            q.ns_hash = s.ns_hash
-    if before is not None:
-        conf = before.get("configurable") if isinstance(before, Mapping) else None
-        cid = conf.get("checkpoint_id") if isinstance(conf, Mapping) else None
-        if not cid:
-            raise ValueError("before: expected a config with configurable.checkpoint_id")
-        q.before = check_id(cid, "before.configurable.checkpoint_id")
-    cols = saver.tables.checkpoints.c
-    if saver.searchable_metadata:
-        q.conditions = prefilter(cols.metadata_json, exact, saver.db.rules)
-    return Pager(saver, q, exact, limit)
 
 
 def put(
@@ -371,15 +358,12 @@ def list_threads(
     check_positive(offset, "offset", allow_zero=True)
     col = saver.tables.checkpoint_threads.c.metadata
     conds = prefilter(col, exact, saver.db.rules)
+    if not exact:
+        return (yield from _op(saver, threads.list_threads, conds, limit, offset))
     # The SQL conditions may over-select (see meta.prefilter): page in Python then.
-    in_sql = not exact
-    lim, off = (limit, offset) if in_sql else (None, 0)
-    rows = yield from _op(saver, threads.list_threads, conds, lim, off)
-    found = [r for r in rows if matches(r.metadata, exact)]
-    if not in_sql:
-        found = found[offset:]
-        found = found if limit is None else found[:limit]
-    return found
+    rows = yield from _op(saver, threads.list_threads, conds, None, 0)
+    found = [r for r in rows if matches(r.metadata, exact)][offset:]
+    return found if limit is None else found[:limit]
 
 
 def delete_idle_threads(saver: Saver, days: float) -> Plan[int]:

@@ -68,9 +68,6 @@ def ckpt_config(thread_id: str, ns: str, checkpoint_id: str) -> RunnableConfig:
     }
 
 
-NOT_IN_RECORD = frozenset({"id", "channel_values", "channel_versions"})  # a column, blob rows
-
-
 def delta_names(metadata: Mapping[str, Any]) -> Any:
     """The delta channels named by a checkpoint's metadata."""
     counters = metadata.get("counters_since_delta_snapshot")
@@ -126,7 +123,9 @@ def put_rows(
     versions = dict(checkpoint.get("channel_versions") or {})
     # The record: the checkpoint without its id (a column) and its values (blob rows), with
     # the versions of the channels without a value (see split_versions).
-    body = {k: v for k, v in checkpoint.items() if k not in NOT_IN_RECORD}
+    body = {
+        k: v for k, v in checkpoint.items() if k not in ("id", "channel_values", "channel_versions")
+    }
     column, in_record = split_versions(versions, values, delta_names(metadata))
     if in_record:
         body["channel_versions"] = in_record

@@ -166,7 +166,7 @@ class SQLSaver(BaseCheckpointSaver[str]):
     ) -> Iterator[CheckpointTuple]:
         """Checkpoints newest first: of one thread (and namespace, if given) or, with
         `config=None`, of all threads; `filter` matches metadata keys by equality."""
-        pager = plans.pager(self, config, filter, before, limit)
+        pager = plans.Pager(self, config, filter, before, limit)
         while not pager.done:
             yield from self.db.drive(pager.plan())
 
@@ -280,7 +280,7 @@ class SQLSaver(BaseCheckpointSaver[str]):
         limit: int | None = None,
     ) -> AsyncIterator[CheckpointTuple]:
         """Async [`list`][langmem_sqlite.checkpoint.saver.SQLSaver.list]."""
-        pager = plans.pager(self, config, filter, before, limit)
+        pager = plans.Pager(self, config, filter, before, limit)
         while not pager.done:
             for item in await self.db.adrive(pager.plan()):
                 yield item

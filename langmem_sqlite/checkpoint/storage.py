@@ -93,7 +93,6 @@ class BlobRow:
     """For a delta: builds the complete row, used if the base has vanished meanwhile."""
 
     def as_params(self, thread_id: str, ns_hash: str) -> dict[str, Any]:
-        """Column values for an insert."""
         row = {k: v for k, v in vars(self).items() if k not in ("channel", "full")}
         return {"thread_id": thread_id, "ns_hash": ns_hash, **row}
 
@@ -210,7 +209,6 @@ class ListCache:
         self._lock = threading.Lock()
 
     def get(self, key: tuple[str, str, str]) -> ListState | None:
-        """The state known for `key`, if any."""
         with self._lock:
             entry = self._data.get(key)
             if entry is not None:
@@ -218,7 +216,6 @@ class ListCache:
             return entry
 
     def put(self, key: tuple[str, str, str], entry: ListState) -> None:
-        """Remember `entry` for `key`."""
         if self.size <= 0:
             return
         with self._lock:
@@ -260,7 +257,7 @@ def encode_channel(
     if type(value) is not list:
         type_, data = dumps(serde, value, what)
         return BlobRow(channel, ch_hash, version, VALUE, type_, data), None
-    known = cache.get(key) if cache.size > 0 else None
+    known = cache.get(key)
     digests = item_digests(fingerprint_serde(serde), value) if cache.size > 0 else None
 
     def full() -> BlobRow:
@@ -323,10 +320,8 @@ def read_value(
             continue
         if row.base_len > len(items):
             raise LookupError(f"checkpoint storage: list version {k[3]!r} is damaged")
-        if row.base_len == len(items):
-            items.extend(decoded)
-        else:
-            items = items[: row.base_len] + decoded
+        del items[row.base_len :]
+        items.extend(decoded)
         if digests is not None and its_digests is not None:
             digests = digests[: row.base_len * DIGEST_SIZE] + its_digests
         else:

@@ -5,7 +5,7 @@ needs)."""
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from sqlalchemy import Table, and_, delete, exists, func, literal, or_, select
@@ -66,13 +66,6 @@ def _gc_blobs(unit: Unit, t: Tables, thread_id: str, ns_hash: str) -> None:
         unit.execute(delete(t.checkpoint_blobs).where(*scope, gone))
 
 
-def _drop_empty_threads(unit: Unit, t: Tables, thread_ids: Iterable[str]) -> None:
-    c, th = t.checkpoints.c, t.checkpoint_threads
-    empty = ~exists(select(c.thread_id).where(c.thread_id == th.c.thread_id))
-    for part in chunks(list(dict.fromkeys(thread_ids))):
-        unit.execute(delete(th).where(th.c.thread_id.in_(part), empty))
-
-
 def delete_for_runs(unit: Unit, t: Tables, run_ids: Sequence[str]) -> None:
     """Delete the checkpoints made by the runs, their writes, and blobs nobody needs any more."""
     c = t.checkpoints.c
@@ -87,7 +80,10 @@ def delete_for_runs(unit: Unit, t: Tables, run_ids: Sequence[str]) -> None:
     scopes = dict.fromkeys((v[0], v[1]) for v in victims)
     for thread_id, ns_hash in scopes:
         _gc_blobs(unit, t, thread_id, ns_hash)
-    _drop_empty_threads(unit, t, [s[0] for s in scopes])
+    th = t.checkpoint_threads  # the threads left without checkpoints
+    empty = ~exists(select(c.thread_id).where(c.thread_id == th.c.thread_id))
+    for part in chunks(list(dict.fromkeys(s[0] for s in scopes))):
+        unit.execute(delete(th).where(th.c.thread_id.in_(part), empty))
 
 
 def prune_keep_latest(
@@ -143,9 +139,6 @@ def copy_thread(unit: Unit, t: Tables, source: str, target: str, now: int) -> No
         unit.execute(
             table.insert().from_select(names, select(*cols).where(table.c.thread_id == source))
         )
-
-
-# -- listing and idle threads -------------------------------------------------------------------
 
 
 def list_threads(
