@@ -167,9 +167,7 @@ def _tuple(
                 saver.lists.put((row.thread_id, ns, ch), state)
     checkpoint = _loads(saver, row.type, row.checkpoint)
     versions.update(checkpoint.pop("channel_versions", None) or {})  # see split_versions
-    checkpoint["id"] = row.checkpoint_id
-    checkpoint["channel_values"] = values
-    checkpoint["channel_versions"] = versions
+    checkpoint.update(id=row.checkpoint_id, channel_values=values, channel_versions=versions)
     ordered = sorted(writes, key=lambda w: writes_sort_key(w.task_path, w.task_id, w.idx))
     parent = row.parent_checkpoint_id
     return CheckpointTuple(

@@ -89,8 +89,7 @@ def _writes_for(
 def _blobs_stmt(t: Tables, keys_only: bool) -> Any:
     """The blob rows of the keys `(:t, :n, :ch, :v)` (channels and versions as two `IN` lists,
     which may add a few rows) and, unless `keys_only`, the rows their deltas are built on, in
-    one recursive query: the rows' values ride along the recursion (a row two chains share
-    comes once per chain)."""
+    one recursive query carrying the values (a row two chains share comes once per chain)."""
     b, p = t.checkpoint_blobs, t.checkpoint_blobs.alias("p")
     names = [col.name for col in b.columns][2:]  # the key within (thread, namespace), the row
     start = select(*[b.c[n] for n in (names[:2] if keys_only else names)]).where(
@@ -202,8 +201,7 @@ def list_page(
         stmt = stmt.where(c.checkpoint_id == q.checkpoint_id)
     if q.before is not None:
         stmt = stmt.where(c.checkpoint_id < q.before)
-    for cond in q.conditions:
-        stmt = stmt.where(cond)
+    stmt = stmt.where(*q.conditions)
     if cursor is not None:
         stmt = stmt.where(tuple_(c.checkpoint_id, c.thread_id, c.ns_hash) < tuple_(*cursor))
     stmt = stmt.order_by(c.checkpoint_id.desc(), c.thread_id.desc(), c.ns_hash.desc())

@@ -145,8 +145,6 @@ class SQLSaver(BaseCheckpointSaver[str]):
         owned = isinstance(conn_string, str | os.PathLike | URL)
         return _SaverContext(cls(conn_string, **kwargs), owned)
 
-    # -- the public API: sync ---------------------------------------------------------------
-
     def setup(self) -> None:
         """Create or migrate the tables (idempotent; also done automatically on first use)."""
         self.db.drive(plans.setup(self))
@@ -260,8 +258,6 @@ class SQLSaver(BaseCheckpointSaver[str]):
         and needs as much free disk space.
         """
         self.db.rules.give_back_space(self.db.sync_engine, full)
-
-    # -- the public API: async (the same plans) -----------------------------------------------
 
     async def asetup(self) -> None:
         """Async [`setup`][langmem_sqlite.checkpoint.saver.SQLSaver.setup]."""

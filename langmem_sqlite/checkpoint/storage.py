@@ -97,9 +97,6 @@ class BlobRow:
         return {"thread_id": thread_id, "ns_hash": ns_hash, **row}
 
 
-# -- digests ------------------------------------------------------------------------------------
-
-
 def fingerprint_serde(serde: SerializerProtocol) -> SerializerProtocol:
     """The serializer whose output identifies a list item: `serde` itself, or the serializer
     inside an `EncryptedSerializer` (whose output differs at every call)."""
@@ -138,9 +135,6 @@ def _unpack(payload: Any) -> tuple[list[Any], bytes | None]:
     if isinstance(payload, dict):
         return list(payload["items"]), bytes(payload["digests"])
     return list(payload), None
-
-
-# -- what a process knows of a stored list -------------------------------------------------------
 
 
 @dataclass(frozen=True, slots=True)
@@ -242,12 +236,9 @@ def encode_channel(
     version: str,
     values: Mapping[str, Any],
 ) -> tuple[BlobRow | None, ListState | None]:
-    """The row storing channel `key[2]` at `version` (None without a value), and the list
-    state it would make.
-
-    Lists become a delta when they share a prefix with the list the cache knows for the same
-    channel; anything else is serialized whole. Nothing of `values` is kept.
-    """
+    """The row storing channel `key[2]` at `version` (None without a value) and the list state
+    it makes: a delta if the list shares a prefix with the one the cache knows for the channel,
+    else the value whole. Nothing of `values` is kept."""
     channel = key[2]
     ch_hash = key_hash(channel)
     what = f"channel {channel!r}"
@@ -286,9 +277,6 @@ def encode_channel(
         full=full,
     )
     return row, state
-
-
-# -- reading ---------------------------------------------------------------------------------
 
 
 def read_value(

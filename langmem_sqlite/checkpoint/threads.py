@@ -92,12 +92,9 @@ def prune_keep_latest(
     thread_id: str,
     delta_channels: Callable[[Any], Sequence[str]],
 ) -> None:
-    """Keep each namespace's latest checkpoint, and the ancestors (with their writes) that
-    its delta channels need back to their nearest stored values; delete the rest.
-
-    `delta_channels(row)` names the delta channels of a checkpoint row (read from its
-    metadata, which only the saver can decode).
-    """
+    """Keep each namespace's latest checkpoint, and the ancestors (with their writes) that its
+    delta channels, named by `delta_channels(row)` (from the metadata, which only the saver
+    decodes), need back to their nearest stored values; delete the rest."""
     c = t.checkpoints.c
     q = select(c.ns_hash).where(c.thread_id == thread_id).group_by(c.ns_hash)
     for ns_hash in unit.execute(q).scalars().all():
@@ -152,11 +149,8 @@ def list_threads(
     th, c = t.checkpoint_threads.c, t.checkpoints.c
     count = select(func.count()).where(c.thread_id == th.thread_id).scalar_subquery()
     q = select(th.thread_id, th.created_at, th.updated_at, th.metadata, count.label("n"))
-    for cond in conditions:
-        q = q.where(cond)
-    q = q.order_by(th.updated_at.desc(), th.thread_id).offset(offset)
-    if limit is not None:
-        q = q.limit(limit)
+    q = q.where(*conditions).order_by(th.updated_at.desc(), th.thread_id)
+    q = q.offset(offset).limit(limit)  # no LIMIT when `limit` is None
     return [
         ThreadInfo(r.thread_id, r.created_at, r.updated_at, int(r.n), r.metadata)
         for r in unit.execute(q)
