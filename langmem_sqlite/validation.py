@@ -41,6 +41,22 @@ def check_text(value: Any, name: str, *, max_chars: int | None = None) -> str:
     return value
 
 
+def check_version(value: Any, name: str) -> str:
+    """A version (str, int or finite float, not `bool`) as the text stored for it, of at most
+    `ID_MAX_CHARS` characters passing `check_text`."""
+    if isinstance(value, bool):
+        raise ValueError(f"{name}: expected str, int or finite float, got {value!r}")
+    if not isinstance(value, str | int | float):
+        raise TypeError(f"{name}: expected str, int or float, got {type(value).__name__}")
+    if isinstance(value, float) and not math.isfinite(value):
+        # NaN equals nothing, itself included: a channel of that version would never be seen
+        raise ValueError(f"{name}: expected str, int or finite float, got {value!r}")
+    text = check_text(str(value), name)
+    if len(text) > ID_MAX_CHARS:
+        raise ValueError(f"{name}: longer than {ID_MAX_CHARS} characters")
+    return text
+
+
 def check_optional_id(value: Any, name: str) -> str:
     """Like `check_id`, but `None` means "no user" and is stored as `""`."""
     return "" if value is None else check_id(value, name)

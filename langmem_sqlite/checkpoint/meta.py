@@ -5,6 +5,7 @@ match)."""
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Mapping
 from typing import Any
 
@@ -14,6 +15,7 @@ from sqlalchemy.sql.elements import ColumnElement
 from ..engine.dialects import Rules, rules_class
 
 _INT64 = 2**63
+_SURROGATE = re.compile("[\ud800-\udfff]")
 
 
 def json_safe(value: Any) -> bool:
@@ -24,14 +26,8 @@ def json_safe(value: Any) -> bool:
         return -_INT64 <= value < _INT64
     if isinstance(value, float):
         return math.isfinite(value)
-    if isinstance(value, str):
-        if "\x00" in value:
-            return False
-        try:
-            value.encode("utf-8")
-        except UnicodeEncodeError:
-            return False
-        return True
+    if isinstance(value, str):  # without NUL, and UTF-8 (no lone surrogate)
+        return "\x00" not in value and _SURROGATE.search(value) is None
     return False
 
 

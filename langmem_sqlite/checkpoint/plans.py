@@ -28,25 +28,24 @@ from sqlalchemy import exc
 from .. import clock
 from ..engine import Database, Plan, Step
 from ..engine.migrations import schema_plan
-from ..engine.schema import ID_MAX_CHARS, Tables
+from ..engine.schema import Tables
 from ..validation import check_id, check_number, check_positive, check_text
 from . import puts, reads, threads
 from .codec import dumps, loads
-from .meta import check_filter, json_copy, json_safe, matches, prefilter
+from .meta import check_filter, json_safe, matches, prefilter
 from .reads import ListQuery
 from .records import (
     DELETE_BATCH,
     MAX_IDLE_DAYS,
-    NOT_IN_RECORD,
     ThreadInfo,
     check_writes,
+    checked_id,
     ckpt_config,
     delta_names,
+    put_rows,
     scope,
-    split_versions,
-    version_text,
 )
-from .storage import DELTA, ListCache, ListState, encode_channel, key_hash, read_value
+from .storage import DELTA, ListCache, key_hash, read_value
 
 
 class Saver(Protocol):
@@ -65,9 +64,31 @@ class Pager:
     """The state of one `list()` call: which page to read next and how many items remain."""
 
     def __init__(
-        self, saver: Saver, query: ListQuery, filter: dict[str, Any], limit: int | None
+        self,
+        saver: Saver,
+        config: RunnableConfig | None,
+        filter: dict[str, Any] | None,
+        before: RunnableConfig | None,
+        limit: int | None,
     ) -> None:
-        self.saver, self.query, self.filter, self.left = saver, query, filter, limit
+        self.saver, self.filter, self.left = saver, check_filter(filter), limit
+        if limit is not None:
+            check_positive(limit, "limit", allow_zero=True)
+        self.query = q = ListQuery()
+        if config is not None:
+            s = scope(config)
+            q.thread_id, q.checkpoint_id = s.thread_id, s.checkpoint_id
+            if config["configurable"].get("checkpoint_ns") is not None:
+                q.ns_hash = s.ns_hash
+        if before is not None:
+            conf = before.get("configurable") if isinstance(before, Mapping) else None
+            cid = conf.get("checkpoint_id") if isinstance(conf, Mapping) else None
+            if not cid:
+                raise ValueError("before: expected a config with configurable.checkpoint_id")
+            q.before = check_id(cid, "before.configurable.checkpoint_id")
+        if saver.searchable_metadata:
+            cols = saver.tables.checkpoints.c
+            q.conditions = prefilter(cols.metadata_json, self.filter, saver.db.rules)
         self.cursor: tuple[str, str, str] | None = None
         self.done = limit == 0
 
@@ -96,9 +117,6 @@ class Pager:
             self.left -= len(out)
             self.done = self.done or self.left <= 0
         return out
-
-
-# -- plumbing --------------------------------------------------------------------------------
 
 
 def setup(saver: Saver) -> Plan[None]:
@@ -140,19 +158,16 @@ def _tuple(
     versions = json.loads(row.versions)
     ns = row.checkpoint_ns
     values: dict[str, Any] = {}
-    load = partial(_loads, saver)
     remember = remember and saver.lists.size > 0
     for ch, v in versions.items():  # the channels with rows (see split_versions)
         key = (row.thread_id, row.ns_hash, key_hash(ch), str(v))
         if key in blobs:
-            values[ch], state = read_value(load, blobs, key, remember)
+            values[ch], state = read_value(partial(_loads, saver), blobs, key, remember)
             if state is not None:
                 saver.lists.put((row.thread_id, ns, ch), state)
     checkpoint = _loads(saver, row.type, row.checkpoint)
     versions.update(checkpoint.pop("channel_versions", None) or {})  # see split_versions
-    checkpoint["id"] = row.checkpoint_id
-    checkpoint["channel_values"] = values
-    checkpoint["channel_versions"] = versions
+    checkpoint.update(id=row.checkpoint_id, channel_values=values, channel_versions=versions)
     ordered = sorted(writes, key=lambda w: writes_sort_key(w.task_path, w.task_id, w.idx))
     parent = row.parent_checkpoint_id
     return CheckpointTuple(
@@ -162,9 +177,6 @@ def _tuple(
         parent_config=ckpt_config(row.thread_id, ns, parent) if parent else None,
         pending_writes=[(w.task_id, w.channel, _loads(saver, w.type, w.value)) for w in ordered],
     )
-
-
-# -- the operations ----------------------------------------------------------------------------
 
 
 def get_tuple(saver: Saver, config: RunnableConfig) -> Plan[CheckpointTuple | None]:
@@ -179,34 +191,6 @@ def get_tuple(saver: Saver, config: RunnableConfig) -> Plan[CheckpointTuple | No
     return _tuple(saver, row, metadata, writes, blobs, True)
 
 
-def pager(
-    saver: Saver,
-    config: RunnableConfig | None,
-    filter: dict[str, Any] | None,
-    before: RunnableConfig | None,
-    limit: int | None,
-) -> Pager:
-    exact = check_filter(filter)
-    if limit is not None:
-        check_positive(limit, "limit", allow_zero=True)
-    q = ListQuery()
-    if config is not None:
-        s = scope(config)
-        q.thread_id, q.checkpoint_id = s.thread_id, s.checkpoint_id
-        if config["configurable"].get("checkpoint_ns") is not None:
-            q.ns_hash = s.ns_hash
-    if before is not None:
-        conf = before.get("configurable") if isinstance(before, Mapping) else None
-        cid = conf.get("checkpoint_id") if isinstance(conf, Mapping) else None
-        if not cid:
-            raise ValueError("before: expected a config with configurable.checkpoint_id")
-        q.before = check_id(cid, "before.configurable.checkpoint_id")
-    cols = saver.tables.checkpoints.c
-    if saver.searchable_metadata:
-        q.conditions = prefilter(cols.metadata_json, exact, saver.db.rules)
-    return Pager(saver, q, exact, limit)
-
-
 def put(
     saver: Saver,
     config: RunnableConfig,
@@ -217,55 +201,19 @@ def put(
     s = scope(config)
     if not isinstance(checkpoint, Mapping):
         raise TypeError("checkpoint: expected a Checkpoint mapping")
-    cid = check_id(checkpoint.get("id"), "checkpoint['id']")
-    values = checkpoint.get("channel_values") or {}
-    versions = dict(checkpoint.get("channel_versions") or {})
-    for ch, ver in versions.items():
-        check_text(ch, "checkpoint['channel_versions'] key")
-        version_text(ver, ch)
     md = get_checkpoint_metadata(config, metadata)
-    # The record: the checkpoint without its id (a column) and its values (blob rows), with
-    # the versions of the channels without a value (see split_versions).
-    body = {k: v for k, v in checkpoint.items() if k not in NOT_IN_RECORD}
-    column, in_record = split_versions(versions, values, delta_names(md))
-    if in_record:
-        body["channel_versions"] = in_record
-    ctype, cdata = dumps(saver.serde, body, "checkpoint")
-    mtype, mdata = dumps(saver.serde, md, "metadata")
-    md_json = json_copy(md) if saver.searchable_metadata else None
-    run_id = md.get("run_id")
-    run_id = str(run_id) if run_id is not None else None
-    if run_id is not None and (len(run_id) > ID_MAX_CHARS or "\x00" in run_id):
-        run_id = None
-    blobs: list[Any] = []
-    entries: dict[str, ListState] = {}
-    for ch, ver in (new_versions or {}).items():
-        check_text(ch, "new_versions key")
-        blob, entry = encode_channel(
-            saver.serde, saver.lists, (s.thread_id, s.ns, ch), version_text(ver, ch), values
+    # What the rows store is checked once they are built, before anything is written; also
+    # when the encoding fails, so that a wrong id, channel or version is reported as such.
+    try:
+        row, blobs, lists = put_rows(
+            saver.serde, saver.lists, s, checkpoint, md, new_versions, saver.searchable_metadata
         )
-        if blob is not None:
-            blobs.append(blob)
-        if entry is not None:
-            entries[ch] = entry
-    row = {
-        "thread_id": s.thread_id,
-        "ns_hash": s.ns_hash,
-        "checkpoint_id": cid,
-        "checkpoint_ns": s.ns,
-        "parent_checkpoint_id": s.checkpoint_id,
-        "type": ctype,
-        "checkpoint": cdata,
-        "versions": json.dumps(column, separators=(",", ":")),
-        "metadata_type": mtype,
-        "metadata": mdata,
-        "metadata_json": md_json,
-        "run_id": run_id,
-        "created_at": clock.now_ms(),
-    }
-    thread_md = md_json if s.ns == "" else None
+    finally:
+        cid = checked_id(checkpoint, new_versions)
+    row["checkpoint_id"] = cid
+    thread_md = row["metadata_json"] if s.ns == "" else None
     stored = yield from _op(saver, puts.put_checkpoint, row, blobs, thread_md, write=True)
-    for ch, entry in entries.items():
+    for ch, entry in lists.items():
         b = stored.get(ch)
         if b is None:
             continue  # stored by an earlier put of this version
@@ -408,15 +356,12 @@ def list_threads(
     check_positive(offset, "offset", allow_zero=True)
     col = saver.tables.checkpoint_threads.c.metadata
     conds = prefilter(col, exact, saver.db.rules)
+    if not exact:
+        return (yield from _op(saver, threads.list_threads, conds, limit, offset))
     # The SQL conditions may over-select (see meta.prefilter): page in Python then.
-    in_sql = not exact
-    lim, off = (limit, offset) if in_sql else (None, 0)
-    rows = yield from _op(saver, threads.list_threads, conds, lim, off)
-    found = [r for r in rows if matches(r.metadata, exact)]
-    if not in_sql:
-        found = found[offset:]
-        found = found if limit is None else found[:limit]
-    return found
+    rows = yield from _op(saver, threads.list_threads, conds, None, 0)
+    found = [r for r in rows if matches(r.metadata, exact)][offset:]
+    return found if limit is None else found[:limit]
 
 
 def delete_idle_threads(saver: Saver, days: float) -> Plan[int]:

@@ -20,8 +20,7 @@ def _upsert(unit: Unit, table: Table, update: Sequence[str] | None = None) -> An
     """The dialect's upsert of `table` setting `update` (default: every column but the key
     and `created_at`), built once."""
     if update is None:
-        keep = ("created_at",)
-        update = [c.name for c in table.columns if not c.primary_key and c.name not in keep]
+        update = [c.name for c in table.columns if not c.primary_key and c.name != "created_at"]
     key = ("ckpt.upsert", table.fullname, tuple(update))
     return unit.statement(key, lambda: unit.rules.upsert(table, update))
 
@@ -43,8 +42,7 @@ def _insert_new(unit: Unit, stmt: Any, params: dict[str, Any]) -> bool:
 
 
 def _delta_insert(unit: Unit, t: Tables) -> Any:
-    """`INSERT <row> SELECT ... WHERE EXISTS (<its base row>)`: a delta stored only on its
-    base."""
+    """`INSERT <row> SELECT ... WHERE EXISTS (<its base row>)`: a delta stored on its base."""
     tb = t.checkpoint_blobs
     names = [col.name for col in tb.columns]
     cols = {n: bindparam(n, type_=tb.c[n].type) for n in names}
@@ -59,7 +57,6 @@ def _delta_insert(unit: Unit, t: Tables) -> Any:
 
 
 def _big(unit: Unit, row: dict[str, Any]) -> dict[str, bytes]:
-    """The byte values of `row` over the dialect's `checkpoint_value_part`."""
     part = unit.rules.checkpoint_value_part
     if part is None:
         return {}
@@ -88,8 +85,7 @@ def _insert_in_parts(unit: Unit, table: Table, stmt: Any | None, row: dict[str, 
 def _write(
     unit: Unit, table: Table, stmt: Any, rows: Sequence[dict[str, Any]], upsert: bool
 ) -> None:
-    """Execute an insert (`upsert`, or one that keeps existing rows) for `rows`, a row with
-    large values in parts."""
+    """Execute `stmt` (`upsert` or an insert keeping existing rows), large values in parts."""
     small = [r for r in rows if not _big(unit, r)]
     if small:
         unit.execute(stmt, small[0] if len(small) == 1 else small)

@@ -38,8 +38,6 @@ class ListQuery:
 
 
 class PendingWrite(NamedTuple):
-    """A row of pending writes."""
-
     checkpoint_id: str
     task_id: str
     task_path: str
@@ -50,13 +48,11 @@ class PendingWrite(NamedTuple):
 
 
 def chunks(items: Sequence[Any], n: int = CHUNK) -> Iterator[Sequence[Any]]:
-    """`items` in slices of at most `n`."""
     for i in range(0, len(items), n):
         yield items[i : i + n]
 
 
 def _scope_groups(keys: Iterable[tuple[Any, ...]]) -> dict[tuple[str, str], list[Any]]:
-    """Distinct keys grouped by their `(thread_id, ns_hash)`."""
     groups: dict[tuple[str, str], list[tuple[Any, ...]]] = {}
     for k in dict.fromkeys(keys):
         groups.setdefault((k[0], k[1]), []).append(k)
@@ -70,7 +66,6 @@ def _blob_keys(row: Any) -> list[BlobKey]:
 
 
 def _checkpoint_columns(t: Tables) -> list[Any]:
-    """The `checkpoints` columns a read returns."""
     skip = ("metadata_json", "run_id", "created_at")
     return [c for c in t.checkpoints.columns if c.name not in skip]
 
@@ -78,7 +73,7 @@ def _checkpoint_columns(t: Tables) -> list[Any]:
 def _writes_for(
     unit: Unit, t: Tables, keys: Iterable[tuple[str, str, str]]
 ) -> dict[tuple[str, str, str], list[PendingWrite]]:
-    """Pending writes of the given `(thread_id, ns_hash, checkpoint_id)`, unsorted."""
+    """Pending writes of the `(thread_id, ns_hash, checkpoint_id)` keys, unsorted."""
     w = t.checkpoint_writes.c
     cols = (w.checkpoint_id, w.task_id, w.task_path, w.idx, w.channel, w.type, w.value)
     out: dict[tuple[str, str, str], list[PendingWrite]] = {}
@@ -94,8 +89,7 @@ def _writes_for(
 def _blobs_stmt(t: Tables, keys_only: bool) -> Any:
     """The blob rows of the keys `(:t, :n, :ch, :v)` (channels and versions as two `IN` lists,
     which may add a few rows) and, unless `keys_only`, the rows their deltas are built on, in
-    one recursive query: the rows' values ride along the recursion (a row two chains share
-    comes once per chain)."""
+    one recursive query carrying the values (a row two chains share comes once per chain)."""
     b, p = t.checkpoint_blobs, t.checkpoint_blobs.alias("p")
     names = [col.name for col in b.columns][2:]  # the key within (thread, namespace), the row
     start = select(*[b.c[n] for n in (names[:2] if keys_only else names)]).where(
@@ -200,16 +194,14 @@ def list_page(
     """Up to `limit` checkpoint rows after `cursor` (newest first), with writes and blobs."""
     c = t.checkpoints.c
     stmt = select(*_checkpoint_columns(t))
-    if q.thread_id is not None:
-        stmt = stmt.where(c.thread_id == q.thread_id)
-    if q.ns_hash is not None:
-        stmt = stmt.where(c.ns_hash == q.ns_hash)
+    for col, value in ((c.thread_id, q.thread_id), (c.ns_hash, q.ns_hash)):
+        if value is not None:
+            stmt = stmt.where(col == value)
     if q.checkpoint_id is not None:
         stmt = stmt.where(c.checkpoint_id == q.checkpoint_id)
     if q.before is not None:
         stmt = stmt.where(c.checkpoint_id < q.before)
-    for cond in q.conditions:
-        stmt = stmt.where(cond)
+    stmt = stmt.where(*q.conditions)
     if cursor is not None:
         stmt = stmt.where(tuple_(c.checkpoint_id, c.thread_id, c.ns_hash) < tuple_(*cursor))
     stmt = stmt.order_by(c.checkpoint_id.desc(), c.thread_id.desc(), c.ns_hash.desc())
@@ -218,9 +210,6 @@ def list_page(
     writes = _writes_for(unit, t, keys) if rows else {}
     blobs = blobs_for(unit, t, [k for r in rows for k in _blob_keys(r)]) if rows else {}
     return rows, writes, blobs
-
-
-# -- a delta channel's ancestors -------------------------------------------------------------
 
 
 @dataclass
@@ -236,8 +225,7 @@ class WalkResult:
 
 
 def _ancestors(unit: Unit, t: Tables, thread_id: str, ns_hash: str, start: str) -> list[Any]:
-    """`start` and up to `WALK_PAGE` - 1 of its ancestors, nearest first: one
-    recursive query."""
+    """`start` and up to `WALK_PAGE` - 1 of its ancestors, nearest first: one recursive query."""
     c = t.checkpoints.c
     p = t.checkpoints.alias("p")
     anc = (
@@ -277,14 +265,12 @@ def walk(
         if not page:
             break
         versions = [json.loads(r.versions) for r in page]
-        wanted = list(
-            dict.fromkeys(
-                (thread_id, ns_hash, hashes[ch], str(v[ch]))
-                for v in versions
-                for ch in remaining
-                if ch in v
-            )
-        )
+        wanted = {
+            (thread_id, ns_hash, hashes[ch], str(v[ch]))
+            for v in versions
+            for ch in remaining
+            if ch in v
+        }
         stored.update(blobs_for(unit, t, [k for k in wanted if k not in stored], True))
         for row, v in zip(page, versions, strict=True):
             path.append(row.checkpoint_id)
@@ -306,8 +292,7 @@ def walk(
 def find_checkpoint(
     unit: Unit, t: Tables, thread_id: str, ns_hash: str, checkpoint_id: str | None
 ) -> Any:
-    """The row (`_checkpoint_columns`) of a checkpoint, or of the latest of
-    `(thread, namespace)` when `checkpoint_id` is None; None if there is none."""
+    """A checkpoint's row (the latest of `(thread, namespace)` without `checkpoint_id`), or None."""
     return _checkpoint_rows(unit, t, thread_id, ns_hash, checkpoint_id, False).first()
 
 
@@ -320,8 +305,7 @@ def delta_walk(
     channels: Sequence[str],
 ) -> WalkResult | None:
     """Everything `get_delta_channel_history` needs, in one transaction: the parent chain
-    (recursive queries of up to `WALK_PAGE` ancestors), its writes, and the seed values.
-    None if the checkpoint does not exist."""
+    (`walk`), its writes, and the seed values; None if the checkpoint does not exist."""
     target = find_checkpoint(unit, t, thread_id, ns_hash, checkpoint_id)
     if target is None:
         return None

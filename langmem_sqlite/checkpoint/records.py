@@ -1,21 +1,26 @@
 """What a put stores where, and the checks on what callers pass: pure functions of the saver.
 
-A checkpoint's versions are split between the column the SQL reads and its record
-(`split_versions`); configs, versions and writes are checked before anything is written.
+`put_rows` builds a put's rows (a checkpoint's versions split between the column the SQL reads
+and its record: `split_versions`); configs, ids, versions and writes are checked before
+anything is written.
 """
 
 from __future__ import annotations
 
-import math
+import json
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
 from langchain_core.runnables import RunnableConfig
+from langgraph.checkpoint.serde.base import SerializerProtocol
 
+from .. import clock
 from ..engine.schema import ID_MAX_CHARS
-from ..validation import check_id, check_list, check_text
-from .storage import key_hash
+from ..validation import check_id, check_list, check_text, check_version
+from .codec import dumps
+from .meta import json_copy
+from .storage import BlobRow, ListCache, ListState, encode_channel, key_hash
 
 MAX_IDLE_DAYS = 100_000_000_000
 """The largest `days` of
@@ -40,22 +45,6 @@ class ThreadInfo:
     """Scalar metadata of the thread's latest root checkpoint (`user_id`, `source`...)."""
 
 
-def version_text(version: Any, channel: str) -> str:
-    """A channel version (str, int or finite float) as the text stored for it."""
-    name = f"new_versions[{channel!r}]"
-    if isinstance(version, bool):
-        raise ValueError(f"{name}: expected str, int or finite float, got {version!r}")
-    if not isinstance(version, str | int | float):
-        raise TypeError(f"{name}: expected str, int or float, got {type(version).__name__}")
-    if isinstance(version, float) and not math.isfinite(version):
-        # NaN equals nothing, itself included: a channel of that version would never be seen
-        raise ValueError(f"{name}: expected str, int or finite float, got {version!r}")
-    text = check_text(str(version), name)
-    if len(text) > ID_MAX_CHARS:
-        raise ValueError(f"new_versions[{channel!r}]: longer than {ID_MAX_CHARS} characters")
-    return text
-
-
 def check_writes(writes: Any) -> list[tuple[str, Any]]:
     """`writes` as a list of `(channel, value)` pairs; a `str` (or a mapping) is refused
     rather than taken apart into characters (or keys)."""
@@ -77,9 +66,6 @@ def ckpt_config(thread_id: str, ns: str, checkpoint_id: str) -> RunnableConfig:
             "checkpoint_id": checkpoint_id,
         }
     }
-
-
-NOT_IN_RECORD = frozenset({"id", "channel_values", "channel_versions"})  # a column, blob rows
 
 
 def delta_names(metadata: Mapping[str, Any]) -> Any:
@@ -119,3 +105,69 @@ def scope(config: Any, name: str = "config") -> Scope:
     cid = conf.get("checkpoint_id")
     cid = check_id(cid, f"{name}.configurable.checkpoint_id") if cid else None
     return Scope(thread_id, ns, key_hash(ns), cid)
+
+
+def put_rows(
+    serde: SerializerProtocol,
+    cache: ListCache,
+    s: Scope,
+    checkpoint: Mapping[str, Any],
+    metadata: Mapping[str, Any],
+    new_versions: Mapping[str, Any],
+    searchable: bool,
+) -> tuple[dict[str, Any], list[BlobRow], dict[str, ListState]]:
+    """What a put stores: the `checkpoints` row but its `checkpoint_id` (see `checked_id`),
+    the blob rows of the channels in `new_versions`, and the state each list channel's row
+    makes (remembered once stored)."""
+    values = checkpoint.get("channel_values") or {}
+    versions = dict(checkpoint.get("channel_versions") or {})
+    # The record: the checkpoint without its id (a column) and its values (blob rows), with
+    # the versions of the channels without a value (see split_versions).
+    body = {
+        k: v for k, v in checkpoint.items() if k not in ("id", "channel_values", "channel_versions")
+    }
+    column, in_record = split_versions(versions, values, delta_names(metadata))
+    if in_record:
+        body["channel_versions"] = in_record
+    ctype, cdata = dumps(serde, body, "checkpoint")
+    mtype, mdata = dumps(serde, metadata, "metadata")
+    run_id = metadata.get("run_id")
+    run_id = str(run_id) if run_id is not None else None
+    if run_id is not None and (len(run_id) > ID_MAX_CHARS or "\x00" in run_id):
+        run_id = None
+    blobs: list[BlobRow] = []
+    lists: dict[str, ListState] = {}
+    for ch, ver in (new_versions or {}).items():
+        # str(ver): the text `check_version` checks and returns
+        blob, state = encode_channel(serde, cache, (s.thread_id, s.ns, ch), str(ver), values)
+        if blob is not None:
+            blobs.append(blob)
+        if state is not None:
+            lists[ch] = state
+    row = {
+        "thread_id": s.thread_id,
+        "ns_hash": s.ns_hash,
+        "checkpoint_ns": s.ns,
+        "parent_checkpoint_id": s.checkpoint_id,
+        "type": ctype,
+        "checkpoint": cdata,
+        "versions": json.dumps(column, separators=(",", ":")),
+        "metadata_type": mtype,
+        "metadata": mdata,
+        "metadata_json": json_copy(metadata) if searchable else None,
+        "run_id": run_id,
+        "created_at": clock.now_ms(),
+    }
+    return row, blobs, lists
+
+
+def checked_id(checkpoint: Mapping[str, Any], new_versions: Mapping[str, Any]) -> str:
+    """The id of a checkpoint to put, checked with the channels and versions it stores."""
+    cid = check_id(checkpoint.get("id"), "checkpoint['id']")
+    for ch, ver in dict(checkpoint.get("channel_versions") or {}).items():
+        check_text(ch, "checkpoint['channel_versions'] key")
+        check_version(ver, f"new_versions[{ch!r}]")
+    for ch, ver in (new_versions or {}).items():
+        check_text(ch, "new_versions key")
+        check_version(ver, f"new_versions[{ch!r}]")
+    return cid

@@ -145,8 +145,6 @@ class SQLSaver(BaseCheckpointSaver[str]):
         owned = isinstance(conn_string, str | os.PathLike | URL)
         return _SaverContext(cls(conn_string, **kwargs), owned)
 
-    # -- the public API: sync ---------------------------------------------------------------
-
     def setup(self) -> None:
         """Create or migrate the tables (idempotent; also done automatically on first use)."""
         self.db.drive(plans.setup(self))
@@ -166,7 +164,7 @@ class SQLSaver(BaseCheckpointSaver[str]):
     ) -> Iterator[CheckpointTuple]:
         """Checkpoints newest first: of one thread (and namespace, if given) or, with
         `config=None`, of all threads; `filter` matches metadata keys by equality."""
-        pager = plans.pager(self, config, filter, before, limit)
+        pager = plans.Pager(self, config, filter, before, limit)
         while not pager.done:
             yield from self.db.drive(pager.plan())
 
@@ -261,8 +259,6 @@ class SQLSaver(BaseCheckpointSaver[str]):
         """
         self.db.rules.give_back_space(self.db.sync_engine, full)
 
-    # -- the public API: async (the same plans) -----------------------------------------------
-
     async def asetup(self) -> None:
         """Async [`setup`][langmem_sqlite.checkpoint.saver.SQLSaver.setup]."""
         await self.db.adrive(plans.setup(self))
@@ -280,7 +276,7 @@ class SQLSaver(BaseCheckpointSaver[str]):
         limit: int | None = None,
     ) -> AsyncIterator[CheckpointTuple]:
         """Async [`list`][langmem_sqlite.checkpoint.saver.SQLSaver.list]."""
-        pager = plans.pager(self, config, filter, before, limit)
+        pager = plans.Pager(self, config, filter, before, limit)
         while not pager.done:
             for item in await self.db.adrive(pager.plan()):
                 yield item

@@ -93,12 +93,8 @@ class BlobRow:
     """For a delta: builds the complete row, used if the base has vanished meanwhile."""
 
     def as_params(self, thread_id: str, ns_hash: str) -> dict[str, Any]:
-        """Column values for an insert."""
         row = {k: v for k, v in vars(self).items() if k not in ("channel", "full")}
         return {"thread_id": thread_id, "ns_hash": ns_hash, **row}
-
-
-# -- digests ------------------------------------------------------------------------------------
 
 
 def fingerprint_serde(serde: SerializerProtocol) -> SerializerProtocol:
@@ -139,9 +135,6 @@ def _unpack(payload: Any) -> tuple[list[Any], bytes | None]:
     if isinstance(payload, dict):
         return list(payload["items"]), bytes(payload["digests"])
     return list(payload), None
-
-
-# -- what a process knows of a stored list -------------------------------------------------------
 
 
 @dataclass(frozen=True, slots=True)
@@ -210,7 +203,6 @@ class ListCache:
         self._lock = threading.Lock()
 
     def get(self, key: tuple[str, str, str]) -> ListState | None:
-        """The state known for `key`, if any."""
         with self._lock:
             entry = self._data.get(key)
             if entry is not None:
@@ -218,7 +210,6 @@ class ListCache:
             return entry
 
     def put(self, key: tuple[str, str, str], entry: ListState) -> None:
-        """Remember `entry` for `key`."""
         if self.size <= 0:
             return
         with self._lock:
@@ -245,12 +236,9 @@ def encode_channel(
     version: str,
     values: Mapping[str, Any],
 ) -> tuple[BlobRow | None, ListState | None]:
-    """The row storing channel `key[2]` at `version` (None without a value), and the list
-    state it would make.
-
-    Lists become a delta when they share a prefix with the list the cache knows for the same
-    channel; anything else is serialized whole. Nothing of `values` is kept.
-    """
+    """The row storing channel `key[2]` at `version` (None without a value) and the list state
+    it makes: a delta if the list shares a prefix with the one the cache knows for the channel,
+    else the value whole. Nothing of `values` is kept."""
     channel = key[2]
     ch_hash = key_hash(channel)
     what = f"channel {channel!r}"
@@ -260,7 +248,7 @@ def encode_channel(
     if type(value) is not list:
         type_, data = dumps(serde, value, what)
         return BlobRow(channel, ch_hash, version, VALUE, type_, data), None
-    known = cache.get(key) if cache.size > 0 else None
+    known = cache.get(key)
     digests = item_digests(fingerprint_serde(serde), value) if cache.size > 0 else None
 
     def full() -> BlobRow:
@@ -289,9 +277,6 @@ def encode_channel(
         full=full,
     )
     return row, state
-
-
-# -- reading ---------------------------------------------------------------------------------
 
 
 def read_value(
@@ -323,10 +308,8 @@ def read_value(
             continue
         if row.base_len > len(items):
             raise LookupError(f"checkpoint storage: list version {k[3]!r} is damaged")
-        if row.base_len == len(items):
-            items.extend(decoded)
-        else:
-            items = items[: row.base_len] + decoded
+        del items[row.base_len :]
+        items.extend(decoded)
         if digests is not None and its_digests is not None:
             digests = digests[: row.base_len * DIGEST_SIZE] + its_digests
         else:

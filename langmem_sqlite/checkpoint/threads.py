@@ -5,7 +5,7 @@ needs)."""
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from sqlalchemy import Table, and_, delete, exists, func, literal, or_, select
@@ -66,13 +66,6 @@ def _gc_blobs(unit: Unit, t: Tables, thread_id: str, ns_hash: str) -> None:
         unit.execute(delete(t.checkpoint_blobs).where(*scope, gone))
 
 
-def _drop_empty_threads(unit: Unit, t: Tables, thread_ids: Iterable[str]) -> None:
-    c, th = t.checkpoints.c, t.checkpoint_threads
-    empty = ~exists(select(c.thread_id).where(c.thread_id == th.c.thread_id))
-    for part in chunks(list(dict.fromkeys(thread_ids))):
-        unit.execute(delete(th).where(th.c.thread_id.in_(part), empty))
-
-
 def delete_for_runs(unit: Unit, t: Tables, run_ids: Sequence[str]) -> None:
     """Delete the checkpoints made by the runs, their writes, and blobs nobody needs any more."""
     c = t.checkpoints.c
@@ -87,7 +80,10 @@ def delete_for_runs(unit: Unit, t: Tables, run_ids: Sequence[str]) -> None:
     scopes = dict.fromkeys((v[0], v[1]) for v in victims)
     for thread_id, ns_hash in scopes:
         _gc_blobs(unit, t, thread_id, ns_hash)
-    _drop_empty_threads(unit, t, [s[0] for s in scopes])
+    th = t.checkpoint_threads  # the threads left without checkpoints
+    empty = ~exists(select(c.thread_id).where(c.thread_id == th.c.thread_id))
+    for part in chunks(list(dict.fromkeys(s[0] for s in scopes))):
+        unit.execute(delete(th).where(th.c.thread_id.in_(part), empty))
 
 
 def prune_keep_latest(
@@ -96,12 +92,9 @@ def prune_keep_latest(
     thread_id: str,
     delta_channels: Callable[[Any], Sequence[str]],
 ) -> None:
-    """Keep each namespace's latest checkpoint, and the ancestors (with their writes) that
-    its delta channels need back to their nearest stored values; delete the rest.
-
-    `delta_channels(row)` names the delta channels of a checkpoint row (read from its
-    metadata, which only the saver can decode).
-    """
+    """Keep each namespace's latest checkpoint, and the ancestors (with their writes) that its
+    delta channels, named by `delta_channels(row)` (from the metadata, which only the saver
+    decodes), need back to their nearest stored values; delete the rest."""
     c = t.checkpoints.c
     q = select(c.ns_hash).where(c.thread_id == thread_id).group_by(c.ns_hash)
     for ns_hash in unit.execute(q).scalars().all():
@@ -145,9 +138,6 @@ def copy_thread(unit: Unit, t: Tables, source: str, target: str, now: int) -> No
         )
 
 
-# -- listing and idle threads -------------------------------------------------------------------
-
-
 def list_threads(
     unit: Unit,
     t: Tables,
@@ -159,11 +149,8 @@ def list_threads(
     th, c = t.checkpoint_threads.c, t.checkpoints.c
     count = select(func.count()).where(c.thread_id == th.thread_id).scalar_subquery()
     q = select(th.thread_id, th.created_at, th.updated_at, th.metadata, count.label("n"))
-    for cond in conditions:
-        q = q.where(cond)
-    q = q.order_by(th.updated_at.desc(), th.thread_id).offset(offset)
-    if limit is not None:
-        q = q.limit(limit)
+    q = q.where(*conditions).order_by(th.updated_at.desc(), th.thread_id)
+    q = q.offset(offset).limit(limit)  # no LIMIT when `limit` is None
     return [
         ThreadInfo(r.thread_id, r.created_at, r.updated_at, int(r.n), r.metadata)
         for r in unit.execute(q)

@@ -382,6 +382,35 @@ def test_bad_input_raises_typed_errors(saver: SQLSaver) -> None:
         saver.delete_idle_threads(-1)
 
 
+def test_put_reports_a_wrong_id_channel_or_version_and_writes_nothing(saver: SQLSaver) -> None:
+    """What a put stores is checked before anything is written, and the caller's mistake is
+    named even where encoding the value would fail first."""
+
+    def put(new_versions: Any = None, **changes: Any) -> None:
+        ckpt: Any = empty_checkpoint()
+        ckpt["channel_values"] = {"v": "x" * 40}
+        ckpt["channel_versions"] = {"v": "1"}
+        ckpt.update(changes)
+        saver.put(cfg("checked"), ckpt, {"source": "loop", "step": 0}, new_versions or {"v": "1"})
+
+    with pytest.raises(ValueError, match=r"^checkpoint\['id'\]: must not be None"):
+        put(id=None)
+    with pytest.raises(ValueError, match=r"^checkpoint\['id'\]: must not be None"):
+        put(id=None, channel_values={"v": object()})  # not serializable either
+    with pytest.raises(ValueError, match=r"^checkpoint\['channel_versions'\] key: not valid"):
+        put(channel_versions={"v": "1", "w\ud800": "1"})  # in the record, a lone surrogate
+    with pytest.raises(TypeError, match=r"^new_versions key: expected str, got int"):
+        put({1: "1"})
+    with pytest.raises(ValueError, match=r"^new_versions key: not valid"):
+        put({"v\ud800": "1"}, channel_values={"v\ud800": "x"})
+    with pytest.raises(TypeError, match=r"^new_versions\['v'\]: expected str, int or float"):
+        put({"v": object()})
+    assert saver.get_tuple(cfg("checked")) is None
+    assert saver.list_threads() == []
+    put()
+    assert saver.get_tuple(cfg("checked")) is not None
+
+
 def test_versions_increase_and_differ_across_forks(saver: SQLSaver) -> None:
     v1 = saver.get_next_version(None, None)
     a, b = saver.get_next_version(v1, None), saver.get_next_version(v1, None)
