@@ -76,6 +76,20 @@ BigInt = _typed(BigInteger(), "big_int")
 """64-bit integer; plain `INTEGER` on SQLite so that primary keys become rowid aliases."""
 
 
+class _Utf8Bytes(TypeDecorator[str]):
+    """Text stored as its UTF-8 bytes (`VARBINARY`), where the dialect says so (`text_as_bytes`):
+    compared byte for byte."""
+
+    impl: Any = VARBINARY
+    cache_ok = True
+
+    def process_bind_param(self, value: str | None, dialect: SADialect) -> Any:
+        return None if value is None else value.encode("utf-8")
+
+    def process_result_value(self, value: Any, dialect: SADialect) -> str | None:
+        return None if value is None else bytes(value).decode("utf-8")
+
+
 class _OrderedText(TypeDecorator[str]):
     """Text compared and sorted in code point order on every database: stored as UTF-8 bytes
     where the dialect says so (`text_as_bytes`), else as text (under `id_order_collation`
@@ -92,21 +106,11 @@ class _OrderedText(TypeDecorator[str]):
     def load_dialect_impl(self, dialect: SADialect) -> Any:
         rules = rules_named(dialect.name)
         if rules.text_as_bytes:
-            return dialect.type_descriptor(VARBINARY(self.max_bytes))
+            return dialect.type_descriptor(_Utf8Bytes(self.max_bytes))
         plain = self.impl_instance.copy()
         if self.code_point_order and rules.id_order_collation is not None:
             plain.collation = rules.id_order_collation
         return dialect.type_descriptor(plain)
-
-    def process_bind_param(self, value: str | None, dialect: SADialect) -> Any:
-        if value is not None and rules_named(dialect.name).text_as_bytes:
-            return value.encode("utf-8")
-        return value
-
-    def process_result_value(self, value: Any, dialect: SADialect) -> str | None:
-        if isinstance(value, bytes | bytearray | memoryview):
-            return bytes(value).decode("utf-8")
-        return value
 
 
 class IdString(_OrderedText):
