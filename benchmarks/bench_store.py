@@ -8,7 +8,8 @@ values ``{"text", "n", "tag"}``, the ``text`` field embedded with the same cheap
 64-dim embedding), then measured in the same run, interleaved:
 
 * put: single ``put`` calls (half updates, half new keys);
-* get: single ``get`` calls on random keys;
+* get: single ``get`` calls on random keys; and the floor under SQLStore's: SQLAlchemy alone on
+  its engine and table (a pool checkout and one Core ``SELECT``, no package code);
 * filtered search: ``search(("bench",), filter={"tag": ..., "n": {"$gte": ...}}, limit=10)``
   over the whole store, and in one user's namespace;
 * vector search: ``search(("bench", "u<k>"), query=..., limit=10)`` (one user's 1%) and over the
@@ -56,6 +57,7 @@ sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
 from langmem_sqlite import SQLStore
 from langmem_sqlite.engine import get_database
 from langmem_sqlite.engine.schema import get_tables
+from langmem_sqlite.store.namespaces import encode
 from langmem_sqlite.store.pgvector_schema import pgvector_table
 
 PG_URL = os.environ.get("LANGMEM_BENCH_POSTGRES_URL", "postgresql://postgres@127.0.0.1:5432/test")
@@ -242,6 +244,22 @@ def measure(
     return medians[0], medians[1] if len(medians) > 1 else math.nan
 
 
+class SQLAlchemyGet:
+    """The floor under ``SQLStore.get``: SQLAlchemy alone on the store's engine and table, a pool
+    checkout and one Core ``SELECT`` by ``(ns, key)``, no package code."""
+
+    def __init__(self, store: SQLStore) -> None:
+        c = store.tables.store_items.c
+        self.engine = store.db.sync_engine
+        self.stmt = sa.select(store.tables.store_items).where(
+            c.ns == sa.bindparam("ns"), c.key == sa.bindparam("key")
+        )
+
+    def get(self, namespace: tuple[str, ...], key: str) -> Any:
+        with self.engine.connect() as conn:
+            return conn.execute(self.stmt, {"ns": encode(namespace), "key": key}).first()
+
+
 def anchor_sqlite() -> Any:
     """SqliteStore's vector search loads the sqlite-vec extension: use pysqlite3 when this
     Python's sqlite3 cannot load extensions (pyenv builds often cannot)."""
@@ -406,6 +424,14 @@ def run(
                     ratio += f" (items per search: ours {got[0]:.1f}, anchor {got[1]:.1f})"
             rows.append((label, f"{n:,}", name, f"{1000 / o:,.0f}/s", theirs, ratio))
             print(f"  {name}: ours {1000 / o:,.0f}/s, anchor {theirs}, ratio {ratio}", flush=True)
+        if not only_vectors:
+            ops, _, args = workloads(n, False)["get"]
+            o, a = measure(SQLAlchemyGet(ours), anchor, ops, sync_call("get", args))  # type: ignore[arg-type]
+            name = "get: SQLAlchemy alone (checkout, SELECT)"
+            rows.append(
+                (label, f"{n:,}", name, f"{1000 / o:,.0f}/s", f"{1000 / a:,.0f}/s", f"{a / o:.2f}x")
+            )
+            print(f"  {name}: {1000 / o:,.0f}/s, ratio {a / o:.2f}x", flush=True)
 
 
 def run_async_sqlite(n: int, rows: list[tuple[str, ...]]) -> None:
