@@ -26,6 +26,17 @@ def check_namespace(
 ) -> tuple[str, ...]:
     """A namespace as a tuple of labels (`InvalidNamespaceError`, also a `TypeError` for a
     wrong type, if it is not a non-empty sequence of non-empty labels that the column holds)."""
+    labels, _ = _checked(namespace, name, allow_empty)
+    return labels
+
+
+def encoded(namespace: Any, name: str = "namespace", *, allow_empty: bool = False) -> str:
+    """The stored text of `check_namespace(namespace)`."""
+    _, text = _checked(namespace, name, allow_empty)
+    return text
+
+
+def _checked(namespace: Any, name: str, allow_empty: bool) -> tuple[tuple[str, ...], str]:
     if isinstance(namespace, str) or not isinstance(namespace, Sequence):
         raise NamespaceTypeError(
             f"{name}: expected a tuple of strings, got {type(namespace).__name__}"
@@ -44,19 +55,15 @@ def check_namespace(
             check_text(label, name, max_chars=ID_MAX_CHARS)
         except ValueError as e:
             raise InvalidNamespaceError(str(e)) from e
-    if len(encode(labels).encode("utf-8")) > NAMESPACE_MAX_BYTES:
+    text = encode(labels)
+    if len(text.encode("utf-8")) > NAMESPACE_MAX_BYTES:
         raise InvalidNamespaceError(f"{name}: longer than {NAMESPACE_MAX_BYTES} bytes encoded")
-    return labels
+    return labels, text
 
 
 def encode(namespace: tuple[str, ...]) -> str:
     """The stored text of a (validated) namespace."""
     return "".join(label.translate(_ENCODE) + _SEP for label in namespace)
-
-
-def encoded(namespace: Any, name: str = "namespace", *, allow_empty: bool = False) -> str:
-    """`encode(check_namespace(namespace))`."""
-    return encode(check_namespace(namespace, name, allow_empty=allow_empty))
 
 
 def decode(text: str) -> tuple[str, ...]:
