@@ -12,10 +12,9 @@ from .base import (
     cli,
     db_option,
     json_option,
+    opened,
     prefix_option,
     refused,
-    saver,
-    store,
     with_options,
 )
 from .output import count, out
@@ -54,7 +53,7 @@ def import_history(
     try:
         report = import_chat_history(
             source,
-            store(db, prefix, create=True),
+            opened("store", db, prefix, create=True),
             table=table,
             user_id=as_user,
             progress=not as_json,
@@ -80,7 +79,7 @@ def _import_saver(
         with opener(location) as source:
             report = import_checkpoints(
                 source,
-                saver(db, kw["prefix"], create=True),
+                opened("saver", db, kw["prefix"], create=True),
                 list(only) or ids,
                 user_id=kw["as_user"],
                 user_key=kw["user_key"],

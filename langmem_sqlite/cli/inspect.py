@@ -15,11 +15,9 @@ from .base import (
     database,
     db_option,
     json_option,
-    kv_store,
     limit_option,
+    opened,
     prefix_option,
-    saver,
-    store,
     user_option,
     with_options,
 )
@@ -43,7 +41,9 @@ def _no_session(
     from ..operations.maintenance import users_with_session
 
     message = f"no session {session!r}" + (f" of user {user!r}" if user else " without a user")
-    others = [u for u in users_with_session(store(db, prefix), session) if u != (user or "")]
+    others = [
+        u for u in users_with_session(opened("store", db, prefix), session) if u != (user or "")
+    ]
     named = [u for u in others if u]
     if named:
         listed = ", ".join(repr(u) for u in named[:5]) + (" ..." if len(named) > 5 else "")
@@ -62,7 +62,9 @@ def users(db: str | None, prefix: str, as_json: bool) -> None:
     """List users, with their sessions, checkpointer threads and facts."""
     from ..operations.maintenance import list_users
 
-    rows = list_users(store(db, prefix), saver(db, prefix), kv_store(db, prefix))
+    rows = list_users(
+        opened("store", db, prefix), opened("saver", db, prefix), opened("kv", db, prefix)
+    )
     if as_json:
         out.json(rows)
         return
@@ -78,7 +80,7 @@ def sessions(
     db: str | None, user: str | None, limit: int | None, prefix: str, as_json: bool
 ) -> None:
     """List sessions (conversation tables), most recently active first."""
-    rows = store(db, prefix).list_sessions(user, limit=limit)
+    rows = opened("store", db, prefix).list_sessions(user, limit=limit)
     if as_json:
         out.json([r.__dict__ for r in rows])
         return
@@ -109,7 +111,7 @@ def threads(
     checkpoints name the user, those forget-user deletes)."""
     from ..operations.erasure import threads_of_user
 
-    cp = saver(db, prefix)
+    cp = opened("saver", db, prefix)
     if user is None:
         rows = cp.list_threads(limit=limit)
     else:
@@ -143,7 +145,7 @@ def history(
 
     from ..messages.counting import resolve_message_counter
 
-    conversations = store(db, prefix)
+    conversations = opened("store", db, prefix)
     if conversations.get_session(session, user_id=user) is None:
         raise _no_session(db, prefix, session, user)
     msgs = conversations.get_messages(session, user_id=user, limit=limit)
@@ -174,7 +176,7 @@ def history(
 def checkpoints(thread: str, db: str | None, limit: int | None, prefix: str, as_json: bool) -> None:
     """Show a thread's checkpoints, newest first."""
     rows = []
-    for t in saver(db, prefix).list({"configurable": {"thread_id": thread}}, limit=limit):
+    for t in opened("saver", db, prefix).list({"configurable": {"thread_id": thread}}, limit=limit):
         values = t.checkpoint["channel_values"]
         rows.append(
             {
@@ -205,7 +207,7 @@ def facts(db: str | None, user: str, pending: bool, prefix: str, as_json: bool) 
     """Show the long-term facts remembered about a user."""
     from ..store import UserFacts
 
-    items = UserFacts(kv_store(db, prefix), user).list_facts(pending=pending)
+    items = UserFacts(opened("kv", db, prefix), user).list_facts(pending=pending)
     rows = [
         {
             "id": i.key,
@@ -273,9 +275,9 @@ def export(
         raise click.UsageError("give a SESSION or --thread THREAD, not both")
     doc: dict[str, Any]
     if thread is not None:
-        doc = thread_document(saver(db, prefix), thread)
+        doc = thread_document(opened("saver", db, prefix), thread)
     else:
-        conversations = store(db, prefix)
+        conversations = opened("store", db, prefix)
         if conversations.get_session(session, user_id=user) is None:
             raise _no_session(db, prefix, str(session), user)
         doc = session_document(conversations, str(session), user_id=user)

@@ -16,11 +16,10 @@ from .base import (
     database,
     db_option,
     json_option,
+    opened,
     prefix_option,
     readable_url,
     refused,
-    saver,
-    store,
     url,
     user_option,
 )
@@ -48,8 +47,8 @@ def prune(
 
     write = not dry_run
     report = run_prune(
-        store(db, prefix, write=write),
-        saver(db, prefix, write=write),
+        opened("store", db, prefix, write=write),
+        opened("saver", db, prefix, write=write),
         days,
         user_id=user,
         dry_run=dry_run,
@@ -194,7 +193,7 @@ def _file_bytes(unit: Any) -> int | None:
 @json_option
 def vacuum(full: bool, db: str | None, prefix: str, as_json: bool) -> None:
     """Give freed space back to the OS (SQLite; a no-op on servers)."""
-    checkpointer = saver(db, prefix, write=True)
+    checkpointer = opened("saver", db, prefix, write=True)
     before = checkpointer.db.run(_file_bytes)
     checkpointer.vacuum(full=full)
     after = checkpointer.db.run(_file_bytes)
