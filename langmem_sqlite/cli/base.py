@@ -89,6 +89,10 @@ def with_options(options: list[Any]) -> Callable[[Callable[..., Any]], Callable[
     return apply
 
 
+database_options = with_options([db_option, prefix_option, json_option])
+"""`--db --prefix --json`, the options of a command on one database."""
+
+
 @click.group(
     context_settings={"help_option_names": ["-h", "--help"]},
     epilog="Every command takes --db and --prefix; listings take --json. "

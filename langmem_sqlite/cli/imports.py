@@ -10,10 +10,8 @@ import click
 
 from .base import (
     cli,
-    db_option,
-    json_option,
+    database_options,
     opened,
-    prefix_option,
     refused,
     with_options,
 )
@@ -41,9 +39,7 @@ def _report(report: Any, as_json: bool) -> None:
 @click.argument("source")
 @click.option("--table", default="message_store", show_default=True, help="Source table.")
 @click.option("--as-user", default=None, help="User id for the imported sessions.")
-@db_option
-@prefix_option
-@json_option
+@database_options
 def import_history(
     source: str, table: str, as_user: str | None, db: str | None, prefix: str, as_json: bool
 ) -> None:
@@ -99,9 +95,7 @@ saver_options = [
         metavar="KEY",
         help="Take each thread's user from this key of its checkpoints' metadata.",
     ),
-    db_option,
-    prefix_option,
-    json_option,
+    database_options,
 ]
 
 

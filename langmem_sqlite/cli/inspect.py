@@ -13,6 +13,7 @@ import click
 from .base import (
     cli,
     database,
+    database_options,
     db_option,
     json_option,
     limit_option,
@@ -55,9 +56,7 @@ def _no_session(
 
 
 @cli.command()
-@db_option
-@prefix_option
-@json_option
+@database_options
 def users(db: str | None, prefix: str, as_json: bool) -> None:
     """List users, with their sessions, checkpointer threads and facts."""
     from ..operations.maintenance import list_users
@@ -230,9 +229,7 @@ def facts(db: str | None, user: str, pending: bool, prefix: str, as_json: bool) 
 
 
 @cli.command()
-@db_option
-@prefix_option
-@json_option
+@database_options
 def stats(db: str | None, prefix: str, as_json: bool) -> None:
     """Row counts and sizes of this package's tables."""
     from ..engine.schema import get_tables

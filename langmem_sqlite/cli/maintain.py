@@ -14,6 +14,7 @@ from .base import (
     cli,
     count_range,
     database,
+    database_options,
     db_option,
     json_option,
     opened,
@@ -94,9 +95,7 @@ _FORGET_KINDS = (
 )
 @click.option("--thread", "threads", multiple=True, help="Also delete this thread (repeatable).")
 @click.option("--no-vacuum", is_flag=True, help="SQLite: skip rewriting the file (VACUUM).")
-@db_option
-@prefix_option
-@json_option
+@database_options
 def forget_user(
     user: str,
     dry_run: bool,
@@ -188,9 +187,7 @@ def _file_bytes(unit: Any) -> int | None:
 
 @cli.command()
 @click.option("--full", is_flag=True, help="VACUUM (rewrites the file) instead of incremental.")
-@db_option
-@prefix_option
-@json_option
+@database_options
 def vacuum(full: bool, db: str | None, prefix: str, as_json: bool) -> None:
     """Give freed space back to the OS (SQLite; a no-op on servers)."""
     checkpointer = opened("saver", db, prefix, write=True)
@@ -207,9 +204,7 @@ def vacuum(full: bool, db: str | None, prefix: str, as_json: bool) -> None:
 
 
 @cli.command()
-@db_option
-@prefix_option
-@json_option
+@database_options
 def migrate(db: str | None, prefix: str, as_json: bool) -> None:
     """Create or upgrade the schema to the latest version."""
     from ..engine import get_database
