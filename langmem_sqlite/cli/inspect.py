@@ -35,16 +35,16 @@ def _when(moment: int | dt.datetime) -> str:
     return moment.astimezone(dt.timezone.utc).isoformat(" ", "seconds")
 
 
-def _no_session(
-    db: str | None, prefix: str, session: str, user: str | None
-) -> click.ClickException:
-    """The error for a session that is not there, naming the users who have one so called."""
+def _session_store(db: str | None, prefix: str, session: str, user: str | None) -> Any:
+    """The conversation store, once it holds `session` of `user`; else the error naming the
+    users who have a session so called."""
     from ..operations.maintenance import users_with_session
 
+    conversations = opened("store", db, prefix)
+    if conversations.get_session(session, user_id=user) is not None:
+        return conversations
     message = f"no session {session!r}" + (f" of user {user!r}" if user else " without a user")
-    others = [
-        u for u in users_with_session(opened("store", db, prefix), session) if u != (user or "")
-    ]
+    others = [u for u in users_with_session(conversations, session) if u != (user or "")]
     named = [u for u in others if u]
     if named:
         listed = ", ".join(repr(u) for u in named[:5]) + (" ..." if len(named) > 5 else "")
@@ -52,7 +52,7 @@ def _no_session(
         message += f"; user(s) {listed} have one: add {hint}"
     elif others:  # only the session without a user
         message += "; there is one without a user: leave out --user"
-    return click.ClickException(message)
+    raise click.ClickException(message)
 
 
 @cli.command()
@@ -144,9 +144,7 @@ def history(
 
     from ..messages.counting import resolve_message_counter
 
-    conversations = opened("store", db, prefix)
-    if conversations.get_session(session, user_id=user) is None:
-        raise _no_session(db, prefix, session, user)
+    conversations = _session_store(db, prefix, session, user)
     msgs = conversations.get_messages(session, user_id=user, limit=limit)
     summary = conversations.get_summary(session, user_id=user)
     counter = resolve_message_counter(None)
@@ -274,9 +272,7 @@ def export(
     if thread is not None:
         doc = thread_document(opened("saver", db, prefix), thread)
     else:
-        conversations = opened("store", db, prefix)
-        if conversations.get_session(session, user_id=user) is None:
-            raise _no_session(db, prefix, str(session), user)
+        conversations = _session_store(db, prefix, str(session), user)
         doc = session_document(conversations, str(session), user_id=user)
     text = render(doc, fmt)
     if output:

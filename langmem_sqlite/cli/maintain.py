@@ -64,8 +64,6 @@ def prune(
         out.line(f"  {name}")
 
 
-# forget-user: one self-contained block over langmem_sqlite.operations.erasure.forget_user
-
 _FORGET_KINDS = (
     "sessions",
     "messages",
@@ -135,10 +133,8 @@ def forget_user(
     if not dry_run and not any(found):
         if as_json:
             out.json(report.as_dict())
-        out_or_err = err if as_json else out
-        out_or_err.line(
-            f"nothing stored about user {user!r} in {reading.location()}: nothing deleted"
-        )
+        nothing = f"nothing stored about user {user!r} in {reading.location()}: nothing deleted"
+        (err if as_json else out).line(nothing)
         return
     if not dry_run:
         if not yes:
