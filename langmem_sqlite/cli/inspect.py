@@ -61,9 +61,7 @@ def users(db: str | None, prefix: str, as_json: bool) -> None:
     """List users, with their sessions, checkpointer threads and facts."""
     from ..operations.maintenance import list_users
 
-    rows = list_users(
-        opened("store", db, prefix), opened("saver", db, prefix), opened("kv", db, prefix)
-    )
+    rows = list_users(*(opened(kind, db, prefix) for kind in ("store", "saver", "kv")))
     if as_json:
         out.json(rows)
         return
