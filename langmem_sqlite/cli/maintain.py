@@ -208,8 +208,7 @@ def migrate(db: str | None, prefix: str, as_json: bool) -> None:
     from ..engine.schema import get_tables
 
     database = get_database(url(db))
-    tables = get_tables(prefix)
-    ensure_schema(database, tables)
+    ensure_schema(database, get_tables(prefix))
     if as_json:
         out.json({"database": str(database.url), "version": LATEST_VERSION})
     else:
