@@ -6,6 +6,7 @@ command imports what it needs when it runs).
 
 from __future__ import annotations
 
+import importlib
 import logging
 import math
 import os
@@ -88,6 +89,10 @@ def with_options(options: list[Any]) -> Callable[[Callable[..., Any]], Callable[
     return apply
 
 
+database_options = with_options([db_option, prefix_option, json_option])
+"""`--db --prefix --json`, the options of a command on one database."""
+
+
 @click.group(
     context_settings={"help_option_names": ["-h", "--help"]},
     epilog="Every command takes --db and --prefix; listings take --json. "
@@ -168,31 +173,23 @@ def database(db: str | None, prefix: str, *, write: bool = False) -> Any:
     return get_database(target)
 
 
-def _opened(cls: Any, db: str | None, prefix: str, create: bool, write: bool) -> Any:
-    """`cls` on the [`database`][langmem_sqlite.cli.base.database] of `--db`, or with
-    `create` on one where it creates its tables."""
+_KINDS = {
+    "store": ("..history.store", "ConversationStore"),
+    "saver": ("..checkpoint", "SQLSaver"),
+    "kv": ("..store", "SQLStore"),
+}
+
+
+def opened(
+    kind: str, db: str | None, prefix: str, *, create: bool = False, write: bool = False
+) -> Any:
+    """A [`ConversationStore`][langmem_sqlite.ConversationStore] (`kind` "store"),
+    [`SQLSaver`][langmem_sqlite.SQLSaver] ("saver") or [`SQLStore`][langmem_sqlite.SQLStore]
+    ("kv") on the [`database`][langmem_sqlite.cli.base.database] of `--db`, or with `create`
+    on one where it creates its tables."""
+    module, name = _KINDS[kind]
+    cls = getattr(importlib.import_module(module, __package__), name)
     return cls(url(db) if create else database(db, prefix, write=write), table_prefix=prefix)
-
-
-def store(db: str | None, prefix: str, *, create: bool = False, write: bool = False) -> Any:
-    """A [`ConversationStore`][langmem_sqlite.ConversationStore] on `--db` (see `_opened`)."""
-    from ..history.store import ConversationStore
-
-    return _opened(ConversationStore, db, prefix, create, write)
-
-
-def saver(db: str | None, prefix: str, *, create: bool = False, write: bool = False) -> Any:
-    """A [`SQLSaver`][langmem_sqlite.SQLSaver] on `--db` (see `_opened`)."""
-    from ..checkpoint import SQLSaver
-
-    return _opened(SQLSaver, db, prefix, create, write)
-
-
-def kv_store(db: str | None, prefix: str, *, create: bool = False, write: bool = False) -> Any:
-    """A [`SQLStore`][langmem_sqlite.SQLStore] on `--db` (see `_opened`)."""
-    from ..store import SQLStore
-
-    return _opened(SQLStore, db, prefix, create, write)
 
 
 def refused(e: Exception) -> click.ClickException:

@@ -106,10 +106,8 @@ def chat(
         prefix=prefix,
     )
     banner(chat_session, chosen, out.line)
-    if script is not None:
-        run_lines(chat_session, _script(script), out.line, show_input=True)
-    elif sys.stdin.isatty():
+    if script is None and sys.stdin.isatty():
         lines = _typed(history_file(chat_session.memory.db.url))
         run_lines(chat_session, lines, out.line, show_input=False, interruptible=True)
-    else:  # piped input is a script
-        run_lines(chat_session, sys.stdin.read().splitlines(), out.line, show_input=True)
+    else:  # a script; piped input is one
+        run_lines(chat_session, _script(script or "-"), out.line, show_input=True)

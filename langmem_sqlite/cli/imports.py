@@ -10,12 +10,9 @@ import click
 
 from .base import (
     cli,
-    db_option,
-    json_option,
-    prefix_option,
+    database_options,
+    opened,
     refused,
-    saver,
-    store,
     with_options,
 )
 from .output import count, out
@@ -42,9 +39,7 @@ def _report(report: Any, as_json: bool) -> None:
 @click.argument("source")
 @click.option("--table", default="message_store", show_default=True, help="Source table.")
 @click.option("--as-user", default=None, help="User id for the imported sessions.")
-@db_option
-@prefix_option
-@json_option
+@database_options
 def import_history(
     source: str, table: str, as_user: str | None, db: str | None, prefix: str, as_json: bool
 ) -> None:
@@ -54,7 +49,7 @@ def import_history(
     try:
         report = import_chat_history(
             source,
-            store(db, prefix, create=True),
+            opened("store", db, prefix, create=True),
             table=table,
             user_id=as_user,
             progress=not as_json,
@@ -80,7 +75,7 @@ def _import_saver(
         with opener(location) as source:
             report = import_checkpoints(
                 source,
-                saver(db, kw["prefix"], create=True),
+                opened("saver", db, kw["prefix"], create=True),
                 list(only) or ids,
                 user_id=kw["as_user"],
                 user_key=kw["user_key"],
@@ -100,9 +95,7 @@ saver_options = [
         metavar="KEY",
         help="Take each thread's user from this key of its checkpoints' metadata.",
     ),
-    db_option,
-    prefix_option,
-    json_option,
+    database_options,
 ]
 
 

@@ -13,13 +13,12 @@ import click
 from .base import (
     cli,
     database,
+    database_options,
     db_option,
     json_option,
-    kv_store,
     limit_option,
+    opened,
     prefix_option,
-    saver,
-    store,
     user_option,
     with_options,
 )
@@ -36,14 +35,16 @@ def _when(moment: int | dt.datetime) -> str:
     return moment.astimezone(dt.timezone.utc).isoformat(" ", "seconds")
 
 
-def _no_session(
-    db: str | None, prefix: str, session: str, user: str | None
-) -> click.ClickException:
-    """The error for a session that is not there, naming the users who have one so called."""
+def _session_store(db: str | None, prefix: str, session: str, user: str | None) -> Any:
+    """The conversation store, once it holds `session` of `user`; else the error naming the
+    users who have a session so called."""
     from ..operations.maintenance import users_with_session
 
+    conversations = opened("store", db, prefix)
+    if conversations.get_session(session, user_id=user) is not None:
+        return conversations
     message = f"no session {session!r}" + (f" of user {user!r}" if user else " without a user")
-    others = [u for u in users_with_session(store(db, prefix), session) if u != (user or "")]
+    others = [u for u in users_with_session(conversations, session) if u != (user or "")]
     named = [u for u in others if u]
     if named:
         listed = ", ".join(repr(u) for u in named[:5]) + (" ..." if len(named) > 5 else "")
@@ -51,18 +52,16 @@ def _no_session(
         message += f"; user(s) {listed} have one: add {hint}"
     elif others:  # only the session without a user
         message += "; there is one without a user: leave out --user"
-    return click.ClickException(message)
+    raise click.ClickException(message)
 
 
 @cli.command()
-@db_option
-@prefix_option
-@json_option
+@database_options
 def users(db: str | None, prefix: str, as_json: bool) -> None:
     """List users, with their sessions, checkpointer threads and facts."""
     from ..operations.maintenance import list_users
 
-    rows = list_users(store(db, prefix), saver(db, prefix), kv_store(db, prefix))
+    rows = list_users(*(opened(kind, db, prefix) for kind in ("store", "saver", "kv")))
     if as_json:
         out.json(rows)
         return
@@ -78,7 +77,7 @@ def sessions(
     db: str | None, user: str | None, limit: int | None, prefix: str, as_json: bool
 ) -> None:
     """List sessions (conversation tables), most recently active first."""
-    rows = store(db, prefix).list_sessions(user, limit=limit)
+    rows = opened("store", db, prefix).list_sessions(user, limit=limit)
     if as_json:
         out.json([r.__dict__ for r in rows])
         return
@@ -109,7 +108,7 @@ def threads(
     checkpoints name the user, those forget-user deletes)."""
     from ..operations.erasure import threads_of_user
 
-    cp = saver(db, prefix)
+    cp = opened("saver", db, prefix)
     if user is None:
         rows = cp.list_threads(limit=limit)
     else:
@@ -143,9 +142,7 @@ def history(
 
     from ..messages.counting import resolve_message_counter
 
-    conversations = store(db, prefix)
-    if conversations.get_session(session, user_id=user) is None:
-        raise _no_session(db, prefix, session, user)
+    conversations = _session_store(db, prefix, session, user)
     msgs = conversations.get_messages(session, user_id=user, limit=limit)
     summary = conversations.get_summary(session, user_id=user)
     counter = resolve_message_counter(None)
@@ -174,7 +171,7 @@ def history(
 def checkpoints(thread: str, db: str | None, limit: int | None, prefix: str, as_json: bool) -> None:
     """Show a thread's checkpoints, newest first."""
     rows = []
-    for t in saver(db, prefix).list({"configurable": {"thread_id": thread}}, limit=limit):
+    for t in opened("saver", db, prefix).list({"configurable": {"thread_id": thread}}, limit=limit):
         values = t.checkpoint["channel_values"]
         rows.append(
             {
@@ -205,7 +202,7 @@ def facts(db: str | None, user: str, pending: bool, prefix: str, as_json: bool) 
     """Show the long-term facts remembered about a user."""
     from ..store import UserFacts
 
-    items = UserFacts(kv_store(db, prefix), user).list_facts(pending=pending)
+    items = UserFacts(opened("kv", db, prefix), user).list_facts(pending=pending)
     rows = [
         {
             "id": i.key,
@@ -228,9 +225,7 @@ def facts(db: str | None, user: str, pending: bool, prefix: str, as_json: bool) 
 
 
 @cli.command()
-@db_option
-@prefix_option
-@json_option
+@database_options
 def stats(db: str | None, prefix: str, as_json: bool) -> None:
     """Row counts and sizes of this package's tables."""
     from ..engine.schema import get_tables
@@ -273,11 +268,9 @@ def export(
         raise click.UsageError("give a SESSION or --thread THREAD, not both")
     doc: dict[str, Any]
     if thread is not None:
-        doc = thread_document(saver(db, prefix), thread)
+        doc = thread_document(opened("saver", db, prefix), thread)
     else:
-        conversations = store(db, prefix)
-        if conversations.get_session(session, user_id=user) is None:
-            raise _no_session(db, prefix, str(session), user)
+        conversations = _session_store(db, prefix, str(session), user)
         doc = session_document(conversations, str(session), user_id=user)
     text = render(doc, fmt)
     if output:

@@ -14,13 +14,13 @@ from .base import (
     cli,
     count_range,
     database,
+    database_options,
     db_option,
     json_option,
+    opened,
     prefix_option,
     readable_url,
     refused,
-    saver,
-    store,
     url,
     user_option,
 )
@@ -48,8 +48,8 @@ def prune(
 
     write = not dry_run
     report = run_prune(
-        store(db, prefix, write=write),
-        saver(db, prefix, write=write),
+        opened("store", db, prefix, write=write),
+        opened("saver", db, prefix, write=write),
         days,
         user_id=user,
         dry_run=dry_run,
@@ -63,8 +63,6 @@ def prune(
     for name in (*report.sessions, *report.threads):
         out.line(f"  {name}")
 
-
-# forget-user: one self-contained block over langmem_sqlite.operations.erasure.forget_user
 
 _FORGET_KINDS = (
     "sessions",
@@ -95,9 +93,7 @@ _FORGET_KINDS = (
 )
 @click.option("--thread", "threads", multiple=True, help="Also delete this thread (repeatable).")
 @click.option("--no-vacuum", is_flag=True, help="SQLite: skip rewriting the file (VACUUM).")
-@db_option
-@prefix_option
-@json_option
+@database_options
 def forget_user(
     user: str,
     dry_run: bool,
@@ -137,10 +133,8 @@ def forget_user(
     if not dry_run and not any(found):
         if as_json:
             out.json(report.as_dict())
-        out_or_err = err if as_json else out
-        out_or_err.line(
-            f"nothing stored about user {user!r} in {reading.location()}: nothing deleted"
-        )
+        nothing = f"nothing stored about user {user!r} in {reading.location()}: nothing deleted"
+        (err if as_json else out).line(nothing)
         return
     if not dry_run:
         if not yes:
@@ -189,12 +183,10 @@ def _file_bytes(unit: Any) -> int | None:
 
 @cli.command()
 @click.option("--full", is_flag=True, help="VACUUM (rewrites the file) instead of incremental.")
-@db_option
-@prefix_option
-@json_option
+@database_options
 def vacuum(full: bool, db: str | None, prefix: str, as_json: bool) -> None:
     """Give freed space back to the OS (SQLite; a no-op on servers)."""
-    checkpointer = saver(db, prefix, write=True)
+    checkpointer = opened("saver", db, prefix, write=True)
     before = checkpointer.db.run(_file_bytes)
     checkpointer.vacuum(full=full)
     after = checkpointer.db.run(_file_bytes)
@@ -208,9 +200,7 @@ def vacuum(full: bool, db: str | None, prefix: str, as_json: bool) -> None:
 
 
 @cli.command()
-@db_option
-@prefix_option
-@json_option
+@database_options
 def migrate(db: str | None, prefix: str, as_json: bool) -> None:
     """Create or upgrade the schema to the latest version."""
     from ..engine import get_database
@@ -218,8 +208,7 @@ def migrate(db: str | None, prefix: str, as_json: bool) -> None:
     from ..engine.schema import get_tables
 
     database = get_database(url(db))
-    tables = get_tables(prefix)
-    ensure_schema(database, tables)
+    ensure_schema(database, get_tables(prefix))
     if as_json:
         out.json({"database": str(database.url), "version": LATEST_VERSION})
     else:

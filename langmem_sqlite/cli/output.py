@@ -32,16 +32,9 @@ def visible(text: str) -> str:
     return _UNSAFE.sub(_spelled, text)
 
 
-def count(n: int, noun: str, plural: str | None = None) -> str:
-    """`n` and the noun in its number: `"1 session"`, `"2 sessions"` (`plural` where
-    an `s` does not make it)."""
-    return f"{n} {noun if n == 1 else plural or noun + 's'}"
-
-
-def to_json(data: Any) -> str:
-    """`data` as indented JSON text (UTF-8, not `\\u` escapes, but for control characters)."""
-    text = json.dumps(data, default=str, ensure_ascii=False, indent=2)
-    return _JSON_UNSAFE.sub(lambda m: f"\\u{ord(m.group()):04x}", text)
+def count(n: int, noun: str) -> str:
+    """`n` and the noun in its number: `"1 session"`, `"2 sessions"`."""
+    return f"{n} {noun if n == 1 else noun + 's'}"
 
 
 Part = str | tuple[str, str]
@@ -110,8 +103,9 @@ class Output:
         self._console(table=True).print(table)
 
     def json(self, data: Any) -> None:
-        """`data` as JSON (see `to_json`)."""
-        self.stream.write(to_json(data) + "\n")
+        """`data` as indented JSON (UTF-8, not `\\u` escapes, but for control characters)."""
+        text = json.dumps(data, default=str, ensure_ascii=False, indent=2)
+        self.stream.write(_JSON_UNSAFE.sub(lambda m: f"\\u{ord(m.group()):04x}", text) + "\n")
 
     def raw(self, text: str) -> None:
         """Exactly `text` (a file being written: an export); spelled out when the stream is

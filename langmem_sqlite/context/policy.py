@@ -1,8 +1,5 @@
-"""`ContextPolicy`: the one object that turns a history into a model input, for every adapter.
-
-The decision is one generator (`_plan`) yielding summarizer requests, driven by `prepare`
-and `aprepare`. The history is never modified.
-"""
+"""`ContextPolicy`, which turns a history into a model input for every adapter: one generator
+(`_plan`) yielding summarizer requests, driven by `prepare` and `aprepare`."""
 
 from __future__ import annotations
 
@@ -289,10 +286,8 @@ class ContextPolicy:
     def _check_facts(self, facts: Any) -> list[Item]:
         if facts is None:
             return []
-        if isinstance(facts, Item) or not isinstance(facts, Sequence):
-            raise TypeError("facts: expected a sequence of store Items (UserFacts.select)")
-        items = list(facts)
-        if not all(isinstance(i, Item) for i in items):
+        items = list(facts) if isinstance(facts, Sequence) else [facts]
+        if isinstance(facts, Item) or not all(isinstance(i, Item) for i in items):
             raise TypeError("facts: expected a sequence of store Items (UserFacts.select)")
         if items and self.facts_budget is None:
             raise ValueError("facts: need a token budget (max_tokens with a token counter)")

@@ -34,13 +34,8 @@ SummaryPlacement = Literal["system", "message"]
 
 def window_for(model: str) -> int | None:
     """The context window of `model` (see `MODEL_CONTEXT_WINDOWS`), or `None`."""
-    model = model.lower()
-    if model.startswith("ft:"):
-        model = model[3:]
-    best = ""
-    for prefix in MODEL_CONTEXT_WINDOWS:
-        if model.startswith(prefix) and len(prefix) > len(best):
-            best = prefix
+    model = model.lower().removeprefix("ft:")
+    best = max((p for p in MODEL_CONTEXT_WINDOWS if model.startswith(p)), key=len, default="")
     return MODEL_CONTEXT_WINDOWS[best] if best else None
 
 

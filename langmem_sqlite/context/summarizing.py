@@ -222,8 +222,6 @@ async def aguard(awaitable: Any) -> Any:
 
 
 def reply_text(reply: Any) -> str | None:
-    if isinstance(reply, BaseException) or reply is None:
-        return None
     if isinstance(reply, str):
         text = reply
     elif isinstance(reply, BaseMessage):

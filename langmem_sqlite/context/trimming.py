@@ -1,9 +1,6 @@
-"""Trimming a conversation to a budget: pure functions, messages in, messages out.
-
-The window is chosen walking back from the end; a tool call and its results are kept or
-dropped together, and the turn in progress is always kept (its tool results shortened if it
-alone is over the budget).
-"""
+"""Trimming a conversation to a budget, walking back from the end: a tool call and its results
+are kept or dropped together, and the turn in progress is always kept (its tool results
+shortened if it alone is over the budget)."""
 
 from __future__ import annotations
 

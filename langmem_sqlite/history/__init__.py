@@ -1,10 +1,5 @@
-"""Conversation history: per-user, per-session messages in SQL.
-
-[`ConversationStore`][langmem_sqlite.ConversationStore] (`store`) is the sync and async API
-over the tables (`sql`: their SQL; `codec`: messages to and from the stored JSON text);
-[`SQLChatMessageHistory`][langmem_sqlite.SQLChatMessageHistory] (`chat_history`) is LangChain's
-`BaseChatMessageHistory` over it.
-"""
+"""Conversation history in SQL: `ConversationStore` (`store`, over `sql` and `codec`) and
+LangChain's `BaseChatMessageHistory` over it, `SQLChatMessageHistory` (`chat_history`)."""
 
 from .chat_history import (
     USER_CONVERSATION_FIELDS,

@@ -1,9 +1,5 @@
-"""The SQL of the conversation store: sessions and their messages.
-
-Each function runs in one [`Unit`][langmem_sqlite.engine.Unit] on the given `Tables`; the
-statements of appends and reads are built once per set of tables (`unit.statement`), the
-session named by the bound values `uid` and `sid`.
-"""
+"""The SQL of the conversation store: functions run in one `Unit` on the given `Tables`; the
+statements of appends and reads are built once per set of tables, bound to `uid` and `sid`."""
 
 from __future__ import annotations
 

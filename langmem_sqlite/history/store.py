@@ -18,7 +18,7 @@ from ..defaults import DEFAULT_DATABASE, MAX_DAYS, default_connection
 from ..engine import Database, DatabaseLike, Plan, Step, get_database
 from ..engine.migrations import schema_plan
 from ..engine.schema import DEFAULT_PREFIX, Tables, get_tables
-from ..messages.counting import MessageCounter, resolve_message_counter
+from ..messages.counting import MessageCounter, TokenCounter, resolve_message_counter
 from ..messages.windows import drop_leading_orphans, orphan_prefix_length
 from ..validation import (
     IdLike,
@@ -105,7 +105,7 @@ class ConversationStore:
             default_connection() if connection is None else connection, engine_args=engine_args
         )
         self.tables: Tables = get_tables(table_prefix, schema)
-        self.count_tokens: MessageCounter = resolve_message_counter(token_counter)
+        self.count_tokens: TokenCounter = resolve_message_counter(token_counter)
         self.max_message_bytes = check_positive(max_message_bytes, "max_message_bytes")
 
     # -- helpers -------------------------------------------------------------------------------
@@ -158,9 +158,8 @@ class ConversationStore:
                     f"messages: a {message.type} message serializes to {size} bytes, over "
                     f"max_message_bytes={self.max_message_bytes}"
                 )
-            count = self.count_tokens(message)
-            is_int = isinstance(count, int) and not isinstance(count, bool)
-            if not (is_int and 0 <= count <= MAX_MESSAGE_TOKENS):
+            count = self.count_tokens(message)  # an int from 0 to INT64_MAX (TokenCounter checks)
+            if count > MAX_MESSAGE_TOKENS:
                 raise ValueError(
                     f"token_counter: expected an int from 0 to {MAX_MESSAGE_TOKENS:_} "
                     f"(a message's count), got {count!r}"

@@ -53,10 +53,6 @@ MessageCounter = Callable[[BaseMessage], int]
 _CACHE_LIMIT = 200_000
 
 
-def _count_one(message: BaseMessage) -> int:
-    return 1
-
-
 def _digest(value: Any) -> tuple[int, int]:
     text = json.dumps(value, sort_keys=True, default=repr, ensure_ascii=False)
     return len(text), hash(text)
@@ -234,8 +230,8 @@ def resolve_message_counter(spec: str | MessageCounter | Any | None) -> TokenCou
         return spec
     if spec is None:
         spec = "approximate"
-    if isinstance(spec, str):
-        return _resolve_name(spec)
+    if isinstance(spec, str):  # named counters are shared, and so are their caches
+        return _named.get(spec) or _named.setdefault(spec, _new_named(spec))
     if hasattr(spec, "get_num_tokens_from_messages"):
         return _model_counter(spec)
     if callable(spec):
@@ -250,19 +246,12 @@ def resolve_message_counter(spec: str | MessageCounter | Any | None) -> TokenCou
 _named: dict[str, TokenCounter] = {}
 
 
-def _resolve_name(spec: str) -> TokenCounter:
-    """Named counters are shared, and so are their caches."""
-    if spec not in _named:
-        _named.setdefault(spec, _new_named(spec))
-    return _named[spec]
-
-
 def _new_named(spec: str) -> TokenCounter:
     name = spec.strip()
     if name in ("approximate", "approx"):
         return TokenCounter(count_approximately, name="approximate", reply_overhead=3)
     if name in ("messages", "count"):
-        return TokenCounter(_count_one, name="messages", cache=False)
+        return TokenCounter(lambda message: 1, name="messages", cache=False)
     if name in ("chars", "characters"):
         return TokenCounter(count_characters, name="chars")
     if name.startswith("tiktoken:"):

@@ -312,13 +312,8 @@ def _pgvector_copy(
 
 
 def _created(db: Database) -> bool:
-    """Whether the target's database was missing on its server and is now created (where the
-    login may). `False`: it exists, or the server's catalog is out of reach (the first error
-    stands).
-
-    Raises:
-        ValueError: it is missing and this login may not create it.
-    """
+    """Whether the target's database was missing on its server and is now created; `False`:
+    it exists, or the catalog is out of reach. `ValueError`: this login may not create it."""
     try:
         return create_database(db.url)
     except PermissionError as e:

@@ -19,7 +19,7 @@ from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING, Any, NamedTuple, TypeVar
 
 from langgraph.store.base import PutOp, SearchItem
-from sqlalchemy import bindparam, func, select
+from sqlalchemy import func, select
 
 from ..engine import Database, DatabaseLike, get_database
 from ..engine.migrations import schema_plan
@@ -132,16 +132,10 @@ async def _async(call: _Call) -> Any:
 
 def _checkpoint_count(unit: Unit, t: Tables, thread_ids: Sequence[str]) -> int:
     c = t.checkpoints.c
-
-    def count() -> Any:
-        ids: Any = bindparam("thread_ids", expanding=True)
-        return select(func.count()).select_from(t.checkpoints).where(c.thread_id.in_(ids))
-
-    stmt = unit.statement(("erasure", t.key, "checkpoints"), count)
     total = 0
     for i in range(0, len(thread_ids), 500):
-        part = list(thread_ids[i : i + 500])
-        total += int(unit.execute(stmt, {"thread_ids": part}).scalar() or 0)
+        part = c.thread_id.in_(thread_ids[i : i + 500])
+        total += int(unit.execute(select(func.count()).where(part)).scalar() or 0)
     return total
 
 

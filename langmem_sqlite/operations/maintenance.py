@@ -4,7 +4,6 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from functools import partial
 from typing import Any
 
 import sqlalchemy as sa
@@ -39,22 +38,13 @@ class TableStat:
     bytes: int | None
 
 
-def _count_rows(table: sa.Table) -> Any:
-    return sa.select(sa.func.count()).select_from(table)
-
-
 def _table_stats(unit: Unit, tables: Tables) -> list[TableStat]:
     present = table_names(unit, tables.schema)
     out = []
     for table in tables.metadata.sorted_tables:
-        if table.name not in present:
-            continue
-        count = unit.statement(
-            ("maintenance", tables.key, "count", table.name), partial(_count_rows, table)
-        )
-        rows = int(unit.execute(count).scalar() or 0)
-        size = table_bytes(unit, table)
-        out.append(TableStat(table.name, rows, size))
+        if table.name in present:
+            rows = unit.execute(sa.select(sa.func.count()).select_from(table)).scalar()
+            out.append(TableStat(table.name, int(rows or 0), table_bytes(unit, table)))
     return out
 
 
@@ -64,16 +54,9 @@ def table_stats(db: Database, tables: Tables) -> list[TableStat]:
 
 
 def _users_with_session(unit: Unit, tables: Tables, session_id: str) -> list[str]:
-    def build() -> Any:
-        t = tables.sessions
-        return (
-            sa.select(t.c.user_id)
-            .where(t.c.session_id == sa.bindparam("session_id"))
-            .order_by(t.c.user_id)
-        )
-
-    stmt = unit.statement(("maintenance", tables.key, "users_with_session"), build)
-    return [str(u) for u in unit.execute(stmt, {"session_id": session_id}).scalars()]
+    c = tables.sessions.c
+    stmt = sa.select(c.user_id).where(c.session_id == session_id).order_by(c.user_id)
+    return [str(u) for u in unit.execute(stmt).scalars()]
 
 
 def users_with_session(store: ConversationStore, session_id: str) -> list[str]:

@@ -84,14 +84,9 @@ def threads_named(unit: Unit, t: Tables, filters: list[dict[str, Any]]) -> tuple
         )
         if any(matches(row.metadata_json, f) for f in filters)
     }
-
-    def opaque_threads() -> Any:
-        # no JSON copy: SQL NULL, or the JSON null a saver without searchable metadata writes
-        no_copy = or_(c.metadata_json.is_(None), cast(c.metadata_json, Text) == "null")
-        return select(c.thread_id).where(no_copy).distinct()
-
-    stmt = unit.statement(("ownership", t.key, "opaque"), opaque_threads)
-    opaque = set(unit.execute(stmt).scalars())
+    # no JSON copy: SQL NULL, or the JSON null a saver without searchable metadata writes
+    no_copy = or_(c.metadata_json.is_(None), cast(c.metadata_json, Text) == "null")
+    opaque = set(unit.execute(select(c.thread_id).where(no_copy).distinct()).scalars())
     return found, len(opaque - found)
 
 

@@ -135,9 +135,7 @@ def _thread_user(
 
 
 def _with_user(t: CheckpointTuple, user: str | None) -> Any:
-    if user is None:
-        return t.metadata
-    return {**(t.metadata or {}), "user_id": user}
+    return t.metadata if user is None else {**(t.metadata or {}), "user_id": user}
 
 
 def import_checkpoints(
@@ -186,10 +184,7 @@ def import_checkpoints(
         user_id = check_id(user_id, "user_id")
     report = ImportReport("checkpoints", len(ids), container="threads", item="checkpoints")
     for thread_id in ids:  # a refused import creates nothing: the target is reached after
-        if (
-            next(iter(source.list({"configurable": {"thread_id": thread_id}}, limit=1)), None)
-            is None
-        ):
+        if not list(source.list({"configurable": {"thread_id": thread_id}}, limit=1)):
             raise LookupError(f"thread_ids: no thread {thread_id!r} in the source")
     target.list_threads(limit=1)  # the target answers (and has its tables) before any bar
     without_user = 0
